@@ -1,5 +1,26 @@
-"""Packaging for rcuda.  `pip install .` also builds the native interposer."""
+"""Packaging for rcuda.  `pip install .` also builds the native interposer
+(native/build.py) into rcuda/_lib/, linked against this Python's libpython."""
+import importlib.util
+from pathlib import Path
+
 from setuptools import setup
+from setuptools.command.build_py import build_py
+
+HERE = Path(__file__).resolve().parent
+
+
+class BuildWithInterposer(build_py):
+    """build_py, plus the cffi-embedded interposer libraries."""
+
+    def run(self):
+        super().run()
+        spec = importlib.util.spec_from_file_location("rcuda_native_build", HERE / "native" / "build.py")
+        builder = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(builder)
+        target = HERE / "rcuda" / "_lib" if self.editable_mode else Path(self.build_lib) / "rcuda" / "_lib"
+        for path in builder.build(target):
+            self.announce(f"built {path}", level=2)
+
 
 setup(
     name="rcuda",
@@ -12,4 +33,6 @@ setup(
                       "pyelftools>=0.31", "zstandard>=0.22", "lz4>=4.3", "cxxfilt>=0.3"],
     extras_require={"cupy": ["cupy-cuda13x"], "test": ["pytest>=8"]},
     entry_points={"console_scripts": ["rcuda = rcuda.cli:main"]},
+    cmdclass={"build_py": BuildWithInterposer},
+    zip_safe=False,
 )

@@ -6,6 +6,8 @@ FUNCTIONS maps each name to its C result type, its parameters as
 native/interposer.c) or 'python' (client/entrypoints.py).
 """
 
+CUDART_VERSION = 13000
+
 FUNCTIONS = {'__cudaGetKernel': {'base': '__cudaGetKernel',
                      'params': [('kernel', 'cudaKernel_t * kernel'), ('hostFun', 'const void * hostFun')],
                      'result': 'cudaError_t',

@@ -12,11 +12,17 @@ worker turns them into error replies, and decides which are sticky.
 from __future__ import annotations
 
 import abc
+import bisect
 from dataclasses import dataclass
+
+from rcuda.errors import CudaError, cudaError
 
 #: Each device's allocations live inside a window of this size, starting at a
 #: base the client assigns, so pointers never collide across devices.
 VA_WINDOW_SIZE = 1 << 40
+
+#: cudaMalloc's guaranteed alignment.
+ALLOCATION_ALIGNMENT = 256
 
 
 @dataclass(frozen=True)
@@ -90,6 +96,11 @@ class Device(abc.ABC):
     def close(self) -> None:
         """End the session on this device: free everything it allocated."""
 
+    def take_output(self) -> str:
+        """Device output (printf) produced since the last call, and forget it.
+        Backends that cannot capture device output return ""."""
+        return ""
+
 
 class Backend(abc.ABC):
     """The GPUs of one server."""
@@ -104,3 +115,102 @@ class Backend(abc.ABC):
     def open_device(self, index: int, va_base: int | None = None) -> Device:
         """Open server-side GPU `index` for one session.  Allocations are placed
         in [va_base, va_base + VA_WINDOW_SIZE) when `va_base` is given."""
+
+
+# ---------------------------------------------------------------- helpers
+# Shared by the backends, so every backend checks pointers and launch
+# configurations the same way.
+
+
+@dataclass
+class Allocation:
+    start: int
+    size: int
+    memory: object = None  # the backend's own handle on the bytes (sim: a numpy array)
+
+    @property
+    def end(self) -> int:
+        return self.start + self.size
+
+
+class AllocationTable:
+    """A session's allocations on one device, found by address.
+
+    Every pointer coming from a client is looked up here before the backend
+    touches memory, so a session can only reach what it allocated itself.
+    """
+
+    def __init__(self):
+        self._starts: list[int] = []  # sorted
+        self._by_start: dict[int, Allocation] = {}
+        self.bytes_in_use = 0
+
+    def __len__(self) -> int:
+        return len(self._starts)
+
+    def __iter__(self):
+        return (self._by_start[start] for start in self._starts)
+
+    def add(self, allocation: Allocation) -> None:
+        bisect.insort(self._starts, allocation.start)
+        self._by_start[allocation.start] = allocation
+        self.bytes_in_use += allocation.size
+
+    def remove(self, ptr: int) -> Allocation:
+        """Forget the allocation starting at `ptr`; cudaErrorInvalidValue for
+        any other pointer (unknown, interior, or already freed)."""
+        allocation = self._by_start.pop(ptr, None)
+        if allocation is None:
+            containing = self.containing(ptr, 1)
+            where = (f"it points {ptr - containing.start} bytes into the allocation at {containing.start:#x}"
+                     if containing else "it is not an allocation of this session (or was already freed)")
+            raise CudaError(cudaError.cudaErrorInvalidValue, f"cudaFree({ptr:#x}): {where}")
+        del self._starts[bisect.bisect_left(self._starts, ptr)]
+        self.bytes_in_use -= allocation.size
+        return allocation
+
+    def containing(self, ptr: int, size: int) -> Allocation | None:
+        """The allocation holding all of [ptr, ptr + size), or None."""
+        i = bisect.bisect_right(self._starts, ptr) - 1
+        if i < 0:
+            return None
+        allocation = self._by_start[self._starts[i]]
+        return allocation if ptr + size <= allocation.end else None
+
+    def require(self, ptr: int, size: int, what: str) -> Allocation:
+        """`containing`, or cudaErrorInvalidValue naming the bad range.  This is
+        what cudaMemcpy/cudaMemset return for a pointer they cannot use
+        (cudaErrorInvalidDevicePointer is deprecated and no longer returned)."""
+        allocation = self.containing(ptr, size)
+        if allocation is None:
+            raise CudaError(cudaError.cudaErrorInvalidValue,
+                            f"{what}: [{ptr:#x}, {ptr + size:#x}) is not inside one allocation of this session")
+        return allocation
+
+    def clear(self) -> list[Allocation]:
+        allocations = list(self)
+        self._starts.clear()
+        self._by_start.clear()
+        self.bytes_in_use = 0
+        return allocations
+
+
+def check_launch_configuration(props: dict, grid, block, shared_mem: int) -> None:
+    """cudaErrorInvalidConfiguration, naming the limit, for a launch the
+    device described by `props` (cudaDeviceProp fields) would refuse."""
+    max_block, max_grid = props["maxThreadsDim"], props["maxGridSize"]
+    max_shared = props.get("sharedMemPerBlockOptin") or props["sharedMemPerBlock"]
+    problem = None
+    if min(grid) < 1 or min(block) < 1:
+        problem = f"grid {tuple(grid)} / block {tuple(block)} has a zero dimension"
+    elif any(b > m for b, m in zip(block, max_block)):
+        problem = f"block {tuple(block)} exceeds maxThreadsDim {tuple(max_block)}"
+    elif block[0] * block[1] * block[2] > props["maxThreadsPerBlock"]:
+        problem = (f"block {tuple(block)} has {block[0] * block[1] * block[2]} threads, more than "
+                   f"maxThreadsPerBlock {props['maxThreadsPerBlock']}")
+    elif any(g > m for g, m in zip(grid, max_grid)):
+        problem = f"grid {tuple(grid)} exceeds maxGridSize {tuple(max_grid)}"
+    elif shared_mem > max_shared:
+        problem = f"{shared_mem} bytes of dynamic shared memory is more than the {max_shared} a block may use"
+    if problem:
+        raise CudaError(cudaError.cudaErrorInvalidConfiguration, problem)

@@ -1,0 +1,147 @@
+"""Where C calls into Python: one entry point per CUDA runtime function.
+
+`attach` runs once, when the interposer starts the embedded interpreter.  It
+gives every `rcuda_py_<name>` declared by the interposer exactly one Python
+body: the implementation in client/api.py, or, for functions rcuda does not
+implement, one that logs the name once and returns cudaErrorNotSupported.
+Here, and only here, exceptions become CUDA statuses: nothing raised in
+Python ever crosses into C.
+"""
+from __future__ import annotations
+
+import logging
+import sys
+
+from rcuda._generated.cudart_api import FUNCTIONS
+from rcuda.errors import CudaError, RcudaError, TransportError, cudaError, to_cuda_status
+from rcuda.log import setup_client_logging
+
+from . import api
+from .runtime import Runtime
+
+log = logging.getLogger(__name__)
+
+READY_TOKEN = 0x72637564  # must match RCUDA_READY_TOKEN in native/interposer.c
+NOT_SUPPORTED = int(cudaError.cudaErrorNotSupported)
+
+runtime: Runtime | None = None
+
+
+def attach(ffi, lib) -> None:
+    global runtime
+    setup_client_logging()
+    runtime = Runtime()
+    runtime.output_sink = lambda text: _write_stdout(ffi, lib, text)
+    api.bind(ffi, lib, runtime)
+    for name, row in FUNCTIONS.items():
+        if row["route"] != "python":
+            continue
+        body = api.IMPLEMENTED.get(name)
+        entry = guarded(name, row["result"], body) if body else not_supported(name, row["result"])
+        ffi.def_extern(name=f"rcuda_py_{name}")(entry)
+    attach_lifecycle(ffi)
+
+
+#: Functions that report the last error rather than fail: what they return
+#: must not become the last error again.
+ERROR_QUERIES = frozenset({"cudaGetLastError", "cudaPeekAtLastError"})
+
+
+def guarded(name: str, result: str, body):
+    """Run `body`; turn any exception into a status (recorded as the thread's
+    last error) or, for functions that return no status, a log line."""
+    if name in ERROR_QUERIES:
+        def entry(*args):
+            try:
+                return body(*args)
+            except Exception as exc:  # noqa: BLE001 - the C boundary
+                return failed(name, exc)
+    elif result == "cudaError_t":
+        def entry(*args):
+            try:
+                status = body(*args)
+            except Exception as exc:  # noqa: BLE001 - the C boundary
+                status = failed(name, exc)
+            if status:
+                runtime.record_error(status)
+            return status
+    else:
+        def entry(*args):
+            try:
+                return body(*args)
+            except Exception as exc:  # noqa: BLE001 - the C boundary
+                runtime.record_error(failed(name, exc))
+                return fallback_value(result)
+    entry.__name__ = name
+    return entry
+
+
+def fallback_value(result: str):
+    """What a function that returns no status gives back when it fails."""
+    if result == "void":
+        return None
+    if "*" in result:
+        return api.ffi.NULL
+    return b"\0" if result == "char" else 0
+
+
+def failed(name: str, exc: BaseException) -> int:
+    status = to_cuda_status(exc)
+    if isinstance(exc, TransportError):
+        log.error("%s: %s", name, exc)
+    elif isinstance(exc, CudaError):
+        # Statuses the program can check for itself are logged quietly;
+        # a server's explanation (e.g. a missing sim kernel) is shown.
+        level = logging.WARNING if exc.status in _EXPLAINED else logging.DEBUG
+        log.log(level, "%s: %s", name, exc)
+    elif isinstance(exc, RcudaError):
+        log.error("%s: %s", name, exc)
+    else:
+        log.exception("%s: internal error in rcuda (please report it)", name)
+    return int(status)
+
+
+# Errors whose cause the program cannot see: always worth a log line.
+_EXPLAINED = frozenset({
+    cudaError.cudaErrorInvalidDeviceFunction, cudaError.cudaErrorNoDevice, cudaError.cudaErrorLaunchFailure,
+    cudaError.cudaErrorIllegalAddress, cudaError.cudaErrorAssert, cudaError.cudaErrorInvalidKernelImage,
+    cudaError.cudaErrorDevicesUnavailable, cudaError.cudaErrorUnknown,
+})
+
+_reported: set[str] = set()
+
+
+def not_supported(name: str, result: str):
+    def entry(*args):
+        if name not in _reported:
+            _reported.add(name)
+            log.warning("%s is not supported by rcuda yet: returning cudaErrorNotSupported", name)
+        runtime.record_error(NOT_SUPPORTED)
+        return NOT_SUPPORTED if result == "cudaError_t" else fallback_value(result)
+    entry.__name__ = name
+    return entry
+
+
+def _write_stdout(ffi, lib, text: str) -> None:
+    """Device output goes through the program's own C stdout, so it stays in
+    order with the program's printf."""
+    data = text.encode()
+    lib.rcuda_write_stdout(data, len(data))
+
+
+def attach_lifecycle(ffi) -> None:
+    @ffi.def_extern()
+    def rcuda_py_start():
+        return READY_TOKEN
+
+    @ffi.def_extern()
+    def rcuda_py_atexit():
+        try:
+            runtime.shutdown()
+        except Exception:  # noqa: BLE001 - never crash the program's exit
+            log.exception("error while flushing at exit")
+        sys.stdout.flush()
+
+    @ffi.def_extern()
+    def rcuda_py_after_fork_child():
+        runtime.forget_after_fork()

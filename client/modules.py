@@ -1,0 +1,109 @@
+"""Kernels the program registered, and how to pack their arguments.
+
+The program's constructors call __cudaRegisterFatBinary (once per
+translation unit) and __cudaRegisterFunction (once per kernel): we keep the
+fatbinary's bytes and map each kernel's host stub address to (module, mangled
+name).  A kernel's parameter layout comes from the fatbinary (parsed lazily,
+on the first launch of one of its kernels), because a launch's `void **args`
+says nothing about sizes.
+"""
+from __future__ import annotations
+
+import functools
+import hashlib
+import threading
+from dataclasses import dataclass, field
+
+from rcuda import fatbin
+from rcuda.errors import CudaError, cudaError
+
+
+@dataclass(eq=False)
+class Module:
+    """One registered fatbinary (one translation unit of the program)."""
+
+    image: bytes
+    kernels: dict = field(default_factory=dict)  # host stub address -> mangled name
+
+    @functools.cached_property
+    def key(self) -> str:
+        """Content hash: a server caches a module under it."""
+        return hashlib.blake2b(self.image, digest_size=16).hexdigest()
+
+    @functools.cached_property
+    def parsed(self) -> fatbin.Fatbin:
+        return fatbin.parse_fatbin(self.image)
+
+
+@dataclass(frozen=True)
+class KernelParams:
+    """Offsets and sizes of a kernel's parameters, in ordinal order."""
+
+    offsets: tuple[int, ...]
+    sizes: tuple[int, ...]
+    buffer_size: int
+
+    def pack(self, ffi, args) -> bytes:
+        """Copy each `args[i]` (a pointer to parameter i) into one buffer."""
+        buf = bytearray(self.buffer_size)
+        for i, (offset, size) in enumerate(zip(self.offsets, self.sizes)):
+            buf[offset:offset + size] = ffi.buffer(args[i], size)
+        return bytes(buf)
+
+
+@dataclass(eq=False)
+class Kernel:
+    module: Module
+    name: str  # mangled
+
+    @functools.cached_property
+    def params(self) -> KernelParams:
+        try:
+            info = self.module.parsed.kernels()[self.name]
+        except KeyError:
+            raise CudaError(cudaError.cudaErrorInvalidDeviceFunction,
+                            f"kernel {self.name} is registered but absent from its fatbinary") from None
+        except fatbin.FatbinError as exc:
+            raise CudaError(cudaError.cudaErrorInvalidKernelImage,
+                            f"cannot read the fatbinary holding {self.name}: {exc}") from None
+        params = sorted(info.params, key=lambda p: p.ordinal)
+        return KernelParams(tuple(p.offset for p in params), tuple(p.size for p in params),
+                            info.param_buffer_size)
+
+
+class KernelRegistry:
+    """Host stub address -> Kernel, for every registered module."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self.modules: dict[int, Module] = {}  # handle address -> Module
+        self._kernels: dict[int, Kernel] = {}
+
+    def add_module(self, handle: int, image: bytes) -> Module:
+        module = Module(image)
+        with self._lock:
+            self.modules[handle] = module
+        return module
+
+    def add_function(self, handle: int, host_fun: int, name: str) -> None:
+        with self._lock:
+            module = self.modules.get(handle)
+            if module is None:
+                raise CudaError(cudaError.cudaErrorInvalidResourceHandle,
+                                f"__cudaRegisterFunction for {name} with an unknown module handle")
+            module.kernels[host_fun] = name
+            self._kernels[host_fun] = Kernel(module, name)
+
+    def remove_module(self, handle: int) -> None:
+        with self._lock:
+            module = self.modules.pop(handle, None)
+            if module:
+                for host_fun in module.kernels:
+                    self._kernels.pop(host_fun, None)
+
+    def kernel(self, host_fun: int) -> Kernel:
+        kernel = self._kernels.get(host_fun)
+        if kernel is None:
+            raise CudaError(cudaError.cudaErrorInvalidDeviceFunction,
+                            f"no kernel is registered at host address {host_fun:#x}")
+        return kernel

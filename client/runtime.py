@@ -1,0 +1,198 @@
+"""The client's runtime state, in one object.
+
+`Runtime` holds what the CUDA runtime keeps per process (the devices, the
+registered kernels, the allocation map) and per host thread (the current
+device, the last error).  Like CUDA, it initialises lazily, on the first
+call that needs a device: it connects to every server in RCUDA_SERVERS in
+parallel, numbers their GPUs GPU0, GPU1, ... in server order, then applies
+CUDA_VISIBLE_DEVICES.  A failed initialisation is remembered and returned by
+every later call, as CUDA does.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+
+import zmq
+
+from rcuda.config import ClientConfig, ConfigError, select_visible
+from rcuda.errors import CudaError, RcudaError, cudaError, is_sticky
+from rcuda.server.backends.base import VA_WINDOW_SIZE
+
+from .allocations import AllocationMap
+from .channel import DeviceChannel
+from .device import RemoteDevice
+from .modules import KernelRegistry
+from .session import ServerSession
+
+log = logging.getLogger(__name__)
+
+#: Device i allocates in [VA_BASE + i * VA_WINDOW_SIZE, ... + VA_WINDOW_SIZE).
+VA_BASE = 0x1000_0000_0000
+
+
+class Runtime:
+    def __init__(self, config: ClientConfig | None = None):
+        self._config = config
+        self._init_lock = threading.Lock()
+        self._devices: list[RemoteDevice] | None = None
+        self._init_error: RcudaError | None = None
+        self._threads = threading.local()
+        self._sessions: list[ServerSession] = []
+        self._context: zmq.Context | None = None
+        self.kernels = KernelRegistry()
+        self.allocations = AllocationMap()
+        self.output_sink = None  # set by the entry points: writes device printf output
+
+    # ---------------------------------------------------------- devices
+
+    @property
+    def devices(self) -> list[RemoteDevice]:
+        if self._devices is None:
+            with self._init_lock:
+                if self._devices is None and self._init_error is None:
+                    try:
+                        self._devices = self._connect()
+                    except RcudaError as exc:
+                        self._init_error = exc
+                    except ConfigError as exc:
+                        self._init_error = CudaError(cudaError.cudaErrorInvalidValue, str(exc))
+        if self._init_error is not None:
+            raise self._init_error
+        return self._devices
+
+    def device(self, ordinal: int | None = None) -> RemoteDevice:
+        """The given device, or this thread's current one."""
+        devices = self.devices
+        if ordinal is None:
+            ordinal = self.current_ordinal
+        if not 0 <= ordinal < len(devices):
+            raise CudaError(cudaError.cudaErrorInvalidDevice,
+                            f"device {ordinal} does not exist ({len(devices)} visible)")
+        return devices[ordinal]
+
+    @property
+    def current_ordinal(self) -> int:
+        return getattr(self._threads, "device", 0)
+
+    def set_device(self, ordinal: int) -> None:
+        self.device(ordinal)  # validates
+        self._threads.device = ordinal
+
+    def _connect(self) -> list[RemoteDevice]:
+        config = self._config or ClientConfig.from_environment()
+        if not config.servers:
+            raise CudaError(cudaError.cudaErrorNoDevice,
+                            "no rcuda servers configured: set RCUDA_SERVERS=HOST:PORT[,HOST:PORT...] "
+                            "or start the program with `rcuda run --servers HOST:PORT -- PROGRAM`")
+        self._context = zmq.Context.instance() if self._context is None else self._context
+        sessions = self._connect_all(config)
+        devices: list[RemoteDevice] = []
+        for session in sessions:
+            for local_index, props in enumerate(session.devices):
+                devices.append((session, local_index, props))
+        chosen = select_visible(devices, config.visible_devices,
+                                uuid_of=lambda d: "GPU-" + d[2].get("uuid_str", ""))
+        result = []
+        for ordinal, (session, local_index, props) in enumerate(chosen):
+            label = f"GPU{ordinal} ({session.address} GPU{local_index})"
+            channel = DeviceChannel(self._context, session.endpoint(local_index), label, config.timeout,
+                                    liveness=session.liveness)
+            device = RemoteDevice(ordinal, session, local_index, channel, props)
+            device.output_sink = self.output_sink
+            session.on_failure(channel.fail)
+            result.append(device)
+        self._open_all(result)
+        log.info("%d device(s): %s", len(result), ", ".join(d.label for d in result))
+        return result
+
+    def _connect_all(self, config: ClientConfig) -> list[ServerSession]:
+        """Hello to every server at once; any failure fails initialisation,
+        because GPU numbering would otherwise silently shift."""
+        results: list = [None] * len(config.servers)
+
+        def connect(i, address):
+            try:
+                results[i] = ServerSession.connect(self._context, address, config.timeout)
+            except RcudaError as exc:
+                results[i] = exc
+
+        threads = [threading.Thread(target=connect, args=(i, a), daemon=True)
+                   for i, a in enumerate(config.servers)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        self._sessions = [r for r in results if isinstance(r, ServerSession)]
+        failures = [r for r in results if not isinstance(r, ServerSession)]
+        if failures:
+            for session in self._sessions:
+                session.close()
+            raise failures[0] if len(failures) == 1 else type(failures[0])(
+                "; ".join(str(f) for f in failures), failures[0].status)
+        return self._sessions
+
+    def _open_all(self, devices: list[RemoteDevice]) -> None:
+        """Bind each device socket to its GPU, all devices in parallel."""
+        pendings = []
+        for device in devices:
+            header = {"op": "open", "dev": device.local_index, "token": device.session.token,
+                      "va_base": VA_BASE + device.ordinal * VA_WINDOW_SIZE}
+            pendings.append((device, device.channel.start_call(header)))
+        for device, pending in pendings:
+            reply, _ = device.channel.finish_call(pending, "open")
+            if reply.get("err"):
+                raise CudaError(reply["err"], f"open {device.label}: {reply.get('msg', '')}")
+
+    # ---------------------------------------------------------- errors
+
+    def record_error(self, status: int) -> None:
+        """A call failed: remember it as this thread's last error."""
+        if status:
+            self._threads.last_error = status
+
+    def peek_last_error(self) -> int:
+        status = getattr(self._threads, "last_error", 0)
+        sticky = self._sticky_status()
+        return sticky or status
+
+    def take_last_error(self) -> int:
+        """cudaGetLastError: return and reset the last error; sticky ones stay."""
+        status = getattr(self._threads, "last_error", 0)
+        self._threads.last_error = 0
+        sticky = self._sticky_status()
+        return sticky or status
+
+    def _sticky_status(self) -> int:
+        if self._devices is None:
+            return 0
+        ordinal = self.current_ordinal
+        if 0 <= ordinal < len(self._devices) and self._devices[ordinal].sticky is not None:
+            return int(self._devices[ordinal].sticky.status)
+        return 0
+
+    # ---------------------------------------------------------- lifecycle
+
+    def shutdown(self) -> None:
+        """At exit: close every device (the close reply proves all queued
+        asynchronous work reached the server), then the sessions."""
+        devices = self._devices or []
+        for device in devices:
+            try:
+                device.close()
+            except RcudaError as exc:
+                if not is_sticky(exc.status):
+                    log.warning("at exit: %s", exc)
+        for session in self._sessions:
+            session.close()
+
+    def forget_after_fork(self) -> None:
+        """In a forked child: the parent's connections are not ours.  Start
+        over lazily with new ones (the parent's allocations stay the parent's,
+        as CUDA contexts are not inherited either)."""
+        self._devices = None
+        self._init_error = None
+        self._sessions = []
+        self._context = None
+        self.allocations.clear()
+        self._threads = threading.local()

@@ -1,0 +1,135 @@
+"""A client's session with one `rcuda server`.
+
+`ServerSession.connect` says hello to the server's daemon, which hands over a
+session worker (a process of its own on the server) and the ports of its
+per-GPU sockets.  The session then keeps a heartbeat going with the worker on
+a separate socket: the worker ends the session (freeing everything) when the
+client goes silent, and the client fails its waiting calls when the worker
+does.  The data path (DeviceChannel) stays free of heartbeat traffic.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import socket as pysocket
+import sys
+import threading
+import time
+
+import zmq
+
+from rcuda import protocol
+from rcuda.config import ServerAddress
+from rcuda.errors import ProtocolError, TransportError, VersionMismatch, CudaError
+
+log = logging.getLogger(__name__)
+
+
+def client_description() -> dict:
+    """Who is asking, for the server's logs and `rcuda smi`."""
+    try:
+        program = os.path.basename(os.readlink("/proc/self/exe"))
+    except OSError:
+        program = os.path.basename(sys.argv[0]) if sys.argv else "?"
+    return {"host": pysocket.gethostname(), "pid": os.getpid(), "program": program}
+
+
+def request_once(context: zmq.Context, address: ServerAddress, header: dict, timeout: float) -> dict:
+    """One request to a server's daemon, waiting at most `timeout` seconds."""
+    sock = context.socket(zmq.DEALER)
+    sock.setsockopt(zmq.LINGER, 0)
+    try:
+        sock.connect(address.endpoint)
+        header = dict(header, seq=1)
+        sock.send(protocol.pack(header))
+        if not sock.poll(int(timeout * 1000), zmq.POLLIN):
+            raise TransportError(f"no answer from rcuda server at {address} within {timeout:g}s "
+                                 f"(is `rcuda server` running there? RCUDA_TIMEOUT={timeout:g})")
+        reply = protocol.unpack(sock.recv())
+    finally:
+        sock.close(linger=0)
+    if reply.get("version") != protocol.PROTOCOL_VERSION:
+        raise VersionMismatch(f"rcuda server at {address} speaks protocol version {reply.get('version')}, "
+                              f"this client speaks {protocol.PROTOCOL_VERSION}: install the same rcuda "
+                              f"version on both sides")
+    if reply.get("err"):
+        raise CudaError(reply["err"], f"rcuda server at {address}: {reply.get('msg', '')}")
+    return reply
+
+
+class ServerSession:
+    """The session with one server: its worker's ports and the heartbeat."""
+
+    def __init__(self, context: zmq.Context, address: ServerAddress, reply: dict, timeout: float):
+        self.address = address
+        self.context = context
+        self.timeout = timeout
+        try:
+            self.token: str = reply["token"]
+            self.ports: list[int] = list(reply["ports"])
+            self.devices: list[dict] = list(reply["devices"])
+            self.server: dict = dict(reply.get("server", {}))
+            control_port: int = reply["control_port"]
+        except (KeyError, TypeError) as exc:
+            raise ProtocolError(f"malformed hello reply from {address}: {exc}") from None
+        if len(self.ports) != len(self.devices):
+            raise ProtocolError(f"hello reply from {address} lists {len(self.devices)} devices "
+                                f"but {len(self.ports)} ports")
+        self.last_heard = time.monotonic()
+        self._on_failure = []
+        self._stop = threading.Event()
+        self.failure: TransportError | None = None
+        self._heartbeat = threading.Thread(target=self._heartbeat_loop, args=(control_port,),
+                                           name=f"rcuda heartbeat {address}", daemon=True)
+        self._heartbeat.start()
+
+    @classmethod
+    def connect(cls, context: zmq.Context, address: ServerAddress, timeout: float) -> "ServerSession":
+        reply = request_once(context, address, {"op": "hello", "version": protocol.PROTOCOL_VERSION,
+                                                "client": client_description()}, timeout)
+        return cls(context, address, reply, timeout)
+
+    def endpoint(self, local_index: int) -> str:
+        return self.address.endpoint_for_port(self.ports[local_index])
+
+    def liveness(self) -> float:
+        return self.last_heard
+
+    def on_failure(self, callback) -> None:
+        """Call `callback(error)` if the server is lost."""
+        self._on_failure.append(callback)
+        if self.failure:
+            callback(self.failure)
+
+    def close(self) -> None:
+        self._stop.set()
+        self._heartbeat.join(timeout=2 * protocol.HEARTBEAT_INTERVAL)
+
+    def _heartbeat_loop(self, control_port: int) -> None:
+        sock = self.context.socket(zmq.DEALER)
+        sock.setsockopt(zmq.LINGER, 0)
+        sock.connect(self.address.endpoint_for_port(control_port))
+        seq = 0
+        try:
+            while not self._stop.is_set():
+                seq += 1
+                sock.send(protocol.pack({"op": "ping", "seq": seq, "token": self.token}))
+                deadline = time.monotonic() + protocol.HEARTBEAT_INTERVAL
+                while (left := deadline - time.monotonic()) > 0 and not self._stop.is_set():
+                    if sock.poll(int(left * 1000) + 1, zmq.POLLIN):
+                        sock.recv()
+                        self.last_heard = time.monotonic()
+                silent = time.monotonic() - self.last_heard
+                if silent > self.timeout:
+                    self._lost(TransportError(f"rcuda server at {self.address} stopped answering "
+                                              f"({silent:.1f}s without a heartbeat, RCUDA_TIMEOUT="
+                                              f"{self.timeout:g}s)"))
+                    return
+        finally:
+            sock.close(linger=0)
+
+    def _lost(self, error: TransportError) -> None:
+        log.error("%s", error)
+        self.failure = error
+        for callback in self._on_failure:
+            callback(error)

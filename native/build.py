@@ -1,0 +1,154 @@
+"""Build rcuda's interposer library with cffi's embedding mode.
+
+One C module (generated exports + interposer.c + cffi's glue) is linked
+twice:
+
+  rcuda/_lib/librcuda.so               unversioned symbols, for LD_PRELOAD
+  rcuda/_lib/cudart/libcudart.so.13    soname and symbol version node
+                                       libcudart.so.13, a drop-in for
+                                       LD_LIBRARY_PATH (the loader refuses an
+                                       unversioned one)
+
+Both embed the Python that runs this script (linked by rpath to its
+libpython), so they must be built by the interpreter rcuda is installed in:
+setup.py does that.  Run directly for development:
+    python native/build.py [--out DIR]
+"""
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import shutil
+import sys
+import sysconfig
+import tempfile
+from pathlib import Path
+
+import cffi
+
+NATIVE = Path(__file__).resolve().parent
+REPO = NATIVE.parent
+MODULE_NAME = "_rcuda_interposer"
+
+# Entry points that are not CUDA functions (implemented in client/entrypoints.py).
+LIFECYCLE_CDEF = """
+extern "Python" int rcuda_py_start(void);
+extern "Python" void rcuda_py_atexit(void);
+extern "Python" void rcuda_py_after_fork_child(void);
+static const char *rcuda_library_path(void);
+static void rcuda_write_stdout(const char *data, size_t size);
+"""
+
+# Runs once, in the embedded interpreter, on the first call into Python.
+INIT_CODE = r'''
+import os, site, sys
+from _rcuda_interposer import ffi, lib
+
+def _python_path():
+    """Where rcuda and its dependencies are installed.  `rcuda run` passes its
+    own sys.path; otherwise climb from this library to the folder holding
+    the rcuda package (site-packages for a normal install)."""
+    given = os.environ.get("RCUDA_PYTHONPATH")
+    if given:
+        return [p for p in given.split(os.pathsep) if p]
+    folder = os.path.dirname(ffi.string(lib.rcuda_library_path()).decode())
+    while folder and folder != os.path.dirname(folder):
+        if os.path.isfile(os.path.join(folder, "rcuda", "__init__.py")):
+            return [folder]
+        folder = os.path.dirname(folder)
+    return []
+
+_paths = _python_path()
+sys.path[:0] = [p for p in _paths if p not in sys.path]
+for _p in _paths:
+    site.addsitedir(_p)  # also runs .pth files (editable installs)
+if not getattr(sys, "argv", None):
+    sys.argv = [os.path.basename(os.readlink("/proc/self/exe"))]
+
+from rcuda.client import entrypoints
+entrypoints.attach(ffi, lib)
+'''
+
+
+def load_api_table() -> dict:
+    spec = importlib.util.spec_from_file_location("cudart_api", REPO / "rcuda" / "_generated" / "cudart_api.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.FUNCTIONS
+
+
+def python_entry_points(functions: dict) -> str:
+    """extern "Python" declarations: one per function routed to Python."""
+    lines = []
+    for name, row in sorted(functions.items()):
+        if row["route"] == "python":
+            params = ", ".join(decl for _, decl in row["params"]) or "void"
+            lines.append(f'extern "Python" {row["result"]} rcuda_py_{name}({params});')
+    return "\n".join(lines)
+
+
+def make_ffi(extra_link_args: list[str]) -> cffi.FFI:
+    generated = NATIVE / "generated"
+    ffi = cffi.FFI()
+    ffi.cdef((generated / "cudart_types.h").read_text())
+    ffi.cdef(python_entry_points(load_api_table()))
+    ffi.cdef(LIFECYCLE_CDEF)
+    ffi.embedding_api("")
+    source = "\n".join([
+        "#include <stddef.h>",
+        "#include <stdint.h>",
+        '#include "cudart_types.h"',
+        '#include "cudart_layout.h"',
+        '#include "interposer.c"',
+        '#include "cudart_exports.c"',
+    ])
+    # The interpreter the library starts (native/interposer.c): this one.
+    executable = '"' + sys.executable.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    ffi.set_source(MODULE_NAME, source, include_dirs=[str(NATIVE), str(generated)],
+                   define_macros=[("RCUDA_PYTHON_EXECUTABLE", executable)],
+                   extra_compile_args=["-O2", "-fvisibility=hidden", "-Wno-unused-function"],
+                   extra_link_args=extra_link_args)
+    ffi.embedding_init_code(INIT_CODE)
+    return ffi
+
+
+def link_args(soname: str, version_script: Path | None = None) -> list[str]:
+    libdir = sysconfig.get_config_var("LIBDIR")
+    args = [f"-Wl,-soname,{soname}", f"-Wl,-rpath,{libdir}", "-Wl,--no-undefined", "-ldl", "-lpthread"]
+    if version_script:
+        args.append(f"-Wl,--version-script={version_script}")
+    return args
+
+
+def build(out_dir: Path, verbose: bool = False) -> list[Path]:
+    """Build both libraries into `out_dir`; returns their paths."""
+    out_dir = out_dir.resolve()
+    (out_dir / "cudart").mkdir(parents=True, exist_ok=True)
+    targets = [
+        (out_dir / "librcuda.so", link_args("librcuda.so")),
+        (out_dir / "cudart" / "libcudart.so.13",
+         link_args("libcudart.so.13", NATIVE / "generated" / "libcudart.map")),
+    ]
+    built = []
+    with tempfile.TemporaryDirectory(prefix="rcuda-build-") as tmp:
+        for target, extra in targets:
+            ffi = make_ffi(extra)
+            produced = ffi.compile(tmpdir=tmp, target=target.name, verbose=verbose)
+            shutil.move(produced, target)
+            built.append(target)
+    return built
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description="Build rcuda's interposer libraries.")
+    parser.add_argument("--out", type=Path, default=REPO / "rcuda" / "_lib")
+    parser.add_argument("-v", "--verbose", action="store_true")
+    args = parser.parse_args(argv)
+    for path in build(args.out, args.verbose):
+        print(path)
+
+
+if __name__ == "__main__":
+    os.chdir(REPO)
+    main()

@@ -1,0 +1,205 @@
+/* The hand-written part of rcuda's interposer library.
+ *
+ * Everything here runs inside the unmodified CUDA application.  It is kept
+ * small: the launch-configuration stack (called on every <<<>>> launch, so it
+ * stays in C), starting the embedded Python client exactly once and aborting
+ * loudly if that fails, and the process lifecycle (flush at exit, fork).
+ * Every other runtime function is generated (generated/cudart_exports.c) and
+ * hands its arguments to Python.
+ *
+ * This file is #included into the cffi-generated module (see build.py), after
+ * Python.h and the generated CUDA types.
+ */
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define RCUDA_EXPORT __attribute__((visibility("default")))
+#define RCUDA_READY_TOKEN 0x72637564 /* "rcud": what a successful start returns */
+
+/* Python entry points that are not CUDA functions (declared in build.py). */
+static int rcuda_py_start(void);
+static void rcuda_py_atexit(void);
+static void rcuda_py_after_fork_child(void);
+
+/* ------------------------------------------------------------ start-up */
+
+static pthread_once_t start_once = PTHREAD_ONCE_INIT;
+static volatile int python_started = 0;
+
+/* Start the interpreter ourselves, before cffi would, so that it is the
+ * Python rcuda was installed in: `executable` set to that Python (a venv's
+ * bin/python) gives the venv's sys.path and site-packages, whatever python3
+ * comes first on the program's PATH.  No signal handlers: SIGINT belongs to
+ * the program.  A program that already runs Python keeps its interpreter. */
+static void initialize_python(void)
+{
+    if (Py_IsInitialized())
+        return;
+    const char *executable = RCUDA_PYTHON_EXECUTABLE;
+    PyConfig config;
+    PyConfig_InitPythonConfig(&config);
+    config.install_signal_handlers = 0;
+    config.parse_argv = 0;
+    PyStatus status = PyStatus_Ok();
+    if (access(executable, X_OK) == 0) {
+        status = PyConfig_SetBytesString(&config, &config.program_name, executable);
+        if (!PyStatus_Exception(status))
+            status = PyConfig_SetBytesString(&config, &config.executable, executable);
+    } else {
+        fprintf(stderr, "rcuda: warning: %s, the Python rcuda was built with, is gone; "
+                        "trying the default Python paths\n", executable);
+    }
+    if (!PyStatus_Exception(status))
+        status = Py_InitializeFromConfig(&config);
+    PyConfig_Clear(&config);
+    if (PyStatus_Exception(status)) {
+        fprintf(stderr, "rcuda: fatal: cannot start the embedded Python (%s): %s\n",
+                executable, status.err_msg ? status.err_msg : "unknown error");
+        fflush(stderr);
+        abort();
+    }
+    PyEval_SaveThread(); /* release the GIL, as cffi expects */
+}
+
+static void start_python_client(void)
+{
+    initialize_python();
+    /* cffi starts the interpreter on the first call into Python.  If that
+     * fails, cffi returns 0 from every entry point, and 0 is cudaSuccess: a
+     * program would run on with garbage.  So we insist on a token. */
+    if (rcuda_py_start() != RCUDA_READY_TOKEN) {
+        fprintf(stderr,
+                "rcuda: fatal: the embedded Python client did not start (see the "
+                "messages above).\nrcuda: refusing to run CUDA calls without it; "
+                "check that rcuda is installed in the Python that built this "
+                "library, or set RCUDA_PYTHONPATH.\n");
+        fflush(stderr);
+        abort();
+    }
+    python_started = 1;
+}
+
+static inline void rcuda_ensure_started(void)
+{
+    pthread_once(&start_once, start_python_client);
+}
+
+/* Where this library lives, so the Python side can find its package. */
+static const char *rcuda_library_path(void)
+{
+    Dl_info info;
+    if (dladdr((void *)&rcuda_library_path, &info) && info.dli_fname)
+        return info.dli_fname;
+    return "";
+}
+
+/* Device-side output (printf in kernels) goes through the program's own
+ * stdio buffer, so it stays in order with the program's printf. */
+static void rcuda_write_stdout(const char *data, size_t size)
+{
+    fwrite(data, 1, size, stdout);
+}
+
+/* ------------------------------------------------------------ launch stack */
+
+/* <<<grid, block, shmem, stream>>> pushes a configuration; the kernel's
+ * host stub pops it right away.  Pushes can nest when a kernel argument's
+ * evaluation itself launches a kernel, hence a small per-thread stack. */
+#define CALL_CONFIG_DEPTH 32
+
+struct call_config {
+    dim3 grid, block;
+    size_t shared_mem;
+    void *stream;
+};
+
+static __thread struct call_config call_stack[CALL_CONFIG_DEPTH];
+static __thread int call_depth = 0;
+
+RCUDA_EXPORT unsigned int __cudaPushCallConfiguration(dim3 gridDim, dim3 blockDim, size_t sharedMem,
+                                                      struct CUstream_st *stream)
+{
+    if (call_depth >= CALL_CONFIG_DEPTH)
+        return 1; /* the stub then skips the launch, as CUDA does on failure */
+    struct call_config *c = &call_stack[call_depth++];
+    c->grid = gridDim;
+    c->block = blockDim;
+    c->shared_mem = sharedMem;
+    c->stream = stream;
+    return 0;
+}
+
+RCUDA_EXPORT cudaError_t __cudaPopCallConfiguration(dim3 *gridDim, dim3 *blockDim, size_t *sharedMem,
+                                                    void *stream)
+{
+    if (call_depth <= 0)
+        return cudaErrorMissingConfiguration;
+    struct call_config *c = &call_stack[--call_depth];
+    *gridDim = c->grid;
+    *blockDim = c->block;
+    *sharedMem = c->shared_mem;
+    *(void **)stream = c->stream;
+    return cudaSuccess;
+}
+
+/* A kernel's handle is its host stub's address: the client registered it
+ * under that address in __cudaRegisterFunction. */
+RCUDA_EXPORT cudaError_t __cudaGetKernel(cudaKernel_t *kernel, const void *hostFun)
+{
+    if (kernel == NULL)
+        return cudaErrorInvalidValue;
+    *kernel = (cudaKernel_t)hostFun;
+    return cudaSuccess;
+}
+
+/* ------------------------------------------------------------ lifecycle */
+
+/* atexit handlers run in reverse order of registration, and this library's
+ * constructor runs before the program's, so this runs after the program's
+ * own teardown (__cudaUnregisterFatBinary): the last chance to send queued
+ * asynchronous work.  Inert in processes that never made a CUDA call. */
+static void flush_at_exit(void)
+{
+    if (python_started)
+        rcuda_py_atexit();
+}
+
+/* fork(): hold the GIL across it so the child does not inherit it locked by
+ * a thread that does not exist there, then give the child a fresh client
+ * (the parent's sockets and threads are not the child's). */
+static PyGILState_STATE fork_gil_state;
+
+static void before_fork(void)
+{
+    if (!python_started)
+        return;
+    fork_gil_state = PyGILState_Ensure();
+    PyOS_BeforeFork();
+}
+
+static void after_fork_parent(void)
+{
+    if (!python_started)
+        return;
+    PyOS_AfterFork_Parent();
+    PyGILState_Release(fork_gil_state);
+}
+
+static void after_fork_child(void)
+{
+    if (!python_started)
+        return;
+    PyOS_AfterFork_Child();
+    PyGILState_Release(fork_gil_state);
+    rcuda_py_after_fork_child();
+}
+
+__attribute__((constructor)) static void rcuda_library_loaded(void)
+{
+    atexit(flush_at_exit);
+    pthread_atfork(before_fork, after_fork_parent, after_fork_child);
+}

@@ -1,0 +1,75 @@
+"""What kind of program `rcuda run` is about to start, and the native library.
+
+nvcc links the CUDA runtime statically by default; such a program never
+calls a shared library, so nothing can intercept it.  We look at the ELF file
+before running it, so the user gets a clear instruction instead of a program
+that silently looks for a local GPU.
+"""
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from elftools.common.exceptions import ELFError
+from elftools.elf.dynamic import DynamicSection
+from elftools.elf.elffile import ELFFile
+
+LIB_DIR = Path(__file__).resolve().parent / "_lib"
+SUPPORTED_CUDART = "libcudart.so.13"
+
+
+class ProgramError(Exception):
+    """The program cannot run through rcuda; the message says what to do."""
+
+
+def library_path() -> Path:
+    """The interposer for LD_PRELOAD."""
+    return _built(LIB_DIR / "librcuda.so")
+
+
+def dropin_dir() -> Path:
+    """A folder holding a drop-in libcudart.so.13, for LD_LIBRARY_PATH."""
+    return _built(LIB_DIR / "cudart" / "libcudart.so.13").parent
+
+
+def _built(path: Path) -> Path:
+    if not path.is_file():
+        raise ProgramError(f"rcuda's native library is missing ({path}): reinstall rcuda with "
+                           f"`pip install .` so that it is built")
+    return path
+
+
+def find_program(command: str) -> Path | None:
+    found = shutil.which(command)
+    return Path(found) if found else None
+
+
+def check_program(path: Path) -> None:
+    """Raise ProgramError if `path` is a CUDA program rcuda cannot intercept.
+    Programs that are not ELF files (scripts) or contain no CUDA are let
+    through: they may start CUDA programs of their own."""
+    try:
+        with open(path, "rb") as f:
+            elf = ELFFile(f)
+            needed = _needed_libraries(elf)
+            has_cuda_code = elf.get_section_by_name(".nv_fatbin") is not None
+    except (ELFError, OSError):
+        return
+    cudarts = [n for n in needed if n.startswith("libcudart.so")]
+    if has_cuda_code and not cudarts:
+        raise ProgramError(
+            f"{path} is linked with the static CUDA runtime (nvcc's default), which rcuda cannot "
+            f"intercept. Rebuild it with `nvcc -cudart shared ...` (or add `-cudart shared` to "
+            f"your CUDA flags; with CMake: set_target_properties(TARGET PROPERTIES "
+            f"CUDA_RUNTIME_LIBRARY Shared)).")
+    for name in cudarts:
+        if name != SUPPORTED_CUDART:
+            raise ProgramError(f"{path} was built against {name}; rcuda implements {SUPPORTED_CUDART} "
+                               f"(CUDA 13). Rebuild it with a CUDA 13 nvcc and `-cudart shared`.")
+
+
+def _needed_libraries(elf: ELFFile) -> list[str]:
+    for section in elf.iter_sections():
+        if isinstance(section, DynamicSection):
+            return [tag.needed for tag in section.iter_tags() if tag.entry.d_tag == "DT_NEEDED"]
+    return []

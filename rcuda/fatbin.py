@@ -1,0 +1,606 @@
+"""Reader for CUDA fatbinaries: images, kernel parameter layouts, variables.
+
+An nvcc-built program registers its device code with
+`__cudaRegisterFatBinary(wrapper)`; `wrapper->data` points at one fatbin
+container.  The client needs to know how many bytes that container occupies
+(`fatbin_size`) and, because `__cudaLaunchKernel` passes `void **args` without
+sizes, where every kernel parameter lives in the parameter buffer
+(`parse_fatbin(...).kernels()`).
+
+Layout (little endian, checked on nvcc 13.0 output):
+
+    container: u32 magic 0xBA55ED50, u16 version, u16 header_size,
+               u64 payload_size, then entries back to back.
+    entry:     u16 kind, u16 version, u32 header_size, u64 payload_size (padded),
+               +16 u32 compressed size (0 = stored), +28 u32 arch,
+               +40 u32 flags, +56 u64 uncompressed size; payload follows the
+               header.
+
+Each wrapper points at exactly one container.  The `.nv_fatbin` section of a
+program holds several containers back to back (one per wrapper: the
+translation unit's own and a small one from the device-link step), so
+`fatbin_size` measures one container and `parse_fatbin` accepts a sequence.
+
+Parameter layouts come from a cubin's `.nv.info.<kernel>` section
+(EIATTR_KPARAM_INFO records) when there is a cubin, else from the PTX
+`.entry` parameter lists with natural alignment.  Both give the same result.
+"""
+from __future__ import annotations
+
+import argparse
+import io
+import logging
+import re
+import struct
+import sys
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+
+from elftools.common.exceptions import ELFError
+from elftools.elf.elffile import ELFFile
+
+log = logging.getLogger(__name__)
+
+FATBIN_WRAPPER_MAGIC = 0x466243B1
+FATBIN_MAGIC = 0xBA55ED50
+
+# Container header: magic, version, header_size, payload_size.
+CONTAINER_HEADER = struct.Struct("<IHHQ")
+# First 16 bytes of an entry header: kind, version, header_size, payload_size.
+ENTRY_HEADER = struct.Struct("<HHIQ")
+ENTRY_COMPRESSED_SIZE = struct.Struct("<I")     # at +16
+ENTRY_ARCH = struct.Struct("<I")                # at +28
+ENTRY_FLAGS = struct.Struct("<I")               # at +40
+ENTRY_UNCOMPRESSED_SIZE = struct.Struct("<Q")   # at +56
+OFF_COMPRESSED_SIZE, OFF_ARCH, OFF_FLAGS, OFF_UNCOMPRESSED_SIZE = 16, 28, 40, 56
+MIN_ENTRY_HEADER = OFF_UNCOMPRESSED_SIZE + 8
+
+ENTRY_KINDS = {1: "ptx", 2: "cubin", 8: "ltoir"}
+KIND_PTX, KIND_CUBIN = "ptx", "cubin"
+
+# Entry flag bits that name the compression method.  nvcc 13 sets 0x8000 for
+# its default mode (zstd frames) and 0x2000 for `-compress-mode=speed` (raw
+# LZ4 blocks, no frame header).
+FLAG_LZ4 = 0x2000
+FLAG_ZSTD = 0x8000
+COMPRESSION_FLAGS = {FLAG_LZ4: "lz4", FLAG_ZSTD: "zstd"}
+
+# Cubin ELF: kernels are STT_FUNC symbols with this bit in st_other.
+STO_CUDA_ENTRY = 0x10
+NV_INFO_PREFIX = ".nv.info."
+# .nv.info records: u8 format, u8 attribute, then either a u16 value
+# (formats 1-3, 4 bytes in all) or a u16 size and that many bytes (format 4).
+EIFMT_SVAL = 0x04
+EIATTR_KPARAM_INFO = 0x17
+KPARAM_INFO = struct.Struct("<IHHI")  # index, ordinal, offset, packed
+KPARAM_SIZE_SHIFT = 18
+# Sections holding __device__ / __constant__ variables in a cubin.
+GLOBAL_SECTIONS = (".nv.global", ".nv.global.init")
+CONSTANT_SECTION_PREFIX = ".nv.constant"
+KERNEL_CONSTANT_BANK = ".nv.constant0"   # per-kernel parameter bank, not variables
+
+# PTX scalar type sizes; a .b8 array's alignment is its .align (default 1).
+PTX_TYPE_SIZES = {
+    "b8": 1, "u8": 1, "s8": 1, "pred": 1,
+    "b16": 2, "u16": 2, "s16": 2, "f16": 2, "bf16": 2, "e4m3x2": 2, "e5m2x2": 2,
+    "b32": 4, "u32": 4, "s32": 4, "f32": 4, "f16x2": 4, "bf16x2": 4, "tf32": 4,
+    "b64": 8, "u64": 8, "s64": 8, "f64": 8,
+    "b128": 16,
+}
+PTX_VECTOR = re.compile(r"\.v(\d+)$")
+PTX_BRACES_AND_ENDS = re.compile(r"[{};]")
+PTX_ENTRY = re.compile(r"\.entry\s+([\w$.]+)\s*(?:\((.*?)\))?", re.S)
+PTX_VARIABLE = re.compile(r"(?:^|\s)\.(global|const)\s")
+PTX_LINE_DIRECTIVES = re.compile(r"^[ \t]*\.(?:version|target|address_size|file)\b[^\n]*", re.M)
+# Module-level statements with .global/.const that define no variable of ours:
+# declarations of other modules' variables, texture handles, functions.
+PTX_NOT_VARIABLES = {".extern", ".texref", ".surfref", ".samplerref", ".entry", ".func"}
+PTX_ATTRIBUTE = re.compile(r"\.attribute\s*\([^)]*\)")
+
+
+class FatbinError(ValueError):
+    """The bytes are not a fatbinary this module understands."""
+
+
+@dataclass(frozen=True)
+class KernelParam:
+    """One kernel parameter: where it sits in the parameter buffer."""
+
+    ordinal: int
+    offset: int
+    size: int
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """A `__global__` function, by mangled name, and its parameter layout."""
+
+    name: str
+    params: tuple[KernelParam, ...]
+
+    @property
+    def param_buffer_size(self) -> int:
+        """Bytes needed to hold every parameter at its offset."""
+        return max((p.offset + p.size for p in self.params), default=0)
+
+
+@dataclass(frozen=True)
+class Variable:
+    """A `__device__` (constant=False) or `__constant__` variable."""
+
+    name: str
+    size: int
+    constant: bool
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One image inside a fatbin container."""
+
+    kind: str                 # "ptx", "cubin", "ltoir" or "kind<N>"
+    arch: int                 # 75 for sm_75 / compute_75
+    compression: str | None   # None, "zstd" or "lz4"
+    payload: bytes            # decompressed image: PTX text or an ELF cubin (other kinds: as stored)
+    flags: int = 0            # raw entry flags
+    stored_size: int = 0      # bytes the (compressed) image takes in the container
+
+    def __repr__(self) -> str:  # keep the payload out of logs
+        return (f"Entry(kind={self.kind!r}, arch={self.arch}, compression={self.compression!r}, "
+                f"payload=<{len(self.payload)} bytes>, flags={self.flags:#x}, stored_size={self.stored_size})")
+
+
+@dataclass(frozen=True)
+class Fatbin:
+    """The images of one or more fatbin containers."""
+
+    entries: tuple[Entry, ...]
+    size: int  # total bytes of all containers read
+
+    def kernels(self) -> dict[str, Kernel]:
+        """Kernels by mangled name.  Layouts come from the cubins (all archs
+        agree; the first wins), from the PTX only when there is no cubin."""
+        return dict(self._kernels)
+
+    def variables(self) -> dict[str, Variable]:
+        """Device and constant variables, from the cubins, else the PTX."""
+        return dict(self._variables)
+
+    def archs(self, kind: str | None = None) -> tuple[int, ...]:
+        """Sorted architectures of the entries (of one kind, if given)."""
+        return tuple(sorted({e.arch for e in self.entries if kind is None or e.kind == kind}))
+
+    def first(self, kind: str) -> Entry | None:
+        """The first entry of a kind, or None."""
+        return next((e for e in self.entries if e.kind == kind), None)
+
+    @property
+    def layout_source(self) -> str | None:
+        """Which kind of image kernels() reads: "cubin", "ptx" or None."""
+        return next((k for k in (KIND_CUBIN, KIND_PTX) if self.first(k)), None)
+
+    # cached_property stores into the instance __dict__ directly, so it works
+    # on a frozen dataclass (which has no __slots__).
+    @cached_property
+    def _kernels(self) -> dict[str, Kernel]:
+        reader = {KIND_CUBIN: cubin_kernels, KIND_PTX: ptx_kernels}.get(self.layout_source)
+        return self._merged(reader)
+
+    @cached_property
+    def _variables(self) -> dict[str, Variable]:
+        reader = {KIND_CUBIN: cubin_variables, KIND_PTX: ptx_variables}.get(self.layout_source)
+        return self._merged(reader)
+
+    def _merged(self, reader) -> dict:
+        """Union of reader(payload) over the entries of the layout source's
+        kind: a whole `.nv_fatbin` holds several containers, and the first
+        cubin may be the device-link step's empty one."""
+        merged: dict = {}
+        for entry in self.entries:
+            if reader is not None and entry.kind == self.layout_source:
+                for name, item in reader(entry.payload).items():
+                    merged.setdefault(name, item)
+        return merged
+
+
+# ---------------------------------------------------------------- containers
+
+def fatbin_size(buf) -> int:
+    """Bytes of the fatbin container that starts at `buf` (header included).
+
+    `buf` needs to hold only the 16-byte container header.  One container is
+    what one registration wrapper points at, so one container is measured."""
+    _magic, _version, header_size, payload_size = _container_header(memoryview(buf), 0)
+    return header_size + payload_size
+
+
+def _container_header(view: memoryview, offset: int) -> tuple[int, int, int, int]:
+    if len(view) - offset < CONTAINER_HEADER.size:
+        raise FatbinError(f"truncated fatbinary: container header at offset {offset} needs "
+                          f"{CONTAINER_HEADER.size} bytes, only {len(view) - offset} available")
+    magic, version, header_size, payload_size = CONTAINER_HEADER.unpack_from(view, offset)
+    if magic != FATBIN_MAGIC:
+        hint = " (that is a fatbin wrapper, pass wrapper->data)" if magic == FATBIN_WRAPPER_MAGIC else ""
+        raise FatbinError(f"bad fatbin magic {magic:#010x} at offset {offset}, "
+                          f"expected {FATBIN_MAGIC:#010x}{hint}")
+    if header_size < CONTAINER_HEADER.size:
+        raise FatbinError(f"bad fatbin container header size {header_size} at offset {offset}")
+    return magic, version, header_size, payload_size
+
+
+def parse_fatbin(data) -> Fatbin:
+    """Parse one container, or several back to back (a whole `.nv_fatbin`)."""
+    view = memoryview(data).cast("B")
+    entries: list[Entry] = []
+    offset = 0
+    while True:
+        found, offset = _parse_container(view, offset)
+        entries.extend(found)
+        if offset >= len(view):
+            break
+    log.debug("fatbin of %d bytes: %s", offset, entries)
+    return Fatbin(tuple(entries), offset)
+
+
+def _parse_container(view: memoryview, offset: int) -> tuple[list[Entry], int]:
+    """The entries of the container at `offset` and the position after it."""
+    _magic, _version, header_size, payload_size = _container_header(view, offset)
+    start, end = offset + header_size, offset + header_size + payload_size
+    if end > len(view):
+        raise FatbinError(f"truncated fatbinary: container at offset {offset} holds {payload_size} "
+                          f"bytes of images, only {len(view) - start} available")
+    entries = []
+    pos = start
+    while pos < end:
+        entry, pos = _parse_entry(view, pos, end)
+        entries.append(entry)
+    return entries, end
+
+
+def _parse_entry(view: memoryview, pos: int, end: int) -> tuple[Entry, int]:
+    """The entry at `pos` and the position after it."""
+    if end - pos < MIN_ENTRY_HEADER:
+        raise FatbinError(f"truncated fatbinary: entry header at offset {pos} needs "
+                          f"{MIN_ENTRY_HEADER} bytes, only {end - pos} left in its container")
+    kind_id, _version, header_size, payload_size = ENTRY_HEADER.unpack_from(view, pos)
+    if header_size < MIN_ENTRY_HEADER:
+        raise FatbinError(f"bad fatbin entry header size {header_size} at offset {pos}")
+    start = pos + header_size
+    if start + payload_size > end:
+        raise FatbinError(f"truncated fatbinary: entry at offset {pos} holds {payload_size} bytes, "
+                          f"only {max(end - start, 0)} left in its container")
+    (compressed_size,) = ENTRY_COMPRESSED_SIZE.unpack_from(view, pos + OFF_COMPRESSED_SIZE)
+    (arch,) = ENTRY_ARCH.unpack_from(view, pos + OFF_ARCH)
+    (flags,) = ENTRY_FLAGS.unpack_from(view, pos + OFF_FLAGS)
+    (uncompressed_size,) = ENTRY_UNCOMPRESSED_SIZE.unpack_from(view, pos + OFF_UNCOMPRESSED_SIZE)
+    kind = ENTRY_KINDS.get(kind_id, f"kind{kind_id}")
+    stored = bytes(view[start:start + payload_size])
+    compression = _compression(flags, compressed_size, pos)
+    if compression is not None and kind in (KIND_PTX, KIND_CUBIN):
+        if compressed_size > payload_size:
+            raise FatbinError(f"corrupt fatbin entry at offset {pos}: compressed size "
+                              f"{compressed_size} exceeds its payload of {payload_size} bytes")
+        image = _decompress(compression, stored[:compressed_size or payload_size], uncompressed_size, pos)
+    else:
+        # Stored images may carry alignment padding.  Other kinds (LTO-IR) are
+        # kept as stored: nvcc marks them with flags we cannot decode.
+        image = stored
+    if kind == KIND_PTX:
+        image = image.rstrip(b"\0")  # NUL terminator and padding; keep the text only
+    return Entry(kind, arch, compression, image, flags, payload_size), start + payload_size
+
+
+def _compression(flags: int, compressed_size: int, pos: int) -> str | None:
+    """The compression method of an entry, from its flags."""
+    methods = [name for bit, name in COMPRESSION_FLAGS.items() if flags & bit]
+    if len(methods) > 1:
+        raise FatbinError(f"fatbin entry at offset {pos} claims several compressions (flags {flags:#x})")
+    if methods:
+        return methods[0]
+    if compressed_size:
+        raise FatbinError(f"fatbin entry at offset {pos} is compressed ({compressed_size} bytes) with "
+                          f"an unknown method: flags {flags:#x} set neither {FLAG_ZSTD:#x} (zstd) "
+                          f"nor {FLAG_LZ4:#x} (lz4)")
+    return None
+
+
+def _decompress(method: str, data: bytes, size: int, pos: int) -> bytes:
+    try:
+        if method == "zstd":
+            import zstandard
+            out = zstandard.ZstdDecompressor().decompress(data, max_output_size=size)
+        else:
+            import lz4.block  # raw blocks: nvcc writes no LZ4 frame header
+            out = lz4.block.decompress(data, uncompressed_size=size)
+    except ImportError as exc:
+        raise FatbinError(f"fatbin entry at offset {pos} is {method}-compressed, and the Python "
+                          f"package to decompress it is missing: {exc}") from exc
+    except Exception as exc:  # zstandard.ZstdError, lz4's LZ4BlockError
+        raise FatbinError(f"fatbin entry at offset {pos}: {method} decompression failed: {exc}") from exc
+    if len(out) != size:
+        raise FatbinError(f"fatbin entry at offset {pos}: {method} gave {len(out)} bytes, "
+                          f"header says {size}")
+    return out
+
+
+# ---------------------------------------------------------------- ELF programs
+
+def fatbins_in_elf(path, section: str = ".nv_fatbin") -> list[bytes]:
+    """The fatbin containers in a program's or shared library's `section`
+    (`.nv_fatbin`; `-rdc` programs keep per-file images in `__nv_relfatbin`)."""
+    try:
+        with open(path, "rb") as f:
+            found = ELFFile(f).get_section_by_name(section)
+            data = found.data() if found is not None else b""
+    except ELFError as exc:
+        raise FatbinError(f"{path} is not an ELF file: {exc}") from exc
+    containers = []
+    offset = 0
+    while offset < len(data):
+        size = fatbin_size(memoryview(data)[offset:])
+        if offset + size > len(data):
+            raise FatbinError(f"truncated fatbinary in {path} section {section}: container at "
+                              f"offset {offset} claims {size} bytes, section ends at {len(data)}")
+        containers.append(data[offset:offset + size])
+        offset += size
+    return containers
+
+
+# ---------------------------------------------------------------- cubins
+
+def _open_cubin(image: bytes) -> ELFFile:
+    try:
+        elf = ELFFile(io.BytesIO(image))
+    except ELFError as exc:
+        raise FatbinError(f"cubin is not an ELF image: {exc}") from exc
+    if elf.elfclass != 64 or not elf.little_endian:
+        raise FatbinError("cubin is not a 64-bit little-endian ELF image")
+    return elf
+
+
+def _symbols(elf: ELFFile):
+    """(symbol, raw st_other) pairs; pyelftools drops st_other's CUDA bits."""
+    symtab = elf.get_section_by_name(".symtab")
+    if symtab is None:
+        return
+    raw = symtab.data()
+    entsize = symtab["sh_entsize"] or 24
+    st_other_offset = 5  # Elf64_Sym: u32 name, u8 info, u8 other, ...
+    for index, symbol in enumerate(symtab.iter_symbols()):
+        yield symbol, raw[index * entsize + st_other_offset]
+
+
+def cubin_kernels(image: bytes) -> dict[str, Kernel]:
+    """Kernels of a cubin with their layout from EIATTR_KPARAM_INFO."""
+    elf = _open_cubin(image)
+    kernels = {}
+    for symbol, other in _symbols(elf):
+        if symbol["st_info"]["type"] == "STT_FUNC" and other & STO_CUDA_ENTRY:
+            info = elf.get_section_by_name(NV_INFO_PREFIX + symbol.name)
+            if info is None:
+                log.debug("kernel %s has no %s section: no parameters", symbol.name, NV_INFO_PREFIX)
+            params = _kparams(info.data(), symbol.name) if info is not None else ()
+            kernels[symbol.name] = Kernel(symbol.name, params)
+    return kernels
+
+
+def _nv_info_records(data: bytes, where: str):
+    """(attribute, payload) of each record in a .nv.info section."""
+    pos = 0
+    while pos < len(data):
+        if len(data) - pos < 4:
+            raise FatbinError(f"truncated .nv.info record in {where} at offset {pos}")
+        fmt, attribute, value = data[pos], data[pos + 1], data[pos + 2:pos + 4]
+        pos += 4
+        if fmt == EIFMT_SVAL:
+            (size,) = struct.unpack("<H", value)
+            if pos + size > len(data):
+                raise FatbinError(f"truncated .nv.info record in {where} at offset {pos - 4}")
+            value, pos = data[pos:pos + size], pos + size
+        yield attribute, value
+
+
+def _kparams(data: bytes, kernel: str) -> tuple[KernelParam, ...]:
+    params = {}
+    for attribute, value in _nv_info_records(data, NV_INFO_PREFIX + kernel):
+        if attribute == EIATTR_KPARAM_INFO:
+            if len(value) < KPARAM_INFO.size:
+                raise FatbinError(f"short KPARAM_INFO record ({len(value)} bytes) for {kernel}")
+            _index, ordinal, offset, packed = KPARAM_INFO.unpack_from(value)
+            params[ordinal] = KernelParam(ordinal, offset, packed >> KPARAM_SIZE_SHIFT)
+    return tuple(params[o] for o in sorted(params))
+
+
+def cubin_variables(image: bytes) -> dict[str, Variable]:
+    """`__device__` and `__constant__` variables: object symbols in the
+    global and constant-bank sections."""
+    elf = _open_cubin(image)
+    variables = {}
+    for symbol, _other in _symbols(elf):
+        if symbol["st_info"]["type"] != "STT_OBJECT" or not isinstance(symbol["st_shndx"], int):
+            continue
+        section = elf.get_section(symbol["st_shndx"]).name
+        constant = section.startswith(CONSTANT_SECTION_PREFIX) and not section.startswith(KERNEL_CONSTANT_BANK)
+        if constant or section in GLOBAL_SECTIONS:
+            variables[symbol.name] = Variable(symbol.name, symbol["st_size"], constant)
+    return variables
+
+
+# ---------------------------------------------------------------- PTX
+
+def _ptx_text(image) -> str:
+    """PTX without comments and without the module header and `.file`
+    directives, which end without a `;`."""
+    text = bytes(image).decode("utf-8", errors="replace")
+    text = re.sub(r"/\*.*?\*/", " ", text, flags=re.S)
+    text = re.sub(r"//[^\n]*", " ", text)
+    return PTX_LINE_DIRECTIVES.sub(" ", text)
+
+
+def _ptx_top_level(text: str):
+    """Module-level statements of PTX, function bodies left out: each
+    statement ends at a `;`, or at the `}` closing a body or initializer
+    (yielding the text before its `{`)."""
+    depth, start, head = 0, 0, ""
+    for match in PTX_BRACES_AND_ENDS.finditer(text):
+        char, pos = match[0], match.start()
+        if char == "{":
+            if depth == 0:
+                head = text[start:pos]
+            depth += 1
+        elif char == "}":
+            depth -= 1
+            if depth < 0:
+                raise FatbinError(f"unbalanced braces in PTX near offset {pos}")
+            if depth == 0:
+                yield head.strip()
+                start = pos + 1
+        elif depth == 0:
+            yield text[start:pos].strip()
+            start = pos + 1
+
+
+def ptx_kernels(image) -> dict[str, Kernel]:
+    """Kernels of PTX text with offsets from natural alignment."""
+    kernels = {}
+    for statement in _ptx_top_level(_ptx_text(image)):
+        match = PTX_ENTRY.search(statement)
+        if match:
+            name, param_list = match[1], match[2] or ""
+            decls = [d.strip() for d in param_list.split(",") if d.strip()]
+            kernels[name] = Kernel(name, _ptx_layout(name, decls))
+    return kernels
+
+
+def _ptx_layout(kernel: str, decls: list[str]) -> tuple[KernelParam, ...]:
+    params, offset = [], 0
+    for ordinal, decl in enumerate(decls):
+        size, align = _ptx_param_size(kernel, decl)
+        offset = -(-offset // align) * align
+        params.append(KernelParam(ordinal, offset, size))
+        offset += size
+    return tuple(params)
+
+
+def _ptx_param_size(kernel: str, decl: str) -> tuple[int, int]:
+    """(size, alignment) of one `.param` declaration."""
+    size, align, _name = _ptx_declaration(decl.replace(".param", " ", 1))
+    if size is None:
+        raise FatbinError(f"cannot size PTX parameter {decl!r} of {kernel}")
+    return size, align
+
+
+def _ptx_declaration(decl: str) -> tuple[int | None, int, str]:
+    """(size, alignment, name) of a PTX state-space declaration without its
+    state space: `[.align N] [.vN] .type [.ptr .space .align M] name[dims]`.
+    size is None when the type or a dimension is unknown."""
+    tokens = re.sub(r"\s*\[\s*", "[", decl).split()
+    vector, explicit_align, element, pointer = 1, None, None, False
+    name, dims = "", []
+    i = 0
+    while i < len(tokens):
+        token = tokens[i]
+        if token == ".align":
+            i += 1
+            if i == len(tokens) or not tokens[i].isdigit():
+                return None, 1, name
+            if not pointer:  # after .ptr, .align is the pointee's alignment
+                explicit_align = int(tokens[i])
+        elif token == ".ptr":
+            pointer = True
+        elif PTX_VECTOR.match(token):
+            vector = int(token[2:])
+        elif token.startswith(".") and token[1:] in PTX_TYPE_SIZES and element is None:
+            element = PTX_TYPE_SIZES[token[1:]]
+        elif not token.startswith("."):
+            name, _, rest = token.partition("[")
+            dims = re.findall(r"(\d*)\]", "[" + rest) if rest else []
+            break
+        i += 1
+    if element is None or any(d == "" for d in dims):
+        return None, 1, name
+    align = explicit_align or element * vector
+    size = element * vector
+    for d in dims:
+        size *= int(d)
+    return size, align, name
+
+
+def ptx_variables(image) -> dict[str, Variable]:
+    """`.global` and `.const` variables defined at module level."""
+    variables = {}
+    for statement in _ptx_top_level(_ptx_text(image)):
+        head = statement.split("=", 1)[0]  # drop an initializer
+        match = PTX_VARIABLE.search(head)
+        tokens = set(head.split())
+        if not match or tokens & PTX_NOT_VARIABLES:
+            continue
+        size, _align, name = _ptx_declaration(PTX_ATTRIBUTE.sub(" ", head[match.end():]))
+        if size is not None and name:
+            variables[name] = Variable(name, size, match[1] == "const")
+    return variables
+
+
+# ---------------------------------------------------------------- command line
+
+def _demangle(name: str) -> str:
+    try:
+        import cxxfilt
+        return cxxfilt.demangle(name)
+    except Exception:  # cxxfilt missing or the name is not mangled
+        return name
+
+
+def _load(path: Path) -> tuple[Fatbin, list[int]]:
+    """A Fatbin from an ELF program/library or a raw .fatbin file, and the
+    sizes of its containers."""
+    data = path.read_bytes()
+    if data[:4] == b"\x7fELF":
+        containers = fatbins_in_elf(path)
+        if not containers:
+            raise FatbinError(f"{path} has no .nv_fatbin section: no CUDA device code")
+        return parse_fatbin(b"".join(containers)), [len(c) for c in containers]
+    sizes, offset = [], 0
+    while offset < len(data):
+        sizes.append(fatbin_size(memoryview(data)[offset:]))
+        offset += sizes[-1]
+    return parse_fatbin(data), sizes
+
+
+def dump(fatbin: Fatbin, container_sizes: list[int], out=None) -> None:
+    """Print the entries, kernels and variables of a fatbin (to stdout)."""
+    out = out or sys.stdout
+    print(f"containers: {len(container_sizes)} ({', '.join(map(str, container_sizes))} bytes; "
+          f"{fatbin.size} in all)", file=out)
+    print("entries:", file=out)
+    for e in fatbin.entries:
+        print(f"  {e.kind:6} arch {e.arch:<4} compression {e.compression or 'none':5} "
+              f"stored {e.stored_size:7} bytes  image {len(e.payload):7} bytes  flags {e.flags:#x}", file=out)
+    print(f"kernels (from {fatbin.layout_source or 'no image'}):", file=out)
+    for name, kernel in sorted(fatbin.kernels().items()):
+        print(f"  {name}  [{_demangle(name)}]  {kernel.param_buffer_size} bytes", file=out)
+        for p in kernel.params:
+            print(f"    param {p.ordinal}: offset {p.offset:5}  size {p.size}", file=out)
+    print("variables:", file=out)
+    for name, var in sorted(fatbin.variables().items()):
+        print(f"  {name}  {var.size} bytes{'  (constant)' if var.constant else ''}", file=out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m rcuda.fatbin FILE`: dump what a program's fatbinary holds."""
+    parser = argparse.ArgumentParser(prog="python -m rcuda.fatbin",
+                                     description="Show the device code images, kernel parameter layouts "
+                                                 "and variables in a CUDA program or raw .fatbin file.")
+    parser.add_argument("file", type=Path)
+    args = parser.parse_args(argv)
+    try:
+        fatbin, sizes = _load(args.file)
+    except (OSError, FatbinError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    dump(fatbin, sizes)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,209 @@
+"""`rcuda server`: the daemon clients say hello to.
+
+It does little by design: it answers `hello` by handing the client a session
+worker (a process of its own, started ahead of need so the hello is quick),
+and `info` with the GPUs it serves.  All GPU work happens in the workers, so
+one session's crash, sticky error or hang cannot touch another's.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+
+import zmq
+
+from rcuda import __version__, protocol
+from rcuda.errors import ProtocolError, cudaError
+from rcuda.server.worker import decode_line
+
+log = logging.getLogger(__name__)
+
+WORKER_START_TIMEOUT = 120.0  # seconds; cupy's first CUDA context can take a while
+
+
+class WorkerError(RuntimeError):
+    """A session worker could not start (bad plugin file, no GPU, ...)."""
+
+
+@dataclass
+class Worker:
+    """A session worker process, spare or serving."""
+
+    process: subprocess.Popen
+    ready: threading.Event = field(default_factory=threading.Event)
+    description: dict | None = None
+    error: str | None = None
+    client: dict | None = None
+    started: float = field(default_factory=time.monotonic)
+
+    @classmethod
+    def spawn(cls, config: dict) -> "Worker":
+        process = subprocess.Popen([sys.executable, "-m", "rcuda.server.worker", json.dumps(config)],
+                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1)
+        worker = cls(process)
+        threading.Thread(target=worker._read_description, daemon=True).start()
+        return worker
+
+    def _read_description(self) -> None:
+        line = self.process.stdout.readline()
+        try:
+            message = decode_line(line) if line.strip() else {"error": "exited before it was ready"}
+        except (ValueError, ProtocolError):
+            message = {"error": f"unreadable start-up line {line!r}"}
+        self.error = message.get("error")
+        self.description = None if self.error else message
+        self.ready.set()
+
+    def assign(self, token: str, client: dict) -> None:
+        self.client = client
+        self.process.stdin.write(json.dumps({"token": token, "client": client}) + "\n")
+        self.process.stdin.flush()
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            try:
+                self.process.stdin.close()  # the worker ends its session and exits
+            except OSError:
+                pass
+            try:
+                self.process.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+
+class Daemon:
+    def __init__(self, listen: str, worker_config: dict, spares: int = 1):
+        self.listen = listen
+        self.worker_config = worker_config
+        self.spares_wanted = max(1, spares)
+        self.context = zmq.Context()
+        self.socket = self.context.socket(zmq.ROUTER)
+        self.socket.setsockopt(zmq.LINGER, 0)
+        self.endpoint = ""
+        self.spares: list[Worker] = []
+        self.sessions: list[Worker] = []
+        self.waiting: list[tuple[bytes, dict]] = []  # hellos waiting for a spare
+        self.devices: list[dict] = []
+        self.backend = ""
+        self._stop = threading.Event()
+
+    def start(self) -> str:
+        """Bind, start the first worker and wait until it is ready; returns the
+        endpoint actually bound (port 0 picks a free one)."""
+        self.socket.bind(self.listen)
+        self.endpoint = self.socket.getsockopt_string(zmq.LAST_ENDPOINT)
+        first = Worker.spawn(self.worker_config)
+        if not first.ready.wait(WORKER_START_TIMEOUT):
+            first.process.kill()
+            raise WorkerError(f"session worker did not start within {WORKER_START_TIMEOUT:.0f}s")
+        if first.error:
+            first.stop()
+            raise WorkerError(first.error)
+        self.devices = first.description["devices"]
+        self.backend = first.description["backend"]
+        self.spares.append(first)
+        self._top_up_spares()
+        return self.endpoint
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def serve_forever(self) -> None:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, lambda *_: self.stop())
+        try:
+            while not self._stop.is_set():
+                if self.socket.poll(100, zmq.POLLIN):
+                    self._handle(self.socket.recv_multipart())
+                self._reap()
+                self._assign_waiting()
+        finally:
+            for worker in self.spares + self.sessions:
+                worker.stop()
+            self.socket.close(linger=0)
+            self.context.term()
+            log.info("server stopped")
+
+    # ---------------------------------------------------------- requests
+
+    def _handle(self, parts: list[bytes]) -> None:
+        if len(parts) != 2:
+            return
+        peer, header = parts[0], {}
+        try:
+            header = protocol.unpack(parts[1])
+            op = protocol.check_header(header)
+            if header["version"] != protocol.PROTOCOL_VERSION:
+                self._reply(peer, header, err=int(cudaError.cudaErrorDevicesUnavailable),
+                            msg=f"protocol version {header['version']} is not this server's "
+                                f"{protocol.PROTOCOL_VERSION}")
+                return
+            if op == "hello":
+                self.waiting.append((peer, header))
+                self._assign_waiting()
+            elif op == "info":
+                self._reply(peer, header, devices=self.devices, server=self._server_info(),
+                            backend=self.backend)
+            else:
+                raise ProtocolError(f"{op} is not a daemon request")
+        except (ProtocolError, KeyError) as exc:
+            log.warning("bad request: %s", exc)
+            self._reply(peer, header, err=int(cudaError.cudaErrorInvalidValue), msg=str(exc))
+
+    def _reply(self, peer: bytes, request: dict, **fields) -> None:
+        reply = {"seq": request.get("seq"), "version": protocol.PROTOCOL_VERSION, "err": 0}
+        reply.update(fields)
+        self.socket.send_multipart([peer, protocol.pack(reply)])
+
+    def _server_info(self) -> dict:
+        return {"host": socket.gethostname(), "pid": os.getpid(), "version": __version__}
+
+    def _assign_waiting(self) -> None:
+        while self.waiting:
+            spare = next((w for w in self.spares if w.ready.is_set()), None)
+            if spare is None:
+                return
+            self.spares.remove(spare)
+            peer, header = self.waiting.pop(0)
+            if spare.error or spare.process.poll() is not None:
+                log.error("spare worker failed: %s", spare.error or "exited")
+                self.waiting.insert(0, (peer, header))
+                self._top_up_spares()
+                continue
+            token = secrets.token_hex(16)
+            spare.assign(token, header["client"])
+            self.sessions.append(spare)
+            d = spare.description
+            self._reply(peer, header, token=token, ports=d["ports"], control_port=d["control_port"],
+                        devices=d["devices"], server=self._server_info())
+            client = header["client"]
+            log.info("session for %s pid %s (%s) -> worker pid %d", client.get("host"), client.get("pid"),
+                     client.get("program"), spare.process.pid)
+            self._top_up_spares()
+
+    def _top_up_spares(self) -> None:
+        while len(self.spares) < self.spares_wanted:
+            self.spares.append(Worker.spawn(self.worker_config))
+
+    def _reap(self) -> None:
+        for worker in list(self.sessions):
+            if worker.process.poll() is not None:
+                self.sessions.remove(worker)
+                log.info("worker pid %d ended (exit %s)", worker.process.pid, worker.process.returncode)
+        for worker in list(self.spares):
+            if worker.ready.is_set() and worker.error:
+                log.error("spare worker failed to start: %s", worker.error)
+                self.spares.remove(worker)
+                worker.stop()
+                time.sleep(0.5)  # don't spin on a persistent failure
+                self._top_up_spares()

@@ -1,0 +1,141 @@
+"""A session worker: one process per client session.
+
+The daemon starts workers ahead of need (a warm spare), so a client's hello
+is answered without waiting for a process and a backend to start.  A worker:
+
+  1. opens the backend, binds one socket per GPU and one heartbeat socket on
+     the daemon's interface, and prints one line (base64 msgpack): its ports
+     and the GPUs' properties;
+  2. waits for its assignment on stdin (a JSON line with the session token);
+  3. serves the session: a DeviceService thread per GPU, heartbeats here;
+  4. ends when the client closes every device, when the client falls silent
+     for `session_timeout` seconds, or when the daemon goes away (stdin
+     closes).  Ending frees everything the session allocated; being a
+     process of its own, a crash or sticky error here touches no one else.
+
+Run by the daemon as `python -m rcuda.server.worker CONFIG_JSON`.
+"""
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import sys
+import threading
+import time
+
+import zmq
+
+from rcuda import protocol
+from rcuda.errors import ProtocolError
+from rcuda.log import setup_server_logging
+from rcuda.server.backends import create_backend
+from rcuda.server.device_service import DeviceService
+
+log = logging.getLogger(__name__)
+
+
+class SessionWorker:
+    def __init__(self, config: dict):
+        self.config = config
+        self.backend = create_backend(config["backend"], config.get("devices"), config.get("kernels", []),
+                                      memory_bytes=config.get("memory_limit"))
+        self.context = zmq.Context()
+        host = config["bind_host"]
+        count = self.backend.device_count()
+        self.services = [DeviceService(self.context, self.backend, i, host) for i in range(count)]
+        self.control = self.context.socket(zmq.ROUTER)
+        self.control.setsockopt(zmq.LINGER, 0)
+        self.control_port = self.control.bind_to_random_port(f"tcp://{host}")
+        self.session_timeout = float(config.get("session_timeout", 30.0))
+        self.daemon_gone = threading.Event()
+
+    def describe(self) -> dict:
+        devices = []
+        for i in range(len(self.services)):
+            device = self.backend.open_device(i)
+            try:
+                devices.append(device.properties())
+            finally:
+                device.close()
+        return {"ports": [s.port for s in self.services], "control_port": self.control_port,
+                "devices": devices, "backend": self.backend.name}
+
+    def serve(self, token: str, client: dict) -> None:
+        log.info("session for %s (pid %s, %s) started", client.get("host"), client.get("pid"),
+                 client.get("program"))
+        for service in self.services:
+            service.start(token)
+        last_heard = time.monotonic()
+        started = time.monotonic()
+        try:
+            while not self.daemon_gone.is_set():
+                if all(s.closed.is_set() for s in self.services):
+                    log.info("session ended by the client")
+                    return
+                if self.control.poll(200, zmq.POLLIN):
+                    peer, frame = self._recv_control()
+                    if frame is not None:
+                        last_heard = time.monotonic()
+                        self.control.send_multipart([peer, protocol.pack({"op": "pong", "seq": frame.get("seq")})])
+                silent = time.monotonic() - max(last_heard, started)
+                if silent > self.session_timeout:
+                    log.warning("client silent for %.0fs: ending its session", silent)
+                    return
+        finally:
+            for service in self.services:
+                service.stop()
+            log.info("session resources freed")
+
+    def _recv_control(self):
+        parts = self.control.recv_multipart()
+        if len(parts) != 2:
+            return parts[0], None
+        try:
+            header = protocol.unpack(parts[1])
+        except ProtocolError:
+            return parts[0], None
+        if header.get("op") != "ping" or header.get("token") != self.services[0].token:
+            return parts[0], None
+        return parts[0], header
+
+
+def encode_line(message: dict) -> str:
+    """The start-up line for the daemon: msgpack (device properties hold
+    bytes, e.g. the uuid, which JSON cannot carry), base64 to stay one line."""
+    return base64.b64encode(protocol.pack(message)).decode()
+
+
+def decode_line(line: str) -> dict:
+    return protocol.unpack(base64.b64decode(line))
+
+
+def watch_stdin(worker: SessionWorker) -> None:
+    """The daemon holds our stdin: when it closes, the daemon is gone."""
+    sys.stdin.read()
+    worker.daemon_gone.set()
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    config = json.loads(argv[0])
+    setup_server_logging(config.get("log_level"))
+    try:
+        worker = SessionWorker(config)
+        description = worker.describe()
+    except Exception as exc:  # reported to the daemon, which refuses to start
+        log.exception("worker could not start")
+        print(encode_line({"error": f"{type(exc).__name__}: {exc}"}), flush=True)
+        return 1
+    print(encode_line(description), flush=True)
+    line = sys.stdin.readline()
+    if not line:
+        return 0  # the daemon stopped before giving us a session
+    assignment = json.loads(line)
+    threading.Thread(target=watch_stdin, args=(worker,), daemon=True).start()
+    worker.serve(assignment["token"], assignment.get("client", {}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

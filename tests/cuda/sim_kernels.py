@@ -1,0 +1,100 @@
+"""Sim implementations of the test programs' kernels (tests/cuda/*.cu).
+
+Each function does, with numpy, what the CUDA kernel does for every thread
+of the launch's grid (threads beyond the grid are not run; guards like
+`if (i < n)` become slices).
+"""
+import struct
+
+import numpy as np
+
+
+def threads(launch, axis=0):
+    return launch.grid[axis] * launch.block[axis]
+
+
+def vector_add(launch):
+    a, b, c, n = launch.param(0, "Q"), launch.param(1, "Q"), launch.param(2, "Q"), launch.param(3, "i")
+    n = min(n, threads(launch))
+    launch.array(c, np.float32, n)[:] = launch.array(a, np.float32, n) + launch.array(b, np.float32, n)
+
+
+def scalars(launch):
+    out = launch.array(launch.param(0, "Q"), np.float64, 6)
+    out[:] = [launch.param(1, "i"), launch.param(2, "f"), launch.param(3, "d"), launch.param(4, "b"),
+              launch.param(5, "q"), launch.param(6, "H")]
+
+
+def with_struct(launch):
+    scale, offset, b0, b1, b2 = struct.unpack("di3f", launch.params[0][:24])
+    out, n = launch.param(1, "Q"), launch.param(2, "i")
+    n = min(n, threads(launch))
+    i = np.arange(n)
+    bias = np.array([b0, b1, b2], np.float32)[i % 3]
+    launch.array(out, np.float32, n)[:] = (i * scale + offset + bias).astype(np.float32)
+
+
+def fill(dtype, fmt):
+    def kernel(launch):
+        out, value, n = launch.param(0, "Q"), launch.param(1, fmt), launch.param(2, "i")
+        launch.array(out, dtype, min(n, threads(launch)))[:] = value
+    return kernel
+
+
+def square(launch):
+    x, n = launch.param(0, "Q"), launch.param(1, "i")
+    view = launch.array(x, np.float32, min(n, threads(launch)))
+    view *= view
+
+
+def grid2d(launch):
+    out, w, h = launch.param(0, "Q"), launch.param(1, "i"), launch.param(2, "i")
+    ww, hh = min(w, threads(launch, 0)), min(h, threads(launch, 1))
+    grid = launch.array(out, np.int32, (h, w))
+    y, x = np.mgrid[0:hh, 0:ww]
+    grid[:hh, :ww] = x + 1000 * y
+
+
+def grid3d(launch):
+    out, w, h, d = (launch.param(i, fmt) for i, fmt in enumerate("Qiii"))
+    ww, hh, dd = (min(v, threads(launch, a)) for a, v in enumerate((w, h, d)))
+    grid = launch.array(out, np.int32, (d, h, w))
+    z, y, x = np.mgrid[0:dd, 0:hh, 0:ww]
+    grid[:dd, :hh, :ww] = x + 100 * y + 10000 * z
+
+
+def no_params(launch):
+    pass
+
+
+KERNELS = {
+    "vectorAdd": vector_add,
+    "scalars": scalars,
+    "withStruct": with_struct,
+    "_Z4fillIiEvPT_S0_i": fill(np.int32, "i"),  # mangled names work too
+    "fill<double>": fill(np.float64, "d"),
+    "math::square": square,
+    "grid2d": grid2d,
+    "grid3d": grid3d,
+    "noParams": no_params,
+}
+
+
+def out_of_bounds(launch):
+    x, n = launch.param(0, "Q"), launch.param(1, "i")
+    launch.array(x, np.float32, threads(launch))[:] = n  # more threads than floats
+
+
+def failing_assert(launch):
+    assert launch.param(0, "i") == 0, "v == 0"
+
+
+def raises_error(launch):
+    raise ValueError("something in the kernel went wrong")
+
+
+KERNELS.update({
+    "outOfBounds": out_of_bounds,
+    "failingAssert": failing_assert,
+    "raisesError": raises_error,
+})

@@ -1,0 +1,370 @@
+"""rcuda.fatbin on real nvcc output: containers, compression, parameter layouts.
+
+One source file (tests/cuda_sources/fatbin_kernels.cu) is compiled once per
+variant, all variants in parallel.  Tests that need no compiler (malformed
+data, PTX corner cases) use small fatbinaries built here by hand.
+"""
+from __future__ import annotations
+
+import dataclasses
+import shutil
+import struct
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+import zstandard
+from elftools.elf.elffile import ELFFile
+
+from rcuda import fatbin as fb
+from rcuda.fatbin import (FATBIN_MAGIC, FATBIN_WRAPPER_MAGIC, Fatbin, FatbinError, Kernel, KernelParam,
+                          Variable, cubin_kernels, fatbin_size, fatbins_in_elf, parse_fatbin, ptx_kernels,
+                          ptx_variables)
+
+SOURCE = Path(__file__).resolve().parent / "cuda_sources" / "fatbin_kernels.cu"
+NVCC = shutil.which("nvcc") or shutil.which("nvcc", path="/usr/local/cuda/bin")
+
+GENCODE_MULTI = ["-gencode", "arch=compute_75,code=sm_75", "-gencode", "arch=compute_80,code=sm_80",
+                 "-gencode", "arch=compute_90,code=compute_90"]
+VARIANTS = {
+    "default": [],
+    "compress_all": ["-Xfatbin", "-compress-all"],
+    "lz4": ["-Xfatbin", "-compress-all", "-Xfatbin", "-compress-mode=speed"],
+    "multi": GENCODE_MULTI,
+    "ptx_only": ["-gencode", "arch=compute_75,code=compute_75"],
+}
+WITH_CUBIN = ["default", "compress_all", "lz4", "multi"]
+
+
+def P(*triples: tuple[int, int, int]) -> tuple[KernelParam, ...]:
+    """Parameters from (ordinal, offset, size) triples."""
+    return tuple(KernelParam(*t) for t in triples)
+
+
+EXPECTED_KERNELS = {
+    # withStruct(P /*24 B*/, float*, char, long long)
+    "_Z10withStruct1PPfcx": P((0, 0, 24), (1, 24, 8), (2, 32, 1), (3, 40, 8)),
+    # scalars(double*, int, float, double, char, long long, unsigned short, bool)
+    "_Z7scalarsPdifdcxtb": P((0, 0, 8), (1, 8, 4), (2, 12, 4), (3, 16, 8), (4, 24, 1), (5, 32, 8),
+                             (6, 40, 2), (7, 42, 1)),
+    # mixed(char, Chars /*3 B*/, short, float4, Aligned /*16 B, 16-aligned*/, Big /*1000 B*/, double*)
+    "_Z5mixedc5Charss6float47Aligned3BigPd": P((0, 0, 1), (1, 1, 3), (2, 4, 2), (3, 16, 16), (4, 32, 16),
+                                              (5, 48, 1000), (6, 1048, 8)),
+    "_Z6unusedidPc": P((0, 0, 4), (1, 8, 8), (2, 16, 8)),
+    "_Z12gridConstant1PPi": P((0, 0, 24), (1, 24, 8)),
+    "_Z8noParamsv": (),
+    "_Z4fillIiEvPT_S0_i": P((0, 0, 8), (1, 8, 4), (2, 12, 4)),
+    "_Z4fillIdEvPT_S0_i": P((0, 0, 8), (1, 8, 8), (2, 16, 4)),
+    "_ZN4math5scaleEPffdts": P((0, 0, 8), (1, 8, 4), (2, 16, 8), (3, 24, 2), (4, 26, 2)),
+}
+EXPECTED_VARIABLES = {
+    "gvar": Variable("gvar", 64, False),
+    "cvar": Variable("cvar", 16, True),
+    "initd": Variable("initd", 4, False),
+    "dvar": Variable("dvar", 8, False),
+}
+
+
+# ---------------------------------------------------------------- fixtures
+
+def _nvcc(out: Path, *flags: str) -> Path:
+    cmd = [NVCC, "-o", str(out), str(SOURCE), *flags]
+    result = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    if result.returncode != 0:
+        raise RuntimeError(f"nvcc failed: {' '.join(cmd)}\n{result.stderr}")
+    return out
+
+
+@pytest.fixture(scope="session")
+def built(tmp_path_factory) -> dict[str, Path]:
+    """Every variant's program, and "raw": a bare .fatbin file."""
+    if NVCC is None:
+        pytest.skip("nvcc not found: install the CUDA 13 toolkit to build test programs")
+    out = tmp_path_factory.mktemp("fatbin-build")
+    jobs = {name: (out / name, "-cudart", "shared", *flags) for name, flags in VARIANTS.items()}
+    jobs["raw"] = (out / "raw.fatbin", "-fatbin")
+    with ThreadPoolExecutor(len(jobs)) as pool:
+        futures = {name: pool.submit(_nvcc, *args) for name, args in jobs.items()}
+        return {name: future.result() for name, future in futures.items()}
+
+
+@pytest.fixture(scope="session")
+def parsed(built) -> dict[str, Fatbin]:
+    """Each program's whole .nv_fatbin section, parsed."""
+    return {name: parse_fatbin(b"".join(fatbins_in_elf(built[name]))) for name in VARIANTS}
+
+
+def _section(path: Path, name: str) -> tuple[bytes, int]:
+    with open(path, "rb") as f:
+        section = ELFFile(f).get_section_by_name(name)
+        return section.data(), section["sh_addr"]
+
+
+# ---------------------------------------------------------------- real nvcc output
+
+def test_default_output_is_cubin_plus_zstd_ptx(parsed):
+    f = parsed["default"]
+    # The device-link step's (empty) cubin, then this file's cubin and PTX.
+    assert [(e.kind, e.arch, e.compression) for e in f.entries] == [
+        ("cubin", 75, None), ("cubin", 75, None), ("ptx", 75, "zstd")]
+    ptx = f.first("ptx").payload
+    assert b".target sm_75" in ptx and not ptx.endswith(b"\0")
+    assert all(e.payload.startswith(b"\x7fELF") for e in f.entries if e.kind == "cubin")
+    assert f.archs() == (75,) and f.layout_source == "cubin"
+
+
+@pytest.mark.parametrize("variant, method", [("compress_all", "zstd"), ("lz4", "lz4")])
+def test_compressed_images_decompress_to_the_same_bytes(parsed, variant, method):
+    f, plain = parsed[variant], parsed["default"]
+    assert {e.compression for e in f.entries} == {method}
+    assert all(e.stored_size < len(e.payload) for e in f.entries)
+    assert [e.payload for e in f.entries] == [e.payload for e in plain.entries]
+    assert f.kernels() == plain.kernels()
+
+
+def test_several_gencode_targets(parsed):
+    f = parsed["multi"]
+    assert f.archs("cubin") == (75, 80) and f.archs("ptx") == (90,)
+    layouts = [cubin_kernels(e.payload) for e in f.entries if e.kind == "cubin" and cubin_kernels(e.payload)]
+    assert len(layouts) == 2 and layouts[0] == layouts[1] == f.kernels()
+    assert ptx_kernels(f.first("ptx").payload) == f.kernels()
+
+
+def test_ptx_only_program_uses_the_ptx(parsed):
+    f = parsed["ptx_only"]
+    assert {e.kind for e in f.entries} == {"ptx"} and f.layout_source == "ptx"
+    assert f.kernels() == parsed["default"].kernels()
+    assert f.variables() == EXPECTED_VARIABLES
+
+
+@pytest.mark.parametrize("variant", list(VARIANTS))
+def test_kernel_layouts(parsed, variant):
+    kernels = parsed[variant].kernels()
+    assert {name: k.params for name, k in kernels.items()} == EXPECTED_KERNELS
+    assert kernels["_Z10withStruct1PPfcx"].param_buffer_size == 48
+    assert kernels["_Z8noParamsv"].param_buffer_size == 0
+    assert kernels["_Z5mixedc5Charss6float47Aligned3BigPd"].param_buffer_size == 1056
+
+
+@pytest.mark.parametrize("variant", WITH_CUBIN)
+def test_ptx_layout_equals_cubin_layout(parsed, variant):
+    f = parsed[variant]
+    assert f.layout_source == "cubin"
+    assert ptx_kernels(f.first("ptx").payload) == f.kernels()
+    assert ptx_variables(f.first("ptx").payload) == f.variables()
+
+
+@pytest.mark.parametrize("variant", WITH_CUBIN)
+def test_device_variables(parsed, variant):
+    assert parsed[variant].variables() == EXPECTED_VARIABLES
+
+
+@pytest.mark.parametrize("variant", list(VARIANTS))
+def test_fatbin_size_covers_the_section(built, variant):
+    section, _ = _section(built[variant], ".nv_fatbin")
+    containers = fatbins_in_elf(built[variant])
+    assert len(containers) == 2 and b"".join(containers) == section
+    for container in containers:
+        assert fatbin_size(container[:16]) == len(container)  # the header alone suffices
+    assert parse_fatbin(section).size == len(section)
+
+
+def test_registration_wrappers_point_at_containers(built):
+    """What the client gets: each wrapper's data is the start of one container."""
+    section, address = _section(built["default"], ".nv_fatbin")
+    wrappers, _ = _section(built["default"], ".nvFatBinSegment")
+    starts = []
+    for offset in range(0, len(wrappers), 24):
+        magic, _version, data, _extra = struct.unpack_from("<iiQQ", wrappers, offset)
+        assert magic & 0xFFFFFFFF == FATBIN_WRAPPER_MAGIC
+        starts.append(data - address)
+    expected, offset = [], 0
+    for container in fatbins_in_elf(built["default"]):
+        expected.append(offset)
+        offset += len(container)
+    assert starts == expected
+    own = section[starts[-1]:]
+    f = parse_fatbin(own[:fatbin_size(own)])
+    assert set(f.kernels()) == set(EXPECTED_KERNELS)
+
+
+def test_raw_fatbin_file(built, capsys):
+    data = built["raw"].read_bytes()
+    assert fatbin_size(data) == len(data)
+    f = parse_fatbin(data)
+    assert [e.kind for e in f.entries] == ["cubin", "ptx"]
+    assert {n: k.params for n, k in f.kernels().items()} == EXPECTED_KERNELS
+    assert fb.main([str(built["raw"])]) == 0
+    assert "_Z10withStruct1PPfcx" in capsys.readouterr().out
+
+
+def test_command_line_dump(built):
+    result = subprocess.run([sys.executable, "-m", "rcuda.fatbin", str(built["default"])],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    for name in EXPECTED_KERNELS:
+        assert name in result.stdout
+    assert "offset    40  size 8" in result.stdout
+    assert "gvar" in result.stdout and "zstd" in result.stdout
+
+
+def test_command_line_reports_errors(tmp_path, capsys):
+    junk = tmp_path / "junk.fatbin"
+    junk.write_bytes(b"\0" * 32)
+    assert fb.main([str(junk)]) == 1
+    assert "bad fatbin magic" in capsys.readouterr().err
+
+
+def test_truncated_real_fatbin(built):
+    container = fatbins_in_elf(built["default"])[1]
+    with pytest.raises(FatbinError, match="truncated"):
+        parse_fatbin(container[:-1])
+    with pytest.raises(FatbinError, match="truncated"):
+        parse_fatbin(container[:40])
+
+
+def test_kernels_are_cached_and_copied(parsed):
+    f = parsed["default"]
+    first = f.kernels()
+    first.clear()
+    assert f.kernels() == parsed["compress_all"].kernels() != {}
+    assert f._kernels is f._kernels
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        f.size = 0
+
+
+# ---------------------------------------------------------------- hand-made fatbinaries
+
+def _entry(payload: bytes, kind: int = 1, arch: int = 75, flags: int = 0x11,
+           compressed: bool = False, uncompressed_size: int = 0, header_size: int = 64) -> bytes:
+    padded = payload + b"\0" * (-len(payload) % 8)
+    header = bytearray(header_size)
+    struct.pack_into("<HHIQ", header, 0, kind, 0x0101, header_size, len(padded))
+    struct.pack_into("<I", header, 16, len(payload) if compressed else 0)
+    struct.pack_into("<I", header, 28, arch)
+    struct.pack_into("<I", header, 40, flags)
+    struct.pack_into("<Q", header, 56, uncompressed_size)
+    return bytes(header) + padded
+
+
+def _container(*entries: bytes) -> bytes:
+    body = b"".join(entries)
+    return struct.pack("<IHHQ", FATBIN_MAGIC, 1, 16, len(body)) + body
+
+
+PTX = b"""
+.version 9.0
+.target sm_75
+.address_size 64
+
+// .globl k
+.global .align 8 .b8 table[3][4];
+.visible .global .attribute(.managed) .align 4 .u32 managed;
+.const .align 4 .f32 coeffs[2] = {1.0, 2.0};
+.extern .global .align 4 .b8 elsewhere[];
+.global .texref tex;
+.visible .entry k(
+    .param .u8 k_param_0,
+    .param .v2 .f32 k_param_1,
+    .param .u64 .ptr .global .align 16 k_param_2,
+    .param .u16 k_param_3,
+    .param .v4 .u32 k_param_4,
+    .param .align 4 .b8 k_param_5[6],
+    .param .f16 k_param_6,
+    .param .u32 k_param_7[3]
+)
+.maxntid 256, 1, 1
+{
+    .shared .align 4 .b8 scratch[64];
+    ret;
+}
+.visible .entry empty()
+{
+    ret;
+}
+"""
+
+
+def test_ptx_parameters_by_natural_alignment():
+    kernels = ptx_kernels(PTX)
+    assert kernels["k"] == Kernel("k", P((0, 0, 1), (1, 8, 8), (2, 16, 8), (3, 24, 2), (4, 32, 16),
+                                         (5, 48, 6), (6, 54, 2), (7, 56, 12)))
+    assert kernels["empty"].params == ()
+
+
+def test_ptx_variables():
+    assert ptx_variables(PTX) == {
+        "table": Variable("table", 12, False),
+        "managed": Variable("managed", 4, False),
+        "coeffs": Variable("coeffs", 8, True),
+    }
+
+
+@pytest.mark.parametrize("method, flags, compress", [
+    ("zstd", 0x8011, lambda b: zstandard.ZstdCompressor().compress(b)),
+    ("lz4", 0x2011, lambda b: __import__("lz4.block").block.compress(b, store_size=False)),
+])
+def test_hand_made_compressed_ptx(method, flags, compress):
+    data = _container(_entry(compress(PTX + b"\0"), flags=flags, compressed=True, uncompressed_size=len(PTX) + 1))
+    f = parse_fatbin(data)
+    assert f.entries[0].compression == method and f.entries[0].payload == PTX
+    assert f.size == len(data) == fatbin_size(data)
+    assert set(f.kernels()) == {"k", "empty"}
+
+
+def test_unknown_compression_flag_is_named():
+    data = _container(_entry(b"x" * 40, flags=0x4011, compressed=True, uncompressed_size=100))
+    with pytest.raises(FatbinError, match="unknown method: flags 0x4011"):
+        parse_fatbin(data)
+
+
+def test_corrupt_compressed_payload():
+    data = _container(_entry(b"not zstd at all", flags=0x8011, compressed=True, uncompressed_size=100))
+    with pytest.raises(FatbinError, match="zstd decompression failed"):
+        parse_fatbin(data)
+
+
+def test_bad_magic_and_wrapper_hint():
+    good = _container(_entry(PTX))
+    with pytest.raises(FatbinError, match="bad fatbin magic 0x00000000 at offset 0"):
+        fatbin_size(b"\0" * 16)
+    wrapper = struct.pack("<IiQQ", FATBIN_WRAPPER_MAGIC, 1, 0, 0)
+    with pytest.raises(FatbinError, match="pass wrapper->data"):
+        parse_fatbin(wrapper)
+    with pytest.raises(FatbinError, match=f"bad fatbin magic .* at offset {len(good)}"):
+        parse_fatbin(good + b"\0" * 16)
+
+
+@pytest.mark.parametrize("cut, message", [
+    (0, "container header at offset 0 needs 16 bytes, only 0"),
+    (10, "needs 16 bytes, only 10"),
+    (40, "truncated fatbinary: container at offset 0 holds"),
+])
+def test_truncated(cut, message):
+    data = _container(_entry(PTX))
+    with pytest.raises(FatbinError, match=message):
+        parse_fatbin(data[:cut])
+
+
+def test_entry_larger_than_its_container():
+    entry = bytearray(_entry(PTX))
+    struct.pack_into("<Q", entry, 8, 1 << 20)
+    with pytest.raises(FatbinError, match="entry at offset 16 holds 1048576 bytes"):
+        parse_fatbin(_container(bytes(entry)))
+
+
+def test_empty_container_and_unknown_kind():
+    assert parse_fatbin(_container()).entries == ()
+    f = parse_fatbin(_container(_entry(b"\1\2\3", kind=8), _entry(PTX, header_size=80)))
+    assert [e.kind for e in f.entries] == ["ltoir", "ptx"]
+    assert f.kernels()["empty"].params == ()
+
+
+def test_not_an_elf_file(tmp_path):
+    path = tmp_path / "text"
+    path.write_text("hello")
+    with pytest.raises(FatbinError, match="not an ELF file"):
+        fatbins_in_elf(path)
+    assert fatbins_in_elf(sys.executable) == []  # no device code

@@ -1,0 +1,148 @@
+"""The forwarding spine, end to end: real nvcc-built programs, unmodified,
+through `rcuda run` (or LD_PRELOAD) against real `rcuda server` processes."""
+from __future__ import annotations
+
+import socket
+import time
+
+import pytest
+
+from conftest import CUDA_SOURCES, RCUDA, requires_nvcc, run_program
+
+pytestmark = requires_nvcc
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def shows(result, call: str, code: int, name: str) -> bool:
+    return f"{call} -> {code} {name}" in result.stdout
+
+
+def test_vector_add_through_rcuda_run(compile_cuda, sim_server):
+    result = run_program(compile_cuda("vector_add.cu"), sim_server)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "devices: 1" in result.stdout
+    assert "PASSED vectorAdd n=50000" in result.stdout
+
+
+def test_vector_add_with_plain_ld_preload(compile_cuda, sim_server):
+    result = run_program(compile_cuda("vector_add.cu"), sim_server, "1000", via="preload")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "PASSED vectorAdd n=1000" in result.stdout
+
+
+def test_large_copies_are_chunked_and_exact(compile_cuda, sim_server):
+    # 3 x 20 MB each way: several protocol chunks per copy.
+    result = run_program(compile_cuda("vector_add.cu"), sim_server, "5000000")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "PASSED vectorAdd n=5000000" in result.stdout
+
+
+def test_parameter_kinds_namespaces_templates_and_grids(compile_cuda, sim_server):
+    result = run_program(compile_cuda("kernel_zoo.cu"), sim_server)
+    assert result.returncode == 0, result.stdout + result.stderr
+    for part in ("scalars", "withStruct", "templates", "namespace", "grid2d", "grid3d", "noParams"):
+        assert f"ok {part}" in result.stdout
+    assert "device 0: rcuda sim GPU 0, cc 8.0" in result.stdout
+    assert "runtime 13000" in result.stdout
+    assert "PASSED kernel_zoo" in result.stdout
+
+
+def test_static_runtime_binary_is_refused_with_advice(compile_cuda, sim_server):
+    static = compile_cuda("vector_add.cu", cudart="static")
+    result = run_program(static, sim_server)
+    assert result.returncode == 2
+    assert "static CUDA runtime" in result.stderr and "-cudart shared" in result.stderr
+    assert "PASSED" not in result.stdout
+
+
+def test_unreachable_server_fails_within_timeout_naming_it(compile_cuda):
+    address = f"127.0.0.1:{free_port()}"
+    started = time.monotonic()
+    result = run_program(compile_cuda("errors.cu"), address, "count", env_extra={"RCUDA_TIMEOUT": "2"})
+    elapsed = time.monotonic() - started
+    assert result.returncode == 0, result.stderr
+    assert shows(result, "cudaGetDeviceCount(&n)", 46, "cudaErrorDevicesUnavailable")
+    assert "count=0" in result.stdout
+    assert shows(result, "cudaMalloc(&p, 16)", 46, "cudaErrorDevicesUnavailable")  # remembered
+    assert address in result.stderr
+    assert elapsed < 15, f"took {elapsed:.1f}s with RCUDA_TIMEOUT=2"
+
+
+def test_no_servers_configured_means_no_device(compile_cuda):
+    result = run_program(compile_cuda("errors.cu"), [], "count", via="preload")
+    assert shows(result, "cudaGetDeviceCount(&n)", 100, "cudaErrorNoDevice")
+    assert "RCUDA_SERVERS" in result.stderr
+
+
+def test_kernel_without_sim_implementation(compile_cuda, sim_server):
+    result = run_program(compile_cuda("errors.cu"), sim_server, "missing")
+    assert shows(result, "cudaGetLastError()", 98, "cudaErrorInvalidDeviceFunction")
+    assert shows(result, "cudaGetLastError()", 0, "cudaSuccess")  # not sticky
+    assert shows(result, "cudaDeviceSynchronize()", 0, "cudaSuccess")
+    assert "noSimKernel" in result.stderr and "--kernels" in result.stderr
+
+
+def test_out_of_bounds_is_an_illegal_address_sticky_and_server_survives(compile_cuda, sim_server):
+    result = run_program(compile_cuda("errors.cu"), sim_server, "oob")
+    lines = result.stdout.splitlines()
+    assert "cudaGetLastError() -> 0 cudaSuccess" in lines  # the launch itself
+    assert shows(result, "cudaDeviceSynchronize()", 700, "cudaErrorIllegalAddress")
+    assert lines.count("cudaGetLastError() -> 700 cudaErrorIllegalAddress") == 2  # sticky
+    assert shows(result, "cudaMalloc(&q, 16)", 700, "cudaErrorIllegalAddress")
+    # The server is unharmed: the next program runs normally.
+    again = run_program(compile_cuda("vector_add.cu"), sim_server, "1000")
+    assert "PASSED" in again.stdout, again.stderr
+    assert sim_server.process.poll() is None
+
+
+def test_device_side_assert(compile_cuda, sim_server):
+    result = run_program(compile_cuda("errors.cu"), sim_server, "assert")
+    assert shows(result, "cudaDeviceSynchronize()", 710, "cudaErrorAssert")
+    assert shows(result, "cudaGetLastError()", 710, "cudaErrorAssert")
+
+
+def test_exception_in_kernel_is_a_launch_failure_with_its_message(compile_cuda, sim_server):
+    result = run_program(compile_cuda("errors.cu"), sim_server, "raise")
+    assert shows(result, "cudaDeviceSynchronize()", 719, "cudaErrorLaunchFailure")
+    assert "something in the kernel went wrong" in result.stderr
+
+
+def test_bad_pointers_and_kinds_are_rejected_and_not_sticky(compile_cuda, sim_server):
+    result = run_program(compile_cuda("errors.cu"), sim_server, "badptr")
+    assert shows(result, "cudaMemcpy(h, (void *)0x1234, sizeof(h), cudaMemcpyDeviceToHost)", 1,
+                 "cudaErrorInvalidValue")
+    assert shows(result, "cudaGetLastError()", 1, "cudaErrorInvalidValue")
+    assert shows(result, "cudaGetLastError()", 0, "cudaSuccess")
+    assert shows(result, "cudaFree((void *)0x1234)", 1, "cudaErrorInvalidValue")
+    assert shows(result, "cudaMemcpy(d, h, sizeof(h), (cudaMemcpyKind)42)", 21, "cudaErrorInvalidMemcpyDirection")
+    assert shows(result, "cudaMemcpy(h, d, sizeof(h), cudaMemcpyDeviceToHost)", 0, "cudaSuccess")
+
+
+def test_invalid_launch_configuration_is_reported_at_launch(compile_cuda, sim_server):
+    result = run_program(compile_cuda("errors.cu"), sim_server, "badconfig")
+    lines = result.stdout.splitlines()
+    assert lines.count("cudaGetLastError() -> 9 cudaErrorInvalidConfiguration") == 2
+    assert shows(result, "cudaDeviceSynchronize()", 0, "cudaSuccess")
+
+
+def test_invalid_device_ordinal(compile_cuda, sim_server):
+    result = run_program(compile_cuda("errors.cu"), sim_server, "baddevice")
+    assert shows(result, "cudaSetDevice(99)", 101, "cudaErrorInvalidDevice")
+    assert shows(result, "cudaGetLastError()", 101, "cudaErrorInvalidDevice")
+    assert "device=0" in result.stdout
+
+
+def test_embedded_interpreter_failure_aborts_loudly(compile_cuda, sim_server, tmp_path):
+    # An rcuda package that cannot be imported, found before the real one.
+    (tmp_path / "rcuda").mkdir()
+    (tmp_path / "rcuda" / "__init__.py").write_text("raise ImportError('broken rcuda install')\n")
+    result = run_program(compile_cuda("vector_add.cu"), sim_server, "1000", via="preload",
+                         env_extra={"RCUDA_PYTHONPATH": str(tmp_path)})
+    assert result.returncode != 0
+    assert "did not start" in result.stderr and "broken rcuda install" in result.stderr
+    assert "PASSED" not in result.stdout
