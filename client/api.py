@@ -1,15 +1,19 @@
-"""CUDA runtime functions, implemented on the client.
+"""CUDA runtime functions, implemented on the client: the registry, and the
+core (registration, launches, devices, errors, versions).
 
 One Python function per CUDA function, with CUDA's name and parameters
 (cffi hands over pointers as cdata, numbers as ints).  Each returns a
 cudaError_t or raises an RcudaError; client/entrypoints.py turns exceptions
-into statuses, records the thread's last error and logs.  Functions not
-defined here answer cudaErrorNotSupported (see `rcuda coverage`).
+into statuses, records the thread's last error and logs.  The other groups
+live beside this module (api_memory, api_streams, api_queries) and register
+the same way; functions registered nowhere answer cudaErrorNotSupported
+(see `rcuda coverage`).
 
 Where behaviour differs from a local GPU, the docstring says so.
 """
 from __future__ import annotations
 
+import functools
 import logging
 
 from rcuda import errors
@@ -28,9 +32,7 @@ rt: Runtime = None  # the process's runtime state
 
 SUCCESS = cudaError.cudaSuccess
 FATBIN_WRAPPER_MAGIC = 0x466243B1
-
-# cudaMemcpyKind
-HOST_TO_HOST, HOST_TO_DEVICE, DEVICE_TO_HOST, DEVICE_TO_DEVICE, DEFAULT = range(5)
+PER_THREAD_SUFFIXES = ("_ptsz", "_ptds")
 
 
 def bind(the_ffi, the_lib, runtime: Runtime) -> None:
@@ -38,14 +40,23 @@ def bind(the_ffi, the_lib, runtime: Runtime) -> None:
     ffi, lib, rt = the_ffi, the_lib, runtime
 
 
-def cuda(*names):
-    """Register an implementation under its own name (and variants' names)."""
+def cuda(*names, stream_variants: bool = False):
+    """Register an implementation under its own name (or `names`).  With
+    `stream_variants`, the `_ptsz`/`_ptds` entry points that programs built
+    with `--default-stream per-thread` call are registered too, with
+    per_thread=True: for them stream 0 is the thread's default stream."""
 
     def register(fn):
         for name in names or (fn.__name__,):
             if name not in FUNCTIONS:
                 raise NameError(f"{name} is not a CUDA runtime export")
             IMPLEMENTED[name] = fn
+            if stream_variants:
+                variants = [name + s for s in PER_THREAD_SUFFIXES if name + s in FUNCTIONS]
+                if not variants:
+                    raise NameError(f"{name} has no _ptsz/_ptds variant")
+                for variant in variants:
+                    IMPLEMENTED[variant] = functools.partial(fn, per_thread=True)
         return fn
 
     return register
@@ -59,6 +70,23 @@ def out_pointer(pointer, what: str):
     if pointer == ffi.NULL:
         raise CudaError(cudaError.cudaErrorInvalidValue, f"{what} is NULL")
     return pointer
+
+
+def c_string(text: str):
+    """A NUL-terminated C string that lives as long as the process (CUDA's
+    name and error strings are static too)."""
+    cached = _strings.get(text)
+    if cached is None:
+        cached = _strings[text] = ffi.new("char[]", text.encode())
+    return cached
+
+
+_strings: dict = {}
+
+
+def stream_of(handle, per_thread: bool = False, device=None):
+    """The Stream a program's cudaStream_t means (see client/streams.py)."""
+    return rt.streams.resolve(address(handle), device or rt.device(), per_thread)
 
 
 # ------------------------------------------------------------------ registration
@@ -102,15 +130,17 @@ def __cudaRegisterFunction(fatCubinHandle, hostFun, deviceFun, deviceName, threa
 
 @cuda()
 def __cudaRegisterVar(fatCubinHandle, hostVar, deviceAddress, deviceName, ext, size, constant, global_):
-    """__device__ variables: recorded here; symbol copies are a later feature."""
-    log.debug("__device__ variable %s (%d bytes) registered", ffi.string(deviceName).decode(), size)
+    """A __device__/__constant__ variable: its host shadow's address is what
+    the program passes to cudaMemcpyToSymbol & co."""
+    rt.kernels.add_variable(address(fatCubinHandle), address(hostVar), ffi.string(deviceName).decode(), size,
+                            bool(constant))
 
 
 @cuda()
 def __cudaRegisterManagedVar(fatCubinHandle, hostVarPtrAddress, deviceAddress, deviceName, ext, size,
                              constant, global_):
-    log.warning("__managed__ variable %s: managed memory is not supported by rcuda",
-                ffi.string(deviceName).decode())
+    log.warning("__managed__ variable %s: managed memory cannot be shared with a remote GPU; rcuda does not "
+                "support it", ffi.string(deviceName).decode())
 
 
 @cuda()
@@ -121,25 +151,51 @@ def __cudaInitModule(fatCubinHandle):
 # ------------------------------------------------------------------ launch
 
 
-def _launch(host_fun, grid, block, args, shared_mem, stream) -> int:
+def launch(host_fun, grid, block, args, shared_mem, stream_handle, per_thread: bool = False) -> int:
     kernel = rt.kernels.kernel(address(host_fun))
     device = rt.device()
+    stream = stream_of(stream_handle, per_thread, device)
+    if stream.device is not device:
+        raise CudaError(cudaError.cudaErrorInvalidResourceHandle,
+                        f"launch on {device.label} into a stream of {stream.device.label}")
     grid_t, block_t = (grid.x, grid.y, grid.z), (block.x, block.y, block.z)
     device.check_launch_configuration(grid_t, block_t, shared_mem)
     fn = device.function_id(kernel)
     params = kernel.params.pack(ffi, args)
-    device.launch(fn, grid_t, block_t, shared_mem, address(stream), params)
+    device.launch(fn, grid_t, block_t, shared_mem, stream.id, params)
     return SUCCESS
 
 
-@cuda("__cudaLaunchKernel", "__cudaLaunchKernel_ptsz")
-def __cudaLaunchKernel(kernel, gridDim, blockDim, args, sharedMem, stream):
-    return _launch(kernel, gridDim, blockDim, args, sharedMem, stream)
+@cuda(stream_variants=True)
+def __cudaLaunchKernel(kernel, gridDim, blockDim, args, sharedMem, stream, per_thread=False):
+    return launch(kernel, gridDim, blockDim, args, sharedMem, stream, per_thread)
 
 
-@cuda("cudaLaunchKernel", "cudaLaunchKernel_ptsz")
-def cudaLaunchKernel(func, gridDim, blockDim, args, sharedMem, stream):
-    return _launch(func, gridDim, blockDim, args, sharedMem, stream)
+@cuda(stream_variants=True)
+def cudaLaunchKernel(func, gridDim, blockDim, args, sharedMem, stream, per_thread=False):
+    return launch(func, gridDim, blockDim, args, sharedMem, stream, per_thread)
+
+
+#: cudaLaunchAttributes that change nothing rcuda can honour remotely and
+#: that a GPU may equally ignore (hints); others are refused.
+IGNORED_LAUNCH_ATTRIBUTES = {"cudaLaunchAttributeIgnore", "cudaLaunchAttributeAccessPolicyWindow",
+                             "cudaLaunchAttributePriority", "cudaLaunchAttributeMemSyncDomain",
+                             "cudaLaunchAttributeMemSyncDomainMap", "cudaLaunchAttributeSynchronizationPolicy"}
+
+
+@cuda(stream_variants=True)
+def cudaLaunchKernelExC(config, func, args, per_thread=False):
+    """cudaLaunchKernelEx: hints among the attributes are ignored; cluster
+    shapes, cooperative and programmatic launches are not supported."""
+    out_pointer(config, "config")
+    from rcuda._generated.cuda_enums import ENUMS
+    names = {v: k for k, v in ENUMS["cudaLaunchAttributeID"].items()}
+    for i in range(config.numAttrs):
+        name = names.get(config.attrs[i].id, f"attribute {config.attrs[i].id}")
+        if name not in IGNORED_LAUNCH_ATTRIBUTES:
+            raise CudaError(cudaError.cudaErrorNotSupported, f"cudaLaunchKernelExC: {name} is not supported "
+                                                             f"by rcuda")
+    return launch(func, config.gridDim, config.blockDim, args, config.dynamicSmemBytes, config.stream, per_thread)
 
 
 # ------------------------------------------------------------------ devices
@@ -159,6 +215,12 @@ def cudaGetDeviceCount(count):
 @cuda()
 def cudaSetDevice(device):
     rt.set_device(device)
+    return SUCCESS
+
+
+@cuda()
+def cudaInitDevice(device, deviceFlags, flags):
+    rt.device(device)
     return SUCCESS
 
 
@@ -236,125 +298,14 @@ def cudaPeekAtLastError():
     return rt.peek_last_error()
 
 
-_strings: dict = {}
-
-
-def _c_string(text: str):
-    cached = _strings.get(text)
-    if cached is None:
-        cached = _strings[text] = ffi.new("char[]", text.encode())
-    return cached
-
-
 @cuda()
 def cudaGetErrorString(error):
-    return _c_string(errors.error_string(error))
+    return c_string(errors.error_string(error))
 
 
 @cuda()
 def cudaGetErrorName(error):
-    return _c_string(errors.error_name(error))
-
-
-# ------------------------------------------------------------------ memory
-
-
-@cuda()
-def cudaMalloc(devPtr, size):
-    out_pointer(devPtr, "devPtr")
-    device = rt.device()
-    ptr = device.malloc(size)
-    if ptr:
-        rt.allocations.add(ptr, size, device)
-    devPtr[0] = ffi.cast("void *", ptr)
-    return SUCCESS
-
-
-@cuda()
-def cudaFree(devPtr):
-    ptr = address(devPtr)
-    if ptr == 0:
-        rt.device()  # cudaFree(0) initialises the runtime, nothing more
-        return SUCCESS
-    allocation = rt.allocations.find(ptr)
-    if allocation is None or allocation.base != ptr:
-        raise CudaError(cudaError.cudaErrorInvalidValue, f"cudaFree of {ptr:#x}: not an allocation's start")
-    allocation.device.free(ptr)
-    rt.allocations.remove(ptr)
-    return SUCCESS
-
-
-@cuda()
-def cudaMemGetInfo(free, total):
-    out_pointer(free, "free")
-    out_pointer(total, "total")
-    free[0], total[0] = rt.device().mem_info()
-    return SUCCESS
-
-
-def _device_range(ptr: int, size: int, what: str):
-    allocation = rt.allocations.find(ptr, size)
-    if allocation is None:
-        raise CudaError(cudaError.cudaErrorInvalidValue,
-                        f"{what} {ptr:#x}..+{size} is not inside a device allocation")
-    return allocation.device
-
-
-def _infer_kind(dst: int, src: int, count: int) -> int:
-    """cudaMemcpyDefault: the allocation map says which side is device memory."""
-    on_device_dst = rt.allocations.find(dst, count) is not None
-    on_device_src = rt.allocations.find(src, count) is not None
-    return {(False, False): HOST_TO_HOST, (True, False): HOST_TO_DEVICE,
-            (False, True): DEVICE_TO_HOST, (True, True): DEVICE_TO_DEVICE}[(on_device_dst, on_device_src)]
-
-
-def memcpy(dst: int, src: int, count: int, kind: int) -> None:
-    if kind == DEFAULT:
-        kind = _infer_kind(dst, src, count)
-    if kind not in (HOST_TO_HOST, HOST_TO_DEVICE, DEVICE_TO_HOST, DEVICE_TO_DEVICE):
-        raise CudaError(cudaError.cudaErrorInvalidMemcpyDirection, f"cudaMemcpyKind {kind}")
-    if count == 0:
-        return
-    if dst == 0 or src == 0:
-        raise CudaError(cudaError.cudaErrorInvalidValue, "cudaMemcpy with a NULL pointer")
-    if kind == HOST_TO_HOST:
-        ffi.memmove(ffi.cast("void *", dst), ffi.cast("void *", src), count)
-    elif kind == HOST_TO_DEVICE:
-        device = _device_range(dst, count, "destination")
-        device.copy_to_device(dst, memoryview(ffi.buffer(ffi.cast("char *", src), count)))
-    elif kind == DEVICE_TO_HOST:
-        device = _device_range(src, count, "source")
-        frames = device.copy_from_device(src, count)
-        target = ffi.cast("char *", dst)
-        for frame in frames:
-            chunk = frame.buffer
-            ffi.memmove(target, chunk, len(chunk))
-            target += len(chunk)
-    else:
-        dst_device = _device_range(dst, count, "destination")
-        src_device = _device_range(src, count, "source")
-        if dst_device is src_device:
-            dst_device.copy_on_device(dst, src, count)
-        else:  # across servers: staged through the client for now
-            frames = src_device.copy_from_device(src, count)
-            dst_device.copy_to_device(dst, memoryview(b"".join(f.buffer for f in frames)))
-
-
-@cuda()
-def cudaMemcpy(dst, src, count, kind):
-    memcpy(address(dst), address(src), count, kind)
-    return SUCCESS
-
-
-@cuda()
-def cudaMemset(devPtr, value, count):
-    ptr = address(devPtr)
-    if count:
-        _device_range(ptr, count, "destination").memset(ptr, value, count)
-    return SUCCESS
-
-
-# ------------------------------------------------------------------ helpers
+    return c_string(errors.error_name(error))
 
 
 @cuda()

@@ -12,6 +12,14 @@ the order they were posted.
 A call that waits has no fixed deadline (a long kernel is not a failure):
 it fails only when the server has shown no sign of life for `timeout`
 seconds, as judged by the session's heartbeats (`liveness`).
+
+Two more things ride in the outbox's order:
+  * a reply can go to a callback instead of a waiting thread (an
+    asynchronous device-to-host copy fills the program's buffer when its
+    bytes arrive, in reply order, so a later synchronisation sees them);
+  * a `Gate` holds back everything posted after it until it is opened
+    (a host function in a stream runs after the work before it and before
+    the work after it; replies keep flowing meanwhile).
 """
 from __future__ import annotations
 
@@ -53,6 +61,37 @@ class Pending:
         return self._done.acquire(timeout=seconds)
 
 
+class ReplyCallback:
+    """A reply that goes to `callback(header, frames, error)` in the
+    forwarding thread, which must not block."""
+
+    __slots__ = ("callback",)
+
+    def __init__(self, callback):
+        self.callback = callback
+
+    def resolve(self, header=None, frames=(), error=None) -> None:
+        try:
+            self.callback(header, frames, error)
+        except Exception:  # noqa: BLE001 - never let a callback stop the forwarding thread
+            log.exception("reply callback failed")
+
+
+class Gate:
+    """Holds back the messages posted after it until `open()`."""
+
+    __slots__ = ("opened", "_channel")
+
+    def __init__(self):
+        self.opened = False
+        self._channel: DeviceChannel | None = None
+
+    def open(self) -> None:
+        self.opened = True
+        if self._channel is not None:
+            self._channel.wake()
+
+
 class DeviceChannel:
     """Owns the socket of one remote device, in a thread of its own."""
 
@@ -90,14 +129,34 @@ class DeviceChannel:
 
     def start_call(self, header: dict, frames=()) -> Pending:
         """Send a request whose reply will be waited for with `finish_call`."""
+        pending = Pending()
+        self._post_awaiting(header, frames, pending)
+        return pending
+
+    def post_with_callback(self, header: dict, frames, callback) -> None:
+        """Send without waiting; the reply goes to `callback(header, frames,
+        error)` in the forwarding thread."""
+        self._post_awaiting(header, frames, ReplyCallback(callback))
+
+    def _post_awaiting(self, header: dict, frames, receiver) -> None:
         if self._failure:
             raise self._failure
-        pending = Pending()
         seq = header["seq"] = next(self._seq)
-        self._pending[seq] = pending
+        self._pending[seq] = receiver
         self._outbox.append((header, frames))
         os.eventfd_write(self._wake_fd, 1)
-        return pending
+
+    def add_gate(self, gate: Gate) -> None:
+        """Hold back what is posted from now on until `gate.open()`."""
+        gate._channel = self
+        self._outbox.append(gate)
+        os.eventfd_write(self._wake_fd, 1)
+
+    def wake(self) -> None:
+        try:
+            os.eventfd_write(self._wake_fd, 1)
+        except OSError:
+            pass  # closed: the channel is gone
 
     def finish_call(self, pending: Pending, op: str) -> tuple[dict, list]:
         while not pending.wait(WAIT_SLICE):
@@ -161,6 +220,12 @@ class DeviceChannel:
     def _send_outbox(self) -> None:
         outbox, socket = self._outbox, self._socket
         while outbox:
+            item = outbox[0]
+            if type(item) is Gate:
+                if not item.opened:
+                    return  # the gate's opening wakes us again
+                outbox.popleft()
+                continue
             header, frames = outbox.popleft()
             if frames:
                 socket.send(protocol.pack(header), zmq.SNDMORE)

@@ -4,7 +4,7 @@ Turns runtime operations into protocol messages on the device's channel and
 replies back into CUDA statuses.  Error messages name the call, the device
 and the server.  A sticky error (an illegal address in a kernel, say) is
 remembered: from then on every call on this device fails with it, as on a
-real GPU whose context is lost.
+real GPU whose context is lost, until cudaDeviceReset.
 """
 from __future__ import annotations
 
@@ -17,20 +17,59 @@ from rcuda.errors import CudaError, cudaError, is_sticky
 
 log = logging.getLogger(__name__)
 
+#: Properties a remote GPU cannot offer through rcuda, whatever the GPU can
+#: do locally: host memory cannot be mapped into a GPU across a network, and
+#: managed memory, IPC and host atomics need the GPU on this host's bus.
+NOT_REMOTELY = {
+    "canMapHostMemory": 0, "managedMemory": 0, "concurrentManagedAccess": 0, "pageableMemoryAccess": 0,
+    "pageableMemoryAccessUsesHostPageTables": 0, "directManagedMemAccessFromHost": 0,
+    "hostNativeAtomicSupported": 0, "canUseHostPointerForRegisteredMem": 0, "ipcEventSupported": 0,
+    "hostRegisterSupported": 1,  # cudaHostRegister works: the memory just stays on this host
+}
+NOT_REMOTELY_ATTRIBUTES = {
+    "cudaDevAttrCanMapHostMemory": 0, "cudaDevAttrManagedMemory": 0, "cudaDevAttrConcurrentManagedAccess": 0,
+    "cudaDevAttrPageableMemoryAccess": 0, "cudaDevAttrPageableMemoryAccessUsesHostPageTables": 0,
+    "cudaDevAttrDirectManagedMemAccessFromHost": 0, "cudaDevAttrHostNativeAtomicSupported": 0,
+    "cudaDevAttrCanUseHostPointerForRegisteredMem": 0, "cudaDevAttrIpcEventSupport": 0,
+    "cudaDevAttrHostRegisterSupported": 1,
+}
+
+_ids = itertools.count(1)  # stream/event/function ids: unique in the process, so never reused
+
+
+def new_id() -> int:
+    return next(_ids)
+
 
 class RemoteDevice:
-    def __init__(self, ordinal: int, session, local_index: int, channel, properties: dict):
+    def __init__(self, ordinal: int, session, local_index: int, channel, properties: dict,
+                 attributes: dict | None = None):
         self.ordinal = ordinal
         self.session = session
         self.local_index = local_index  # the GPU's index on its server
         self.channel = channel
-        self.properties = properties
-        self.sticky: CudaError | None = None
+        self.describe(properties, attributes or {})
         self.output_sink = None  # callable(str): where device printf output goes
-        self._function_ids: dict = {}  # Kernel -> id on this device
+        self.flags = 0           # cudaSetDeviceFlags
+        self.generation = 0      # counts cudaDeviceResets: objects of an older one are gone
+        self._lock = threading.Lock()
+        self._forget_state()
+
+    def _forget_state(self) -> None:
+        """What this process created on the GPU (reset by cudaDeviceReset)."""
+        self.generation += 1
+        self.sticky: CudaError | None = None
+        self.deferred: CudaError | None = None  # an asynchronous failure not yet reported
+        self._function_ids: dict = {}   # Kernel -> id on this device
+        self._function_attrs: dict = {}  # Kernel -> cudaFuncAttributes fields
         self._sent_modules: set[str] = set()
-        self._next_function_id = itertools.count(1)
-        self._function_lock = threading.Lock()
+        self._symbols: dict = {}        # (module key, name) -> (address, size)
+
+    def describe(self, properties: dict, attributes: dict) -> None:
+        """Take the server's description of the GPU, minus what rcuda cannot
+        offer remotely."""
+        self.properties = dict(properties, **NOT_REMOTELY)
+        self.attributes = dict(attributes, **NOT_REMOTELY_ATTRIBUTES)
 
     @property
     def label(self) -> str:
@@ -47,34 +86,60 @@ class RemoteDevice:
                                                 f"{self.sticky.message}")
 
     def request(self, op: str, frames=(), **fields) -> tuple[dict, list]:
-        """A synchronous call: waits for the reply, raises CudaError on failure."""
+        """A synchronous call: waits for the reply, raises CudaError on failure
+        (its own, or an earlier asynchronous one reported with it)."""
         self._check_usable(op)
         fields["op"] = op
         reply, payload = self.channel.call(fields, frames)
-        self._deliver_output(reply)
-        status = reply.get("err", 0)
-        if status:
-            error = CudaError(status, f"{op} on {self.label}: {reply.get('msg') or ''}".rstrip(": "))
-            if is_sticky(status):
-                self.sticky = error
-            raise error
+        self._check_reply(op, reply)
+        self.raise_deferred(op)
         return reply, payload
 
     def post(self, op: str, frames=(), **fields) -> None:
         """An asynchronous call: errors surface at a later synchronous one."""
         self._check_usable(op)
         fields["op"] = op
+        if op in protocol.MAY_BE_ASYNC:
+            fields["async"] = True
         self.channel.post(fields, frames)
 
-    def _deliver_output(self, reply: dict) -> None:
+    def post_with_callback(self, op: str, on_success, frames=(), **fields) -> None:
+        """Asynchronous, but answered: `on_success(reply, payload)` runs in the
+        forwarding thread; a failure is kept for the next synchronous call."""
+        self._check_usable(op)
+        fields["op"] = op
+
+        def receive(reply, payload, error):
+            try:
+                if error is not None:
+                    raise error
+                self._check_reply(op, reply)
+                on_success(reply, payload)
+            except CudaError as exc:
+                self.deferred = self.deferred or exc
+            except Exception as exc:  # noqa: BLE001 - a transport error, kept for the next call
+                self.deferred = self.deferred or CudaError(getattr(exc, "status", cudaError.cudaErrorUnknown),
+                                                           f"{op} on {self.label}: {exc}")
+
+        self.channel.post_with_callback(fields, frames, receive)
+
+    def _check_reply(self, op: str, reply: dict) -> None:
         text = reply.get("out")
         if text and self.output_sink:
             self.output_sink(text)
+        status = reply.get("err", 0)
+        if status:
+            error = CudaError(status, f"{op} on {self.label}: {reply.get('msg') or ''}".rstrip(": "))
+            if is_sticky(status):
+                self.sticky = error
+            raise error
 
-    # ---------------------------------------------------------- operations
+    def raise_deferred(self, op: str) -> None:
+        error, self.deferred = self.deferred, None
+        if error is not None:
+            raise error
 
-    def open(self, token: str, va_base: int | None) -> None:
-        self.request("open", dev=self.local_index, token=token, va_base=va_base)
+    # ---------------------------------------------------------- memory
 
     def malloc(self, size: int) -> int:
         reply, _ = self.request("malloc", size=size)
@@ -83,21 +148,21 @@ class RemoteDevice:
     def free(self, ptr: int) -> None:
         self.request("free", ptr=ptr)
 
-    def copy_to_device(self, dst: int, data: memoryview) -> None:
-        self.request("htod", protocol.chunks(data), dst=dst, size=len(data))
+    def copy_to_device(self, dst: int, data: memoryview, stream: int = 0) -> None:
+        self.request("htod", protocol.chunks(data), dst=dst, size=len(data), stream=stream)
 
-    def copy_from_device(self, src: int, size: int) -> list:
+    def copy_from_device(self, src: int, size: int, stream: int = 0) -> list:
         """Returns the payload frames (each has .buffer) holding the bytes."""
-        _, frames = self.request("dtoh", src=src, size=size)
+        _, frames = self.request("dtoh", src=src, size=size, stream=stream)
         if sum(len(f.buffer) for f in frames) != size:
             raise CudaError(cudaError.cudaErrorUnknown, f"dtoh on {self.label}: short reply")
         return frames
 
-    def copy_on_device(self, dst: int, src: int, size: int) -> None:
-        self.request("dtod", dst=dst, src=src, size=size)
+    def copy_on_device(self, dst: int, src: int, size: int, stream: int = 0) -> None:
+        self.request("dtod", dst=dst, src=src, size=size, stream=stream)
 
-    def memset(self, ptr: int, value: int, size: int) -> None:
-        self.request("memset", ptr=ptr, value=value, size=size)
+    def memset(self, ptr: int, value: int, size: int, stream: int = 0) -> None:
+        self.request("memset", ptr=ptr, value=value, size=size, stream=stream)
 
     def synchronize(self) -> None:
         self.request("sync")
@@ -106,39 +171,54 @@ class RemoteDevice:
         reply, _ = self.request("mem_info")
         return reply["free"], reply["total"]
 
-    def close(self) -> None:
-        """End this device's part of the session (the server frees its memory).
-        The reply also proves every earlier asynchronous message arrived."""
-        if self.channel.failed:
-            return
-        try:
-            self.channel.call({"op": "close"})
-        finally:
-            self.channel.close()
+    # ---------------------------------------------------------- code
 
-    # ---------------------------------------------------------- kernels
+    def ensure_module(self, module) -> None:
+        """Send a module's fatbinary the first time this device needs it."""
+        if module.key in self._sent_modules:
+            return
+        with self._lock:
+            if module.key not in self._sent_modules:
+                self.request("module", [module.image], module=module.key)
+                self._sent_modules.add(module.key)
 
     def function_id(self, kernel) -> int:
         """The id under which `kernel` is known on this device.  The first use
-        registers it (sending the module's image the first time): a
-        synchronous round trip, so a kernel the server cannot run fails at
-        its launch, as on a GPU."""
+        registers it: a synchronous round trip, so a kernel the server cannot
+        run fails at its launch, as on a GPU."""
         fn = self._function_ids.get(kernel)
         if fn is not None:
             return fn
-        with self._function_lock:
+        self.ensure_module(kernel.module)
+        with self._lock:
             fn = self._function_ids.get(kernel)
-            if fn is not None:
-                return fn
-            params = kernel.params
-            fn = next(self._next_function_id)
-            module = kernel.module
-            frames = [] if module.key in self._sent_modules else [module.image]
-            self.request("function", frames, fn=fn, module=module.key, name=kernel.name,
-                         offsets=list(params.offsets), sizes=list(params.sizes))
-            self._sent_modules.add(module.key)
-            self._function_ids[kernel] = fn
-            return fn
+            if fn is None:
+                params = kernel.params
+                fn = new_id()
+                self.request("function", module=kernel.module.key, fn=fn, name=kernel.name,
+                             offsets=list(params.offsets), sizes=list(params.sizes))
+                self._function_ids[kernel] = fn
+        return fn
+
+    def function_attributes(self, kernel) -> dict:
+        attrs = self._function_attrs.get(kernel)
+        if attrs is None:
+            reply, _ = self.request("func_attrs", fn=self.function_id(kernel))
+            attrs = self._function_attrs[kernel] = dict(reply["attrs"])
+        return attrs
+
+    def set_function_attribute(self, kernel, attribute: str, value: int) -> None:
+        self.request("func_set_attr", fn=self.function_id(kernel), attr=attribute, value=value)
+        self._function_attrs.pop(kernel, None)
+
+    def symbol(self, module, name: str) -> tuple[int, int]:
+        """(address, size) of a __device__ variable on this device."""
+        found = self._symbols.get((module.key, name))
+        if found is None:
+            self.ensure_module(module)
+            reply, _ = self.request("symbol", module=module.key, name=name)
+            found = self._symbols[(module.key, name)] = (reply["ptr"], reply["size"])
+        return found
 
     def launch(self, fn: int, grid, block, shared_mem: int, stream: int, params: bytes) -> None:
         self.post("launch", [params], fn=fn, grid=grid, block=block, shmem=shared_mem, stream=stream)
@@ -162,3 +242,22 @@ class RemoteDevice:
             problem = f"{shared_mem} bytes of dynamic shared memory is more than the device allows"
         if problem:
             raise CudaError(cudaError.cudaErrorInvalidConfiguration, f"launch on {self.label}: {problem}")
+
+    # ---------------------------------------------------------- lifecycle
+
+    def reset(self) -> None:
+        """cudaDeviceReset: the server frees everything; so do we."""
+        reply, _ = self.channel.call({"op": "reset"})  # not `request`: a sticky error must not stop it
+        self._forget_state()
+        if reply.get("err"):
+            raise CudaError(reply["err"], f"cudaDeviceReset on {self.label}: {reply.get('msg', '')}")
+
+    def close(self) -> None:
+        """End this device's part of the session (the server frees its memory).
+        The reply also proves every earlier asynchronous message arrived."""
+        if self.channel.failed:
+            return
+        try:
+            self.channel.call({"op": "close"})
+        finally:
+            self.channel.close()

@@ -16,13 +16,17 @@ from rcuda._generated.cudart_api import FUNCTIONS
 from rcuda.errors import CudaError, RcudaError, TransportError, cudaError, to_cuda_status
 from rcuda.log import setup_client_logging
 
-from . import api
+from . import api, api_memory, api_queries, api_streams  # noqa: F401 - they register their functions
+from .callbacks import in_host_function
 from .runtime import Runtime
 
 log = logging.getLogger(__name__)
 
 READY_TOKEN = 0x72637564  # must match RCUDA_READY_TOKEN in native/interposer.c
 NOT_SUPPORTED = int(cudaError.cudaErrorNotSupported)
+NOT_PERMITTED = int(cudaError.cudaErrorNotPermitted)
+#: "Not yet" from a query: a status, not an error; CUDA does not keep it as the last error.
+NOT_READY = int(cudaError.cudaErrorNotReady)
 
 runtime: Runtime | None = None
 
@@ -58,11 +62,13 @@ def guarded(name: str, result: str, body):
                 return failed(name, exc)
     elif result == "cudaError_t":
         def entry(*args):
+            if in_host_function():
+                return refused_in_host_function(name)
             try:
                 status = body(*args)
             except Exception as exc:  # noqa: BLE001 - the C boundary
                 status = failed(name, exc)
-            if status:
+            if status and status != NOT_READY:
                 runtime.record_error(status)
             return status
     else:
@@ -74,6 +80,14 @@ def guarded(name: str, result: str, body):
                 return fallback_value(result)
     entry.__name__ = name
     return entry
+
+
+def refused_in_host_function(name: str) -> int:
+    """CUDA forbids CUDA calls in a host function (cudaLaunchHostFunc); here
+    one would deadlock on the stream it is part of."""
+    log.error("%s called inside a host function (cudaLaunchHostFunc/cudaStreamAddCallback): CUDA does not "
+              "allow CUDA calls there; returning cudaErrorNotPermitted", name)
+    return NOT_PERMITTED
 
 
 def fallback_value(result: str):

@@ -51,6 +51,16 @@ class KernelParams:
         return bytes(buf)
 
 
+@dataclass(frozen=True, eq=False)
+class DeviceVariable:
+    """A __device__ or __constant__ variable, by its host shadow's address."""
+
+    module: Module
+    name: str  # the device-side (mangled) name
+    size: int
+    constant: bool
+
+
 @dataclass(eq=False)
 class Kernel:
     module: Module
@@ -72,12 +82,14 @@ class Kernel:
 
 
 class KernelRegistry:
-    """Host stub address -> Kernel, for every registered module."""
+    """Host stub address -> Kernel and host shadow address -> variable, for
+    every registered module."""
 
     def __init__(self):
         self._lock = threading.Lock()
         self.modules: dict[int, Module] = {}  # handle address -> Module
         self._kernels: dict[int, Kernel] = {}
+        self._variables: dict[int, DeviceVariable] = {}
 
     def add_module(self, handle: int, image: bytes) -> Module:
         module = Module(image)
@@ -94,12 +106,29 @@ class KernelRegistry:
             module.kernels[host_fun] = name
             self._kernels[host_fun] = Kernel(module, name)
 
+    def add_variable(self, handle: int, host_var: int, name: str, size: int, constant: bool) -> None:
+        with self._lock:
+            module = self.modules.get(handle)
+            if module is None:
+                raise CudaError(cudaError.cudaErrorInvalidResourceHandle,
+                                f"__cudaRegisterVar for {name} with an unknown module handle")
+            self._variables[host_var] = DeviceVariable(module, name, size, constant)
+
+    def variable(self, host_var: int) -> DeviceVariable:
+        variable = self._variables.get(host_var)
+        if variable is None:
+            raise CudaError(cudaError.cudaErrorInvalidSymbol,
+                            f"no __device__ variable is registered at host address {host_var:#x}")
+        return variable
+
     def remove_module(self, handle: int) -> None:
         with self._lock:
             module = self.modules.pop(handle, None)
             if module:
                 for host_fun in module.kernels:
                     self._kernels.pop(host_fun, None)
+                for host_var in [a for a, v in self._variables.items() if v.module is module]:
+                    del self._variables[host_var]
 
     def kernel(self, host_fun: int) -> Kernel:
         kernel = self._kernels.get(host_fun)

@@ -20,10 +20,13 @@ from rcuda.errors import CudaError, RcudaError, cudaError, is_sticky
 from rcuda.server.backends.base import VA_WINDOW_SIZE
 
 from .allocations import AllocationMap
+from .callbacks import HostCallbacks
 from .channel import DeviceChannel
 from .device import RemoteDevice
+from .host_memory import HostMemory
 from .modules import KernelRegistry
 from .session import ServerSession
+from .streams import StreamTable
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +45,10 @@ class Runtime:
         self._context: zmq.Context | None = None
         self.kernels = KernelRegistry()
         self.allocations = AllocationMap()
+        self.host_memory = HostMemory()
+        self.streams = StreamTable()
+        self.callbacks = HostCallbacks()
+        self.limits: dict[str, int] = {}  # cudaDeviceSetLimit, per process as in CUDA
         self.output_sink = None  # set by the entry points: writes device printf output
 
     # ---------------------------------------------------------- devices
@@ -143,6 +150,7 @@ class Runtime:
             reply, _ = device.channel.finish_call(pending, "open")
             if reply.get("err"):
                 raise CudaError(reply["err"], f"open {device.label}: {reply.get('msg', '')}")
+            device.describe(reply.get("props") or device.properties, reply.get("attributes") or {})
 
     # ---------------------------------------------------------- errors
 
@@ -186,13 +194,24 @@ class Runtime:
         for session in self._sessions:
             session.close()
 
+    def reset_device(self, device: RemoteDevice) -> None:
+        """cudaDeviceReset: everything the process had on `device` is gone."""
+        try:
+            device.reset()
+        finally:
+            for allocation in self.allocations.of_device(device):
+                self.allocations.remove(allocation.base)
+            self.streams.forget_device(device)
+
     def forget_after_fork(self) -> None:
         """In a forked child: the parent's connections are not ours.  Start
-        over lazily with new ones (the parent's allocations stay the parent's,
-        as CUDA contexts are not inherited either)."""
+        over lazily with new ones (the parent's allocations, streams and
+        events stay the parent's, as CUDA contexts are not inherited either)."""
         self._devices = None
         self._init_error = None
         self._sessions = []
         self._context = None
         self.allocations.clear()
+        self.streams.clear()
+        self.callbacks = HostCallbacks()
         self._threads = threading.local()

@@ -33,7 +33,7 @@ import logging
 import re
 import struct
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
@@ -75,6 +75,15 @@ EIFMT_SVAL = 0x04
 EIATTR_KPARAM_INFO = 0x17
 KPARAM_INFO = struct.Struct("<IHHI")  # index, ordinal, offset, packed
 KPARAM_SIZE_SHIFT = 18
+# Resource records (checked against `ptxas -v` in tests/test_fatbin.py): in
+# the module-wide `.nv.info`, u32 symbol index + u32 value per kernel; in a
+# kernel's own section, __launch_bounds__ as three u32.
+EIATTR_REGCOUNT = 0x2F
+EIATTR_FRAME_SIZE = 0x11
+EIATTR_MAX_THREADS = 0x05
+SYMBOL_VALUE = struct.Struct("<II")
+SHARED_PREFIX = ".nv.shared."
+USER_CONSTANT_BANK = ".nv.constant3"  # __constant__ variables
 # Sections holding __device__ / __constant__ variables in a cubin.
 GLOBAL_SECTIONS = (".nv.global", ".nv.global.init")
 CONSTANT_SECTION_PREFIX = ".nv.constant"
@@ -126,12 +135,31 @@ class Kernel:
 
 
 @dataclass(frozen=True)
+class KernelResources:
+    """What a cubin says a kernel uses: cudaFuncAttributes' raw material."""
+
+    registers: int
+    shared_bytes: int        # static __shared__ memory
+    local_bytes: int         # stack frame per thread
+    const_bytes: int         # the module's __constant__ variables
+    max_threads: int | None  # __launch_bounds__ (threads per block), if given
+    arch: int                # the cubin's sm_XY as XY
+
+
+@dataclass(frozen=True)
 class Variable:
     """A `__device__` (constant=False) or `__constant__` variable."""
 
     name: str
     size: int
     constant: bool
+    # The initializer, from a cubin; empty: zeros (or unknown, from PTX).  Not
+    # part of equality: it is data, not layout.
+    initial: bytes = field(default=b"", compare=False)
+
+    def __repr__(self) -> str:
+        return (f"Variable(name={self.name!r}, size={self.size}, constant={self.constant}, "
+                f"initial=<{len(self.initial)} bytes>)")
 
 
 @dataclass(frozen=True)
@@ -165,6 +193,17 @@ class Fatbin:
     def variables(self) -> dict[str, Variable]:
         """Device and constant variables, from the cubins, else the PTX."""
         return dict(self._variables)
+
+    def resources(self, arch: int | None = None) -> dict[str, KernelResources]:
+        """Per-kernel resources from the cubin for `arch` (the newest cubin
+        not newer than it; any cubin when None).  Empty without cubins."""
+        cubins = sorted((e for e in self.entries if e.kind == KIND_CUBIN), key=lambda e: e.arch)
+        fitting = [e for e in cubins if arch is None or e.arch <= arch] or cubins
+        merged: dict = {}
+        for entry in reversed(fitting):
+            for name, item in cubin_resources(entry.payload, entry.arch).items():
+                merged.setdefault(name, item)
+        return merged
 
     def archs(self, kind: str | None = None) -> tuple[int, ...]:
         """Sorted architectures of the entries (of one kind, if given)."""
@@ -411,6 +450,36 @@ def _kparams(data: bytes, kernel: str) -> tuple[KernelParam, ...]:
     return tuple(params[o] for o in sorted(params))
 
 
+def cubin_resources(image: bytes, arch: int = 0) -> dict[str, KernelResources]:
+    """Registers, shared/local/constant memory and launch bounds per kernel."""
+    elf = _open_cubin(image)
+    symbols = list(_symbols(elf))
+    kernels = [s.name for s, other in symbols if s["st_info"]["type"] == "STT_FUNC" and other & STO_CUDA_ENTRY]
+    by_index = {index: symbol.name for index, (symbol, _) in enumerate(symbols)}
+    registers, frames = {}, {}
+    module_info = elf.get_section_by_name(".nv.info")
+    if module_info is not None:
+        for attribute, value in _nv_info_records(module_info.data(), ".nv.info"):
+            if attribute in (EIATTR_REGCOUNT, EIATTR_FRAME_SIZE) and len(value) >= SYMBOL_VALUE.size:
+                index, amount = SYMBOL_VALUE.unpack_from(value)
+                (registers if attribute == EIATTR_REGCOUNT else frames)[by_index.get(index)] = amount
+    constants = elf.get_section_by_name(USER_CONSTANT_BANK)
+    const_bytes = constants["sh_size"] if constants is not None else 0
+    resources = {}
+    for name in kernels:
+        shared = elf.get_section_by_name(SHARED_PREFIX + name)
+        max_threads = None
+        info = elf.get_section_by_name(NV_INFO_PREFIX + name)
+        if info is not None:
+            for attribute, value in _nv_info_records(info.data(), NV_INFO_PREFIX + name):
+                if attribute == EIATTR_MAX_THREADS and len(value) >= 12:
+                    x, y, z = struct.unpack_from("<III", value)
+                    max_threads = x * y * z
+        resources[name] = KernelResources(registers.get(name, 0), shared["sh_size"] if shared is not None else 0,
+                                          frames.get(name, 0), const_bytes, max_threads, arch)
+    return resources
+
+
 def cubin_variables(image: bytes) -> dict[str, Variable]:
     """`__device__` and `__constant__` variables: object symbols in the
     global and constant-bank sections."""
@@ -419,10 +488,15 @@ def cubin_variables(image: bytes) -> dict[str, Variable]:
     for symbol, _other in _symbols(elf):
         if symbol["st_info"]["type"] != "STT_OBJECT" or not isinstance(symbol["st_shndx"], int):
             continue
-        section = elf.get_section(symbol["st_shndx"]).name
-        constant = section.startswith(CONSTANT_SECTION_PREFIX) and not section.startswith(KERNEL_CONSTANT_BANK)
-        if constant or section in GLOBAL_SECTIONS:
-            variables[symbol.name] = Variable(symbol.name, symbol["st_size"], constant)
+        section = elf.get_section(symbol["st_shndx"])
+        name = section.name
+        constant = name.startswith(CONSTANT_SECTION_PREFIX) and not name.startswith(KERNEL_CONSTANT_BANK)
+        if constant or name in GLOBAL_SECTIONS:
+            size = symbol["st_size"]
+            initial = b""
+            if section["sh_type"] != "SHT_NOBITS":  # .nv.global is NOBITS: zeros
+                initial = section.data()[symbol["st_value"]:symbol["st_value"] + size]
+            variables[symbol.name] = Variable(symbol.name, size, constant, bytes(initial))
     return variables
 
 

@@ -10,9 +10,10 @@ Every message is a multipart:
     frames 1..  raw bytes (copies, parameter buffers, module images); bulk
                 data never goes inside msgpack
 A reply echoes `seq` and carries `err` (a cudaError_t; 0 = success), `msg`
-(an explanation when err != 0) and op-specific fields.  Asynchronous ops
-(ASYNC_OPS) get no reply: their errors are reported by the next reply on the
-same device, as CUDA reports asynchronous errors at a later call.
+(an explanation when err != 0) and op-specific fields.  Asynchronous
+requests (see ALWAYS_ASYNC, MAY_BE_ASYNC) get no reply: their errors are
+reported by the next reply on the same device, as CUDA reports asynchronous
+errors at a later call.
 
 Ops are names, never list positions; OPS below is the whole vocabulary with
 the fields each header must carry (checked on receipt by `check_header`).
@@ -20,21 +21,45 @@ the fields each header must carry (checked on receipt by `check_header`).
 Daemon (the `--listen` address):
     hello   {version, client}        -> {version, session, token, ports, control_port, devices, server}
     info    {version}                -> {version, devices, server, backend}
-Session worker, per-device socket:
-    open    {dev, token, va_base}    -> {props}            first message on a socket
-    malloc  {size}                   -> {ptr}
-    free    {ptr}                    -> {}
-    htod    {dst, size}  + data      -> {}                 data in one or more frames
-    dtoh    {src, size}              -> {} + data frames
-    dtod    {dst, src, size}         -> {}
-    memset  {ptr, value, size}       -> {}
-    function{fn, module, name, offsets, sizes} [+ image]  -> {}
-                                     registers kernel `name` as id `fn`; the
-                                     module image rides along the first time
-    launch  {fn, grid, block, shmem, stream} + params      (async)
-    sync    {}                       -> {}                 cudaDeviceSynchronize
-    mem_info{}                       -> {free, total}
-    close   {}                       -> {}
+Session worker, per-device socket (ids of streams, events and functions are
+chosen by the client, so creating one needs no round trip; stream 0 is the
+legacy default stream):
+    open          {dev, token, va_base}               -> {props, attributes}   first message
+    malloc        {size}                              -> {ptr}
+    free          {ptr}                               -> {}
+    mem_info      {}                                  -> {free, total}
+    htod          {dst, size, stream} + data frames   -> {}
+    dtoh          {src, size, stream}                 -> {} + data frames
+    dtod          {dst, src, size, stream}            -> {}
+    memset        {ptr, value, size, stream}          -> {}
+    htod2d        {dst, dpitch, width, height, stream} + packed rows -> {}
+    dtoh2d        {src, spitch, width, height, stream} -> {} + packed rows
+    dtod2d        {dst, dpitch, src, spitch, width, height, stream} -> {}
+    memset2d      {ptr, pitch, value, width, height, stream} -> {}
+    module        {module} + fatbinary image          -> {}        once per module
+    function      {fn, module, name, offsets, sizes}  -> {}        kernel `name` is now id `fn`
+    func_attrs    {fn}                                -> {attrs}   cudaFuncAttributes fields
+    func_set_attr {fn, attr, value}                   -> {}        attr: a cudaFuncAttribute name
+    symbol        {module, name}                      -> {ptr, size}
+    launch        {fn, grid, block, shmem, stream} + parameter buffer   (never answered)
+    sync          {}                                  -> {}        cudaDeviceSynchronize
+    stream_create {stream, flags, priority}           -> {}
+    stream_destroy{stream}                            -> {}
+    stream_sync   {stream}                            -> {}
+    stream_query  {stream}                            -> {ready}
+    stream_wait   {stream, event}                     -> {}
+    event_create  {event, flags}                      -> {}
+    event_destroy {event}                             -> {}
+    event_record  {event, stream}                     -> {}
+    event_sync    {event}                             -> {}
+    event_query   {event}                             -> {ready}
+    event_elapsed {start, end}                        -> {ms}
+    marker        {stream}                            -> {}        answered once the stream's
+                                                                   earlier work is done
+    reset         {}                                  -> {}        cudaDeviceReset
+    close         {}                                  -> {}
+Ops in MAY_BE_ASYNC take `"async": true` to be sent without waiting: then no
+reply comes at all.  Ops in ALWAYS_ASYNC are never answered.
 Session worker, heartbeat socket:
     ping    {}                       -> {}  (op "pong")
 Every reply may carry `out`: device-side output (printf) to print at the
@@ -46,7 +71,7 @@ import msgpack
 
 from rcuda.errors import ProtocolError
 
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2
 
 #: Bulk copies are split into frames of this size: ZeroMQ slows down on
 #: messages above ~32 MiB (fresh buffers page-fault), see CUDA-NOTES.
@@ -66,20 +91,56 @@ OPS: dict[str, dict[str, type | tuple]] = {
     "open": {"dev": _INT, "token": _STR, "va_base": (_INT, type(None))},
     "malloc": {"size": _INT},
     "free": {"ptr": _INT},
-    "htod": {"dst": _INT, "size": _INT},
-    "dtoh": {"src": _INT, "size": _INT},
-    "dtod": {"dst": _INT, "src": _INT, "size": _INT},
-    "memset": {"ptr": _INT, "value": _INT, "size": _INT},
+    "mem_info": {},
+    "htod": {"dst": _INT, "size": _INT, "stream": _INT},
+    "dtoh": {"src": _INT, "size": _INT, "stream": _INT},
+    "dtod": {"dst": _INT, "src": _INT, "size": _INT, "stream": _INT},
+    "memset": {"ptr": _INT, "value": _INT, "size": _INT, "stream": _INT},
+    "htod2d": {"dst": _INT, "dpitch": _INT, "width": _INT, "height": _INT, "stream": _INT},
+    "dtoh2d": {"src": _INT, "spitch": _INT, "width": _INT, "height": _INT, "stream": _INT},
+    "dtod2d": {"dst": _INT, "dpitch": _INT, "src": _INT, "spitch": _INT, "width": _INT, "height": _INT,
+               "stream": _INT},
+    "memset2d": {"ptr": _INT, "pitch": _INT, "value": _INT, "width": _INT, "height": _INT, "stream": _INT},
+    "module": {"module": _STR},
     "function": {"fn": _INT, "module": _STR, "name": _STR, "offsets": _LIST, "sizes": _LIST},
+    "func_attrs": {"fn": _INT},
+    "func_set_attr": {"fn": _INT, "attr": _STR, "value": _INT},
+    "symbol": {"module": _STR, "name": _STR},
     "launch": {"fn": _INT, "grid": _LIST, "block": _LIST, "shmem": _INT, "stream": _INT},
     "sync": {},
-    "mem_info": {},
+    "stream_create": {"stream": _INT, "flags": _INT, "priority": _INT},
+    "stream_destroy": {"stream": _INT},
+    "stream_sync": {"stream": _INT},
+    "stream_query": {"stream": _INT},
+    "stream_wait": {"stream": _INT, "event": _INT},
+    "event_create": {"event": _INT, "flags": _INT},
+    "event_destroy": {"event": _INT},
+    "event_record": {"event": _INT, "stream": _INT},
+    "event_sync": {"event": _INT},
+    "event_query": {"event": _INT},
+    "event_elapsed": {"start": _INT, "end": _INT},
+    "marker": {"stream": _INT},
+    "reset": {},
     "close": {},
     "ping": {},
 }
 
-#: Ops sent without waiting for a reply.
-ASYNC_OPS = frozenset({"launch"})
+#: Ops that are never answered: their errors surface in a later reply.
+ALWAYS_ASYNC = frozenset({"launch"})
+
+#: Ops that may carry `"async": true` (sent without waiting, no reply).
+MAY_BE_ASYNC = frozenset({
+    "htod", "dtod", "memset", "htod2d", "dtod2d", "memset2d",
+    "stream_create", "stream_destroy", "stream_wait",
+    "event_create", "event_destroy", "event_record",
+})
+
+
+def expects_reply(header: dict) -> bool:
+    """Whether the server answers this (already checked) request."""
+    op = header["op"]
+    return op not in ALWAYS_ASYNC and not (op in MAY_BE_ASYNC and header.get("async") is True)
+
 
 _packer = msgpack.Packer(use_bin_type=True)
 
@@ -110,6 +171,9 @@ def check_header(header: dict) -> str:
         value = header.get(field)
         if not isinstance(value, kind) or isinstance(value, bool):
             raise ProtocolError(f"{op}: field {field!r} must be {_type_name(kind)}, got {value!r:.60}")
+    if "async" in header and (op not in MAY_BE_ASYNC or not isinstance(header["async"], bool)):
+        raise ProtocolError(f"{op}: cannot be sent with 'async'" if op not in MAY_BE_ASYNC
+                            else f"{op}: field 'async' must be a bool")
     return op
 
 

@@ -5,10 +5,14 @@ so a message goes from socket to backend with no hand-off in between.  Every
 message is checked before anything is done with it; a bad one gets an error
 reply and changes nothing.
 
-CUDA's error model is kept: asynchronous ops (launches) get no reply, their
-failures are reported by the next reply; a sticky error (illegal address,
-assert, launch failure) makes every later op fail with it; device output
-(printf) is collected and returned with the next reply.
+CUDA's error model is kept: asynchronous requests (launches, and copies or
+stream/event operations sent with "async") get no reply, their failures are
+reported by the next reply; a sticky error (illegal address, assert, launch
+failure) makes every later op fail with it until cudaDeviceReset; device
+output (printf) is collected and returned with the next reply.
+
+Streams and events are named by ids the client chose; the service keeps the
+session's set of each, so the backend only ever sees ids that exist.
 """
 from __future__ import annotations
 
@@ -25,7 +29,13 @@ log = logging.getLogger(__name__)
 
 #: CUDA's limit on a kernel's parameter buffer (bytes).
 MAX_PARAM_BYTES = 32764
+#: Largest 2-D copy or memset one request may describe (bytes moved).
+MAX_2D_BYTES = 1 << 40
 POLL_MS = 200
+LEGACY_STREAM = 0
+
+#: Ops served even after a sticky error: ending or resetting the session.
+STICKY_EXEMPT = frozenset({"open", "close", "reset"})
 
 
 class DeviceService:
@@ -42,17 +52,32 @@ class DeviceService:
         self._stop = threading.Event()
         self._peer: bytes | None = None
         self.device = None
+        self._va_base: int | None = None
         self._sticky: CudaError | None = None
         self._deferred: CudaError | None = None
-        self._modules: set[str] = set()
-        self._functions: dict[int, tuple] = {}  # fn id -> (handle, layout)
         self._output: list[str] = []
+        self._forget_session_state()
         self._handlers = {
-            "open": self._open, "malloc": self._malloc, "free": self._free, "htod": self._htod,
-            "dtoh": self._dtoh, "dtod": self._dtod, "memset": self._memset, "function": self._function,
-            "launch": self._launch, "sync": self._sync, "mem_info": self._mem_info, "close": self._close,
+            "open": self._open, "malloc": self._malloc, "free": self._free, "mem_info": self._mem_info,
+            "htod": self._htod, "dtoh": self._dtoh, "dtod": self._dtod, "memset": self._memset,
+            "htod2d": self._htod2d, "dtoh2d": self._dtoh2d, "dtod2d": self._dtod2d, "memset2d": self._memset2d,
+            "module": self._module, "function": self._function, "func_attrs": self._func_attrs,
+            "func_set_attr": self._func_set_attr, "symbol": self._symbol, "launch": self._launch,
+            "sync": self._sync, "stream_create": self._stream_create, "stream_destroy": self._stream_destroy,
+            "stream_sync": self._stream_sync, "stream_query": self._stream_query, "stream_wait": self._stream_wait,
+            "event_create": self._event_create, "event_destroy": self._event_destroy,
+            "event_record": self._event_record, "event_sync": self._event_sync, "event_query": self._event_query,
+            "event_elapsed": self._event_elapsed, "marker": self._marker, "reset": self._reset,
+            "close": self._close,
         }
         self._thread = threading.Thread(target=self._run, name=f"rcuda GPU{index}", daemon=True)
+
+    def _forget_session_state(self) -> None:
+        """What the session created on this device, by the ids it chose."""
+        self._modules: set[str] = set()
+        self._functions: dict[int, tuple] = {}  # fn id -> (handle, layout)
+        self._streams: set[int] = {LEGACY_STREAM}
+        self._events: set[int] = set()
 
     def start(self, token: str) -> None:
         self.token = token
@@ -89,26 +114,28 @@ class DeviceService:
             self._reply(peer, {"seq": None, "err": int(cudaError.cudaErrorInvalidValue), "msg": str(exc)})
             return
         seq = header.get("seq")
+        answer = True
         try:
             op = protocol.check_header(header)
+            answer = protocol.expects_reply(header)
             if self._peer is None and op != "open":
                 raise ProtocolError(f"{op} before open")
             if self._peer is not None and peer != self._peer:
                 raise ProtocolError("this GPU socket belongs to another connection")
-            if op != "open" and self._sticky is not None and op != "close":
+            if self._sticky is not None and op not in STICKY_EXEMPT:
                 raise self._sticky
             result = self._handlers[op](header, payload)
             if op == "open":
                 self._peer = peer  # from now on, only this connection
         except (CudaError, ProtocolError) as exc:
-            self._failed(peer, seq, header.get("op"), exc)
+            self._failed(peer, seq, header.get("op"), exc, answer)
             return
         except Exception as exc:  # a backend bug: report it, keep serving
             log.exception("GPU%d: %s failed", self.index, header.get("op"))
-            self._failed(peer, seq, header.get("op"), CudaError(cudaError.cudaErrorUnknown,
-                                                                f"server error: {exc}"))
+            self._failed(peer, seq, header.get("op"),
+                         CudaError(cudaError.cudaErrorUnknown, f"server error: {exc}"), answer)
             return
-        if op in protocol.ASYNC_OPS:
+        if not answer:
             self._collect_output()
             return
         reply, frames = result if isinstance(result, tuple) else (result or {}, [])
@@ -119,12 +146,12 @@ class DeviceService:
             self._deferred = None
         self._reply(peer, reply, frames)
 
-    def _failed(self, peer: bytes, seq, op, exc) -> None:
+    def _failed(self, peer: bytes, seq, op, exc, answer: bool) -> None:
         status = exc.status if isinstance(exc, CudaError) else cudaError.cudaErrorInvalidValue
         if isinstance(exc, CudaError) and is_sticky(status) and self._sticky is None:
             self._sticky = exc
             log.warning("GPU%d: sticky error in %s: %s", self.index, op, exc)
-        if op in protocol.ASYNC_OPS:
+        if not answer:
             if self._deferred is None and exc is not self._sticky:
                 self._deferred = exc if isinstance(exc, CudaError) else CudaError(status, str(exc))
             self._collect_output()
@@ -144,16 +171,37 @@ class DeviceService:
             if text:
                 self._output.append(text)
 
-    # ---------------------------------------------------------- ops
+    # ---------------------------------------------------------- checks
+
+    def _stream(self, header: dict, field: str = "stream") -> int:
+        stream = header[field]
+        if stream not in self._streams:
+            raise CudaError(cudaError.cudaErrorInvalidResourceHandle, f"{header['op']}: unknown stream {stream}")
+        return stream
+
+    def _event(self, header: dict, field: str = "event") -> int:
+        event = header[field]
+        if event not in self._events:
+            raise CudaError(cudaError.cudaErrorInvalidResourceHandle, f"{header['op']}: unknown event {event}")
+        return event
+
+    def _function_entry(self, header: dict) -> tuple:
+        entry = self._functions.get(header["fn"])
+        if entry is None:
+            raise CudaError(cudaError.cudaErrorInvalidResourceHandle, f"{header['op']}: unknown function id "
+                                                                      f"{header['fn']}")
+        return entry
+
+    # ---------------------------------------------------------- session, memory
 
     def _open(self, header, payload):
         if self._peer is not None:
             raise ProtocolError("device already open")
         if header["token"] != self.token or header["dev"] != self.index:
             raise CudaError(cudaError.cudaErrorDevicesUnavailable, "wrong session token or device")
-        va_base = header["va_base"]
-        self.device = self.backend.open_device(self.index, va_base)
-        return {"props": self.device.properties()}
+        self._va_base = header["va_base"]
+        self.device = self.backend.open_device(self.index, self._va_base)
+        return {"props": self.device.properties(), "attributes": self.device.attributes()}
 
     def _malloc(self, header, payload):
         return {"ptr": self.device.malloc(_non_negative(header, "size"))}
@@ -161,26 +209,66 @@ class DeviceService:
     def _free(self, header, payload):
         self.device.free(header["ptr"])
 
+    def _mem_info(self, header, payload):
+        free, total = self.device.mem_get_info()
+        return {"free": free, "total": total}
+
     def _htod(self, header, payload):
-        size = _non_negative(header, "size")
-        if sum(len(f.buffer) for f in payload) != size:
-            raise ProtocolError(f"htod: header says {size} bytes, frames carry "
-                                f"{sum(len(f.buffer) for f in payload)}")
+        size, stream = _non_negative(header, "size"), self._stream(header)
+        if _payload_size(payload) != size:
+            raise ProtocolError(f"htod: header says {size} bytes, frames carry {_payload_size(payload)}")
         offset = 0
         for frame in payload:
             view = frame.buffer
-            self.device.memcpy_htod(header["dst"] + offset, view)
+            self.device.memcpy_htod(header["dst"] + offset, view, stream)
             offset += len(view)
 
     def _dtoh(self, header, payload):
-        data = memoryview(self.device.memcpy_dtoh(header["src"], _non_negative(header, "size")))
-        return {}, protocol.chunks(data.cast("B") if data.format != "B" else data)
+        data = self.device.memcpy_dtoh(header["src"], _non_negative(header, "size"), self._stream(header))
+        return {}, protocol.chunks(_bytes_view(data))
 
     def _dtod(self, header, payload):
-        self.device.memcpy_dtod(header["dst"], header["src"], _non_negative(header, "size"))
+        self.device.memcpy_dtod(header["dst"], header["src"], _non_negative(header, "size"), self._stream(header))
 
     def _memset(self, header, payload):
-        self.device.memset(header["ptr"], header["value"], _non_negative(header, "size"))
+        self.device.memset(header["ptr"], header["value"], _non_negative(header, "size"), self._stream(header))
+
+    def _htod2d(self, header, payload):
+        width, height, pitch = _rect(header, "dpitch")
+        if _payload_size(payload) != width * height:
+            raise ProtocolError(f"htod2d: {height} rows of {width} bytes, frames carry {_payload_size(payload)}")
+        data = payload[0].buffer if len(payload) == 1 else memoryview(b"".join(f.buffer for f in payload))
+        self.device.memcpy_htod_2d(header["dst"], pitch, data, width, height, self._stream(header))
+
+    def _dtoh2d(self, header, payload):
+        width, height, pitch = _rect(header, "spitch")
+        data = self.device.memcpy_dtoh_2d(header["src"], pitch, width, height, self._stream(header))
+        return {}, protocol.chunks(_bytes_view(data))
+
+    def _dtod2d(self, header, payload):
+        width, height, dpitch = _rect(header, "dpitch")
+        _, _, spitch = _rect(header, "spitch")
+        self.device.memcpy_dtod_2d(header["dst"], dpitch, header["src"], spitch, width, height,
+                                   self._stream(header))
+
+    def _memset2d(self, header, payload):
+        width, height, pitch = _rect(header, "pitch")
+        self.device.memset_2d(header["ptr"], pitch, header["value"], width, height, self._stream(header))
+
+    # ---------------------------------------------------------- code
+
+    def _module(self, header, payload):
+        key = header["module"]
+        if len(payload) != 1:
+            raise ProtocolError("module: the fatbinary image must be one frame")
+        if key not in self._modules:
+            self.device.load_module(key, bytes(payload[0].buffer))
+            self._modules.add(key)
+
+    def _loaded(self, key: str) -> str:
+        if key not in self._modules:
+            raise CudaError(cudaError.cudaErrorInvalidKernelImage, f"module {key} was never sent")
+        return key
 
     def _function(self, header, payload):
         offsets, sizes = header["offsets"], header["sizes"]
@@ -192,32 +280,93 @@ class DeviceService:
         if layout.buffer_size > MAX_PARAM_BYTES:
             raise CudaError(cudaError.cudaErrorInvalidValue, f"kernel parameters take {layout.buffer_size} "
                                                              f"bytes, more than CUDA's {MAX_PARAM_BYTES}")
-        key = header["module"]
-        if key not in self._modules:
-            if len(payload) != 1:
-                raise CudaError(cudaError.cudaErrorInvalidKernelImage, f"module {key} was never sent")
-            self.device.load_module(key, bytes(payload[0].buffer))
-            self._modules.add(key)
-        handle = self.device.get_function(key, header["name"], layout)
+        handle = self.device.get_function(self._loaded(header["module"]), header["name"], layout)
         self._functions[header["fn"]] = (handle, layout)
 
+    def _func_attrs(self, header, payload):
+        handle, _ = self._function_entry(header)
+        return {"attrs": self.device.function_attributes(handle)}
+
+    def _func_set_attr(self, header, payload):
+        handle, _ = self._function_entry(header)
+        self.device.function_set_attribute(handle, header["attr"], header["value"])
+
+    def _symbol(self, header, payload):
+        ptr, size = self.device.get_symbol(self._loaded(header["module"]), header["name"])
+        return {"ptr": ptr, "size": size}
+
     def _launch(self, header, payload):
-        entry = self._functions.get(header["fn"])
-        if entry is None:
-            raise CudaError(cudaError.cudaErrorInvalidResourceHandle, f"unknown function id {header['fn']}")
-        handle, layout = entry
+        handle, layout = self._function_entry(header)
         grid, block = _dims(header, "grid"), _dims(header, "block")
         if len(payload) != 1 or len(payload[0].buffer) != layout.buffer_size:
             raise ProtocolError(f"launch: parameter buffer must be one frame of {layout.buffer_size} bytes")
         self.device.launch(handle, grid, block, bytes(payload[0].buffer), _non_negative(header, "shmem"),
-                           header["stream"])
+                           self._stream(header))
+
+    # ---------------------------------------------------------- streams, events
 
     def _sync(self, header, payload):
         self.device.synchronize()
 
-    def _mem_info(self, header, payload):
-        free, total = self.device.mem_get_info()
-        return {"free": free, "total": total}
+    def _stream_create(self, header, payload):
+        stream = header["stream"]
+        if stream in self._streams or stream <= LEGACY_STREAM:
+            raise ProtocolError(f"stream_create: id {stream} is in use or reserved")
+        self.device.stream_create(stream, header["flags"], header["priority"])
+        self._streams.add(stream)
+
+    def _stream_destroy(self, header, payload):
+        stream = self._stream(header)
+        if stream == LEGACY_STREAM:
+            raise CudaError(cudaError.cudaErrorInvalidResourceHandle, "the default stream cannot be destroyed")
+        self.device.stream_destroy(stream)
+        self._streams.discard(stream)
+
+    def _stream_sync(self, header, payload):
+        self.device.stream_synchronize(self._stream(header))
+
+    def _stream_query(self, header, payload):
+        return {"ready": self.device.stream_query(self._stream(header))}
+
+    def _stream_wait(self, header, payload):
+        self.device.stream_wait_event(self._stream(header), self._event(header))
+
+    def _event_create(self, header, payload):
+        event = header["event"]
+        if event in self._events or event <= 0:
+            raise ProtocolError(f"event_create: id {event} is in use or reserved")
+        self.device.event_create(event, header["flags"])
+        self._events.add(event)
+
+    def _event_destroy(self, header, payload):
+        event = self._event(header)
+        self.device.event_destroy(event)
+        self._events.discard(event)
+
+    def _event_record(self, header, payload):
+        self.device.event_record(self._event(header), self._stream(header))
+
+    def _event_sync(self, header, payload):
+        self.device.event_synchronize(self._event(header))
+
+    def _event_query(self, header, payload):
+        return {"ready": self.device.event_query(self._event(header))}
+
+    def _event_elapsed(self, header, payload):
+        return {"ms": float(self.device.event_elapsed_ms(self._event(header, "start"), self._event(header, "end")))}
+
+    def _marker(self, header, payload):
+        self.device.stream_synchronize(self._stream(header))
+
+    # ---------------------------------------------------------- lifecycle
+
+    def _reset(self, header, payload):
+        """cudaDeviceReset: everything of the session on this GPU is gone,
+        errors included; the device is usable again."""
+        self._release()
+        self._forget_session_state()
+        self._sticky = self._deferred = None
+        self.device = self.backend.open_device(self.index, self._va_base)
 
     def _close(self, header, payload):
         self.closed.set()
@@ -237,6 +386,26 @@ def _non_negative(header: dict, field: str) -> int:
     if not isinstance(value, int) or value < 0:
         raise ProtocolError(f"{header.get('op')}: {field} must be a non-negative integer")
     return value
+
+
+def _rect(header: dict, pitch_field: str) -> tuple[int, int, int]:
+    """(width, height, pitch) of a 2-D request, checked as cudaMemcpy2D does."""
+    width, height, pitch = (_non_negative(header, f) for f in ("width", "height", pitch_field))
+    if height > 1 and pitch < width:
+        raise CudaError(cudaError.cudaErrorInvalidPitchValue,
+                        f"{header['op']}: pitch {pitch} is smaller than the width {width}")
+    if width * height > MAX_2D_BYTES:
+        raise ProtocolError(f"{header['op']}: {width} x {height} bytes is more than one request may move")
+    return width, height, pitch
+
+
+def _payload_size(payload) -> int:
+    return sum(len(f.buffer) for f in payload)
+
+
+def _bytes_view(data) -> memoryview:
+    view = memoryview(data)
+    return view.cast("B") if view.format != "B" or view.ndim != 1 else view
 
 
 def _dims(header: dict, field: str) -> tuple[int, int, int]:

@@ -55,6 +55,7 @@ EXPECTED_KERNELS = {
     "_Z6unusedidPc": P((0, 0, 4), (1, 8, 8), (2, 16, 8)),
     "_Z12gridConstant1PPi": P((0, 0, 24), (1, 24, 8)),
     "_Z8noParamsv": (),
+    "_Z5tiledPfi": P((0, 0, 8), (1, 8, 4)),
     "_Z4fillIiEvPT_S0_i": P((0, 0, 8), (1, 8, 4), (2, 12, 4)),
     "_Z4fillIdEvPT_S0_i": P((0, 0, 8), (1, 8, 8), (2, 16, 4)),
     "_ZN4math5scaleEPffdts": P((0, 0, 8), (1, 8, 4), (2, 16, 8), (3, 24, 2), (4, 26, 2)),
@@ -368,3 +369,46 @@ def test_not_an_elf_file(tmp_path):
     with pytest.raises(FatbinError, match="not an ELF file"):
         fatbins_in_elf(path)
     assert fatbins_in_elf(sys.executable) == []  # no device code
+
+
+# ---------------------------------------------------------------- initializers, resources
+
+@pytest.mark.parametrize("variant", WITH_CUBIN)
+def test_variable_initial_values_from_the_cubin(parsed, variant):
+    variables = parsed[variant].variables()
+    assert variables["initd"].initial == struct.pack("<i", 5)  # __device__ int initd = 5;
+    assert variables["cvar"].initial == bytes(16)               # __constant__, no initializer
+    assert variables["gvar"].initial == b""                     # .nv.global: zero-filled, no data
+
+
+def _ptxas_report(tmp_path: Path, arch: str) -> dict[str, dict[str, int]]:
+    """What `ptxas -v` says each kernel uses, as the reference."""
+    cmd = [NVCC, "-cudart", "shared", f"-arch={arch}", "-Xptxas", "-v", "-o", str(tmp_path / "v"), str(SOURCE)]
+    stderr = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=True).stderr
+    report, kernel = {}, None
+    for line in stderr.splitlines():
+        if "Compiling entry function" in line:
+            kernel = line.split("'")[1]
+            report[kernel] = {"registers": 0, "shared": 0, "stack": 0}
+        elif kernel and "Used" in line:
+            report[kernel]["registers"] = int(line.split("Used ")[1].split(" registers")[0])
+            if "bytes smem" in line:
+                report[kernel]["shared"] = int(line.split(" bytes smem")[0].rsplit(" ", 1)[-1])
+        elif kernel and "bytes stack frame" in line:
+            report[kernel]["stack"] = int(line.split(" bytes stack frame")[0].strip())
+    return report
+
+
+def test_kernel_resources_match_ptxas(tmp_path):
+    if NVCC is None:
+        pytest.skip("nvcc not found")
+    expected = _ptxas_report(tmp_path, "sm_80")
+    found = parse_fatbin(b"".join(fatbins_in_elf(tmp_path / "v"))).resources(80)
+    assert set(found) == set(expected)
+    for name, usage in expected.items():
+        r = found[name]
+        assert (r.registers, r.shared_bytes, r.local_bytes) == (usage["registers"], usage["shared"], usage["stack"]), name
+        assert r.arch == 80 and r.const_bytes == 16  # cvar: 16 bytes
+    assert found["_Z5tiledPfi"].max_threads == 128 and found["_Z5tiledPfi"].shared_bytes == 512
+    assert found["_Z5tiledPfi"].local_bytes > 0
+    assert all(r.max_threads is None for name, r in found.items() if name != "_Z5tiledPfi")

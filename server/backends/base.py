@@ -38,7 +38,13 @@ class ParamLayout:
 
 
 class Device(abc.ABC):
-    """One GPU, as seen by one client session."""
+    """One GPU, as seen by one client session.
+
+    Streams and events are named by ids the client chooses (so creating one
+    needs no round trip); stream 0 is the legacy default stream.  The
+    session's DeviceService checks that an id exists before calling here.
+    Operations taking a `stream` are ordered on it; on the sim backend, which
+    runs everything at once in the device thread, every order is kept."""
 
     index: int  # server-side device ordinal
 
@@ -47,8 +53,14 @@ class Device(abc.ABC):
         """cudaDeviceProp fields (CUDA's names) -> values; `name` is a str."""
 
     @abc.abstractmethod
+    def attributes(self) -> dict[str, int]:
+        """cudaDeviceGetAttribute answers: {cudaDevAttr name: value}."""
+
+    @abc.abstractmethod
     def mem_get_info(self) -> tuple[int, int]:
         """(free, total) bytes, as cudaMemGetInfo."""
+
+    # ---------------------------------------------------------- memory
 
     @abc.abstractmethod
     def malloc(self, size: int) -> int:
@@ -59,20 +71,47 @@ class Device(abc.ABC):
         """Free an allocation made by `malloc` (cudaErrorInvalidValue otherwise)."""
 
     @abc.abstractmethod
-    def memcpy_htod(self, dst: int, data: memoryview) -> None:
+    def memcpy_htod(self, dst: int, data: memoryview, stream: int = 0) -> None:
         """Copy host bytes to device address `dst`."""
 
     @abc.abstractmethod
-    def memcpy_dtoh(self, src: int, size: int) -> memoryview:
-        """Copy `size` bytes from device address `src`; returns them."""
+    def memcpy_dtoh(self, src: int, size: int, stream: int = 0) -> memoryview:
+        """Copy `size` bytes from device address `src`; returns them once
+        they are there (the stream's earlier work done)."""
 
     @abc.abstractmethod
-    def memcpy_dtod(self, dst: int, src: int, size: int) -> None:
+    def memcpy_dtod(self, dst: int, src: int, size: int, stream: int = 0) -> None:
         """Copy between two device addresses of this device."""
 
     @abc.abstractmethod
-    def memset(self, ptr: int, value: int, size: int) -> None:
+    def memset(self, ptr: int, value: int, size: int, stream: int = 0) -> None:
         """Set `size` bytes at `ptr` to the low byte of `value`."""
+
+    # 2-D copies: `height` rows of `width` bytes, rows `pitch` bytes apart.
+    # Host data travels packed (pitch == width).  These defaults go row by
+    # row through the 1-D operations; backends may do better.
+
+    def memcpy_htod_2d(self, dst: int, dpitch: int, data: memoryview, width: int, height: int,
+                       stream: int = 0) -> None:
+        for row in range(height):
+            self.memcpy_htod(dst + row * dpitch, data[row * width:(row + 1) * width], stream)
+
+    def memcpy_dtoh_2d(self, src: int, spitch: int, width: int, height: int, stream: int = 0) -> memoryview:
+        out = bytearray(width * height)
+        for row in range(height):
+            out[row * width:(row + 1) * width] = self.memcpy_dtoh(src + row * spitch, width, stream)
+        return memoryview(out)
+
+    def memcpy_dtod_2d(self, dst: int, dpitch: int, src: int, spitch: int, width: int, height: int,
+                       stream: int = 0) -> None:
+        for row in range(height):
+            self.memcpy_dtod(dst + row * dpitch, src + row * spitch, width, stream)
+
+    def memset_2d(self, ptr: int, pitch: int, value: int, width: int, height: int, stream: int = 0) -> None:
+        for row in range(height):
+            self.memset(ptr + row * pitch, value, width, stream)
+
+    # ---------------------------------------------------------- code
 
     @abc.abstractmethod
     def load_module(self, key: str, image: bytes) -> None:
@@ -84,13 +123,74 @@ class Device(abc.ABC):
         for `launch`.  cudaErrorInvalidDeviceFunction if it has no code here."""
 
     @abc.abstractmethod
+    def function_attributes(self, function: object) -> dict:
+        """cudaFuncAttributes fields (CUDA's names) of a kernel."""
+
+    @abc.abstractmethod
+    def function_set_attribute(self, function: object, attribute: str, value: int) -> None:
+        """cudaFuncSetAttribute, by cudaFuncAttribute name."""
+
+    @abc.abstractmethod
+    def get_symbol(self, module_key: str, name: str) -> tuple[int, int]:
+        """(device address, size) of a __device__/__constant__ variable of a
+        loaded module (cudaErrorInvalidSymbol if there is none)."""
+
+    @abc.abstractmethod
     def launch(self, function: object, grid: tuple[int, int, int], block: tuple[int, int, int],
                params: bytes, shared_mem: int, stream: int) -> None:
         """Launch a kernel with its packed parameter buffer."""
 
+    # ---------------------------------------------------------- streams, events
+
     @abc.abstractmethod
     def synchronize(self) -> None:
         """Wait for all work on the device (cudaDeviceSynchronize)."""
+
+    @abc.abstractmethod
+    def stream_create(self, stream: int, flags: int, priority: int) -> None:
+        """Create stream `stream` (cudaStreamNonBlocking in `flags`)."""
+
+    @abc.abstractmethod
+    def stream_destroy(self, stream: int) -> None:
+        """Destroy a stream once its work is done (as cudaStreamDestroy)."""
+
+    @abc.abstractmethod
+    def stream_synchronize(self, stream: int) -> None:
+        """Wait for the stream's work."""
+
+    @abc.abstractmethod
+    def stream_query(self, stream: int) -> bool:
+        """True when all the stream's work is done."""
+
+    @abc.abstractmethod
+    def stream_wait_event(self, stream: int, event: int) -> None:
+        """Later work on `stream` waits for the event's last record."""
+
+    @abc.abstractmethod
+    def event_create(self, event: int, flags: int) -> None:
+        """Create event `event` (cudaEventDisableTiming etc. in `flags`)."""
+
+    @abc.abstractmethod
+    def event_destroy(self, event: int) -> None:
+        """Destroy an event."""
+
+    @abc.abstractmethod
+    def event_record(self, event: int, stream: int) -> None:
+        """Record the event at this point of the stream."""
+
+    @abc.abstractmethod
+    def event_synchronize(self, event: int) -> None:
+        """Wait for the event's last record."""
+
+    @abc.abstractmethod
+    def event_query(self, event: int) -> bool:
+        """True when the event's last record has happened (or it never was recorded)."""
+
+    @abc.abstractmethod
+    def event_elapsed_ms(self, start: int, end: int) -> float:
+        """Milliseconds between two recorded events, as cudaEventElapsedTime
+        (cudaErrorInvalidResourceHandle if either was never recorded or has
+        timing disabled, cudaErrorNotReady if one has not happened yet)."""
 
     @abc.abstractmethod
     def close(self) -> None:
@@ -127,6 +227,7 @@ class Allocation:
     start: int
     size: int
     memory: object = None  # the backend's own handle on the bytes (sim: a numpy array)
+    symbol: bool = False   # a __device__ variable's storage: not for cudaFree
 
     @property
     def end(self) -> int:

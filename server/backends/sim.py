@@ -8,16 +8,22 @@ so there is never anything to wait for in `synchronize`.
 from __future__ import annotations
 
 import copy
+import functools
 import hashlib
 import logging
 import sys
 import threading
 import time
 from contextlib import contextmanager
+from dataclasses import dataclass
 
 import numpy as np
 
+from rcuda import fatbin
+from rcuda._generated.cuda_enums import MACROS
+from rcuda.device_attributes import attributes_from_properties
 from rcuda.errors import CudaError, cudaError
+from rcuda.fatbin import KernelResources
 
 from .base import (ALLOCATION_ALIGNMENT, VA_WINDOW_SIZE, Allocation, AllocationTable, Backend, Device, ParamLayout,
                    check_launch_configuration)
@@ -33,6 +39,15 @@ DEFAULT_MEMORY_BYTES = 16 << 30
 #: all below 0x8000_0000_0000 (the top of a canonical user-space address).
 DEFAULT_VA_BASE = 0x7000_0000_0000
 MAX_DEVICES = (0x8000_0000_0000 - DEFAULT_VA_BASE) // VA_WINDOW_SIZE  # 16
+
+#: The sim GPUs report compute capability 8.0: kernel resources are read from
+#: the program's newest cubin not newer than sm_80.
+SIM_ARCH = 80
+
+#: Dynamic shared memory a kernel may use without cudaFuncSetAttribute.
+DEFAULT_DYNAMIC_SHARED = 48 << 10
+
+EVENT_DISABLE_TIMING = MACROS["cudaEventDisableTiming"]
 
 #: Unused bytes left after each allocation, so that running off its end hits
 #: no other allocation and fails as an illegal address.
@@ -71,14 +86,35 @@ class SimBackend(Backend):
 class SimFunction:
     """A kernel of a loaded module, ready to launch."""
 
-    def __init__(self, mangled: str, implementation: KernelImplementation, layout: ParamLayout):
+    def __init__(self, mangled: str, implementation: KernelImplementation, layout: ParamLayout,
+                 resources: KernelResources | None):
         self.name = mangled
         self.demangled = demangle(mangled)
         self.implementation = implementation
         self.layout = layout
+        self.resources = resources
+        # cudaFuncSetAttribute(cudaFuncAttributeMaxDynamicSharedMemorySize):
+        # without it a launch may use the default 48 KiB minus static shared memory.
+        self.max_dynamic_shared = DEFAULT_DYNAMIC_SHARED - (resources.shared_bytes if resources else 0)
+        self.preferred_carveout = -1
 
     def describe(self) -> str:
         return self.name if self.demangled == self.name else f"{self.demangled} ({self.name})"
+
+
+@dataclass
+class SimModule:
+    image: bytes
+
+    @functools.cached_property
+    def fatbin(self) -> fatbin.Fatbin:
+        return fatbin.parse_fatbin(self.image)
+
+
+@dataclass
+class SimEvent:
+    flags: int
+    recorded_at: float | None = None  # perf_counter() seconds of the last record
 
 
 class SimDevice(Device):
@@ -96,7 +132,9 @@ class SimDevice(Device):
         self._memory = AllocationTable()
         self._total = memory_bytes
         self._kernels = kernels
-        self._modules: set[str] = set()
+        self._modules: dict[str, SimModule] = {}
+        self._symbols: dict[tuple[str, str], tuple[int, int]] = {}  # (module, name) -> (address, size)
+        self._events: dict[int, SimEvent] = {}
         self._properties = sim_properties(index, memory_bytes)
         self._output: list[str] = []
         self._output_lock = threading.Lock()
@@ -105,6 +143,9 @@ class SimDevice(Device):
 
     def properties(self) -> dict:
         return copy.deepcopy(self._properties)
+
+    def attributes(self) -> dict[str, int]:
+        return attributes_from_properties(self._properties)
 
     def mem_get_info(self) -> tuple[int, int]:
         return self._total - self._memory.bytes_in_use, self._total
@@ -116,21 +157,24 @@ class SimDevice(Device):
             raise CudaError(cudaError.cudaErrorInvalidValue, f"cudaMalloc of {size} bytes")
         if size == 0:
             return 0  # what cudaMalloc does: success, and a NULL pointer
+        return self._allocate(size, "cudaMalloc")
+
+    def _allocate(self, size: int, what: str, symbol: bool = False) -> int:
         free = self._total - self._memory.bytes_in_use
         if size > free:
             raise CudaError(cudaError.cudaErrorMemoryAllocation,
-                            f"cudaMalloc of {size} bytes: only {free} of the sim device's {self._total} bytes "
+                            f"{what} of {size} bytes: only {free} of the sim device's {self._total} bytes "
                             f"are free (rcuda server --memory-limit sets its size)")
         start = self._place(_round_up(size) + GUARD_BYTES)
         if start is None:
             raise CudaError(cudaError.cudaErrorMemoryAllocation,
-                            f"cudaMalloc of {size} bytes: the device's address window is full")
+                            f"{what} of {size} bytes: the device's address window is full")
         try:
             memory = np.zeros(size, np.uint8)
         except MemoryError:
             raise CudaError(cudaError.cudaErrorMemoryAllocation,
-                            f"cudaMalloc of {size} bytes: the sim server's host is out of memory") from None
-        self._memory.add(Allocation(start, size, memory))
+                            f"{what} of {size} bytes: the sim server's host is out of memory") from None
+        self._memory.add(Allocation(start, size, memory, symbol=symbol))
         return start
 
     def _place(self, span: int) -> int | None:
@@ -150,25 +194,28 @@ class SimDevice(Device):
     def free(self, ptr: int) -> None:
         if ptr == 0:
             return  # cudaFree(NULL) does nothing
+        allocation = self._memory.containing(ptr, 1)
+        if allocation is not None and allocation.start == ptr and allocation.symbol:
+            raise CudaError(cudaError.cudaErrorInvalidValue, f"cudaFree({ptr:#x}): that is a __device__ variable")
         self._memory.remove(ptr)
 
-    def memcpy_htod(self, dst: int, data: memoryview) -> None:
+    def memcpy_htod(self, dst: int, data: memoryview, stream: int = 0) -> None:
         source = np.frombuffer(data, np.uint8)
         if source.size:
             self._bytes(dst, source.size, "cudaMemcpy to device")[:] = source
 
-    def memcpy_dtoh(self, src: int, size: int) -> memoryview:
+    def memcpy_dtoh(self, src: int, size: int, stream: int = 0) -> memoryview:
         if size == 0:
             return memoryview(b"")
         # A copy: the reply may be sent after later operations changed the memory.
         return memoryview(self._bytes(src, size, "cudaMemcpy from device").copy())
 
-    def memcpy_dtod(self, dst: int, src: int, size: int) -> None:
+    def memcpy_dtod(self, dst: int, src: int, size: int, stream: int = 0) -> None:
         if size:
             source = self._bytes(src, size, "cudaMemcpy device to device (source)")
             self._bytes(dst, size, "cudaMemcpy device to device (destination)")[:] = source  # overlap-safe
 
-    def memset(self, ptr: int, value: int, size: int) -> None:
+    def memset(self, ptr: int, value: int, size: int, stream: int = 0) -> None:
         if size:
             self._bytes(ptr, size, "cudaMemset")[:] = value & 0xFF
 
@@ -177,14 +224,21 @@ class SimDevice(Device):
         offset = ptr - allocation.start
         return allocation.memory[offset:offset + size]
 
-    # ---------------------------------------------------------- kernels
+    # ---------------------------------------------------------- modules, kernels, symbols
 
     def load_module(self, key: str, image: bytes) -> None:
-        self._modules.add(key)  # the image holds GPU code; the sim runs plugins instead
+        # The image holds GPU code the sim cannot run (it runs plugins); it is
+        # read for variables and kernel resources.
+        self._modules[key] = SimModule(bytes(image))
+
+    def _module(self, key: str) -> SimModule:
+        module = self._modules.get(key)
+        if module is None:
+            raise CudaError(cudaError.cudaErrorInvalidResourceHandle, f"module {key} is not loaded")
+        return module
 
     def get_function(self, module_key: str, name: str, layout: ParamLayout) -> SimFunction:
-        if module_key not in self._modules:
-            raise CudaError(cudaError.cudaErrorInvalidResourceHandle, f"module {module_key} is not loaded")
+        module = self._module(module_key)
         implementation = self._kernels.find(name)
         if implementation is None:
             demangled = demangle(name)
@@ -193,10 +247,71 @@ class SimDevice(Device):
                             f"the sim backend has no implementation of kernel {known}: provide one in a plugin "
                             f"file with `rcuda server --backend sim --kernels FILE.py` or RCUDA_SIM_KERNELS=FILE.py "
                             f"(KERNELS = {{{short_name(demangled)!r}: function}})")
-        return SimFunction(name, implementation, layout)
+        resources = module.fatbin.resources(SIM_ARCH).get(name)
+        return SimFunction(name, implementation, layout, resources)
+
+    def function_attributes(self, function: SimFunction) -> dict:
+        r = function.resources
+        props = self._properties
+        max_threads = props["maxThreadsPerBlock"]
+        if r is not None:
+            if r.registers:  # registers are allocated per warp, in units of 256
+                per_warp = -(-r.registers * props["warpSize"] // 256) * 256
+                max_threads = min(max_threads, props["regsPerBlock"] // per_warp * props["warpSize"])
+            if r.max_threads:
+                max_threads = min(max_threads, r.max_threads)
+        return {
+            "sharedSizeBytes": r.shared_bytes if r else 0,
+            "constSizeBytes": r.const_bytes if r else 0,
+            "localSizeBytes": r.local_bytes if r else 0,
+            "maxThreadsPerBlock": max_threads,
+            "numRegs": r.registers if r else 0,
+            "ptxVersion": SIM_ARCH,
+            "binaryVersion": r.arch if r else SIM_ARCH,
+            "cacheModeCA": 0,
+            "maxDynamicSharedSizeBytes": function.max_dynamic_shared,
+            "preferredShmemCarveout": function.preferred_carveout,
+        }
+
+    def function_set_attribute(self, function: SimFunction, attribute: str, value: int) -> None:
+        if attribute == "cudaFuncAttributeMaxDynamicSharedMemorySize":
+            static = function.resources.shared_bytes if function.resources else 0
+            limit = self._properties["sharedMemPerBlockOptin"] - static
+            if not 0 <= value <= limit:
+                raise CudaError(cudaError.cudaErrorInvalidValue,
+                                f"cudaFuncSetAttribute({function.describe()}, MaxDynamicSharedMemorySize, {value}): "
+                                f"at most {limit} bytes")
+            function.max_dynamic_shared = value
+        elif attribute == "cudaFuncAttributePreferredSharedMemoryCarveout":
+            if not -1 <= value <= 100:
+                raise CudaError(cudaError.cudaErrorInvalidValue, f"carveout {value} is not a percentage")
+            function.preferred_carveout = value
+        # Other attributes (cluster shapes, scheduling hints) change nothing the sim models.
+
+    def get_symbol(self, module_key: str, name: str) -> tuple[int, int]:
+        found = self._symbols.get((module_key, name))
+        if found is not None:
+            return found
+        variable = self._module(module_key).fatbin.variables().get(name)
+        if variable is None:
+            raise CudaError(cudaError.cudaErrorInvalidSymbol, f"no __device__ variable {name} in module {module_key}")
+        address = self._allocate(max(variable.size, 1), f"__device__ variable {name}", symbol=True)
+        if variable.initial:
+            self._bytes(address, len(variable.initial), name)[:] = np.frombuffer(variable.initial, np.uint8)
+        self._symbols[(module_key, name)] = (address, variable.size)
+        return address, variable.size
 
     def launch(self, function: SimFunction, grid, block, params: bytes, shared_mem: int, stream: int) -> None:
         check_launch_configuration(self._properties, grid, block, shared_mem)
+        threads = block[0] * block[1] * block[2]
+        if function.resources and function.resources.max_threads and threads > function.resources.max_threads:
+            raise CudaError(cudaError.cudaErrorLaunchOutOfResources,
+                            f"kernel {function.describe()}: {threads} threads per block, its __launch_bounds__ "
+                            f"allow {function.resources.max_threads}")
+        if shared_mem > function.max_dynamic_shared:
+            raise CudaError(cudaError.cudaErrorInvalidValue,
+                            f"kernel {function.describe()}: {shared_mem} bytes of dynamic shared memory, more than "
+                            f"its {function.max_dynamic_shared} (raise it with cudaFuncSetAttribute)")
         if len(params) < function.layout.buffer_size:
             raise CudaError(cudaError.cudaErrorInvalidValue,
                             f"kernel {function.describe()}: {len(params)} bytes of parameters, "
@@ -250,8 +365,56 @@ class SimDevice(Device):
         if seconds > elapsed:
             time.sleep(seconds - elapsed)
 
+    # ---------------------------------------------------------- streams, events
+    # Everything runs at once, in order, in the device thread: by the time a
+    # request is read, all earlier work of every stream is done.  Waiting is
+    # never needed and every order CUDA promises is kept.
+
     def synchronize(self) -> None:
-        pass  # launches have already run, in this thread
+        pass
+
+    def stream_create(self, stream: int, flags: int, priority: int) -> None:
+        pass
+
+    def stream_destroy(self, stream: int) -> None:
+        pass
+
+    def stream_synchronize(self, stream: int) -> None:
+        pass
+
+    def stream_query(self, stream: int) -> bool:
+        return True
+
+    def stream_wait_event(self, stream: int, event: int) -> None:
+        pass
+
+    def event_create(self, event: int, flags: int) -> None:
+        self._events[event] = SimEvent(flags)
+
+    def event_destroy(self, event: int) -> None:
+        self._events.pop(event, None)
+
+    def event_record(self, event: int, stream: int) -> None:
+        self._events[event].recorded_at = time.perf_counter()
+
+    def event_synchronize(self, event: int) -> None:
+        pass
+
+    def event_query(self, event: int) -> bool:
+        return True
+
+    def event_elapsed_ms(self, start: int, end: int) -> float:
+        times = []
+        for event in (start, end):
+            e = self._events[event]
+            if e.flags & EVENT_DISABLE_TIMING:
+                raise CudaError(cudaError.cudaErrorInvalidResourceHandle,
+                                "cudaEventElapsedTime: an event was created with cudaEventDisableTiming")
+            if e.recorded_at is None:
+                raise CudaError(cudaError.cudaErrorInvalidResourceHandle,
+                                "cudaEventElapsedTime: an event was never recorded")
+            times.append(e.recorded_at)
+        return (times[1] - times[0]) * 1000.0
 
     # ---------------------------------------------------------- output
 
@@ -269,6 +432,8 @@ class SimDevice(Device):
     def close(self) -> None:
         self._memory.clear()
         self._modules.clear()
+        self._symbols.clear()
+        self._events.clear()
 
 
 # ---------------------------------------------------------------- device output
@@ -432,4 +597,12 @@ def sim_properties(index: int, memory_bytes: int) -> dict:
         # Gone from cudaDeviceProp in CUDA 13, still answered by cudaDeviceGetAttribute (kHz).
         "clockRate": 1410000,
         "memoryClockRate": 1215000,
+        "kernelExecTimeoutEnabled": 0,
+        "computeMode": 0,
+        "maxTexture1DLinear": 268435456,
+        "singleToDoublePrecisionPerfRatio": 2,
+        "canFlushRemoteWrites": 0,
+        # cudaDeviceGetStreamPriorityRange, as on A100/H100.
+        "leastStreamPriority": 0,
+        "greatestStreamPriority": -5,
     }

@@ -28,6 +28,16 @@ __global__ void gridConstant(const __grid_constant__ P p, int *out) { out[0] = p
 
 __global__ void noParams() {}
 
+// Static shared memory, a stack frame and launch bounds, for the resources test.
+__global__ void __launch_bounds__(128) tiled(float *out, int n) {
+    __shared__ float tile[128];
+    float scratch[256];  // indexed at run time: lives in local memory (the stack frame)
+    for (int i = 0; i < 256; i++) scratch[i] = out[i * n + threadIdx.x];
+    tile[threadIdx.x] = scratch[(threadIdx.x + n) % 256];
+    __syncthreads();
+    out[threadIdx.x] = tile[127 - threadIdx.x] + scratch[n % 256];
+}
+
 template <typename T>
 __global__ void fill(T *out, T value, int n) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;

@@ -1,0 +1,522 @@
+"""CUDA runtime functions: device memory, copies, memsets, symbols, pinned
+host memory, pointer attributes.
+
+Copies are checked against the allocation map before they travel: a range
+that is not inside one of this process's allocations is cudaErrorInvalidValue
+at the call, as CUDA reports it.
+
+Asynchronous copies are ordered in their stream and return at once:
+host-to-device copies take a snapshot of the source when called (CUDA
+allows the program to reuse the buffer only after synchronising, so this is
+never observably different); device-to-host copies fill the destination when
+the bytes arrive, before any later synchronisation returns.
+"""
+from __future__ import annotations
+
+import logging
+
+from rcuda._generated.cuda_enums import ENUMS, MACROS
+from rcuda import protocol
+from rcuda.errors import CudaError, cudaError
+
+from . import api
+from .api import SUCCESS, address, cuda, out_pointer, stream_of
+
+log = logging.getLogger(__name__)
+
+KINDS = ENUMS["cudaMemcpyKind"]
+HOST_TO_HOST = KINDS["cudaMemcpyHostToHost"]
+HOST_TO_DEVICE = KINDS["cudaMemcpyHostToDevice"]
+DEVICE_TO_HOST = KINDS["cudaMemcpyDeviceToHost"]
+DEVICE_TO_DEVICE = KINDS["cudaMemcpyDeviceToDevice"]
+DEFAULT = KINDS["cudaMemcpyDefault"]
+
+MEMORY_TYPES = ENUMS["cudaMemoryType"]
+HOST_ALLOC_MAPPED = MACROS["cudaHostAllocMapped"]
+HOST_REGISTER_MAPPED = MACROS["cudaHostRegisterMapped"]
+#: cudaPointerAttributes.device for memory CUDA knows nothing about.
+UNREGISTERED_DEVICE = -2
+
+MAPPED_NOT_SUPPORTED = ("mapped (zero-copy) host memory cannot work with a remote GPU: a kernel there cannot "
+                        "read this host's memory; use cudaMemcpy/cudaMemcpyAsync")
+
+
+def rt():
+    return api.rt
+
+
+def ffi():
+    return api.ffi
+
+
+# ------------------------------------------------------------------ allocation
+
+
+@cuda()
+def cudaMalloc(devPtr, size):
+    out_pointer(devPtr, "devPtr")
+    devPtr[0] = ffi().cast("void *", _allocate(rt().device(), size))
+    return SUCCESS
+
+
+def _allocate(device, size: int) -> int:
+    ptr = device.malloc(size)
+    if ptr:
+        rt().allocations.add(ptr, size, device)
+    return ptr
+
+
+@cuda()
+def cudaFree(devPtr):
+    ptr = address(devPtr)
+    if ptr == 0:
+        rt().device()  # cudaFree(0) initialises the runtime, nothing more
+        return SUCCESS
+    allocation = rt().allocations.find(ptr)
+    if allocation is None or allocation.base != ptr:
+        raise CudaError(cudaError.cudaErrorInvalidValue, f"cudaFree of {ptr:#x}: not an allocation's start")
+    allocation.device.free(ptr)
+    rt().allocations.remove(ptr)
+    return SUCCESS
+
+
+@cuda(stream_variants=True)
+def cudaMallocAsync(devPtr, size, hStream, per_thread=False):
+    """Stream-ordered allocation: the memory is usable at once (a stronger
+    guarantee than CUDA's, which makes it usable in stream order)."""
+    out_pointer(devPtr, "devPtr")
+    stream = stream_of(hStream, per_thread)
+    devPtr[0] = ffi().cast("void *", _allocate(stream.device, size))
+    return SUCCESS
+
+
+@cuda(stream_variants=True)
+def cudaFreeAsync(devPtr, hStream, per_thread=False):
+    """Stream-ordered free: the server frees after the work sent before it,
+    which is the stream's order or later."""
+    stream_of(hStream, per_thread)
+    return cudaFree(devPtr)
+
+
+@cuda()
+def cudaMallocPitch(devPtr, pitch, width, height):
+    out_pointer(devPtr, "devPtr")
+    out_pointer(pitch, "pitch")
+    device = rt().device()
+    alignment = device.properties.get("textureAlignment") or 512
+    row = -(-width // alignment) * alignment if width else 0
+    devPtr[0] = ffi().cast("void *", _allocate(device, row * height))
+    pitch[0] = row
+    return SUCCESS
+
+
+@cuda()
+def cudaMemGetInfo(free, total):
+    out_pointer(free, "free")
+    out_pointer(total, "total")
+    free[0], total[0] = rt().device().mem_info()
+    return SUCCESS
+
+
+# ------------------------------------------------------------------ 1-D copies
+
+
+def _device_of(ptr: int, size: int, what: str):
+    allocation = rt().allocations.find(ptr, size)
+    if allocation is None:
+        raise CudaError(cudaError.cudaErrorInvalidValue,
+                        f"{what} {ptr:#x}..+{size} is not inside a device allocation")
+    return allocation.device
+
+
+def _infer_kind(dst: int, src: int, count: int) -> int:
+    """cudaMemcpyDefault: the allocation map says which side is device memory."""
+    on_device_dst = rt().allocations.find(dst, count) is not None
+    on_device_src = rt().allocations.find(src, count) is not None
+    return {(False, False): HOST_TO_HOST, (True, False): HOST_TO_DEVICE,
+            (False, True): DEVICE_TO_HOST, (True, True): DEVICE_TO_DEVICE}[(on_device_dst, on_device_src)]
+
+
+def _check_kind(kind: int, dst: int, src: int, count: int) -> int:
+    if kind == DEFAULT:
+        kind = _infer_kind(dst, src, count)
+    if kind not in (HOST_TO_HOST, HOST_TO_DEVICE, DEVICE_TO_HOST, DEVICE_TO_DEVICE):
+        raise CudaError(cudaError.cudaErrorInvalidMemcpyDirection, f"cudaMemcpyKind {kind}")
+    return kind
+
+
+def _stream_on(device, stream) -> int:
+    """The id of `stream` on `device`, where the copy runs.  A copy into
+    another device's memory than the stream's keeps the stream's order by
+    waiting for the stream first, then runs in the memory's device's legacy
+    stream."""
+    if stream is None:
+        return 0
+    if stream.device is device:
+        return stream.id
+    stream.device.request("stream_sync", stream=stream.id)
+    return 0
+
+
+def _host_view(ptr: int, count: int) -> memoryview:
+    return memoryview(ffi().buffer(ffi().cast("char *", ptr), count))
+
+
+def _write_host(ptr: int, frames) -> None:
+    target = ffi().cast("char *", ptr)
+    for frame in frames:
+        chunk = frame.buffer
+        ffi().memmove(target, chunk, len(chunk))
+        target += len(chunk)
+
+
+def memcpy(dst: int, src: int, count: int, kind: int, stream=None, asynchronous: bool = False) -> None:
+    """cudaMemcpy and cudaMemcpyAsync.  `stream` None means the legacy
+    default stream of the devices involved."""
+    kind = _check_kind(kind, dst, src, count)
+    if count == 0:
+        return
+    if dst == 0 or src == 0:
+        raise CudaError(cudaError.cudaErrorInvalidValue, "cudaMemcpy with a NULL pointer")
+    if kind == HOST_TO_HOST:
+        if asynchronous and stream is not None:  # in stream order: after the stream's earlier copies land
+            stream.device.request("stream_sync", stream=stream.id)
+        ffi().memmove(ffi().cast("void *", dst), ffi().cast("void *", src), count)
+    elif kind == HOST_TO_DEVICE:
+        device = _device_of(dst, count, "destination")
+        stream_id = _stream_on(device, stream)
+        if asynchronous:
+            data = bytes(_host_view(src, count))  # the program may reuse its buffer after the call returns
+            device.post("htod", protocol.chunks(memoryview(data)), dst=dst, size=count, stream=stream_id)
+        else:
+            device.copy_to_device(dst, _host_view(src, count), stream_id)
+    elif kind == DEVICE_TO_HOST:
+        device = _device_of(src, count, "source")
+        stream_id = _stream_on(device, stream)
+        if asynchronous:
+            device.post_with_callback("dtoh", lambda reply, frames: _write_host(dst, frames),
+                                      src=src, size=count, stream=stream_id)
+        else:
+            _write_host(dst, device.copy_from_device(src, count, stream_id))
+    else:
+        dst_device = _device_of(dst, count, "destination")
+        src_device = _device_of(src, count, "source")
+        if dst_device is src_device:
+            stream_id = _stream_on(dst_device, stream)
+            if asynchronous:
+                dst_device.post("dtod", dst=dst, src=src, size=count, stream=stream_id)
+            else:
+                dst_device.copy_on_device(dst, src, count, stream_id)
+        else:
+            copy_between_devices(dst_device, dst, src_device, src, count, stream)
+
+
+def copy_between_devices(dst_device, dst: int, src_device, src: int, count: int, stream=None) -> None:
+    """A copy between two GPUs, staged through this process for now (waits
+    for both)."""
+    frames = src_device.copy_from_device(src, count, _stream_on(src_device, stream))
+    dst_device.copy_to_device(dst, memoryview(b"".join(f.buffer for f in frames)))
+
+
+@cuda("cudaMemcpy", "cudaMemcpy_ptds")
+def cudaMemcpy(dst, src, count, kind):
+    memcpy(address(dst), address(src), count, kind)
+    return SUCCESS
+
+
+@cuda(stream_variants=True)
+def cudaMemcpyAsync(dst, src, count, kind, stream, per_thread=False):
+    memcpy(address(dst), address(src), count, kind, stream_of(stream, per_thread), asynchronous=True)
+    return SUCCESS
+
+
+# ------------------------------------------------------------------ memset
+
+
+def memset(ptr: int, value: int, count: int, stream=None, asynchronous: bool = False) -> None:
+    if count == 0:
+        return
+    device = _device_of(ptr, count, "destination")
+    stream_id = _stream_on(device, stream)
+    if asynchronous:
+        device.post("memset", ptr=ptr, value=value, size=count, stream=stream_id)
+    else:
+        device.memset(ptr, value, count, stream_id)
+
+
+@cuda("cudaMemset", "cudaMemset_ptds")
+def cudaMemset(devPtr, value, count):
+    memset(address(devPtr), value, count)
+    return SUCCESS
+
+
+@cuda(stream_variants=True)
+def cudaMemsetAsync(devPtr, value, count, stream, per_thread=False):
+    memset(address(devPtr), value, count, stream_of(stream, per_thread), asynchronous=True)
+    return SUCCESS
+
+
+# ------------------------------------------------------------------ 2-D copies and memsets
+
+
+def _rows_span(pitch: int, width: int, height: int) -> int:
+    """Bytes from the first row's start to the last row's end."""
+    return pitch * (height - 1) + width if height else 0
+
+
+def _check_pitch(width: int, height: int, *pitches: int) -> None:
+    if height > 1 and any(p < width for p in pitches):
+        raise CudaError(cudaError.cudaErrorInvalidPitchValue,
+                        f"a pitch of {min(pitches)} is less than the width {width}")
+
+
+def _gather_rows(src: int, spitch: int, width: int, height: int) -> bytes:
+    if spitch == width:
+        return bytes(_host_view(src, width * height))
+    view = _host_view(src, _rows_span(spitch, width, height))
+    return b"".join(view[r * spitch:r * spitch + width] for r in range(height))
+
+
+def _scatter_rows(dst: int, dpitch: int, width: int, height: int, frames) -> None:
+    packed = frames[0].buffer if len(frames) == 1 else memoryview(b"".join(f.buffer for f in frames))
+    if dpitch == width:
+        ffi().memmove(ffi().cast("void *", dst), packed, width * height)
+        return
+    for r in range(height):
+        ffi().memmove(ffi().cast("void *", dst + r * dpitch), packed[r * width:(r + 1) * width], width)
+
+
+def memcpy2d(dst: int, dpitch: int, src: int, spitch: int, width: int, height: int, kind: int,
+             stream=None, asynchronous: bool = False) -> None:
+    _check_pitch(width, height, dpitch, spitch)
+    if width == 0 or height == 0:
+        return
+    dst_span, src_span = _rows_span(dpitch, width, height), _rows_span(spitch, width, height)
+    kind = _check_kind(kind, dst, src, 1)  # Default: decided by where each first row starts
+    if kind == HOST_TO_HOST:
+        if asynchronous and stream is not None:
+            stream.device.request("stream_sync", stream=stream.id)
+        for r in range(height):
+            ffi().memmove(ffi().cast("void *", dst + r * dpitch), ffi().cast("void *", src + r * spitch), width)
+    elif kind == HOST_TO_DEVICE:
+        device = _device_of(dst, dst_span, "destination")
+        data = memoryview(_gather_rows(src, spitch, width, height))
+        fields = dict(dst=dst, dpitch=dpitch, width=width, height=height, stream=_stream_on(device, stream))
+        if asynchronous:
+            device.post("htod2d", protocol.chunks(data), **fields)
+        else:
+            device.request("htod2d", protocol.chunks(data), **fields)
+    elif kind == DEVICE_TO_HOST:
+        device = _device_of(src, src_span, "source")
+        fields = dict(src=src, spitch=spitch, width=width, height=height, stream=_stream_on(device, stream))
+        if asynchronous:
+            device.post_with_callback("dtoh2d", lambda reply, frames: _scatter_rows(dst, dpitch, width, height,
+                                                                                    frames), **fields)
+        else:
+            _, frames = device.request("dtoh2d", **fields)
+            _scatter_rows(dst, dpitch, width, height, frames)
+    else:
+        dst_device = _device_of(dst, dst_span, "destination")
+        src_device = _device_of(src, src_span, "source")
+        if dst_device is not src_device:
+            for r in range(height):
+                copy_between_devices(dst_device, dst + r * dpitch, src_device, src + r * spitch, width, stream)
+            return
+        fields = dict(dst=dst, dpitch=dpitch, src=src, spitch=spitch, width=width, height=height,
+                      stream=_stream_on(dst_device, stream))
+        if asynchronous:
+            dst_device.post("dtod2d", **fields)
+        else:
+            dst_device.request("dtod2d", **fields)
+
+
+@cuda("cudaMemcpy2D", "cudaMemcpy2D_ptds")
+def cudaMemcpy2D(dst, dpitch, src, spitch, width, height, kind):
+    memcpy2d(address(dst), dpitch, address(src), spitch, width, height, kind)
+    return SUCCESS
+
+
+@cuda(stream_variants=True)
+def cudaMemcpy2DAsync(dst, dpitch, src, spitch, width, height, kind, stream, per_thread=False):
+    memcpy2d(address(dst), dpitch, address(src), spitch, width, height, kind, stream_of(stream, per_thread),
+             asynchronous=True)
+    return SUCCESS
+
+
+def memset2d(ptr: int, pitch: int, value: int, width: int, height: int, stream=None,
+             asynchronous: bool = False) -> None:
+    _check_pitch(width, height, pitch)
+    if width == 0 or height == 0:
+        return
+    device = _device_of(ptr, _rows_span(pitch, width, height), "destination")
+    fields = dict(ptr=ptr, pitch=pitch, value=value, width=width, height=height, stream=_stream_on(device, stream))
+    if asynchronous:
+        device.post("memset2d", **fields)
+    else:
+        device.request("memset2d", **fields)
+
+
+@cuda("cudaMemset2D", "cudaMemset2D_ptds")
+def cudaMemset2D(devPtr, pitch, value, width, height):
+    memset2d(address(devPtr), pitch, value, width, height)
+    return SUCCESS
+
+
+@cuda(stream_variants=True)
+def cudaMemset2DAsync(devPtr, pitch, value, width, height, stream, per_thread=False):
+    memset2d(address(devPtr), pitch, value, width, height, stream_of(stream, per_thread), asynchronous=True)
+    return SUCCESS
+
+
+# ------------------------------------------------------------------ symbols
+
+
+def symbol_address(symbol, device=None) -> tuple[int, int]:
+    """(device address, size) of the __device__ variable whose host shadow
+    is at `symbol`, on `device` (the current one by default)."""
+    variable = rt().kernels.variable(address(symbol))
+    device = device or rt().device()
+    known = (variable.module.key, variable.name) in device._symbols
+    ptr, size = device.symbol(variable.module, variable.name)
+    if not known and rt().allocations.find(ptr) is None:
+        rt().allocations.add(ptr, size, device)  # so that copies to it are checked like any other
+    return ptr, size
+
+
+def _symbol_range(symbol, count: int, offset: int, what: str) -> int:
+    ptr, size = symbol_address(symbol)
+    if offset + count > size:
+        raise CudaError(cudaError.cudaErrorInvalidValue,
+                        f"{what}: {count} bytes at offset {offset} run past the {size}-byte variable")
+    return ptr + offset
+
+
+def _symbol_kind(kind: int, allowed: int, what: str) -> int:
+    if kind not in (allowed, DEVICE_TO_DEVICE, DEFAULT):
+        raise CudaError(cudaError.cudaErrorInvalidMemcpyDirection, f"{what}: cudaMemcpyKind {kind}")
+    return kind
+
+
+@cuda("cudaMemcpyToSymbol", "cudaMemcpyToSymbol_ptds")
+def cudaMemcpyToSymbol(symbol, src, count, offset, kind):
+    kind = _symbol_kind(kind, HOST_TO_DEVICE, "cudaMemcpyToSymbol")
+    memcpy(_symbol_range(symbol, count, offset, "cudaMemcpyToSymbol"), address(src), count, kind)
+    return SUCCESS
+
+
+@cuda("cudaMemcpyFromSymbol", "cudaMemcpyFromSymbol_ptds")
+def cudaMemcpyFromSymbol(dst, symbol, count, offset, kind):
+    kind = _symbol_kind(kind, DEVICE_TO_HOST, "cudaMemcpyFromSymbol")
+    memcpy(address(dst), _symbol_range(symbol, count, offset, "cudaMemcpyFromSymbol"), count, kind)
+    return SUCCESS
+
+
+@cuda(stream_variants=True)
+def cudaMemcpyToSymbolAsync(symbol, src, count, offset, kind, stream, per_thread=False):
+    kind = _symbol_kind(kind, HOST_TO_DEVICE, "cudaMemcpyToSymbolAsync")
+    memcpy(_symbol_range(symbol, count, offset, "cudaMemcpyToSymbolAsync"), address(src), count, kind,
+           stream_of(stream, per_thread), asynchronous=True)
+    return SUCCESS
+
+
+@cuda(stream_variants=True)
+def cudaMemcpyFromSymbolAsync(dst, symbol, count, offset, kind, stream, per_thread=False):
+    kind = _symbol_kind(kind, DEVICE_TO_HOST, "cudaMemcpyFromSymbolAsync")
+    memcpy(address(dst), _symbol_range(symbol, count, offset, "cudaMemcpyFromSymbolAsync"), count, kind,
+           stream_of(stream, per_thread), asynchronous=True)
+    return SUCCESS
+
+
+@cuda()
+def cudaGetSymbolAddress(devPtr, symbol):
+    out_pointer(devPtr, "devPtr")
+    devPtr[0] = ffi().cast("void *", symbol_address(symbol)[0])
+    return SUCCESS
+
+
+@cuda()
+def cudaGetSymbolSize(size, symbol):
+    out_pointer(size, "size")
+    size[0] = rt().kernels.variable(address(symbol)).size
+    return SUCCESS
+
+
+# ------------------------------------------------------------------ pinned host memory
+
+
+@cuda()
+def cudaHostAlloc(pHost, size, flags):
+    """Plain memory of this process (see client/host_memory.py): any memory
+    is valid for async copies through rcuda.  cudaHostAllocMapped is not
+    supported."""
+    out_pointer(pHost, "pHost")
+    if flags & ~0xF:
+        raise CudaError(cudaError.cudaErrorInvalidValue, f"cudaHostAlloc flags {flags:#x}")
+    if flags & HOST_ALLOC_MAPPED:
+        raise CudaError(cudaError.cudaErrorNotSupported, f"cudaHostAlloc(cudaHostAllocMapped): {MAPPED_NOT_SUPPORTED}")
+    rt().device()  # initialises the runtime, as cudaHostAlloc does
+    pHost[0] = ffi().cast("void *", rt().host_memory.allocate(size, flags))
+    return SUCCESS
+
+
+@cuda()
+def cudaMallocHost(ptr, size):
+    return cudaHostAlloc(ptr, size, 0)
+
+
+@cuda()
+def cudaFreeHost(ptr):
+    rt().host_memory.free(address(ptr))
+    return SUCCESS
+
+
+@cuda()
+def cudaHostRegister(ptr, size, flags):
+    if flags & HOST_REGISTER_MAPPED:
+        raise CudaError(cudaError.cudaErrorNotSupported,
+                        f"cudaHostRegister(cudaHostRegisterMapped): {MAPPED_NOT_SUPPORTED}")
+    rt().host_memory.register(address(ptr), size, flags)
+    return SUCCESS
+
+
+@cuda()
+def cudaHostUnregister(ptr):
+    rt().host_memory.unregister(address(ptr))
+    return SUCCESS
+
+
+@cuda()
+def cudaHostGetFlags(pFlags, pHost):
+    out_pointer(pFlags, "pFlags")
+    found = rt().host_memory.find(address(pHost))
+    if found is None:
+        raise CudaError(cudaError.cudaErrorInvalidValue, f"cudaHostGetFlags({address(pHost):#x}): not pinned memory")
+    pFlags[0] = found.flags
+    return SUCCESS
+
+
+@cuda()
+def cudaHostGetDevicePointer(pDevice, pHost, flags):
+    raise CudaError(cudaError.cudaErrorNotSupported, f"cudaHostGetDevicePointer: {MAPPED_NOT_SUPPORTED}")
+
+
+@cuda()
+def cudaPointerGetAttributes(attributes, ptr):
+    out_pointer(attributes, "attributes")
+    value = address(ptr)
+    attrs = attributes
+    ffi().memmove(attrs, bytes(ffi().sizeof(attrs[0])), ffi().sizeof(attrs[0]))
+    allocation = rt().allocations.find(value)
+    host = rt().host_memory.find(value)
+    if allocation is not None:
+        attrs.type = MEMORY_TYPES["cudaMemoryTypeDevice"]
+        attrs.device = allocation.device.ordinal
+        attrs.devicePointer = ffi().cast("void *", value)
+    elif host is not None:
+        attrs.type = MEMORY_TYPES["cudaMemoryTypeHost"]
+        attrs.device = rt().current_ordinal
+        attrs.hostPointer = ffi().cast("void *", value)
+    else:
+        attrs.type = MEMORY_TYPES["cudaMemoryTypeUnregistered"]
+        attrs.device = UNREGISTERED_DEVICE
+    return SUCCESS

@@ -1,0 +1,236 @@
+"""CUDA runtime functions: streams, events, host functions in streams.
+
+Creating, destroying and recording are sent without waiting (the ids are
+chosen here); synchronising and querying wait for the server.  Event times
+are the server's: the interval between two records on the device that ran
+the work, so cudaEventElapsedTime measures the GPU, not the network.
+
+Where rcuda differs from one machine: a stream waiting on an event of a GPU
+on another server (cudaStreamWaitEvent across servers) waits on the host,
+in the calling thread, for that event, then carries on; the order CUDA
+promises is kept, the calling thread just does not return at once.
+"""
+from __future__ import annotations
+
+import logging
+
+from rcuda._generated.cuda_enums import MACROS
+from rcuda.errors import CudaError, cudaError
+
+from . import api
+from .api import SUCCESS, address, cuda, out_pointer, stream_of
+
+log = logging.getLogger(__name__)
+
+NOT_READY = cudaError.cudaErrorNotReady
+STREAM_FLAGS = MACROS["cudaStreamNonBlocking"]
+EVENT_FLAGS = MACROS["cudaEventBlockingSync"] | MACROS["cudaEventDisableTiming"] | MACROS["cudaEventInterprocess"]
+EVENT_INTERPROCESS = MACROS["cudaEventInterprocess"]
+
+
+def rt():
+    return api.rt
+
+
+# ------------------------------------------------------------------ streams
+
+
+def _priority_range(device) -> tuple[int, int]:
+    props = device.properties
+    return props.get("leastStreamPriority", 0), props.get("greatestStreamPriority", 0)
+
+
+@cuda()
+def cudaStreamCreateWithPriority(pStream, flags, priority):
+    out_pointer(pStream, "pStream")
+    if flags & ~STREAM_FLAGS:
+        raise CudaError(cudaError.cudaErrorInvalidValue, f"cudaStreamCreate flags {flags:#x}")
+    device = rt().device()
+    least, greatest = _priority_range(device)
+    priority = min(max(priority, greatest), least)  # CUDA clamps to the device's range
+    pStream[0] = api.ffi.cast("cudaStream_t", rt().streams.create(device, flags, priority).handle)
+    return SUCCESS
+
+
+@cuda()
+def cudaStreamCreateWithFlags(pStream, flags):
+    return cudaStreamCreateWithPriority(pStream, flags, 0)
+
+
+@cuda()
+def cudaStreamCreate(pStream):
+    return cudaStreamCreateWithPriority(pStream, 0, 0)
+
+
+@cuda()
+def cudaStreamDestroy(stream):
+    handle = address(stream)
+    if handle in (0, MACROS["cudaStreamLegacy"], MACROS["cudaStreamPerThread"]):
+        raise CudaError(cudaError.cudaErrorInvalidResourceHandle, "a default stream cannot be destroyed")
+    rt().streams.destroy(handle)
+    return SUCCESS
+
+
+@cuda(stream_variants=True)
+def cudaStreamSynchronize(stream, per_thread=False):
+    s = stream_of(stream, per_thread)
+    s.device.request("stream_sync", stream=s.id)
+    return SUCCESS
+
+
+@cuda(stream_variants=True)
+def cudaStreamQuery(stream, per_thread=False):
+    s = stream_of(stream, per_thread)
+    reply, _ = s.device.request("stream_query", stream=s.id)
+    return SUCCESS if reply["ready"] else NOT_READY
+
+
+@cuda(stream_variants=True)
+def cudaStreamWaitEvent(stream, event, flags, per_thread=False):
+    s = stream_of(stream, per_thread)
+    e = rt().streams.event(address(event))
+    if e.device is s.device:
+        s.device.post("stream_wait", stream=s.id, event=e.id)
+    else:  # across GPUs: wait here for the event (see the module docstring)
+        e.device.request("event_sync", event=e.id)
+    return SUCCESS
+
+
+@cuda(stream_variants=True)
+def cudaStreamGetFlags(hStream, flags, per_thread=False):
+    out_pointer(flags, "flags")
+    flags[0] = stream_of(hStream, per_thread).flags
+    return SUCCESS
+
+
+@cuda(stream_variants=True)
+def cudaStreamGetPriority(hStream, priority, per_thread=False):
+    out_pointer(priority, "priority")
+    priority[0] = stream_of(hStream, per_thread).priority
+    return SUCCESS
+
+
+@cuda(stream_variants=True)
+def cudaStreamGetDevice(hStream, device, per_thread=False):
+    out_pointer(device, "device")
+    device[0] = stream_of(hStream, per_thread).device.ordinal
+    return SUCCESS
+
+
+@cuda(stream_variants=True)
+def cudaStreamGetId(hStream, streamId, per_thread=False):
+    out_pointer(streamId, "streamId")
+    streamId[0] = stream_of(hStream, per_thread).id
+    return SUCCESS
+
+
+@cuda()
+def cudaDeviceGetStreamPriorityRange(leastPriority, greatestPriority):
+    least, greatest = _priority_range(rt().device())
+    if leastPriority != api.ffi.NULL:
+        leastPriority[0] = least
+    if greatestPriority != api.ffi.NULL:
+        greatestPriority[0] = greatest
+    return SUCCESS
+
+
+# ------------------------------------------------------------------ host functions
+
+
+@cuda(stream_variants=True)
+def cudaLaunchHostFunc(stream, fn, userData, per_thread=False):
+    """Runs `fn(userData)` on the client, in stream order (client/callbacks.py)."""
+    if fn == api.ffi.NULL:
+        raise CudaError(cudaError.cudaErrorInvalidValue, "cudaLaunchHostFunc: fn is NULL")
+    s = stream_of(stream, per_thread)
+    s.device._check_usable("cudaLaunchHostFunc")
+
+    def run(status):
+        if not status:  # CUDA does not run host functions in a failed context
+            fn(userData)
+
+    rt().callbacks.enqueue(s.device, s.id, run)
+    return SUCCESS
+
+
+@cuda(stream_variants=True)
+def cudaStreamAddCallback(stream, callback, userData, flags, per_thread=False):
+    """Like cudaLaunchHostFunc; the callback gets the stream's status."""
+    if callback == api.ffi.NULL or flags != 0:
+        raise CudaError(cudaError.cudaErrorInvalidValue, "cudaStreamAddCallback: NULL callback or flags != 0")
+    s = stream_of(stream, per_thread)
+    s.device._check_usable("cudaStreamAddCallback")
+    handle = api.ffi.cast("cudaStream_t", address(stream))
+    rt().callbacks.enqueue(s.device, s.id, lambda status: callback(handle, status, userData))
+    return SUCCESS
+
+
+# ------------------------------------------------------------------ events
+
+
+@cuda()
+def cudaEventCreateWithFlags(event, flags):
+    out_pointer(event, "event")
+    if flags & ~EVENT_FLAGS:
+        raise CudaError(cudaError.cudaErrorInvalidValue, f"cudaEventCreate flags {flags:#x}")
+    if flags & EVENT_INTERPROCESS:
+        raise CudaError(cudaError.cudaErrorNotSupported,
+                        "cudaEventInterprocess: events cannot be shared between processes through rcuda")
+    event[0] = api.ffi.cast("cudaEvent_t", rt().streams.create_event(rt().device(), flags).handle)
+    return SUCCESS
+
+
+@cuda()
+def cudaEventCreate(event):
+    return cudaEventCreateWithFlags(event, 0)
+
+
+@cuda()
+def cudaEventDestroy(event):
+    rt().streams.destroy_event(address(event))
+    return SUCCESS
+
+
+@cuda(stream_variants=True)
+def cudaEventRecord(event, stream, per_thread=False):
+    e = rt().streams.event(address(event))
+    s = stream_of(stream, per_thread, e.device)
+    if s.device is not e.device:
+        raise CudaError(cudaError.cudaErrorInvalidResourceHandle,
+                        f"cudaEventRecord: the event belongs to {e.device.label}, the stream to {s.device.label}")
+    e.device.post("event_record", event=e.id, stream=s.id)
+    e.recorded_on = s
+    return SUCCESS
+
+
+@cuda(stream_variants=True)
+def cudaEventRecordWithFlags(event, stream, flags, per_thread=False):
+    if flags & ~MACROS["cudaEventRecordExternal"]:
+        raise CudaError(cudaError.cudaErrorInvalidValue, f"cudaEventRecordWithFlags flags {flags:#x}")
+    return cudaEventRecord(event, stream, per_thread=per_thread)
+
+
+@cuda()
+def cudaEventSynchronize(event):
+    e = rt().streams.event(address(event))
+    e.device.request("event_sync", event=e.id)
+    return SUCCESS
+
+
+@cuda()
+def cudaEventQuery(event):
+    e = rt().streams.event(address(event))
+    reply, _ = e.device.request("event_query", event=e.id)
+    return SUCCESS if reply["ready"] else NOT_READY
+
+
+@cuda()
+def cudaEventElapsedTime(ms, start, end):
+    out_pointer(ms, "ms")
+    first, last = rt().streams.event(address(start)), rt().streams.event(address(end))
+    if first.device is not last.device:
+        raise CudaError(cudaError.cudaErrorInvalidResourceHandle,
+                        "cudaEventElapsedTime: the events belong to different devices")
+    reply, _ = first.device.request("event_elapsed", start=first.id, end=last.id)
+    ms[0] = reply["ms"]
+    return SUCCESS

@@ -1,0 +1,100 @@
+"""Pinned host memory: cudaHostAlloc, cudaMallocHost, cudaHostRegister.
+
+On a local GPU, pinned memory is page-locked so that the GPU can DMA from it
+and async copies can overlap.  Here the GPU is across a network and the
+forwarding thread reads host memory itself, so any memory is valid for async
+copies: pinned memory is plain memory of this process (anonymous mmap, so
+large allocations cost nothing until touched, and freeing returns it).  We
+still track it, so that cudaPointerGetAttributes, cudaHostGetFlags and
+cudaMemcpyDefault know these ranges are host memory.
+
+Mapped (zero-copy) memory cannot work: a kernel on a remote GPU cannot load
+from this host's memory.  Asking for it gets cudaErrorNotSupported.
+"""
+from __future__ import annotations
+
+import bisect
+import ctypes
+import mmap
+import threading
+from dataclasses import dataclass
+
+from rcuda.errors import CudaError, cudaError
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.mmap.restype = ctypes.c_void_p
+_libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+_libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+MAP_FAILED = ctypes.c_void_p(-1).value
+
+
+@dataclass(frozen=True)
+class HostRange:
+    base: int
+    size: int
+    flags: int
+    allocated: bool  # by cudaHostAlloc (ours to free), or registered by the program
+
+    def contains(self, address: int, length: int = 1) -> bool:
+        return self.base <= address and address + max(length, 1) <= self.base + self.size
+
+
+class HostMemory:
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._bases: list[int] = []
+        self._ranges: dict[int, HostRange] = {}
+
+    def allocate(self, size: int, flags: int) -> int:
+        if size == 0:
+            return 0
+        address = _libc.mmap(None, size, mmap.PROT_READ | mmap.PROT_WRITE, mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS,
+                             -1, 0)
+        if address in (None, MAP_FAILED):
+            raise CudaError(cudaError.cudaErrorMemoryAllocation,
+                            f"cudaHostAlloc of {size} bytes: out of host memory (errno {ctypes.get_errno()})")
+        self._add(HostRange(address, size, flags, allocated=True))
+        return address
+
+    def free(self, address: int) -> None:
+        if address == 0:
+            return
+        found = self._remove(address, allocated=True, what="cudaFreeHost")
+        _libc.munmap(found.base, found.size)
+
+    def register(self, address: int, size: int, flags: int) -> None:
+        if address == 0 or size == 0:
+            raise CudaError(cudaError.cudaErrorInvalidValue, "cudaHostRegister of a NULL or empty range")
+        if self.find(address, size) is not None or self.find(address) is not None:
+            raise CudaError(cudaError.cudaErrorHostMemoryAlreadyRegistered,
+                            f"cudaHostRegister({address:#x}): already pinned")
+        self._add(HostRange(address, size, flags, allocated=False))
+
+    def unregister(self, address: int) -> None:
+        try:
+            self._remove(address, allocated=False, what="cudaHostUnregister")
+        except CudaError:
+            raise CudaError(cudaError.cudaErrorHostMemoryNotRegistered,
+                            f"cudaHostUnregister({address:#x}): not registered") from None
+
+    def find(self, address: int, length: int = 1) -> HostRange | None:
+        with self._lock:
+            i = bisect.bisect_right(self._bases, address) - 1
+            found = self._ranges[self._bases[i]] if i >= 0 else None
+        return found if found is not None and found.contains(address, length) else None
+
+    def _add(self, found: HostRange) -> None:
+        with self._lock:
+            bisect.insort(self._bases, found.base)
+            self._ranges[found.base] = found
+
+    def _remove(self, address: int, allocated: bool, what: str) -> HostRange:
+        with self._lock:
+            found = self._ranges.get(address)
+            if found is None or found.allocated != allocated:
+                raise CudaError(cudaError.cudaErrorInvalidValue,
+                                f"{what}({address:#x}): not memory from "
+                                f"{'cudaHostAlloc/cudaMallocHost' if allocated else 'cudaHostRegister'}")
+            del self._ranges[address]
+            del self._bases[bisect.bisect_left(self._bases, address)]
+            return found

@@ -1,0 +1,154 @@
+"""Streams and events, as the program holds them.
+
+A `cudaStream_t` or `cudaEvent_t` the program gets from rcuda is an opaque
+handle value made here; each names an object that belongs to one device and
+carries the id the server knows it by (ids are chosen here, so creating a
+stream or an event is sent without waiting).
+
+The default streams follow CUDA:
+  * handle 0, or cudaStreamLegacy: the legacy default stream of the current
+    device (server id 0), which synchronises with every blocking stream;
+  * cudaStreamPerThread, or handle 0 in a program built with
+    `--default-stream per-thread` (it calls the `_ptsz`/`_ptds` entry
+    points): this host thread's own default stream on the current device,
+    created on first use.
+"""
+from __future__ import annotations
+
+import itertools
+import threading
+from dataclasses import dataclass
+
+from rcuda._generated.cuda_enums import MACROS
+from rcuda.errors import CudaError, cudaError
+
+from .device import RemoteDevice, new_id
+
+LEGACY_HANDLE = MACROS["cudaStreamLegacy"]
+PER_THREAD_HANDLE = MACROS["cudaStreamPerThread"]
+NON_BLOCKING = MACROS["cudaStreamNonBlocking"]
+LEGACY_STREAM_ID = 0
+
+# Handles are values in a range no allocator hands out, so a stray pointer
+# is not taken for a stream, and a destroyed stream's handle is never reused.
+_STREAM_HANDLES = itertools.count(0x5D00_0000_0000, 0x10)
+_EVENT_HANDLES = itertools.count(0x5E00_0000_0000, 0x10)
+
+
+@dataclass(eq=False)
+class Stream:
+    handle: int
+    device: RemoteDevice
+    id: int          # the server's id; 0 is the legacy default stream
+    flags: int = 0
+    priority: int = 0
+
+
+@dataclass(eq=False)
+class Event:
+    handle: int
+    device: RemoteDevice
+    id: int
+    flags: int = 0
+    recorded_on: Stream | None = None
+
+
+class StreamTable:
+    """Every stream and event of the process, by handle."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._streams: dict[int, Stream] = {}
+        self._events: dict[int, Event] = {}
+        self._legacy: dict[RemoteDevice, Stream] = {}
+        self._per_thread = threading.local()  # .streams: {device: (generation, Stream)}
+
+    # ---------------------------------------------------------- streams
+
+    def create(self, device: RemoteDevice, flags: int, priority: int) -> Stream:
+        stream = Stream(next(_STREAM_HANDLES), device, new_id(), flags, priority)
+        device.post("stream_create", stream=stream.id, flags=flags, priority=priority)
+        with self._lock:
+            self._streams[stream.handle] = stream
+        return stream
+
+    def destroy(self, handle: int) -> None:
+        with self._lock:
+            stream = self._streams.pop(handle, None)
+        if stream is None:
+            raise CudaError(cudaError.cudaErrorInvalidResourceHandle,
+                            f"cudaStreamDestroy({handle:#x}): not a stream (destroyed already?)")
+        stream.device.post("stream_destroy", stream=stream.id)
+
+    def resolve(self, handle: int, current: RemoteDevice, per_thread: bool = False) -> Stream:
+        """The stream a program's handle means, with `current` the calling
+        thread's device; `per_thread` for the `_ptsz`/`_ptds` entry points."""
+        if handle == 0:
+            handle = PER_THREAD_HANDLE if per_thread else LEGACY_HANDLE
+        if handle == LEGACY_HANDLE:
+            return self.legacy(current)
+        if handle == PER_THREAD_HANDLE:
+            return self.per_thread(current)
+        stream = self._streams.get(handle)
+        if stream is None:
+            raise CudaError(cudaError.cudaErrorInvalidResourceHandle,
+                            f"stream {handle:#x} does not exist (destroyed, or not a cudaStream_t)")
+        return stream
+
+    def legacy(self, device: RemoteDevice) -> Stream:
+        stream = self._legacy.get(device)
+        if stream is None:
+            stream = self._legacy.setdefault(device, Stream(LEGACY_HANDLE, device, LEGACY_STREAM_ID))
+        return stream
+
+    def per_thread(self, device: RemoteDevice) -> Stream:
+        streams = getattr(self._per_thread, "streams", None)
+        if streams is None:
+            streams = self._per_thread.streams = {}
+        generation, stream = streams.get(device, (None, None))
+        if generation != device.generation:  # first use, or the device was reset since
+            stream = Stream(PER_THREAD_HANDLE, device, new_id())
+            device.post("stream_create", stream=stream.id, flags=0, priority=0)
+            streams[device] = (device.generation, stream)
+        return stream
+
+    # ---------------------------------------------------------- events
+
+    def create_event(self, device: RemoteDevice, flags: int) -> Event:
+        event = Event(next(_EVENT_HANDLES), device, new_id(), flags)
+        device.post("event_create", event=event.id, flags=flags)
+        with self._lock:
+            self._events[event.handle] = event
+        return event
+
+    def event(self, handle: int) -> Event:
+        event = self._events.get(handle)
+        if event is None:
+            raise CudaError(cudaError.cudaErrorInvalidResourceHandle,
+                            f"event {handle:#x} does not exist (destroyed, or not a cudaEvent_t)")
+        return event
+
+    def destroy_event(self, handle: int) -> None:
+        with self._lock:
+            event = self._events.pop(handle, None)
+        if event is None:
+            raise CudaError(cudaError.cudaErrorInvalidResourceHandle,
+                            f"cudaEventDestroy({handle:#x}): not an event (destroyed already?)")
+        event.device.post("event_destroy", event=event.id)
+
+    # ---------------------------------------------------------- reset, fork
+
+    def forget_device(self, device: RemoteDevice) -> None:
+        """cudaDeviceReset: the device's streams and events are gone."""
+        with self._lock:
+            for table in (self._streams, self._events):
+                for handle in [h for h, item in table.items() if item.device is device]:
+                    del table[handle]
+        # Per-thread default streams notice the device's new generation.
+
+    def clear(self) -> None:
+        with self._lock:
+            self._streams.clear()
+            self._events.clear()
+            self._legacy.clear()
+        self._per_thread = threading.local()
