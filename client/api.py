@@ -161,6 +161,7 @@ def launch(host_fun, grid, block, args, shared_mem, stream_handle, per_thread: b
     grid_t, block_t = (grid.x, grid.y, grid.z), (block.x, block.y, block.z)
     device.check_launch_configuration(grid_t, block_t, shared_mem)
     fn = device.function_id(kernel)
+    device.check_kernel_limits(kernel, block_t, shared_mem)
     params = kernel.params.pack(ffi, args)
     device.launch(fn, grid_t, block_t, shared_mem, stream.id, params)
     return SUCCESS

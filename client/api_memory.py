@@ -5,11 +5,15 @@ Copies are checked against the allocation map before they travel: a range
 that is not inside one of this process's allocations is cudaErrorInvalidValue
 at the call, as CUDA reports it.
 
-Asynchronous copies are ordered in their stream and return at once:
-host-to-device copies take a snapshot of the source when called (CUDA
-allows the program to reuse the buffer only after synchronising, so this is
-never observably different); device-to-host copies fill the destination when
-the bytes arrive, before any later synchronisation returns.
+Asynchronous copies follow CUDA's rules for where the host memory is:
+  * pinned memory (cudaHostAlloc, cudaHostRegister): the copy is ordered in
+    its stream and returns at once; the source is read when the message is
+    sent (after any host function before it in the stream, which may have
+    filled it), the destination filled when the bytes arrive, before any
+    later synchronisation returns;
+  * pageable memory: a host-to-device copy returns once the source is read
+    (a snapshot), a device-to-host copy only once it is complete, so the
+    program may touch its buffer right after the call, as CUDA allows.
 """
 from __future__ import annotations
 
@@ -162,6 +166,10 @@ def _host_view(ptr: int, count: int) -> memoryview:
     return memoryview(ffi().buffer(ffi().cast("char *", ptr), count))
 
 
+def _pinned(ptr: int, count: int) -> bool:
+    return rt().host_memory.find(ptr, count) is not None
+
+
 def _write_host(ptr: int, frames) -> None:
     target = ffi().cast("char *", ptr)
     for frame in frames:
@@ -186,17 +194,19 @@ def memcpy(dst: int, src: int, count: int, kind: int, stream=None, asynchronous:
         device = _device_of(dst, count, "destination")
         stream_id = _stream_on(device, stream)
         if asynchronous:
-            data = bytes(_host_view(src, count))  # the program may reuse its buffer after the call returns
-            device.post("htod", protocol.chunks(memoryview(data)), dst=dst, size=count, stream=stream_id)
+            # Pinned: read when sent (the forwarding thread copies it into the
+            # message).  Pageable: the program may reuse it once we return.
+            data = _host_view(src, count) if _pinned(src, count) else memoryview(bytes(_host_view(src, count)))
+            device.post("htod", protocol.chunks(data), dst=dst, size=count, stream=stream_id)
         else:
             device.copy_to_device(dst, _host_view(src, count), stream_id)
     elif kind == DEVICE_TO_HOST:
         device = _device_of(src, count, "source")
         stream_id = _stream_on(device, stream)
-        if asynchronous:
+        if asynchronous and _pinned(dst, count):
             device.post_with_callback("dtoh", lambda reply, frames: _write_host(dst, frames),
                                       src=src, size=count, stream=stream_id)
-        else:
+        else:  # into pageable memory CUDA returns only once the copy is complete
             _write_host(dst, device.copy_from_device(src, count, stream_id))
     else:
         dst_device = _device_of(dst, count, "destination")
@@ -300,7 +310,7 @@ def memcpy2d(dst: int, dpitch: int, src: int, spitch: int, width: int, height: i
             ffi().memmove(ffi().cast("void *", dst + r * dpitch), ffi().cast("void *", src + r * spitch), width)
     elif kind == HOST_TO_DEVICE:
         device = _device_of(dst, dst_span, "destination")
-        data = memoryview(_gather_rows(src, spitch, width, height))
+        data = memoryview(_gather_rows(src, spitch, width, height))  # a snapshot: packed rows
         fields = dict(dst=dst, dpitch=dpitch, width=width, height=height, stream=_stream_on(device, stream))
         if asynchronous:
             device.post("htod2d", protocol.chunks(data), **fields)
@@ -309,7 +319,7 @@ def memcpy2d(dst: int, dpitch: int, src: int, spitch: int, width: int, height: i
     elif kind == DEVICE_TO_HOST:
         device = _device_of(src, src_span, "source")
         fields = dict(src=src, spitch=spitch, width=width, height=height, stream=_stream_on(device, stream))
-        if asynchronous:
+        if asynchronous and _pinned(dst, dst_span):
             device.post_with_callback("dtoh2d", lambda reply, frames: _scatter_rows(dst, dpitch, width, height,
                                                                                     frames), **fields)
         else:
@@ -466,6 +476,12 @@ def cudaMallocHost(ptr, size):
 
 @cuda()
 def cudaFreeHost(ptr):
+    """Synchronises every device first, as CUDA does: queued async copies
+    may still read or fill the memory."""
+    found = rt().host_memory.find(address(ptr))
+    if found is not None and found.base == address(ptr):
+        for device in rt().opened_devices():
+            device.synchronize()
     rt().host_memory.free(address(ptr))
     return SUCCESS
 
@@ -481,6 +497,8 @@ def cudaHostRegister(ptr, size, flags):
 
 @cuda()
 def cudaHostUnregister(ptr):
+    for device in rt().opened_devices():  # as cudaFreeHost: queued copies may use it
+        device.synchronize()
     rt().host_memory.unregister(address(ptr))
     return SUCCESS
 

@@ -195,21 +195,23 @@ class RemoteDevice:
             if fn is None:
                 params = kernel.params
                 fn = new_id()
-                self.request("function", module=kernel.module.key, fn=fn, name=kernel.name,
-                             offsets=list(params.offsets), sizes=list(params.sizes))
+                reply, _ = self.request("function", module=kernel.module.key, fn=fn, name=kernel.name,
+                                        offsets=list(params.offsets), sizes=list(params.sizes))
+                self._function_attrs[kernel] = dict(reply.get("attrs") or {})
                 self._function_ids[kernel] = fn
         return fn
 
     def function_attributes(self, kernel) -> dict:
-        attrs = self._function_attrs.get(kernel)
-        if attrs is None:
-            reply, _ = self.request("func_attrs", fn=self.function_id(kernel))
-            attrs = self._function_attrs[kernel] = dict(reply["attrs"])
-        return attrs
+        """cudaFuncAttributes fields, as the server reported them when the
+        kernel was registered (or after cudaFuncSetAttribute)."""
+        self.function_id(kernel)
+        return self._function_attrs[kernel]
 
     def set_function_attribute(self, kernel, attribute: str, value: int) -> None:
-        self.request("func_set_attr", fn=self.function_id(kernel), attr=attribute, value=value)
-        self._function_attrs.pop(kernel, None)
+        fn = self.function_id(kernel)
+        self.request("func_set_attr", fn=fn, attr=attribute, value=value)
+        reply, _ = self.request("func_attrs", fn=fn)  # the limits launches are checked against changed
+        self._function_attrs[kernel] = dict(reply["attrs"])
 
     def symbol(self, module, name: str) -> tuple[int, int]:
         """(address, size) of a __device__ variable on this device."""
@@ -222,6 +224,23 @@ class RemoteDevice:
 
     def launch(self, fn: int, grid, block, shared_mem: int, stream: int, params: bytes) -> None:
         self.post("launch", [params], fn=fn, grid=grid, block=block, shmem=shared_mem, stream=stream)
+
+    def check_kernel_limits(self, kernel, block, shared_mem: int) -> None:
+        """The kernel's own limits (launch bounds, registers, dynamic shared
+        memory), checked here so the error comes at the launch, as on a GPU."""
+        attrs = self._function_attrs.get(kernel)
+        if not attrs:
+            return
+        threads = block[0] * block[1] * block[2]
+        if threads > attrs.get("maxThreadsPerBlock", threads):
+            raise CudaError(cudaError.cudaErrorLaunchOutOfResources,
+                            f"launch on {self.label}: {threads} threads per block, kernel {kernel.name} allows "
+                            f"{attrs['maxThreadsPerBlock']} (__launch_bounds__ or registers)")
+        if shared_mem > attrs.get("maxDynamicSharedSizeBytes", shared_mem):
+            raise CudaError(cudaError.cudaErrorInvalidValue,
+                            f"launch on {self.label}: {shared_mem} bytes of dynamic shared memory, kernel "
+                            f"{kernel.name} allows {attrs['maxDynamicSharedSizeBytes']} (raise it with "
+                            f"cudaFuncSetAttribute(cudaFuncAttributeMaxDynamicSharedMemorySize))")
 
     def check_launch_configuration(self, grid, block, shared_mem: int) -> None:
         """What a GPU rejects at launch time, checked here against the cached

@@ -119,7 +119,7 @@ def failed(name: str, exc: BaseException) -> int:
 _EXPLAINED = frozenset({
     cudaError.cudaErrorInvalidDeviceFunction, cudaError.cudaErrorNoDevice, cudaError.cudaErrorLaunchFailure,
     cudaError.cudaErrorIllegalAddress, cudaError.cudaErrorAssert, cudaError.cudaErrorInvalidKernelImage,
-    cudaError.cudaErrorDevicesUnavailable, cudaError.cudaErrorUnknown,
+    cudaError.cudaErrorDevicesUnavailable, cudaError.cudaErrorUnknown, cudaError.cudaErrorNotSupported,
 })
 
 _reported: set[str] = set()

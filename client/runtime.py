@@ -78,6 +78,10 @@ class Runtime:
                             f"device {ordinal} does not exist ({len(devices)} visible)")
         return devices[ordinal]
 
+    def opened_devices(self) -> list[RemoteDevice]:
+        """The devices, if the runtime has been initialised; else none."""
+        return list(self._devices or [])
+
     @property
     def current_ordinal(self) -> int:
         return getattr(self._threads, "device", 0)

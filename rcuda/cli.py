@@ -3,6 +3,7 @@
     rcuda server   serve this machine's GPUs (or simulated ones)
     rcuda run      run an unmodified CUDA program on remote GPUs
     rcuda lib      where the interposer library is
+    rcuda coverage which CUDA runtime functions rcuda implements
 """
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="rcuda", description="Run unmodified CUDA programs on remote GPUs.")
     parser.add_argument("--version", action="version", version=f"rcuda {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in (ServerCommand, RunCommand, LibCommand):
+    for module in (ServerCommand, RunCommand, LibCommand, CoverageCommand):
         module.add_parser(commands)
     args = parser.parse_args(argv)
     try:
@@ -161,6 +162,23 @@ class LibCommand:
         except ProgramError as exc:
             raise CommandError(str(exc)) from None
         return 0
+
+
+class CoverageCommand:
+    @staticmethod
+    def add_parser(commands) -> None:
+        p = commands.add_parser("coverage", help="which CUDA runtime functions rcuda implements",
+                                description="List every function of CUDA 13's libcudart.so.13 and how rcuda "
+                                            "implements it (see docs/coverage.md).")
+        p.add_argument("--markdown", action="store_true", help="print the table as docs/coverage.md")
+        p.add_argument("--unsupported", action="store_true", help="list only the unsupported functions")
+        p.set_defaults(handler=CoverageCommand.run)
+
+    @staticmethod
+    def run(args) -> int:
+        from rcuda import coverage
+        return coverage.main([flag for flag, on in (("--markdown", args.markdown),
+                                                     ("--unsupported", args.unsupported)) if on])
 
 
 if __name__ == "__main__":

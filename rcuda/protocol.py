@@ -37,7 +37,7 @@ legacy default stream):
     dtod2d        {dst, dpitch, src, spitch, width, height, stream} -> {}
     memset2d      {ptr, pitch, value, width, height, stream} -> {}
     module        {module} + fatbinary image          -> {}        once per module
-    function      {fn, module, name, offsets, sizes}  -> {}        kernel `name` is now id `fn`
+    function      {fn, module, name, offsets, sizes}  -> {attrs}   kernel `name` is now id `fn`
     func_attrs    {fn}                                -> {attrs}   cudaFuncAttributes fields
     func_set_attr {fn, attr, value}                   -> {}        attr: a cudaFuncAttribute name
     symbol        {module, name}                      -> {ptr, size}

@@ -282,6 +282,7 @@ class DeviceService:
                                                              f"bytes, more than CUDA's {MAX_PARAM_BYTES}")
         handle = self.device.get_function(self._loaded(header["module"]), header["name"], layout)
         self._functions[header["fn"]] = (handle, layout)
+        return {"attrs": self.device.function_attributes(handle)}
 
     def _func_attrs(self, header, payload):
         handle, _ = self._function_entry(header)

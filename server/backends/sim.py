@@ -87,8 +87,9 @@ class SimFunction:
     """A kernel of a loaded module, ready to launch."""
 
     def __init__(self, mangled: str, implementation: KernelImplementation, layout: ParamLayout,
-                 resources: KernelResources | None):
+                 resources: KernelResources | None, module_key: str):
         self.name = mangled
+        self.module_key = module_key
         self.demangled = demangle(mangled)
         self.implementation = implementation
         self.layout = layout
@@ -248,7 +249,7 @@ class SimDevice(Device):
                             f"file with `rcuda server --backend sim --kernels FILE.py` or RCUDA_SIM_KERNELS=FILE.py "
                             f"(KERNELS = {{{short_name(demangled)!r}: function}})")
         resources = module.fatbin.resources(SIM_ARCH).get(name)
-        return SimFunction(name, implementation, layout, resources)
+        return SimFunction(name, implementation, layout, resources, module_key)
 
     def function_attributes(self, function: SimFunction) -> dict:
         r = function.resources
@@ -301,6 +302,17 @@ class SimDevice(Device):
         self._symbols[(module_key, name)] = (address, variable.size)
         return address, variable.size
 
+    def _symbol_by_source_name(self, module_key: str, name: str) -> int:
+        """launch.symbol(): a variable by mangled name, or by its demangled one."""
+        variables = self._module(module_key).fatbin.variables()
+        if name not in variables:
+            matches = [v for v in variables if demangle(v) == name]
+            if len(matches) != 1:
+                raise IllegalAddress(f"launch.symbol({name!r}): the program has no such __device__ variable "
+                                     f"(it has: {', '.join(sorted(map(demangle, variables))) or 'none'})")
+            name = matches[0]
+        return self.get_symbol(module_key, name)[0]
+
     def launch(self, function: SimFunction, grid, block, params: bytes, shared_mem: int, stream: int) -> None:
         check_launch_configuration(self._properties, grid, block, shared_mem)
         threads = block[0] * block[1] * block[2]
@@ -318,7 +330,8 @@ class SimDevice(Device):
                             f"its layout needs {function.layout.buffer_size}")
         launch = Launch(name=function.name, demangled=function.demangled, grid=grid, block=block,
                         shared_mem=shared_mem, stream=stream, device=self.index, params=params,
-                        layout=function.layout, memory=self._memory)
+                        layout=function.layout, memory=self._memory,
+                        symbols=lambda name: self._symbol_by_source_name(function.module_key, name))
         started = time.perf_counter()
         self._run(function, launch)
         self._model_gpu_time(function, launch, time.perf_counter() - started)

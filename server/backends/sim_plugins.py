@@ -206,7 +206,7 @@ class Launch:
     and views of device memory."""
 
     def __init__(self, *, name: str, demangled: str, grid, block, shared_mem: int, stream: int, device: int,
-                 params: bytes, layout: ParamLayout, memory: AllocationTable):
+                 params: bytes, layout: ParamLayout, memory: AllocationTable, symbols: Callable | None = None):
         self.name = name  # mangled
         self.demangled = demangled
         self.grid = tuple(grid)
@@ -216,6 +216,7 @@ class Launch:
         self.device = device
         self.params = [bytes(params[o:o + s]) for o, s in zip(layout.offsets, layout.sizes)]
         self._memory = memory
+        self._symbols = symbols
 
     def param(self, index: int, fmt: str):
         """Parameter `index` unpacked with struct format `fmt` (from its first
@@ -250,6 +251,15 @@ class Launch:
                                  f"{self._explain(ptr, size)}")
         offset = ptr - allocation.start
         return allocation.memory[offset:offset + size].view(dtype).reshape(shape)
+
+    def symbol(self, name: str) -> int:
+        """The device address of a `__device__` or `__constant__` variable of
+        the kernel's program, by its name in the source (`counter`,
+        `ns::table`) or mangled: for kernels that read such variables
+        directly (an rcuda addition to the plugin interface)."""
+        if self._symbols is None:
+            raise ValueError(f"launch.symbol({name!r}): no variables are known for kernel {self.demangled}")
+        return self._symbols(name)
 
     def _explain(self, ptr: int, size: int) -> str:
         start = self._memory.containing(ptr, 1)

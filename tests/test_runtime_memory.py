@@ -1,0 +1,36 @@
+"""Memory: memsets, 2-D/pitched copies, symbols, cudaMemcpyDefault, pinned
+host memory, pointer attributes and the errors of bad requests, from
+tests/cuda/runtime_memory.cu run unmodified through rcuda on a sim server."""
+from __future__ import annotations
+
+import pytest
+
+from conftest import CUDA_SOURCES, requires_nvcc, run_program
+
+pytestmark = requires_nvcc
+
+SECTIONS = ["memsets", "2d", "symbols", "default", "host", "bad_requests"]
+
+
+@pytest.fixture(scope="module")
+def result(compile_cuda, tmp_path_factory):
+    from conftest import start_server
+    server = start_server("--backend", "sim", "--kernels", str(CUDA_SOURCES / "runtime_kernels.py"))
+    try:
+        yield run_program(compile_cuda("runtime_memory.cu"), server)
+    finally:
+        server.stop()
+
+
+@pytest.mark.parametrize("section", SECTIONS)
+def test_section(result, section):
+    assert "FAILED" not in result.stdout, result.stdout + result.stderr
+    assert f"ok {section}" in result.stdout, result.stdout + result.stderr
+
+
+def test_whole_program_passes(result):
+    assert result.returncode == 0 and "PASSED runtime_memory" in result.stdout, result.stdout + result.stderr
+
+
+def test_mapped_memory_refusal_explains_itself(result):
+    assert "mapped (zero-copy) host memory cannot work with a remote GPU" in result.stderr

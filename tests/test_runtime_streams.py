@@ -1,0 +1,99 @@
+"""Streams, events, host functions, default streams, deferred and sticky
+errors, device output, exit and fork: tests/cuda/runtime_streams.cu run
+unmodified through rcuda against a sim server."""
+from __future__ import annotations
+
+import os
+import re
+
+import pytest
+
+from conftest import CUDA_SOURCES, requires_nvcc, run_program
+
+pytestmark = requires_nvcc
+
+KERNELS = str(CUDA_SOURCES / "runtime_kernels.py")
+
+
+@pytest.fixture(scope="module")
+def program(compile_cuda):
+    return compile_cuda("runtime_streams.cu")
+
+
+@pytest.fixture
+def server(server_factory, tmp_path):
+    marks = tmp_path / "marks.txt"
+    server = server_factory("--backend", "sim", "--kernels", KERNELS,
+                            env=dict(os.environ, RCUDA_TEST_MARKS=str(marks)))
+    server.marks = marks
+    return server
+
+
+def run(program, server, *args, **kwargs):
+    result = run_program(program, server, *args, **kwargs)
+    assert "FAILED" not in result.stdout, result.stdout + result.stderr
+    return result
+
+
+def test_streams_order_flags_priorities_and_bad_handles(program, server):
+    result = run(program, server, "streams")
+    assert "priority range 0 -5" in result.stdout
+    assert "ok streams" in result.stdout, result.stdout + result.stderr
+
+
+def test_events_time_the_device_and_launches_do_not_wait(program, server):
+    result = run(program, server, "events")
+    assert "ok events" in result.stdout, result.stdout + result.stderr
+    elapsed = float(re.search(r"elapsed ([\d.]+) ms", result.stdout)[1])
+    returned = float(re.search(r"launch returned after ([\d.]+) ms", result.stdout)[1])
+    synchronized = float(re.search(r"synchronized after ([\d.]+) ms", result.stdout)[1])
+    assert 299 <= elapsed < 3000          # the modelled 300 ms kernel, as the device timed it
+    assert returned < 200 < synchronized  # asynchronous launch, synchronous wait
+    assert synchronized >= 299
+
+
+def test_host_functions_run_in_stream_order(program, server):
+    result = run(program, server, "callbacks")
+    assert "ok callbacks" in result.stdout, result.stdout + result.stderr
+    assert "called inside a host function" in result.stderr
+
+
+def test_legacy_default_stream_is_shared_by_threads(program, server):
+    result = run(program, server, "default_streams")
+    assert "ok default_streams" in result.stdout, result.stdout + result.stderr
+    assert "shared default stream" in result.stdout
+
+
+def test_per_thread_default_streams(compile_cuda, server):
+    per_thread = compile_cuda("runtime_streams.cu", "--default-stream", "per-thread")
+    result = run(per_thread, server, "default_streams")
+    assert "ok default_streams" in result.stdout, result.stdout + result.stderr
+    assert "per-thread default streams" in result.stdout
+    ids = re.search(r"legacy=(\d+) thread0=(\d+) thread1=(\d+)", result.stdout).groups()
+    assert len(set(ids)) == 3
+
+
+def test_async_illegal_address_is_reported_at_sync_sticky_until_reset(program, server):
+    result = run(program, server, "sticky")
+    assert "ok sticky" in result.stdout, result.stdout + result.stderr
+
+
+def test_device_output_reaches_stdout_in_order(program, server):
+    result = run(program, server, "printing")
+    lines = result.stdout.splitlines()
+    assert lines == ["before", "device says 5", "after", "device says 6", "ok printing"]
+
+
+def test_async_work_queued_at_exit_is_not_lost(program, server):
+    for attempt in range(8):
+        server.marks.write_text("")
+        result = run(program, server, "exit", "150")
+        assert result.returncode == 0 and "queued 150" in result.stdout, result.stderr
+        marks = server.marks.read_text().split()
+        assert marks == [str(i) for i in range(150)], f"run {attempt}: {len(marks)} of 150 launches arrived"
+
+
+def test_fork_gives_the_child_its_own_context(program, server):
+    result = run(program, server, "fork")
+    assert "child ok (1 devices)" in result.stdout
+    assert "ok fork" in result.stdout, result.stdout + result.stderr
