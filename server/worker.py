@@ -128,6 +128,9 @@ def main(argv=None) -> int:
         print(encode_line({"error": f"{type(exc).__name__}: {exc}"}), flush=True)
         return 1
     print(encode_line(description), flush=True)
+    if worker.backend.name == "cupy":  # from now on, our stdout is the kernels' printf
+        from rcuda.server.backends.cupy_backend import capture_device_output
+        capture_device_output()
     line = sys.stdin.readline()
     if not line:
         return 0  # the daemon stopped before giving us a session

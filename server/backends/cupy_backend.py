@@ -15,9 +15,12 @@ import logging
 
 import numpy as np
 
+from rcuda import fatbin
+from rcuda.device_attributes import DEVICE_ATTRIBUTES
 from rcuda.errors import CudaError, cudaError
 
-from .base import Allocation, AllocationTable, Backend, Device, ParamLayout, check_launch_configuration
+from .base import (VA_WINDOW_SIZE, Allocation, AllocationTable, Backend, Device, ParamLayout,
+                   check_launch_configuration)
 
 log = logging.getLogger(__name__)
 
@@ -104,13 +107,7 @@ class CupyBackend(Backend):
         if not 0 <= index < self.devices:
             raise CudaError(cudaError.cudaErrorInvalidDevice, f"GPU {index} is not served here "
                                                               f"(this server has {self.devices})")
-        # TODO: place allocations in [va_base, va_base + VA_WINDOW_SIZE) with the
-        # driver's virtual memory management (cuMemAddressReserve with the window
-        # as address hint, cuMemCreate, cuMemMap, cuMemSetAccess; CuPy binds none
-        # of them, so through ctypes on libcuda.so.1).  Until then va_base is
-        # ignored: pointers are unique among this server's GPUs (unified
-        # addressing) but may collide with another server's.
-        return CupyDevice(self._runtime, self._driver, index, self.memory_bytes)
+        return CupyDevice(self._runtime, self._driver, index, self.memory_bytes, va_base)
 
 
 class CupyFunction:
@@ -120,15 +117,37 @@ class CupyFunction:
         self.layout = layout
 
 
+#: cudaFuncAttributes field -> CUfunction_attribute (cuda.h; checked: 0..9).
+FUNCTION_ATTRIBUTES = {
+    "maxThreadsPerBlock": 0, "sharedSizeBytes": 1, "constSizeBytes": 2, "localSizeBytes": 3, "numRegs": 4,
+    "ptxVersion": 5, "binaryVersion": 6, "cacheModeCA": 7, "maxDynamicSharedSizeBytes": 8,
+    "preferredShmemCarveout": 9,
+}
+#: cudaFuncAttribute names that cudaFuncSetAttribute may set -> CUfunction_attribute.
+SETTABLE_FUNCTION_ATTRIBUTES = {
+    "cudaFuncAttributeMaxDynamicSharedMemorySize": 8,
+    "cudaFuncAttributePreferredSharedMemoryCarveout": 9,
+}
+CUDA_ERROR_NOT_READY = 600
+
+
 class CupyDevice(Device):
-    def __init__(self, runtime, driver, index: int, memory_limit: int | None):
+    def __init__(self, runtime, driver, index: int, memory_limit: int | None, va_base: int | None):
         self.index = index
         self._runtime = runtime
         self._driver = driver
         self._memory = AllocationTable()
-        self._modules: dict[str, int] = {}  # module key -> CUmodule
+        self._modules: dict[str, tuple[int, bytes]] = {}  # module key -> (CUmodule, image)
+        self._streams: dict[int, int] = {0: 0}  # client id -> cudaStream_t (0: the legacy default stream)
+        self._events: dict[int, int] = {}       # client id -> cudaEvent_t
         self._properties = self._read_properties(memory_limit)
+        self._attributes = self._read_attributes()
         self._total = self._properties["totalGlobalMem"]
+        self._window = None
+        if va_base is not None:
+            from .cuda_vmm import AddressWindow
+            with self._cuda("reserving the device's address window"):
+                self._window = AddressWindow(index, va_base, VA_WINDOW_SIZE)
 
     # ---------------------------------------------------------- calls into CUDA
 
@@ -166,12 +185,32 @@ class CupyDevice(Device):
         props["uuid_str"] = "-".join((hex_uuid[:8], hex_uuid[8:12], hex_uuid[12:16], hex_uuid[16:20],
                                       hex_uuid[20:]))
         props["luid"] = bytes(props.get("luid", b""))[:8].ljust(8, b"\0")
+        with self._cuda("initialising the context"):
+            runtime.free(0)  # makes the primary context current, which the driver call below needs
+        least, greatest = _stream_priority_range()
+        props["leastStreamPriority"], props["greatestStreamPriority"] = least, greatest
         if memory_limit:
             props["totalGlobalMem"] = min(props["totalGlobalMem"], memory_limit)
         return props
 
+    def _read_attributes(self) -> dict[str, int]:
+        """Every cudaDeviceAttr this GPU answers, asked once."""
+        answers = {}
+        with self._cuda("cudaDeviceGetAttribute"):
+            for name, number in DEVICE_ATTRIBUTES.items():
+                if "Reserved" in name or name == "cudaDevAttrMax":
+                    continue
+                try:
+                    answers[name] = self._runtime.deviceGetAttribute(number, self.index)
+                except self._runtime.CUDARuntimeError:
+                    pass  # not known to this driver
+        return answers
+
     def properties(self) -> dict:
         return dict(self._properties)
+
+    def attributes(self) -> dict[str, int]:
+        return dict(self._attributes)
 
     def mem_get_info(self) -> tuple[int, int]:
         with self._cuda("cudaMemGetInfo"):
@@ -192,60 +231,124 @@ class CupyDevice(Device):
                             f"cudaMalloc of {size} bytes: the session already uses {self._memory.bytes_in_use} "
                             f"of the {self._total} bytes this server allows per GPU")
         with self._cuda(f"cudaMalloc of {size} bytes"):
-            ptr = self._runtime.malloc(size)
+            ptr = self._window.allocate(size) if self._window else self._runtime.malloc(size)
         self._memory.add(Allocation(ptr, size))
         return ptr
 
     def free(self, ptr: int) -> None:
         if ptr == 0:
             return  # cudaFree(NULL) does nothing
+        allocation = self._memory.containing(ptr, 1)
+        if allocation is not None and allocation.start == ptr and allocation.symbol:
+            raise CudaError(cudaError.cudaErrorInvalidValue, f"cudaFree({ptr:#x}): that is a __device__ variable")
         self._memory.remove(ptr)
         with self._cuda(f"cudaFree({ptr:#x})"):
+            self._runtime.deviceSynchronize()  # cudaFree waits for the device; unmapping does not
+            self._release(ptr)
+
+    def _release(self, ptr: int) -> None:
+        if self._window:
+            self._window.free(ptr)
+        else:
             self._runtime.free(ptr)
 
-    def memcpy_htod(self, dst: int, data: memoryview) -> None:
+    def memcpy_htod(self, dst: int, data: memoryview, stream: int = 0) -> None:
         host = np.frombuffer(data, np.uint8)
         if host.size:
             self._memory.require(dst, host.size, "cudaMemcpy to device")
             with self._cuda("cudaMemcpy host to device"):
-                self._runtime.memcpy(dst, host.ctypes.data, host.size, self._runtime.memcpyHostToDevice)
+                # From pageable memory the call returns once the bytes are staged,
+                # so `data` (a message frame) may go right after.
+                self._runtime.memcpyAsync(dst, host.ctypes.data, host.size, self._runtime.memcpyHostToDevice,
+                                          self._streams[stream])
 
-    def memcpy_dtoh(self, src: int, size: int) -> memoryview:
+    def memcpy_dtoh(self, src: int, size: int, stream: int = 0) -> memoryview:
         host = np.empty(size, np.uint8)
         if size:
             self._memory.require(src, size, "cudaMemcpy from device")
             with self._cuda("cudaMemcpy device to host"):
-                self._runtime.memcpy(host.ctypes.data, src, size, self._runtime.memcpyDeviceToHost)
+                # Into pageable memory the call returns only once the copy is done.
+                self._runtime.memcpyAsync(host.ctypes.data, src, size, self._runtime.memcpyDeviceToHost,
+                                          self._streams[stream])
         return memoryview(host)
 
-    def memcpy_dtod(self, dst: int, src: int, size: int) -> None:
+    def memcpy_dtod(self, dst: int, src: int, size: int, stream: int = 0) -> None:
         if size:
             self._memory.require(src, size, "cudaMemcpy device to device (source)")
             self._memory.require(dst, size, "cudaMemcpy device to device (destination)")
             with self._cuda("cudaMemcpy device to device"):
-                self._runtime.memcpy(dst, src, size, self._runtime.memcpyDeviceToDevice)
+                self._runtime.memcpyAsync(dst, src, size, self._runtime.memcpyDeviceToDevice, self._streams[stream])
 
-    def memset(self, ptr: int, value: int, size: int) -> None:
+    def memset(self, ptr: int, value: int, size: int, stream: int = 0) -> None:
         if size:
             self._memory.require(ptr, size, "cudaMemset")
             with self._cuda("cudaMemset"):
-                self._runtime.memset(ptr, value & 0xFF, size)
+                self._runtime.memsetAsync(ptr, value & 0xFF, size, self._streams[stream])
 
-    # ---------------------------------------------------------- kernels
+    def memcpy_htod_2d(self, dst, dpitch, data, width, height, stream=0) -> None:
+        host = np.frombuffer(data, np.uint8)
+        self._memory.require(dst, dpitch * (height - 1) + width, "cudaMemcpy2D to device")
+        with self._cuda("cudaMemcpy2D host to device"):
+            self._runtime.memcpy2DAsync(dst, dpitch, host.ctypes.data, width, width, height,
+                                        self._runtime.memcpyHostToDevice, self._streams[stream])
+
+    def memcpy_dtoh_2d(self, src, spitch, width, height, stream=0) -> memoryview:
+        host = np.empty(width * height, np.uint8)
+        self._memory.require(src, spitch * (height - 1) + width, "cudaMemcpy2D from device")
+        with self._cuda("cudaMemcpy2D device to host"):
+            self._runtime.memcpy2DAsync(host.ctypes.data, width, src, spitch, width, height,
+                                        self._runtime.memcpyDeviceToHost, self._streams[stream])
+        return memoryview(host)
+
+    def memcpy_dtod_2d(self, dst, dpitch, src, spitch, width, height, stream=0) -> None:
+        self._memory.require(src, spitch * (height - 1) + width, "cudaMemcpy2D device to device (source)")
+        self._memory.require(dst, dpitch * (height - 1) + width, "cudaMemcpy2D device to device (destination)")
+        with self._cuda("cudaMemcpy2D device to device"):
+            self._runtime.memcpy2DAsync(dst, dpitch, src, spitch, width, height, self._runtime.memcpyDeviceToDevice,
+                                        self._streams[stream])
+
+    # ---------------------------------------------------------- kernels, symbols
 
     def load_module(self, key: str, image: bytes) -> None:
         # The driver takes a whole fatbinary and picks the cubin for this GPU,
         # or JIT-compiles the PTX when no cubin fits.
         with self._cuda(f"loading module {key}"):
-            self._modules[key] = self._driver.moduleLoadData(bytes(image))
+            self._modules[key] = (self._driver.moduleLoadData(bytes(image)), bytes(image))
+
+    def _module(self, key: str) -> int:
+        entry = self._modules.get(key)
+        if entry is None:
+            raise CudaError(cudaError.cudaErrorInvalidResourceHandle, f"module {key} is not loaded")
+        return entry[0]
 
     def get_function(self, module_key: str, name: str, layout: ParamLayout) -> CupyFunction:
-        module = self._modules.get(module_key)
-        if module is None:
-            raise CudaError(cudaError.cudaErrorInvalidResourceHandle, f"module {module_key} is not loaded")
+        module = self._module(module_key)
         with self._cuda(f"kernel {name} (not in its module?)", not_found=cudaError.cudaErrorInvalidDeviceFunction):
             handle = self._driver.moduleGetFunction(module, name)
         return CupyFunction(handle, name, layout)
+
+    def function_attributes(self, function: CupyFunction) -> dict:
+        with self._cuda(f"cudaFuncGetAttributes({function.name})"):
+            return {field: self._driver.funcGetAttribute(number, function.handle)
+                    for field, number in FUNCTION_ATTRIBUTES.items()}
+
+    def function_set_attribute(self, function: CupyFunction, attribute: str, value: int) -> None:
+        number = SETTABLE_FUNCTION_ATTRIBUTES.get(attribute)
+        if number is None:
+            log.info("cudaFuncSetAttribute(%s, %s): not forwarded to the driver", function.name, attribute)
+            return
+        with self._cuda(f"cudaFuncSetAttribute({function.name}, {attribute})"):
+            self._driver.funcSetAttribute(function.handle, number, value)
+
+    def get_symbol(self, module_key: str, name: str) -> tuple[int, int]:
+        module = self._module(module_key)
+        variable = fatbin.parse_fatbin(self._modules[module_key][1]).variables().get(name)
+        with self._cuda(f"__device__ variable {name}", not_found=cudaError.cudaErrorInvalidSymbol):
+            ptr = self._driver.moduleGetGlobal(module, name)
+        size = variable.size if variable else 0
+        if self._memory.containing(ptr, 1) is None:
+            self._memory.add(Allocation(ptr, max(size, 1), symbol=True))  # copies to it are checked like any
+        return ptr, size
 
     def launch(self, function: CupyFunction, grid, block, params: bytes, shared_mem: int, stream: int) -> None:
         check_launch_configuration(self._properties, grid, block, shared_mem)
@@ -257,40 +360,140 @@ class CupyDevice(Device):
         extra = (ctypes.c_void_p * 5)(CU_LAUNCH_PARAM_BUFFER_POINTER, ctypes.addressof(buffer),
                                       CU_LAUNCH_PARAM_BUFFER_SIZE, ctypes.addressof(size), CU_LAUNCH_PARAM_END)
         extra_pointer = ctypes.addressof(extra) if params else 0  # no parameters: nothing to pass
-        # TODO: server-side streams; until the protocol creates them, every
-        # launch goes to the legacy default stream, which keeps the order of
-        # all operations of the session on this GPU.
-        # TODO: dynamic shared memory above 48 KiB needs
-        # cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES), i.e. a forwarded
-        # cudaFuncSetAttribute.
         with self._cuda(f"launch of kernel {function.name}"):
             self._driver.launchKernel(function.handle, grid[0], grid[1], grid[2], block[0], block[1], block[2],
-                                      shared_mem, 0, 0, extra_pointer)
+                                      shared_mem, self._streams[stream], 0, extra_pointer)
+
+    # ---------------------------------------------------------- streams, events
 
     def synchronize(self) -> None:
         with self._cuda("cudaDeviceSynchronize"):
             self._runtime.deviceSynchronize()
 
-    # Device printf on a real GPU is written by the driver to this process's
-    # stdout (fd 1) at synchronisation, so take_output keeps the base class's
-    # "" (the worker may later capture fd 1 to forward it).
+    def stream_create(self, stream: int, flags: int, priority: int) -> None:
+        with self._cuda("cudaStreamCreate"):
+            self._streams[stream] = self._runtime.streamCreateWithPriority(flags, priority)
+
+    def stream_destroy(self, stream: int) -> None:
+        with self._cuda("cudaStreamDestroy"):
+            self._runtime.streamDestroy(self._streams.pop(stream))
+
+    def stream_synchronize(self, stream: int) -> None:
+        with self._cuda("cudaStreamSynchronize"):
+            self._runtime.streamSynchronize(self._streams[stream])
+
+    def stream_query(self, stream: int) -> bool:
+        return self._done(lambda: self._runtime.streamQuery(self._streams[stream]), "cudaStreamQuery")
+
+    def stream_wait_event(self, stream: int, event: int) -> None:
+        with self._cuda("cudaStreamWaitEvent"):
+            self._runtime.streamWaitEvent(self._streams[stream], self._events[event], 0)
+
+    def event_create(self, event: int, flags: int) -> None:
+        with self._cuda("cudaEventCreate"):
+            self._events[event] = self._runtime.eventCreateWithFlags(flags)
+
+    def event_destroy(self, event: int) -> None:
+        with self._cuda("cudaEventDestroy"):
+            self._runtime.eventDestroy(self._events.pop(event))
+
+    def event_record(self, event: int, stream: int) -> None:
+        with self._cuda("cudaEventRecord"):
+            self._runtime.eventRecord(self._events[event], self._streams[stream])
+
+    def event_synchronize(self, event: int) -> None:
+        with self._cuda("cudaEventSynchronize"):
+            self._runtime.eventSynchronize(self._events[event])
+
+    def event_query(self, event: int) -> bool:
+        return self._done(lambda: self._runtime.eventQuery(self._events[event]), "cudaEventQuery")
+
+    def event_elapsed_ms(self, start: int, end: int) -> float:
+        with self._cuda("cudaEventElapsedTime"):
+            return float(self._runtime.eventElapsedTime(self._events[start], self._events[end]))
+
+    def _done(self, query, what: str) -> bool:
+        """A stream or event query: CuPy returns the status, or raises it."""
+        try:
+            with self._cuda(what):
+                status = query()
+        except CudaError as exc:
+            if exc.status == CUDA_ERROR_NOT_READY:
+                return False
+            raise
+        if status not in (0, CUDA_ERROR_NOT_READY):
+            raise CudaError(runtime_status(status), f"{what} on GPU {self.index}")
+        return status == 0
+
+    def take_output(self) -> str:
+        return _device_output.take() if _device_output else ""
 
     def close(self) -> None:
-        """Free what the session left allocated; failures (e.g. after a sticky
-        error, when the context refuses everything) are logged, not raised."""
-        for allocation in self._memory.clear():
+        """Free what the session left: memory, streams, events, modules.
+        Failures (e.g. after a sticky error, when the context refuses
+        everything) are logged, not raised."""
+        steps = [(f"cudaFree({a.start:#x})", lambda a=a: self._release(a.start))
+                 for a in self._memory.clear() if not a.symbol]
+        steps += [("cudaStreamDestroy", lambda h=h: self._runtime.streamDestroy(h)) for h in self._streams.values() if h]
+        steps += [("cudaEventDestroy", lambda h=h: self._runtime.eventDestroy(h)) for h in self._events.values()]
+        steps += [(f"unloading module {key}", lambda m=m: self._driver.moduleUnload(m))
+                  for key, (m, _) in self._modules.items()]
+        if self._window:
+            steps.append(("releasing the address window", self._window.close))
+        for what, step in steps:
             try:
-                with self._cuda(f"cudaFree({allocation.start:#x})"):
-                    self._runtime.free(allocation.start)
+                with self._cuda(what):
+                    step()
             except CudaError as exc:
                 log.debug("GPU %d: %s", self.index, exc)
-        for key, module in self._modules.items():
-            try:
-                with self._cuda(f"unloading module {key}"):
-                    self._driver.moduleUnload(module)
-            except CudaError as exc:
-                log.debug("GPU %d: %s", self.index, exc)
+        self._streams = {0: 0}
+        self._events.clear()
         self._modules.clear()
+
+
+class DeviceOutput:
+    """What kernels printf: the driver writes it to this process's stdout
+    (fd 1) at synchronisation points.  A session worker points fd 1 at a
+    temporary file (a file never blocks the driver, as a full pipe would)
+    and hands out what was appended since the last look."""
+
+    def __init__(self):
+        import os
+        import tempfile
+        self._libc = ctypes.CDLL(None)
+        self._file = tempfile.TemporaryFile()
+        os.dup2(self._file.fileno(), 1)
+        self._offset = 0
+
+    def take(self) -> str:
+        self._libc.fflush(None)  # the driver's stdio buffer
+        self._file.seek(self._offset)
+        data = self._file.read()
+        self._offset += len(data)
+        return data.decode(errors="replace")
+
+
+_device_output: DeviceOutput | None = None
+
+
+def capture_device_output() -> None:
+    """Called by a session worker, never in a process whose stdout matters."""
+    global _device_output
+    if _device_output is None:
+        _device_output = DeviceOutput()
+
+
+def _stream_priority_range() -> tuple[int, int]:
+    """cudaDeviceGetStreamPriorityRange, from the driver (CuPy lacks it):
+    (least, greatest) priority of the current context."""
+    try:
+        libcuda = ctypes.CDLL("libcuda.so.1")
+        least, greatest = ctypes.c_int(), ctypes.c_int()
+        if libcuda.cuCtxGetStreamPriorityRange(ctypes.byref(least), ctypes.byref(greatest)) == 0:
+            return least.value, greatest.value
+    except OSError:
+        pass
+    return 0, 0
 
 
 def _uuid_from_driver(index: int) -> bytes | None:

@@ -1,0 +1,139 @@
+"""The backend interface (server/backends/base.py), the same checks on every
+backend: sim always, cupy where a GPU is usable (skipped, saying why,
+elsewhere).  Modules are real nvcc output (tests/cuda_sources/fatbin_kernels.cu)."""
+from __future__ import annotations
+
+import shutil
+import struct
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from rcuda import fatbin
+from rcuda.errors import CudaError, cudaError
+from rcuda.server.backends import create_backend
+from rcuda.server.backends.base import ParamLayout, VA_WINDOW_SIZE
+
+TESTS = Path(__file__).resolve().parent
+VA_BASE = 0x2000_0000_0000
+
+
+def cupy_unavailable() -> str | None:
+    try:
+        import cupy
+        if cupy.cuda.runtime.getDeviceCount() > 0:
+            return None
+        return "cupy sees no GPU"
+    except Exception as exc:  # noqa: BLE001 - ImportError, no driver, ...
+        return f"no usable GPU for the cupy backend ({type(exc).__name__}: {exc})"
+
+
+@pytest.fixture(scope="module")
+def module_image(tmp_path_factory) -> bytes:
+    nvcc = shutil.which("nvcc")
+    if nvcc is None:
+        pytest.skip("nvcc not found")
+    out = tmp_path_factory.mktemp("backend") / "kernels.fatbin"
+    subprocess.run([nvcc, "-fatbin", "-o", str(out), str(TESTS / "cuda_sources" / "fatbin_kernels.cu"),
+                    "-gencode", "arch=compute_75,code=sm_75", "-gencode", "arch=compute_75,code=compute_75"],
+                   check=True, capture_output=True, timeout=300)
+    return out.read_bytes()
+
+
+@pytest.fixture(params=["sim", "cupy"])
+def device(request):
+    if request.param == "cupy" and (reason := cupy_unavailable()):
+        pytest.skip(reason)
+    backend = create_backend(request.param, 1, [str(TESTS / "cuda" / "sim_kernels.py")])
+    device = backend.open_device(0, VA_BASE)
+    yield device
+    device.close()
+
+
+def test_description(device):
+    props = device.properties()
+    attributes = device.attributes()
+    assert props["totalGlobalMem"] > 0 and props["major"] >= 7
+    assert attributes["cudaDevAttrMaxThreadsPerBlock"] == props["maxThreadsPerBlock"]
+    assert attributes["cudaDevAttrComputeCapabilityMajor"] == props["major"]
+    free, total = device.mem_get_info()
+    assert 0 < free <= total
+
+
+def test_memory_round_trip_inside_the_window(device):
+    a, b = device.malloc(1 << 20), device.malloc(1000)
+    assert VA_BASE <= a < VA_BASE + VA_WINDOW_SIZE and VA_BASE <= b < VA_BASE + VA_WINDOW_SIZE
+    data = np.arange(1 << 18, dtype=np.uint32)
+    device.memcpy_htod(a, memoryview(data.tobytes()))
+    device.memcpy_dtod(b, a + 40, 1000)
+    device.memset(a, 0x7F, 16)
+    back = np.frombuffer(bytes(device.memcpy_dtoh(a, 1 << 20)), np.uint32)
+    assert (back[4:] == data[4:]).all() and back[0] == 0x7F7F7F7F
+    assert bytes(device.memcpy_dtoh(b, 1000)) == data.tobytes()[40:1040]
+    device.free(a)
+    with pytest.raises(CudaError) as error:
+        device.memcpy_dtoh(a, 4)
+    assert error.value.status == cudaError.cudaErrorInvalidValue
+    with pytest.raises(CudaError):
+        device.free(b + 8)
+    device.free(b)
+
+
+def test_two_d_copies(device):
+    width, height, pitch = 24, 5, 64
+    base = device.malloc(pitch * height)
+    rows = bytes(range(width)) * height
+    device.memset_2d(base, pitch, 0xEE, pitch, height)
+    device.memcpy_htod_2d(base, pitch, memoryview(rows), width, height)
+    assert bytes(device.memcpy_dtoh_2d(base, pitch, width, height)) == rows
+    full = bytes(device.memcpy_dtoh(base, pitch * height))
+    assert full[width:pitch] == b"\xee" * (pitch - width)  # the padding is untouched
+
+
+def test_streams_and_events(device):
+    device.stream_create(5, 1, 0)
+    device.event_create(1, 0)
+    device.event_create(2, 0)
+    device.event_create(3, 2)  # cudaEventDisableTiming
+    with pytest.raises(CudaError) as never:
+        device.event_elapsed_ms(1, 2)
+    assert never.value.status == cudaError.cudaErrorInvalidResourceHandle
+    device.event_record(1, 5)
+    ptr = device.malloc(1 << 20)
+    device.memset(ptr, 1, 1 << 20, 5)
+    device.event_record(2, 0)
+    device.stream_wait_event(5, 2)
+    device.event_record(3, 5)
+    device.stream_synchronize(5)
+    device.event_synchronize(2)
+    assert device.stream_query(5) and device.event_query(2)
+    assert device.event_elapsed_ms(1, 2) >= 0
+    with pytest.raises(CudaError):
+        device.event_elapsed_ms(1, 3)
+    device.stream_destroy(5)
+    for event in (1, 2, 3):
+        device.event_destroy(event)
+    device.synchronize()
+
+
+def test_module_symbols_and_kernels(device, module_image):
+    device.load_module("m", module_image)
+    address, size = device.get_symbol("m", "initd")
+    assert size == 4
+    assert struct.unpack("<i", bytes(device.memcpy_dtoh(address, 4)))[0] == 5  # __device__ int initd = 5
+    with pytest.raises(CudaError) as missing:
+        device.get_symbol("m", "no_such_variable")
+    assert missing.value.status in (cudaError.cudaErrorInvalidSymbol, cudaError.cudaErrorSymbolNotFound)
+
+    kernel = fatbin.parse_fatbin(module_image).kernels()["_Z4fillIiEvPT_S0_i"]
+    layout = ParamLayout(tuple(p.offset for p in kernel.params), tuple(p.size for p in kernel.params))
+    function = device.get_function("m", kernel.name, layout)
+    attrs = device.function_attributes(function)
+    assert attrs["maxThreadsPerBlock"] > 0 and attrs["numRegs"] > 0
+    out = device.malloc(4 * 100)
+    device.launch(function, (1, 1, 1), (128, 1, 1), struct.pack("<Qii", out, 42, 100), 0, 0)
+    device.synchronize()
+    assert (np.frombuffer(bytes(device.memcpy_dtoh(out, 400)), np.int32) == 42).all()
+
