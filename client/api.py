@@ -152,7 +152,12 @@ def __cudaInitModule(fatCubinHandle):
 
 
 def launch(host_fun, grid, block, args, shared_mem, stream_handle, per_thread: bool = False) -> int:
-    kernel = rt.kernels.kernel(address(host_fun))
+    """A kernel launch the C fast path (native/launch_fast_path.c) did not
+    take: the first of a kernel on a device, an unknown stream, a
+    configuration to refuse, a device in error.  Once it succeeds, C knows
+    enough to take the next ones itself."""
+    host_fun = address(host_fun)
+    kernel = rt.kernels.kernel(host_fun)
     device = rt.device()
     stream = stream_of(stream_handle, per_thread, device)
     if stream.device is not device:
@@ -164,17 +169,8 @@ def launch(host_fun, grid, block, args, shared_mem, stream_handle, per_thread: b
     device.check_kernel_limits(kernel, block_t, shared_mem)
     params = kernel.params.pack(ffi, args)
     device.launch(fn, grid_t, block_t, shared_mem, stream.id, params)
+    rt.fast.kernel_ready(host_fun, kernel, device, fn, device.function_attributes(kernel))
     return SUCCESS
-
-
-@cuda(stream_variants=True)
-def __cudaLaunchKernel(kernel, gridDim, blockDim, args, sharedMem, stream, per_thread=False):
-    return launch(kernel, gridDim, blockDim, args, sharedMem, stream, per_thread)
-
-
-@cuda(stream_variants=True)
-def cudaLaunchKernel(func, gridDim, blockDim, args, sharedMem, stream, per_thread=False):
-    return launch(func, gridDim, blockDim, args, sharedMem, stream, per_thread)
 
 
 #: cudaLaunchAttributes that change nothing rcuda can honour remotely and

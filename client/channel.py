@@ -96,7 +96,7 @@ class DeviceChannel:
     """Owns the socket of one remote device, in a thread of its own."""
 
     def __init__(self, context: zmq.Context, endpoint: str, label: str, timeout: float,
-                 liveness=lambda: time.monotonic(), socket_options: dict | None = None):
+                 liveness=lambda: time.monotonic(), socket_options: dict | None = None, batch_source=None):
         self.label = label  # "GPU1 (host:port)", for messages
         self.timeout = timeout
         self._liveness = liveness  # -> monotonic time the server was last heard from
@@ -105,6 +105,11 @@ class DeviceChannel:
         self._pending: dict[int, Pending] = {}
         self._failure: TransportError | None = None
         self._closing = False
+        # Launches recorded in C (client/fast_path.py): sealed into the outbox
+        # under this lock before anything else is posted, so they keep their
+        # place in each thread's program order.
+        self._batch_source = batch_source
+        self._post_lock = threading.Lock()
         self._wake_fd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
         self._socket = context.socket(zmq.DEALER)
         self._socket.setsockopt(zmq.LINGER, 0)
@@ -118,14 +123,36 @@ class DeviceChannel:
 
     # ---------------------------------------------------------- app threads
 
+    @property
+    def wake_fd(self) -> int:
+        """The eventfd that wakes the forwarding thread (C writes it too)."""
+        return self._wake_fd
+
     def post(self, header: dict, frames=()) -> int:
         """Send without waiting (asynchronous ops).  Returns the seq."""
         if self._failure:
             raise self._failure
-        seq = header["seq"] = next(self._seq)
-        self._outbox.append((header, frames))
+        self._enqueue((header, frames))
+        return header["seq"]
+
+    def _enqueue(self, item, receiver=None) -> None:
+        with self._post_lock:
+            self._seal_batch()
+            if type(item) is not Gate:
+                header = item[0]
+                header["seq"] = next(self._seq)
+                if receiver is not None:
+                    self._pending[header["seq"]] = receiver
+            self._outbox.append(item)
         os.eventfd_write(self._wake_fd, 1)
-        return seq
+
+    def _seal_batch(self) -> None:
+        """Move the launches C recorded into the outbox (under _post_lock)."""
+        if self._batch_source is not None:
+            taken = self._batch_source()
+            if taken is not None:
+                count, data = taken
+                self._outbox.append(({"op": "launches", "count": count, "seq": next(self._seq)}, [data]))
 
     def start_call(self, header: dict, frames=()) -> Pending:
         """Send a request whose reply will be waited for with `finish_call`."""
@@ -141,16 +168,12 @@ class DeviceChannel:
     def _post_awaiting(self, header: dict, frames, receiver) -> None:
         if self._failure:
             raise self._failure
-        seq = header["seq"] = next(self._seq)
-        self._pending[seq] = receiver
-        self._outbox.append((header, frames))
-        os.eventfd_write(self._wake_fd, 1)
+        self._enqueue((header, frames), receiver)
 
     def add_gate(self, gate: Gate) -> None:
         """Hold back what is posted from now on until `gate.open()`."""
         gate._channel = self
-        self._outbox.append(gate)
-        os.eventfd_write(self._wake_fd, 1)
+        self._enqueue(gate)
 
     def wake(self) -> None:
         try:
@@ -206,6 +229,8 @@ class DeviceChannel:
                         os.eventfd_read(self._wake_fd)
                     except BlockingIOError:
                         pass
+                    with self._post_lock:
+                        self._seal_batch()
                     self._send_outbox()
                 if self._socket in ready:
                     self._receive_replies()

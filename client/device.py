@@ -43,8 +43,10 @@ def new_id() -> int:
 
 class RemoteDevice:
     def __init__(self, ordinal: int, session, local_index: int, channel, properties: dict,
-                 attributes: dict | None = None):
+                 attributes: dict | None = None, fast=None):
+        from .fast_path import NullFastPath
         self.ordinal = ordinal
+        self.fast = fast or NullFastPath()
         self.session = session
         self.local_index = local_index  # the GPU's index on its server
         self.channel = channel
@@ -132,6 +134,7 @@ class RemoteDevice:
             error = CudaError(status, f"{op} on {self.label}: {reply.get('msg') or ''}".rstrip(": "))
             if is_sticky(status):
                 self.sticky = error
+                self.fast.set_usable(self, False)  # launches must now fail, in Python
             raise error
 
     def raise_deferred(self, op: str) -> None:
@@ -263,6 +266,11 @@ class RemoteDevice:
             raise CudaError(cudaError.cudaErrorInvalidConfiguration, f"launch on {self.label}: {problem}")
 
     # ---------------------------------------------------------- lifecycle
+
+    def lost(self, error) -> None:
+        """The server went away: every call on this device fails from now on."""
+        self.fast.set_usable(self, False)
+        self.channel.fail(error)
 
     def reset(self) -> None:
         """cudaDeviceReset: the server frees everything; so do we."""

@@ -18,6 +18,7 @@ from rcuda.log import setup_client_logging
 
 from . import api, api_memory, api_queries, api_streams  # noqa: F401 - they register their functions
 from .callbacks import in_host_function
+from .fast_path import FastPath
 from .runtime import Runtime
 
 log = logging.getLogger(__name__)
@@ -35,6 +36,7 @@ def attach(ffi, lib) -> None:
     global runtime
     setup_client_logging()
     runtime = Runtime()
+    runtime.use_fast_path(FastPath(ffi, lib))
     runtime.output_sink = lambda text: _write_stdout(ffi, lib, text)
     api.bind(ffi, lib, runtime)
     for name, row in FUNCTIONS.items():
@@ -43,6 +45,7 @@ def attach(ffi, lib) -> None:
         body = api.IMPLEMENTED.get(name)
         entry = guarded(name, row["result"], body) if body else not_supported(name, row["result"])
         ffi.def_extern(name=f"rcuda_py_{name}")(entry)
+    attach_launch_slow_path(ffi)
     attach_lifecycle(ffi)
 
 
@@ -141,6 +144,14 @@ def _write_stdout(ffi, lib, text: str) -> None:
     order with the program's printf."""
     data = text.encode()
     lib.rcuda_write_stdout(data, len(data))
+
+
+def attach_launch_slow_path(ffi) -> None:
+    """The launches native/launch_fast_path.c hands to Python."""
+    entry = guarded("cudaLaunchKernel", "cudaError_t",
+                    lambda host_fun, grid, block, args, shared_mem, stream, per_thread:
+                    api.launch(host_fun, grid, block, args, shared_mem, stream, bool(per_thread)))
+    ffi.def_extern(name="rcuda_py_launch")(entry)
 
 
 def attach_lifecycle(ffi) -> None:

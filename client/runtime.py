@@ -23,6 +23,7 @@ from .allocations import AllocationMap
 from .callbacks import HostCallbacks
 from .channel import DeviceChannel
 from .device import RemoteDevice
+from .fast_path import NullFastPath
 from .host_memory import HostMemory
 from .modules import KernelRegistry
 from .session import ServerSession
@@ -49,6 +50,7 @@ class Runtime:
         self.streams = StreamTable()
         self.callbacks = HostCallbacks()
         self.limits: dict[str, int] = {}  # cudaDeviceSetLimit, per process as in CUDA
+        self.fast = NullFastPath()  # the C launch path, when running inside the interposer
         self.output_sink = None  # set by the entry points: writes device printf output
 
     # ---------------------------------------------------------- devices
@@ -78,17 +80,22 @@ class Runtime:
                             f"device {ordinal} does not exist ({len(devices)} visible)")
         return devices[ordinal]
 
+    def use_fast_path(self, fast) -> None:
+        """Inside the interposer: launches are recorded in C (client/fast_path.py)."""
+        self.fast = fast
+        self.streams.fast = fast
+
     def opened_devices(self) -> list[RemoteDevice]:
         """The devices, if the runtime has been initialised; else none."""
         return list(self._devices or [])
 
     @property
     def current_ordinal(self) -> int:
-        return getattr(self._threads, "device", 0)
+        return self.fast.current_device(self._threads)
 
     def set_device(self, ordinal: int) -> None:
         self.device(ordinal)  # validates
-        self._threads.device = ordinal
+        self.fast.set_current_device(self._threads, ordinal)
 
     def _connect(self) -> list[RemoteDevice]:
         config = self._config or ClientConfig.from_environment()
@@ -108,12 +115,14 @@ class Runtime:
         for ordinal, (session, local_index, props) in enumerate(chosen):
             label = f"GPU{ordinal} ({session.address} GPU{local_index})"
             channel = DeviceChannel(self._context, session.endpoint(local_index), label, config.timeout,
-                                    liveness=session.liveness)
-            device = RemoteDevice(ordinal, session, local_index, channel, props)
+                                    liveness=session.liveness, batch_source=self.fast.batch_source(ordinal))
+            device = RemoteDevice(ordinal, session, local_index, channel, props, fast=self.fast)
             device.output_sink = self.output_sink
-            session.on_failure(channel.fail)
+            session.on_failure(device.lost)
             result.append(device)
         self._open_all(result)
+        for device in result:
+            self.fast.device_opened(device, device.channel.wake_fd)
         log.info("%d device(s): %s", len(result), ", ".join(d.label for d in result))
         return result
 
@@ -206,6 +215,7 @@ class Runtime:
             for allocation in self.allocations.of_device(device):
                 self.allocations.remove(allocation.base)
             self.streams.forget_device(device)
+            self.fast.device_reset(device)
 
     def forget_after_fork(self) -> None:
         """In a forked child: the parent's connections are not ours.  Start

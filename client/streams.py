@@ -56,7 +56,9 @@ class Event:
 class StreamTable:
     """Every stream and event of the process, by handle."""
 
-    def __init__(self):
+    def __init__(self, fast=None):
+        from .fast_path import NullFastPath
+        self.fast = fast or NullFastPath()
         self._lock = threading.Lock()
         self._streams: dict[int, Stream] = {}
         self._events: dict[int, Event] = {}
@@ -70,6 +72,7 @@ class StreamTable:
         device.post("stream_create", stream=stream.id, flags=flags, priority=priority)
         with self._lock:
             self._streams[stream.handle] = stream
+        self.fast.stream_created(stream)
         return stream
 
     def destroy(self, handle: int) -> None:
@@ -78,6 +81,7 @@ class StreamTable:
         if stream is None:
             raise CudaError(cudaError.cudaErrorInvalidResourceHandle,
                             f"cudaStreamDestroy({handle:#x}): not a stream (destroyed already?)")
+        self.fast.stream_destroyed(stream)
         stream.device.post("stream_destroy", stream=stream.id)
 
     def resolve(self, handle: int, current: RemoteDevice, per_thread: bool = False) -> Stream:
@@ -110,6 +114,7 @@ class StreamTable:
             stream = Stream(PER_THREAD_HANDLE, device, new_id())
             device.post("stream_create", stream=stream.id, flags=0, priority=0)
             streams[device] = (device.generation, stream)
+            self.fast.per_thread_stream(stream)
         return stream
 
     # ---------------------------------------------------------- events
@@ -143,6 +148,8 @@ class StreamTable:
         with self._lock:
             for table in (self._streams, self._events):
                 for handle in [h for h, item in table.items() if item.device is device]:
+                    if table is self._streams:
+                        self.fast.stream_destroyed(table[handle])
                     del table[handle]
         # Per-thread default streams notice the device's new generation.
 

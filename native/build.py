@@ -40,6 +40,26 @@ static const char *rcuda_library_path(void);
 static void rcuda_write_stdout(const char *data, size_t size);
 """
 
+# The launch fast path (native/launch_fast_path.c): tables Python fills, the
+# batches it ships, the current device it shares, and its slow path.
+FAST_PATH_CDEF = """
+extern "Python" cudaError_t rcuda_py_launch(const void *host_fun, dim3 grid, dim3 block, void **args,
+                                            size_t shared_mem, void *stream, int per_thread);
+static void rcuda_fast_register_kernel(const void *host_fun, uint32_t nparams, const uint32_t *offsets,
+                                       const uint32_t *sizes, uint32_t buffer_size);
+static void rcuda_fast_kernel_on_device(const void *host_fun, int device, uint32_t fn, uint32_t max_threads,
+                                        uint32_t max_dynamic_shared);
+static void rcuda_fast_device(int device, int wake_fd, const uint32_t *max_block, const uint32_t *max_grid,
+                              uint32_t max_threads, uint32_t max_shared, uint64_t generation);
+static void rcuda_fast_set_usable(int device, int usable);
+static size_t rcuda_fast_take(int device, char **data, uint32_t *count);
+static void rcuda_fast_free(char *data);
+static void rcuda_fast_stream(uintptr_t handle, int device, uint64_t id, int add);
+static void rcuda_fast_per_thread_stream(int device, uint64_t id, uint64_t generation);
+static int rcuda_get_current_device(void);
+static void rcuda_set_current_device(int device);
+"""
+
 # Runs once, in the embedded interpreter, on the first call into Python.
 INIT_CODE = r'''
 import os, site, sys
@@ -94,6 +114,7 @@ def make_ffi(extra_link_args: list[str]) -> cffi.FFI:
     ffi.cdef((generated / "cudart_types.h").read_text())
     ffi.cdef(python_entry_points(load_api_table()))
     ffi.cdef(LIFECYCLE_CDEF)
+    ffi.cdef(FAST_PATH_CDEF)
     ffi.embedding_api("")
     source = "\n".join([
         "#include <stddef.h>",
@@ -101,6 +122,7 @@ def make_ffi(extra_link_args: list[str]) -> cffi.FFI:
         '#include "cudart_types.h"',
         '#include "cudart_layout.h"',
         '#include "interposer.c"',
+        '#include "launch_fast_path.c"',
         '#include "cudart_exports.c"',
     ])
     # The interpreter the library starts (native/interposer.c): this one.

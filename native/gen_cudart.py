@@ -95,12 +95,17 @@ cudaError_t __cudaRegisterUnifiedTable(void);
 cudaError_t __cudaGetProcAddress(void);
 """
 
-# Hot paths written by hand in native/interposer.c (they run on every
-# <<<>>> launch); everything else goes to Python.
+# Hot paths written by hand in native/interposer.c and
+# native/launch_fast_path.c (they run on every <<<>>> launch); everything
+# else goes to Python.
 C_FAST_PATH = {
     "__cudaPushCallConfiguration",
     "__cudaPopCallConfiguration",
     "__cudaGetKernel",
+    "__cudaLaunchKernel",
+    "__cudaLaunchKernel_ptsz",
+    "cudaLaunchKernel",
+    "cudaLaunchKernel_ptsz",
 }
 
 # `_ptsz` (per-thread default stream) and `_ptds` variants share the base

@@ -7,6 +7,7 @@ that silently looks for a local GPU.
 """
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -40,8 +41,10 @@ def _built(path: Path) -> Path:
 
 
 def find_program(command: str) -> Path | None:
+    """The absolute path of `command` as the shell would find it (`./prog`
+    relative to here, `prog` on PATH); None when there is none."""
     found = shutil.which(command)
-    return Path(found) if found else None
+    return Path(os.path.abspath(found)) if found else None
 
 
 def check_program(path: Path) -> None:

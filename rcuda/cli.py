@@ -140,7 +140,10 @@ class RunCommand:
         # The embedded client imports rcuda from exactly where this command runs.
         env["RCUDA_PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p and os.path.isdir(p))
         sys.stdout.flush()
-        os.execvpe(str(program), command, env)
+        try:
+            os.execve(program, command, env)
+        except OSError as exc:
+            raise CommandError(f"cannot run {program}: {exc.strerror}") from None
 
 
 class LibCommand:

@@ -2,7 +2,8 @@
 
 Every function libcudart.so.13 exports is in rcuda's library, and each is
 exactly one of:
-  * `c`        written by hand in native/interposer.c (launch-path hot spots);
+  * `c`        written by hand in native/interposer.c and
+               native/launch_fast_path.c (the launch path);
   * a group    implemented in Python by client/api*.py, one group per module
                (core, memory, streams, queries);
   * `unsupported`  answers cudaErrorNotSupported and logs its name once.

@@ -42,6 +42,9 @@ legacy default stream):
     func_set_attr {fn, attr, value}                   -> {}        attr: a cudaFuncAttribute name
     symbol        {module, name}                      -> {ptr, size}
     launch        {fn, grid, block, shmem, stream} + parameter buffer   (never answered)
+    launches      {count} + records, one frame       (never answered)   launches recorded in C:
+                  per launch LAUNCH_RECORD (fn, shmem, grid xyz, block xyz, stream, nbytes),
+                  then nbytes of parameters, padded to 8 bytes
     sync          {}                                  -> {}        cudaDeviceSynchronize
     stream_create {stream, flags, priority}           -> {}
     stream_destroy{stream}                            -> {}
@@ -66,6 +69,8 @@ Every reply may carry `out`: device-side output (printf) to print at the
 client, in order.
 """
 from __future__ import annotations
+
+import struct
 
 import msgpack
 
@@ -107,6 +112,7 @@ OPS: dict[str, dict[str, type | tuple]] = {
     "func_set_attr": {"fn": _INT, "attr": _STR, "value": _INT},
     "symbol": {"module": _STR, "name": _STR},
     "launch": {"fn": _INT, "grid": _LIST, "block": _LIST, "shmem": _INT, "stream": _INT},
+    "launches": {"count": _INT},
     "sync": {},
     "stream_create": {"stream": _INT, "flags": _INT, "priority": _INT},
     "stream_destroy": {"stream": _INT},
@@ -126,7 +132,12 @@ OPS: dict[str, dict[str, type | tuple]] = {
 }
 
 #: Ops that are never answered: their errors surface in a later reply.
-ALWAYS_ASYNC = frozenset({"launch"})
+ALWAYS_ASYNC = frozenset({"launch", "launches"})
+
+#: One launch in a `launches` frame (native/launch_fast_path.c, struct
+#: launch_record): fn, shared memory, grid x/y/z, block x/y/z, stream id,
+#: parameter bytes; the parameters follow, the record is padded to 8 bytes.
+LAUNCH_RECORD = struct.Struct("<IIIIIIIIQI")
 
 #: Ops that may carry `"async": true` (sent without waiting, no reply).
 MAY_BE_ASYNC = frozenset({

@@ -62,7 +62,7 @@ class DeviceService:
             "htod": self._htod, "dtoh": self._dtoh, "dtod": self._dtod, "memset": self._memset,
             "htod2d": self._htod2d, "dtoh2d": self._dtoh2d, "dtod2d": self._dtod2d, "memset2d": self._memset2d,
             "module": self._module, "function": self._function, "func_attrs": self._func_attrs,
-            "func_set_attr": self._func_set_attr, "symbol": self._symbol, "launch": self._launch,
+            "func_set_attr": self._func_set_attr, "symbol": self._symbol, "launch": self._launch, "launches": self._launches,
             "sync": self._sync, "stream_create": self._stream_create, "stream_destroy": self._stream_destroy,
             "stream_sync": self._stream_sync, "stream_query": self._stream_query, "stream_wait": self._stream_wait,
             "event_create": self._event_create, "event_destroy": self._event_destroy,
@@ -303,6 +303,38 @@ class DeviceService:
             raise ProtocolError(f"launch: parameter buffer must be one frame of {layout.buffer_size} bytes")
         self.device.launch(handle, grid, block, bytes(payload[0].buffer), _non_negative(header, "shmem"),
                            self._stream(header))
+
+    def _launches(self, header, payload):
+        """A batch recorded by the client's C fast path.  Each launch fails
+        alone (the first failure is reported, as for `launch`); a sticky
+        one stops the rest, as a lost context would."""
+        if len(payload) != 1:
+            raise ProtocolError("launches: the records must be one frame")
+        data = payload[0].buffer
+        record, offset, first_error = protocol.LAUNCH_RECORD, 0, None
+        for _ in range(_non_negative(header, "count")):
+            if offset + record.size > len(data):
+                raise ProtocolError(f"launches: truncated record at byte {offset}")
+            fn, shmem, gx, gy, gz, bx, by, bz, stream, nbytes = record.unpack_from(data, offset)
+            params = bytes(data[offset + record.size:offset + record.size + nbytes])
+            offset += (record.size + nbytes + 7) & ~7
+            try:
+                entry = self._functions.get(fn)
+                if entry is None:
+                    raise CudaError(cudaError.cudaErrorInvalidResourceHandle, f"launches: unknown function id {fn}")
+                handle, layout = entry
+                if len(params) != layout.buffer_size or stream not in self._streams:
+                    raise ProtocolError(f"launches: record of function {fn} has {len(params)} parameter bytes "
+                                        f"(needs {layout.buffer_size}) or an unknown stream {stream}")
+                self.device.launch(handle, (gx, gy, gz), (bx, by, bz), params, shmem, stream)
+            except CudaError as exc:
+                if is_sticky(exc.status):
+                    raise
+                first_error = first_error or exc
+        if offset != len(data):
+            raise ProtocolError(f"launches: {len(data) - offset} bytes after the last record")
+        if first_error is not None:
+            raise first_error
 
     # ---------------------------------------------------------- streams, events
 

@@ -78,6 +78,11 @@ def test_async_illegal_address_is_reported_at_sync_sticky_until_reset(program, s
     assert "ok sticky" in result.stdout, result.stdout + result.stderr
 
 
+def test_launches_recorded_in_c_keep_program_order(program, server):
+    result = run(program, server, "launch_batches")
+    assert "ok launch_batches" in result.stdout, result.stdout + result.stderr
+
+
 def test_device_output_reaches_stdout_in_order(program, server):
     result = run(program, server, "printing")
     lines = result.stdout.splitlines()

@@ -146,3 +146,17 @@ def test_embedded_interpreter_failure_aborts_loudly(compile_cuda, sim_server, tm
     assert result.returncode != 0
     assert "did not start" in result.stderr and "broken rcuda install" in result.stderr
     assert "PASSED" not in result.stdout
+
+
+def test_rcuda_run_finds_programs_like_a_shell(compile_cuda, sim_server, tmp_path):
+    import shutil
+    import subprocess
+    import sys
+    program = tmp_path / "vadd"
+    shutil.copy(compile_cuda("vector_add.cu"), program)
+    relative = subprocess.run([sys.executable, "-m", "rcuda.cli", "run", "--servers", sim_server.address, "--",
+                               "./vadd", "100"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert "PASSED vectorAdd n=100" in relative.stdout, relative.stderr
+    missing = subprocess.run([sys.executable, "-m", "rcuda.cli", "run", "--servers", sim_server.address, "--",
+                              "./no-such-program"], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert missing.returncode == 2 and "command not found" in missing.stderr and "Traceback" not in missing.stderr

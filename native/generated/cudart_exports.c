@@ -5,8 +5,6 @@
 
 static cudaError_t rcuda_py___cudaGetProcAddress(void);
 static char rcuda_py___cudaInitModule(void ** fatCubinHandle);
-static cudaError_t rcuda_py___cudaLaunchKernel(cudaKernel_t kernel, dim3 gridDim, dim3 blockDim, void ** args, size_t sharedMem, cudaStream_t stream);
-static cudaError_t rcuda_py___cudaLaunchKernel_ptsz(cudaKernel_t kernel, dim3 gridDim, dim3 blockDim, void ** args, size_t sharedMem, cudaStream_t stream);
 static void ** rcuda_py___cudaRegisterFatBinary(void * fatCubin);
 static void rcuda_py___cudaRegisterFatBinaryEnd(void ** fatCubinHandle);
 static void rcuda_py___cudaRegisterFunction(void ** fatCubinHandle, const char * hostFun, char * deviceFun, const char * deviceName, int thread_limit, uint3 * tid, uint3 * bid, dim3 * bDim, dim3 * gDim, int * wSize);
@@ -239,10 +237,8 @@ static cudaError_t rcuda_py_cudaLaunchCooperativeKernel(const void * func, dim3 
 static cudaError_t rcuda_py_cudaLaunchCooperativeKernel_ptsz(const void * func, dim3 gridDim, dim3 blockDim, void ** args, size_t sharedMem, cudaStream_t stream);
 static cudaError_t rcuda_py_cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, void * userData);
 static cudaError_t rcuda_py_cudaLaunchHostFunc_ptsz(cudaStream_t stream, cudaHostFn_t fn, void * userData);
-static cudaError_t rcuda_py_cudaLaunchKernel(const void * func, dim3 gridDim, dim3 blockDim, void ** args, size_t sharedMem, cudaStream_t stream);
 static cudaError_t rcuda_py_cudaLaunchKernelExC(const cudaLaunchConfig_t * config, const void * func, void ** args);
 static cudaError_t rcuda_py_cudaLaunchKernelExC_ptsz(const cudaLaunchConfig_t * config, const void * func, void ** args);
-static cudaError_t rcuda_py_cudaLaunchKernel_ptsz(const void * func, dim3 gridDim, dim3 blockDim, void ** args, size_t sharedMem, cudaStream_t stream);
 static cudaError_t rcuda_py_cudaLibraryEnumerateKernels(cudaKernel_t * kernels, unsigned int numKernels, cudaLibrary_t lib);
 static cudaError_t rcuda_py_cudaLibraryGetGlobal(void ** dptr, size_t * bytes, cudaLibrary_t library, const char * name);
 static cudaError_t rcuda_py_cudaLibraryGetKernel(cudaKernel_t * pKernel, cudaLibrary_t library, const char * name);
@@ -433,18 +429,6 @@ RCUDA_EXPORT char __cudaInitModule(void ** fatCubinHandle)
 {
     rcuda_ensure_started();
     return rcuda_py___cudaInitModule(fatCubinHandle);
-}
-
-RCUDA_EXPORT cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 gridDim, dim3 blockDim, void ** args, size_t sharedMem, cudaStream_t stream)
-{
-    rcuda_ensure_started();
-    return rcuda_py___cudaLaunchKernel(kernel, gridDim, blockDim, args, sharedMem, stream);
-}
-
-RCUDA_EXPORT cudaError_t __cudaLaunchKernel_ptsz(cudaKernel_t kernel, dim3 gridDim, dim3 blockDim, void ** args, size_t sharedMem, cudaStream_t stream)
-{
-    rcuda_ensure_started();
-    return rcuda_py___cudaLaunchKernel_ptsz(kernel, gridDim, blockDim, args, sharedMem, stream);
 }
 
 RCUDA_EXPORT void ** __cudaRegisterFatBinary(void * fatCubin)
@@ -1839,12 +1823,6 @@ RCUDA_EXPORT cudaError_t cudaLaunchHostFunc_ptsz(cudaStream_t stream, cudaHostFn
     return rcuda_py_cudaLaunchHostFunc_ptsz(stream, fn, userData);
 }
 
-RCUDA_EXPORT cudaError_t cudaLaunchKernel(const void * func, dim3 gridDim, dim3 blockDim, void ** args, size_t sharedMem, cudaStream_t stream)
-{
-    rcuda_ensure_started();
-    return rcuda_py_cudaLaunchKernel(func, gridDim, blockDim, args, sharedMem, stream);
-}
-
 RCUDA_EXPORT cudaError_t cudaLaunchKernelExC(const cudaLaunchConfig_t * config, const void * func, void ** args)
 {
     rcuda_ensure_started();
@@ -1855,12 +1833,6 @@ RCUDA_EXPORT cudaError_t cudaLaunchKernelExC_ptsz(const cudaLaunchConfig_t * con
 {
     rcuda_ensure_started();
     return rcuda_py_cudaLaunchKernelExC_ptsz(config, func, args);
-}
-
-RCUDA_EXPORT cudaError_t cudaLaunchKernel_ptsz(const void * func, dim3 gridDim, dim3 blockDim, void ** args, size_t sharedMem, cudaStream_t stream)
-{
-    rcuda_ensure_started();
-    return rcuda_py_cudaLaunchKernel_ptsz(func, gridDim, blockDim, args, sharedMem, stream);
 }
 
 RCUDA_EXPORT cudaError_t cudaLibraryEnumerateKernels(cudaKernel_t * kernels, unsigned int numKernels, cudaLibrary_t lib)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import abc
 import bisect
+import functools
 from dataclasses import dataclass
 
 from rcuda.errors import CudaError, cudaError
@@ -32,7 +33,7 @@ class ParamLayout:
     offsets: tuple[int, ...]
     sizes: tuple[int, ...]
 
-    @property
+    @functools.cached_property  # read on every launch
     def buffer_size(self) -> int:
         return max((o + s for o, s in zip(self.offsets, self.sizes)), default=0)
 

@@ -14,7 +14,6 @@ import logging
 import sys
 import threading
 import time
-from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -98,6 +97,8 @@ class SimFunction:
         # without it a launch may use the default 48 KiB minus static shared memory.
         self.max_dynamic_shared = DEFAULT_DYNAMIC_SHARED - (resources.shared_bytes if resources else 0)
         self.preferred_carveout = -1
+        self.accepted: set = set()  # (grid, block, shared memory) configurations already checked
+        self.symbols = None         # launch.symbol(): set by the device
 
     def describe(self) -> str:
         return self.name if self.demangled == self.name else f"{self.demangled} ({self.name})"
@@ -249,7 +250,9 @@ class SimDevice(Device):
                             f"file with `rcuda server --backend sim --kernels FILE.py` or RCUDA_SIM_KERNELS=FILE.py "
                             f"(KERNELS = {{{short_name(demangled)!r}: function}})")
         resources = module.fatbin.resources(SIM_ARCH).get(name)
-        return SimFunction(name, implementation, layout, resources, module_key)
+        function = SimFunction(name, implementation, layout, resources, module_key)
+        function.symbols = lambda source_name: self._symbol_by_source_name(module_key, source_name)
+        return function
 
     def function_attributes(self, function: SimFunction) -> dict:
         r = function.resources
@@ -283,6 +286,7 @@ class SimDevice(Device):
                                 f"cudaFuncSetAttribute({function.describe()}, MaxDynamicSharedMemorySize, {value}): "
                                 f"at most {limit} bytes")
             function.max_dynamic_shared = value
+            function.accepted.clear()
         elif attribute == "cudaFuncAttributePreferredSharedMemoryCarveout":
             if not -1 <= value <= 100:
                 raise CudaError(cudaError.cudaErrorInvalidValue, f"carveout {value} is not a percentage")
@@ -314,6 +318,28 @@ class SimDevice(Device):
         return self.get_symbol(module_key, name)[0]
 
     def launch(self, function: SimFunction, grid, block, params: bytes, shared_mem: int, stream: int) -> None:
+        # Checked configurations are remembered: launch-bound programs repeat
+        # a few, and these checks cost more than an empty kernel.
+        key = (grid, block, shared_mem)
+        if key not in function.accepted:
+            self._check_launch(function, grid, block, shared_mem)
+            if len(function.accepted) < 64:
+                function.accepted.add(key)
+        if len(params) < function.layout.buffer_size:
+            raise CudaError(cudaError.cudaErrorInvalidValue,
+                            f"kernel {function.describe()}: {len(params)} bytes of parameters, "
+                            f"its layout needs {function.layout.buffer_size}")
+        launch = Launch(name=function.name, demangled=function.demangled, grid=grid, block=block,
+                        shared_mem=shared_mem, stream=stream, device=self.index, params=params,
+                        layout=function.layout, memory=self._memory, symbols=function.symbols)
+        if function.implementation.cost is None:
+            self._run(function, launch)
+        else:
+            started = time.perf_counter()
+            self._run(function, launch)
+            self._model_gpu_time(function, launch, time.perf_counter() - started)
+
+    def _check_launch(self, function: SimFunction, grid, block, shared_mem: int) -> None:
         check_launch_configuration(self._properties, grid, block, shared_mem)
         threads = block[0] * block[1] * block[2]
         if function.resources and function.resources.max_threads and threads > function.resources.max_threads:
@@ -324,42 +350,37 @@ class SimDevice(Device):
             raise CudaError(cudaError.cudaErrorInvalidValue,
                             f"kernel {function.describe()}: {shared_mem} bytes of dynamic shared memory, more than "
                             f"its {function.max_dynamic_shared} (raise it with cudaFuncSetAttribute)")
-        if len(params) < function.layout.buffer_size:
-            raise CudaError(cudaError.cudaErrorInvalidValue,
-                            f"kernel {function.describe()}: {len(params)} bytes of parameters, "
-                            f"its layout needs {function.layout.buffer_size}")
-        launch = Launch(name=function.name, demangled=function.demangled, grid=grid, block=block,
-                        shared_mem=shared_mem, stream=stream, device=self.index, params=params,
-                        layout=function.layout, memory=self._memory,
-                        symbols=lambda name: self._symbol_by_source_name(function.module_key, name))
-        started = time.perf_counter()
-        self._run(function, launch)
-        self._model_gpu_time(function, launch, time.perf_counter() - started)
 
     def _run(self, function: SimFunction, launch: Launch) -> None:
-        """Run the plugin; its exceptions become the CUDA errors a GPU gives."""
-        kernel = function.describe()
-        printed: list[str] = []
+        """Run the plugin; its exceptions become the CUDA errors a GPU gives.
+        What it prints is kept as device output (see _ThreadRoutedStdout)."""
+        printed = []
+        router = _ThreadRoutedStdout.install()
+        router._local.buffer = printed
         try:
-            with capture_device_output(printed):
-                function.implementation.run(launch)
+            function.implementation.run(launch)
         except IllegalAddress as exc:
             log.warning("illegal address: %s", exc)
             raise CudaError(cudaError.cudaErrorIllegalAddress, str(exc)) from None
         except IndexError as exc:  # e.g. numpy indexing past the end of a view
+            kernel = function.describe()
             log.warning("kernel %s: illegal address (IndexError)", kernel, exc_info=True)
             raise CudaError(cudaError.cudaErrorIllegalAddress, f"kernel {kernel}: IndexError: {exc}") from None
         except AssertionError as exc:
+            kernel = function.describe()
             log.warning("kernel %s: device-side assert failed: %s", kernel, exc)
             raise CudaError(cudaError.cudaErrorAssert,
                             f"kernel {kernel}: device-side assert failed{': ' + str(exc) if str(exc) else ''}") \
                 from None
         except (Exception, SystemExit) as exc:
+            kernel = function.describe()
             log.error("kernel %s (sim plugin %s) raised", kernel, function.implementation.source, exc_info=True)
             raise CudaError(cudaError.cudaErrorLaunchFailure,
                             f"kernel {kernel} raised {type(exc).__name__}: {exc}") from None
         finally:
-            self._keep_output(printed)
+            router._local.buffer = None
+            if printed:
+                self._keep_output(printed)
 
     def _model_gpu_time(self, function: SimFunction, launch: Launch, elapsed: float) -> None:
         """COSTS: make the launch take the modelled GPU time.  The Python
@@ -464,6 +485,19 @@ class _ThreadRoutedStdout:
         self.real = real
 
     @classmethod
+    def install(cls) -> "_ThreadRoutedStdout":
+        """The router, put in place of sys.stdout if it is not there.  Checked
+        at every launch, not once: something (a test harness) may have
+        replaced sys.stdout since."""
+        router = sys.stdout
+        if type(router) is not cls:
+            with _install_lock:
+                if type(sys.stdout) is not cls:
+                    sys.stdout = cls(sys.stdout)
+                router = sys.stdout
+        return router
+
+    @classmethod
     def buffer_of_this_thread(cls) -> list[str] | None:
         return getattr(cls._local, "buffer", None)
 
@@ -487,21 +521,6 @@ class _ThreadRoutedStdout:
 
 
 _install_lock = threading.Lock()
-
-
-@contextmanager
-def capture_device_output(printed: list[str]):
-    """Append to `printed` what this thread prints while inside the block."""
-    with _install_lock:
-        # Checked at every launch, not once: something (a test harness) may
-        # have replaced sys.stdout since.
-        if not isinstance(sys.stdout, _ThreadRoutedStdout):
-            sys.stdout = _ThreadRoutedStdout(sys.stdout)
-    _ThreadRoutedStdout._local.buffer = printed
-    try:
-        yield
-    finally:
-        _ThreadRoutedStdout._local.buffer = None
 
 
 # ---------------------------------------------------------------- properties

@@ -214,23 +214,29 @@ class Launch:
         self.shared_mem = shared_mem
         self.stream = stream
         self.device = device
-        self.params = [bytes(params[o:o + s]) for o, s in zip(layout.offsets, layout.sizes)]
+        self._raw = params
+        self._layout = layout
         self._memory = memory
         self._symbols = symbols
+
+    @property
+    def params(self) -> list[bytes]:
+        """The raw bytes of each parameter."""
+        return [bytes(self._raw[o:o + s]) for o, s in zip(self._layout.offsets, self._layout.sizes)]
 
     def param(self, index: int, fmt: str):
         """Parameter `index` unpacked with struct format `fmt` (from its first
         byte; a format may read less than the whole parameter).  One value,
         or a tuple when the format has several."""
-        if not 0 <= index < len(self.params):
+        offsets, sizes = self._layout.offsets, self._layout.sizes
+        if not 0 <= index < len(offsets):
             raise ValueError(f"launch.param({index}, {fmt!r}): kernel {self.demangled} has "
-                             f"{len(self.params)} parameter(s)")
-        raw = self.params[index]
+                             f"{len(offsets)} parameter(s)")
         needed = struct.calcsize(fmt)
-        if needed > len(raw):
+        if needed > sizes[index]:
             raise ValueError(f"launch.param({index}, {fmt!r}): the format needs {needed} bytes, parameter "
-                             f"{index} of kernel {self.demangled} has {len(raw)}")
-        values = struct.unpack_from(fmt, raw)
+                             f"{index} of kernel {self.demangled} has {sizes[index]}")
+        values = struct.unpack_from(fmt, self._raw, offsets[index])
         return values[0] if len(values) == 1 else values
 
     def array(self, ptr: int, dtype, shape) -> np.ndarray:

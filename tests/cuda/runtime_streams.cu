@@ -230,11 +230,14 @@ static void sticky() {
     CHECK(cudaStreamCreate(&s));
     int *d;
     CHECK(cudaMalloc(&d, 64));
+    for (int i = 0; i < 3; i++) fillKernel<<<1, 16, 0, s>>>(d, i, 16);  // known: later launches take the C path
     outOfBounds<<<1, 1, 0, s>>>(d);
     CHECK(cudaGetLastError());                                        // the launch itself is fine
     EXPECT(cudaStreamSynchronize(s), cudaErrorIllegalAddress);        // reported at the next sync
     EXPECT(cudaMalloc(&d, 64), cudaErrorIllegalAddress);              // sticky
     EXPECT(cudaGetLastError(), cudaErrorIllegalAddress);
+    EXPECT(cudaGetLastError(), cudaErrorIllegalAddress);
+    fillKernel<<<1, 16, 0, s>>>(d, 9, 16);                             // refused too, C path or not
     EXPECT(cudaGetLastError(), cudaErrorIllegalAddress);
     CHECK(cudaDeviceReset());                                          // a fresh context
     CHECK(cudaGetLastError());
@@ -244,6 +247,42 @@ static void sticky() {
     CHECK(cudaMemcpy(h, d, sizeof(h), cudaMemcpyDeviceToHost));
     for (int i = 0; i < N; i++) REQUIRE(h[i] == 5);
     printf("ok sticky\n");
+}
+
+// Many small launches (recorded in C, shipped in batches) interleaved with
+// other calls, and from several threads at once: order must hold.
+static void launch_batches() {
+    int *d, *h;
+    CHECK(cudaMalloc(&d, N * sizeof(int)));
+    CHECK(cudaMemset(d, 0, N * sizeof(int)));
+    CHECK(cudaMallocHost(&h, 10 * N * sizeof(int)));
+    for (int r = 0; r < 10; r++) {
+        for (int i = 0; i < 200; i++) addKernel<<<N / 256, 256>>>(d, 1, N);
+        CHECK(cudaMemcpyAsync(h + r * N, d, N * sizeof(int), cudaMemcpyDeviceToHost, 0));
+    }
+    CHECK(cudaDeviceSynchronize());
+    for (int r = 0; r < 10; r++)
+        for (int i = 0; i < N; i += 97) REQUIRE(h[r * N + i] == (r + 1) * 200);
+    std::vector<std::thread> threads;
+    std::atomic<int> good{0};
+    for (int t = 0; t < 4; t++) {
+        threads.emplace_back([t, &good] {
+            cudaStream_t s;
+            int *buf, back[256];
+            cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+            cudaMalloc(&buf, sizeof(back));
+            cudaMemsetAsync(buf, 0, sizeof(back), s);
+            for (int i = 0; i < 500; i++) addKernel<<<1, 256, 0, s>>>(buf, t + 1, 256);
+            cudaMemcpyAsync(back, buf, sizeof(back), cudaMemcpyDeviceToHost, s);
+            cudaStreamSynchronize(s);
+            bool ok = cudaGetLastError() == cudaSuccess;
+            for (int i = 0; i < 256; i++) ok &= back[i] == 500 * (t + 1);
+            good += ok;
+        });
+    }
+    for (auto &t : threads) t.join();
+    REQUIRE(good == 4);
+    printf("ok launch_batches\n");
 }
 
 static void printing() {
@@ -298,6 +337,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(what, "callbacks")) callbacks();
     else if (!strcmp(what, "default_streams")) default_streams();
     else if (!strcmp(what, "sticky")) sticky();
+    else if (!strcmp(what, "launch_batches")) launch_batches();
     else if (!strcmp(what, "printing")) printing();
     else if (!strcmp(what, "exit")) exit_without_sync(argc > 2 ? atoi(argv[2]) : 100);
     else if (!strcmp(what, "fork")) forking();

@@ -1,0 +1,111 @@
+"""The Python side of the launch fast path (native/launch_fast_path.c).
+
+C records a launch by itself when it knows the kernel's parameter layout and
+its id on the device, the stream, and the limits to check; Python teaches it
+those as it meets them (first launch of a kernel on a device, stream
+creation, device opening) and ships the recorded batches.  When C does not
+know enough, or the device is unusable (sticky error, lost server), the
+launch comes to Python, which explains the refusal or sends it itself.
+
+`NullFastPath` stands in where there is no interposer (the runtime used from
+Python, in tests): every launch then takes the Python path.
+"""
+from __future__ import annotations
+
+import threading
+
+
+class NullFastPath:
+    """No C side: nothing recorded, nothing to ship."""
+
+    def current_device(self, threads: threading.local) -> int:
+        return getattr(threads, "device", 0)
+
+    def set_current_device(self, threads: threading.local, ordinal: int) -> None:
+        threads.device = ordinal
+
+    def device_opened(self, device, wake_fd: int) -> None: ...
+    def set_usable(self, device, usable: bool) -> None: ...
+    def device_reset(self, device) -> None: ...
+    def kernel_ready(self, host_fun: int, kernel, device, fn: int, attrs: dict) -> None: ...
+    def stream_created(self, stream) -> None: ...
+    def stream_destroyed(self, stream) -> None: ...
+    def per_thread_stream(self, stream) -> None: ...
+
+    def batch_source(self, ordinal: int):
+        return None
+
+
+class FastPath(NullFastPath):
+    def __init__(self, ffi, lib):
+        self._ffi, self._lib = ffi, lib
+        self._known_kernels: set[int] = set()
+        self._lock = threading.Lock()
+
+    # The current device lives in C (thread-local), where launches read it.
+    def current_device(self, threads: threading.local) -> int:
+        return self._lib.rcuda_get_current_device()
+
+    def set_current_device(self, threads: threading.local, ordinal: int) -> None:
+        self._lib.rcuda_set_current_device(ordinal)
+
+    def device_opened(self, device, wake_fd: int) -> None:
+        props = device.properties
+        u32 = "uint32_t[3]"
+        max_shared = props.get("sharedMemPerBlockOptin") or props.get("sharedMemPerBlock", 49152)
+        self._lib.rcuda_fast_device(device.ordinal, wake_fd, self._ffi.new(u32, list(props["maxThreadsDim"])),
+                                    self._ffi.new(u32, [min(v, 2**32 - 1) for v in props["maxGridSize"]]),
+                                    props["maxThreadsPerBlock"], max_shared, device.generation)
+
+    def set_usable(self, device, usable: bool) -> None:
+        self._lib.rcuda_fast_set_usable(device.ordinal, int(usable))
+
+    def device_reset(self, device) -> None:
+        """The server forgot the device's kernels and streams: so does C
+        (new ids come through the slow path again)."""
+        self._lib.rcuda_fast_set_usable(device.ordinal, 0)
+        with self._lock:
+            for host_fun in self._known_kernels:
+                self._lib.rcuda_fast_kernel_on_device(self._ffi.cast("void *", host_fun), device.ordinal, 0, 0, 0)
+        self.device_opened(device, device.channel.wake_fd)
+
+    def kernel_ready(self, host_fun: int, kernel, device, fn: int, attrs: dict) -> None:
+        pointer = self._ffi.cast("void *", host_fun)
+        with self._lock:
+            if host_fun not in self._known_kernels:
+                params = kernel.params
+                self._lib.rcuda_fast_register_kernel(pointer, len(params.offsets),
+                                                     self._ffi.new("uint32_t[]", list(params.offsets)),
+                                                     self._ffi.new("uint32_t[]", list(params.sizes)),
+                                                     params.buffer_size)
+                self._known_kernels.add(host_fun)
+        self._lib.rcuda_fast_kernel_on_device(pointer, device.ordinal, fn, attrs.get("maxThreadsPerBlock", 0),
+                                              attrs.get("maxDynamicSharedSizeBytes", 0))
+
+    def stream_created(self, stream) -> None:
+        self._lib.rcuda_fast_stream(stream.handle, stream.device.ordinal, stream.id, 1)
+
+    def stream_destroyed(self, stream) -> None:
+        self._lib.rcuda_fast_stream(stream.handle, stream.device.ordinal, stream.id, 0)
+
+    def per_thread_stream(self, stream) -> None:
+        """Called in the thread whose default stream it is (C keeps it per thread)."""
+        self._lib.rcuda_fast_per_thread_stream(stream.device.ordinal, stream.id, stream.device.generation)
+
+    def batch_source(self, ordinal: int):
+        """A function returning (count, bytes) of the launches C recorded for
+        device `ordinal` since the last call, or None."""
+        data_out = self._ffi.new("char **")
+        count_out = self._ffi.new("uint32_t *")
+        lib, ffi = self._lib, self._ffi
+
+        def take():
+            size = lib.rcuda_fast_take(ordinal, data_out, count_out)
+            if not size:
+                return None
+            try:
+                return count_out[0], ffi.buffer(data_out[0], size)[:]
+            finally:
+                lib.rcuda_fast_free(data_out[0])
+
+        return take

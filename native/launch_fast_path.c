@@ -1,0 +1,409 @@
+/* The launch fast path: kernel launches recorded in C, without Python.
+ *
+ * A <<<>>> launch costs about 20-40 us through the embedded Python client;
+ * programs that launch many small kernels need far less.  Here a launch of
+ * a kernel the client has already seen on this device, into a stream it
+ * knows, is checked against cached limits, its arguments are packed into
+ * the device's batch buffer, and the device's forwarding thread is woken
+ * (only when the batch was empty).  Python ships whole batches
+ * (rcuda_fast_take) as one `launches` message, and seals the batch into
+ * the message order before anything else it sends to the device, so a
+ * thread's launches and its other calls stay in program order.
+ *
+ * Everything else (the first launch of a kernel on a device, unknown
+ * streams, a configuration to refuse, a device with a sticky error) goes
+ * the slow way, to Python, which also fills the tables used here.
+ *
+ * Included into the cffi module after interposer.c.
+ */
+#include <errno.h>
+#include <stdint.h>
+
+#define FAST_MAX_DEVICES 64
+#define FAST_BATCH_INITIAL (64 << 10)
+
+/* One launch in a batch (little endian, 8-byte aligned; the server reads
+ * it as struct "<IIIIIIIIQI" + params, see server/device_service.py). */
+struct launch_record {
+    uint32_t fn, shared_mem;
+    uint32_t grid[3], block[3];
+    uint64_t stream;
+    uint32_t param_bytes;
+} __attribute__((packed));
+#define RECORD_HEADER 44
+
+/* ------------------------------------------------------------ kernels */
+
+struct fast_kernel {
+    const void *host_fun;                  /* key; NULL: empty slot */
+    uint32_t nparams, buffer_size;
+    uint32_t *offsets, *sizes;
+    uint32_t fn[FAST_MAX_DEVICES];         /* id on each device; 0: not registered there */
+    uint32_t max_threads[FAST_MAX_DEVICES], max_dynamic_shared[FAST_MAX_DEVICES];
+};
+
+static pthread_rwlock_t kernels_lock = PTHREAD_RWLOCK_INITIALIZER;
+static struct fast_kernel *kernels = NULL;
+static size_t kernels_capacity = 0, kernels_count = 0;
+
+static size_t slot_of(const void *key, size_t capacity)
+{
+    uint64_t h = (uint64_t)(uintptr_t)key * 0x9E3779B97F4A7C15ull;
+    return (size_t)(h >> 17) & (capacity - 1);
+}
+
+static struct fast_kernel *find_kernel(const void *host_fun)
+{
+    if (!kernels_capacity)
+        return NULL;
+    for (size_t i = slot_of(host_fun, kernels_capacity);; i = (i + 1) & (kernels_capacity - 1)) {
+        if (kernels[i].host_fun == host_fun)
+            return &kernels[i];
+        if (kernels[i].host_fun == NULL)
+            return NULL;
+    }
+}
+
+static void grow_kernels(void)
+{
+    size_t capacity = kernels_capacity ? kernels_capacity * 2 : 256;
+    struct fast_kernel *table = calloc(capacity, sizeof *table);
+    for (size_t i = 0; i < kernels_capacity; i++) {
+        if (!kernels[i].host_fun)
+            continue;
+        size_t j = slot_of(kernels[i].host_fun, capacity);
+        while (table[j].host_fun)
+            j = (j + 1) & (capacity - 1);
+        table[j] = kernels[i];
+    }
+    free(kernels);
+    kernels = table;
+    kernels_capacity = capacity;
+}
+
+/* The layout of a kernel's parameters (once per kernel). */
+static void rcuda_fast_register_kernel(const void *host_fun, uint32_t nparams, const uint32_t *offsets,
+                                       const uint32_t *sizes, uint32_t buffer_size)
+{
+    pthread_rwlock_wrlock(&kernels_lock);
+    if (!find_kernel(host_fun)) {
+        if ((kernels_count + 1) * 2 > kernels_capacity)
+            grow_kernels();
+        size_t i = slot_of(host_fun, kernels_capacity);
+        while (kernels[i].host_fun)
+            i = (i + 1) & (kernels_capacity - 1);
+        struct fast_kernel *k = &kernels[i];
+        k->nparams = nparams;
+        k->buffer_size = buffer_size;
+        k->offsets = malloc(sizeof(uint32_t) * (nparams ? nparams : 1));
+        k->sizes = malloc(sizeof(uint32_t) * (nparams ? nparams : 1));
+        memcpy(k->offsets, offsets, sizeof(uint32_t) * nparams);
+        memcpy(k->sizes, sizes, sizeof(uint32_t) * nparams);
+        k->host_fun = host_fun;
+        kernels_count++;
+    }
+    pthread_rwlock_unlock(&kernels_lock);
+}
+
+/* The kernel's id and limits on one device (once per kernel and device). */
+static void rcuda_fast_kernel_on_device(const void *host_fun, int device, uint32_t fn, uint32_t max_threads,
+                                        uint32_t max_dynamic_shared)
+{
+    if (device < 0 || device >= FAST_MAX_DEVICES)
+        return;
+    pthread_rwlock_wrlock(&kernels_lock);
+    struct fast_kernel *k = find_kernel(host_fun);
+    if (k) {
+        k->max_threads[device] = max_threads;
+        k->max_dynamic_shared[device] = max_dynamic_shared;
+        k->fn[device] = fn;
+    }
+    pthread_rwlock_unlock(&kernels_lock);
+}
+
+/* ------------------------------------------------------------ devices */
+
+struct fast_device {
+    pthread_mutex_t lock;
+    int usable;                 /* 0: everything goes through Python (sticky error, lost server, reset) */
+    int wake_fd;                /* the forwarding thread's eventfd */
+    uint32_t max_block[3], max_grid[3], max_threads, max_shared;
+    uint64_t generation;        /* bumped by cudaDeviceReset: per-thread streams of older ones are gone */
+    char *batch;
+    size_t used, capacity;
+    uint32_t count;
+};
+
+static struct fast_device devices[FAST_MAX_DEVICES];
+static pthread_once_t devices_once = PTHREAD_ONCE_INIT;
+
+static void init_devices(void)
+{
+    for (int i = 0; i < FAST_MAX_DEVICES; i++) {
+        pthread_mutex_init(&devices[i].lock, NULL);
+        devices[i].wake_fd = -1;
+    }
+}
+
+static void rcuda_fast_device(int device, int wake_fd, const uint32_t *max_block, const uint32_t *max_grid,
+                              uint32_t max_threads, uint32_t max_shared, uint64_t generation)
+{
+    pthread_once(&devices_once, init_devices);
+    if (device < 0 || device >= FAST_MAX_DEVICES)
+        return;
+    struct fast_device *d = &devices[device];
+    pthread_mutex_lock(&d->lock);
+    d->wake_fd = wake_fd;
+    memcpy(d->max_block, max_block, sizeof d->max_block);
+    memcpy(d->max_grid, max_grid, sizeof d->max_grid);
+    d->max_threads = max_threads;
+    d->max_shared = max_shared;
+    d->generation = generation;
+    d->usable = 1;
+    pthread_mutex_unlock(&d->lock);
+}
+
+static void rcuda_fast_set_usable(int device, int usable)
+{
+    pthread_once(&devices_once, init_devices);
+    if (device >= 0 && device < FAST_MAX_DEVICES)
+        __atomic_store_n(&devices[device].usable, usable, __ATOMIC_SEQ_CST);
+}
+
+/* The recorded launches of a device, taken out (malloc'ed; free with
+ * rcuda_fast_free).  Returns the byte count; *count gets the launches. */
+static size_t rcuda_fast_take(int device, char **data, uint32_t *count)
+{
+    *data = NULL;
+    *count = 0;
+    if (device < 0 || device >= FAST_MAX_DEVICES)
+        return 0;
+    pthread_once(&devices_once, init_devices);
+    struct fast_device *d = &devices[device];
+    pthread_mutex_lock(&d->lock);
+    size_t used = d->used;
+    if (used) {
+        *data = d->batch;
+        *count = d->count;
+        d->batch = NULL;
+        d->used = d->capacity = 0;
+        d->count = 0;
+    }
+    pthread_mutex_unlock(&d->lock);
+    return used;
+}
+
+static void rcuda_fast_free(char *data)
+{
+    free(data);
+}
+
+/* ------------------------------------------------------------ streams */
+
+/* Streams the program created: handle -> (device, id), a small open table. */
+struct fast_stream {
+    uintptr_t handle;
+    int device;
+    uint64_t id;
+};
+#define FAST_STREAMS 4096
+static struct fast_stream streams[FAST_STREAMS];
+static pthread_rwlock_t streams_lock = PTHREAD_RWLOCK_INITIALIZER;
+static const uintptr_t STREAM_TOMBSTONE = 1;  /* a removed entry (handles are never 1 here) */
+
+static void rcuda_fast_stream(uintptr_t handle, int device, uint64_t id, int add)
+{
+    pthread_rwlock_wrlock(&streams_lock);
+    size_t i = slot_of((const void *)handle, FAST_STREAMS);
+    for (size_t probes = 0; probes < FAST_STREAMS; probes++, i = (i + 1) & (FAST_STREAMS - 1)) {
+        if (add && (streams[i].handle == 0 || streams[i].handle == STREAM_TOMBSTONE)) {
+            streams[i] = (struct fast_stream){handle, device, id};
+            break;
+        }
+        if (!add && streams[i].handle == handle) {
+            streams[i].handle = STREAM_TOMBSTONE;
+            break;
+        }
+        if (!add && streams[i].handle == 0)
+            break;
+    }
+    pthread_rwlock_unlock(&streams_lock);  /* a full table just means slow launches */
+}
+
+static int find_stream(uintptr_t handle, int *device, uint64_t *id)
+{
+    int found = 0;
+    pthread_rwlock_rdlock(&streams_lock);
+    size_t i = slot_of((const void *)handle, FAST_STREAMS);
+    for (size_t probes = 0; probes < FAST_STREAMS && streams[i].handle; probes++, i = (i + 1) & (FAST_STREAMS - 1)) {
+        if (streams[i].handle == handle) {
+            *device = streams[i].device;
+            *id = streams[i].id;
+            found = 1;
+            break;
+        }
+    }
+    pthread_rwlock_unlock(&streams_lock);
+    return found;
+}
+
+/* This thread's default stream on each device (--default-stream per-thread). */
+static __thread uint64_t per_thread_stream[FAST_MAX_DEVICES];
+static __thread uint64_t per_thread_generation[FAST_MAX_DEVICES];
+
+static void rcuda_fast_per_thread_stream(int device, uint64_t id, uint64_t generation)
+{
+    if (device >= 0 && device < FAST_MAX_DEVICES) {
+        per_thread_stream[device] = id;
+        per_thread_generation[device] = generation;
+    }
+}
+
+/* In a forked child: the parent's devices, kernels' ids, streams and queued
+ * launches are not the child's (it starts its own sessions).  Locks another
+ * thread held at the fork are re-made. */
+static void fast_path_after_fork(void)
+{
+    pthread_rwlock_init(&kernels_lock, NULL);
+    pthread_rwlock_init(&streams_lock, NULL);
+    for (size_t i = 0; i < kernels_capacity; i++)
+        memset(kernels[i].fn, 0, sizeof kernels[i].fn);
+    memset(streams, 0, sizeof streams);
+    for (int i = 0; i < FAST_MAX_DEVICES; i++) {
+        pthread_mutex_init(&devices[i].lock, NULL);
+        free(devices[i].batch);
+        devices[i].batch = NULL;
+        devices[i].used = devices[i].capacity = 0;
+        devices[i].count = 0;
+        devices[i].usable = 0;
+        devices[i].wake_fd = -1;
+    }
+    memset(per_thread_stream, 0, sizeof per_thread_stream);
+}
+
+/* ------------------------------------------------------------ current device */
+
+static __thread int current_device = 0;
+
+static int rcuda_get_current_device(void) { return current_device; }
+static void rcuda_set_current_device(int device) { current_device = device; }
+
+/* ------------------------------------------------------------ the launch */
+
+#define LEGACY_HANDLE ((uintptr_t)1)
+#define PER_THREAD_HANDLE ((uintptr_t)2)
+
+/* 1 when the launch was recorded; 0 when Python must take it. */
+static int record_launch(const void *host_fun, dim3 grid, dim3 block, void **args, size_t shared_mem,
+                         void *stream, int per_thread)
+{
+    int device = current_device;
+    if (device < 0 || device >= FAST_MAX_DEVICES)
+        return 0;
+    struct fast_device *d = &devices[device];
+    if (!__atomic_load_n(&d->usable, __ATOMIC_ACQUIRE))
+        return 0;
+
+    uintptr_t handle = (uintptr_t)stream;
+    uint64_t stream_id;
+    if (handle == 0)
+        handle = per_thread ? PER_THREAD_HANDLE : LEGACY_HANDLE;
+    if (handle == LEGACY_HANDLE) {
+        stream_id = 0;
+    } else if (handle == PER_THREAD_HANDLE) {
+        if (!per_thread_stream[device] || per_thread_generation[device] != d->generation)
+            return 0;  /* not created yet in this thread, or the device was reset */
+        stream_id = per_thread_stream[device];
+    } else {
+        int stream_device;
+        if (!find_stream(handle, &stream_device, &stream_id) || stream_device != device)
+            return 0;
+    }
+
+    uint32_t threads = block.x * block.y * block.z;
+    if (!grid.x || !grid.y || !grid.z || !block.x || !block.y || !block.z || block.x > d->max_block[0] ||
+        block.y > d->max_block[1] || block.z > d->max_block[2] || threads > d->max_threads ||
+        grid.x > d->max_grid[0] || grid.y > d->max_grid[1] || grid.z > d->max_grid[2] || shared_mem > d->max_shared)
+        return 0;  /* Python explains what is wrong */
+
+    pthread_rwlock_rdlock(&kernels_lock);
+    struct fast_kernel *k = find_kernel(host_fun);
+    if (!k || !k->fn[device] || threads > k->max_threads[device] || shared_mem > k->max_dynamic_shared[device]) {
+        pthread_rwlock_unlock(&kernels_lock);
+        return 0;
+    }
+    size_t need = (RECORD_HEADER + k->buffer_size + 7) & ~(size_t)7;
+
+    pthread_mutex_lock(&d->lock);
+    if (d->used + need > d->capacity) {
+        size_t capacity = d->capacity ? d->capacity * 2 : FAST_BATCH_INITIAL;
+        while (capacity < d->used + need)
+            capacity *= 2;
+        char *grown = realloc(d->batch, capacity);
+        if (!grown) {
+            pthread_mutex_unlock(&d->lock);
+            pthread_rwlock_unlock(&kernels_lock);
+            return 0;
+        }
+        d->batch = grown;
+        d->capacity = capacity;
+    }
+    char *at = d->batch + d->used;
+    struct launch_record r = {k->fn[device], (uint32_t)shared_mem, {grid.x, grid.y, grid.z},
+                              {block.x, block.y, block.z}, stream_id, k->buffer_size};
+    memcpy(at, &r, RECORD_HEADER);
+    char *params = at + RECORD_HEADER;
+    memset(params, 0, need - RECORD_HEADER);
+    for (uint32_t i = 0; i < k->nparams; i++)
+        memcpy(params + k->offsets[i], args[i], k->sizes[i]);
+    int was_empty = d->used == 0;
+    d->used += need;
+    d->count++;
+    int wake_fd = d->wake_fd;
+    pthread_mutex_unlock(&d->lock);
+    pthread_rwlock_unlock(&kernels_lock);
+
+    if (was_empty && wake_fd >= 0) {
+        uint64_t one = 1;
+        ssize_t ignored = write(wake_fd, &one, sizeof one);  /* the forwarding thread ships the batch */
+        (void)ignored;
+    }
+    return 1;
+}
+
+/* The slow path: the Python client (client/api.py, `launch`). */
+static cudaError_t rcuda_py_launch(const void *host_fun, dim3 grid, dim3 block, void **args, size_t shared_mem,
+                                   void *stream, int per_thread);
+
+static cudaError_t launch(const void *host_fun, dim3 grid, dim3 block, void **args, size_t shared_mem,
+                          void *stream, int per_thread)
+{
+    rcuda_ensure_started();
+    if (record_launch(host_fun, grid, block, args, shared_mem, stream, per_thread))
+        return cudaSuccess;
+    return rcuda_py_launch(host_fun, grid, block, args, shared_mem, stream, per_thread);
+}
+
+RCUDA_EXPORT cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 gridDim, dim3 blockDim, void **args,
+                                            size_t sharedMem, cudaStream_t stream)
+{
+    return launch((const void *)kernel, gridDim, blockDim, args, sharedMem, stream, 0);
+}
+
+RCUDA_EXPORT cudaError_t __cudaLaunchKernel_ptsz(cudaKernel_t kernel, dim3 gridDim, dim3 blockDim, void **args,
+                                                 size_t sharedMem, cudaStream_t stream)
+{
+    return launch((const void *)kernel, gridDim, blockDim, args, sharedMem, stream, 1);
+}
+
+RCUDA_EXPORT cudaError_t cudaLaunchKernel(const void *func, dim3 gridDim, dim3 blockDim, void **args,
+                                          size_t sharedMem, cudaStream_t stream)
+{
+    return launch(func, gridDim, blockDim, args, sharedMem, stream, 0);
+}
+
+RCUDA_EXPORT cudaError_t cudaLaunchKernel_ptsz(const void *func, dim3 gridDim, dim3 blockDim, void **args,
+                                               size_t sharedMem, cudaStream_t stream)
+{
+    return launch(func, gridDim, blockDim, args, sharedMem, stream, 1);
+}
