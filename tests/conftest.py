@@ -137,6 +137,25 @@ def sim_server(server_factory):
     return server_factory("--backend", "sim", "--kernels", str(CUDA_SOURCES / "sim_kernels.py"))
 
 
+@pytest.fixture(scope="module")
+def sim_program_output(compile_cuda):
+    """sim_program_output("prog.cu", "kernels.py") -> the CompletedProcess of
+    one run of the program through rcuda against a fresh sim server with
+    those kernels (tests/cuda/ paths); each program runs once per module."""
+    results: dict = {}
+
+    def run(source: str, kernels: str):
+        if (source, kernels) not in results:
+            server = start_server("--backend", "sim", "--kernels", str(CUDA_SOURCES / kernels))
+            try:
+                results[(source, kernels)] = run_program(compile_cuda(source), server)
+            finally:
+                server.stop()
+        return results[(source, kernels)]
+
+    return run
+
+
 def run_program(binary, servers, *args: str, env_extra: dict | None = None, timeout: float = PROGRAM_TIMEOUT,
                 via: str = "run") -> subprocess.CompletedProcess:
     """Run a program unmodified through rcuda (`rcuda run`, or plain

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import CUDA_SOURCES, requires_nvcc, run_program
+from conftest import requires_nvcc
 
 pytestmark = requires_nvcc
 
@@ -13,13 +13,8 @@ SECTIONS = ["memsets", "2d", "symbols", "default", "host", "bad_requests"]
 
 
 @pytest.fixture(scope="module")
-def result(compile_cuda, tmp_path_factory):
-    from conftest import start_server
-    server = start_server("--backend", "sim", "--kernels", str(CUDA_SOURCES / "runtime_kernels.py"))
-    try:
-        yield run_program(compile_cuda("runtime_memory.cu"), server)
-    finally:
-        server.stop()
+def result(sim_program_output):
+    return sim_program_output("runtime_memory.cu", "runtime_kernels.py")
 
 
 @pytest.mark.parametrize("section", SECTIONS)

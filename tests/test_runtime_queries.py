@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from conftest import CUDA_SOURCES, requires_nvcc, run_program, start_server
+from conftest import requires_nvcc
 
 pytestmark = requires_nvcc
 
@@ -15,12 +15,8 @@ SECTIONS = ["attributes", "kernels", "occupancy", "flags", "reset", "launch_ex"]
 
 
 @pytest.fixture(scope="module")
-def result(compile_cuda):
-    server = start_server("--backend", "sim", "--kernels", str(CUDA_SOURCES / "runtime_kernels.py"))
-    try:
-        yield run_program(compile_cuda("runtime_queries.cu"), server)
-    finally:
-        server.stop()
+def result(sim_program_output):
+    return sim_program_output("runtime_queries.cu", "runtime_kernels.py")
 
 
 @pytest.mark.parametrize("section", SECTIONS)

@@ -259,8 +259,12 @@ class AllocationTable:
         self.bytes_in_use += allocation.size
 
     def remove(self, ptr: int) -> Allocation:
-        """Forget the allocation starting at `ptr`; cudaErrorInvalidValue for
-        any other pointer (unknown, interior, or already freed)."""
+        """Forget the allocation starting at `ptr` (what cudaFree does);
+        cudaErrorInvalidValue for any other pointer (unknown, interior,
+        already freed, or a __device__ variable's storage)."""
+        found = self._by_start.get(ptr)
+        if found is not None and found.symbol:
+            raise CudaError(cudaError.cudaErrorInvalidValue, f"cudaFree({ptr:#x}): that is a __device__ variable")
         allocation = self._by_start.pop(ptr, None)
         if allocation is None:
             containing = self.containing(ptr, 1)

@@ -238,9 +238,6 @@ class CupyDevice(Device):
     def free(self, ptr: int) -> None:
         if ptr == 0:
             return  # cudaFree(NULL) does nothing
-        allocation = self._memory.containing(ptr, 1)
-        if allocation is not None and allocation.start == ptr and allocation.symbol:
-            raise CudaError(cudaError.cudaErrorInvalidValue, f"cudaFree({ptr:#x}): that is a __device__ variable")
         self._memory.remove(ptr)
         with self._cuda(f"cudaFree({ptr:#x})"):
             self._runtime.deviceSynchronize()  # cudaFree waits for the device; unmapping does not

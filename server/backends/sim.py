@@ -196,9 +196,6 @@ class SimDevice(Device):
     def free(self, ptr: int) -> None:
         if ptr == 0:
             return  # cudaFree(NULL) does nothing
-        allocation = self._memory.containing(ptr, 1)
-        if allocation is not None and allocation.start == ptr and allocation.symbol:
-            raise CudaError(cudaError.cudaErrorInvalidValue, f"cudaFree({ptr:#x}): that is a __device__ variable")
         self._memory.remove(ptr)
 
     def memcpy_htod(self, dst: int, data: memoryview, stream: int = 0) -> None:
