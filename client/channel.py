@@ -110,6 +110,7 @@ class DeviceChannel:
         # place in each thread's program order.
         self._batch_source = batch_source
         self._post_lock = threading.Lock()
+        self.stats = None  # client/stats.py Stats, with RCUDA_STATS=1
         self._wake_fd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
         self._socket = context.socket(zmq.DEALER)
         self._socket.setsockopt(zmq.LINGER, 0)
@@ -153,6 +154,8 @@ class DeviceChannel:
             if taken is not None:
                 count, data = taken
                 self._outbox.append(({"op": "launches", "count": count, "seq": next(self._seq)}, [data]))
+                if self.stats is not None:
+                    self.stats.fast_launches(self.label, count)
 
     def start_call(self, header: dict, frames=()) -> Pending:
         """Send a request whose reply will be waited for with `finish_call`."""

@@ -11,11 +11,13 @@ from __future__ import annotations
 import itertools
 import logging
 import threading
+import time
 
 from rcuda import protocol
 from rcuda.errors import CudaError, cudaError, is_sticky
 
 log = logging.getLogger(__name__)
+trace = logging.getLogger("rcuda.trace")  # RCUDA_LOG=debug: every forwarded message
 
 #: Properties a remote GPU cannot offer through rcuda, whatever the GPU can
 #: do locally: host memory cannot be mapped into a GPU across a network, and
@@ -52,6 +54,7 @@ class RemoteDevice:
         self.channel = channel
         self.describe(properties, attributes or {})
         self.output_sink = None  # callable(str): where device printf output goes
+        self.stats = None        # client/stats.py Stats, with RCUDA_STATS=1
         self.flags = 0           # cudaSetDeviceFlags
         self.generation = 0      # counts cudaDeviceResets: objects of an older one are gone
         self._lock = threading.Lock()
@@ -92,7 +95,9 @@ class RemoteDevice:
         (its own, or an earlier asynchronous one reported with it)."""
         self._check_usable(op)
         fields["op"] = op
+        started = time.perf_counter()
         reply, payload = self.channel.call(fields, frames)
+        self._account(op, fields, frames, payload, time.perf_counter() - started)
         self._check_reply(op, reply)
         self.raise_deferred(op)
         return reply, payload
@@ -104,6 +109,7 @@ class RemoteDevice:
         if op in protocol.MAY_BE_ASYNC:
             fields["async"] = True
         self.channel.post(fields, frames)
+        self._account(op, fields, frames, (), None)
 
     def post_with_callback(self, op: str, on_success, frames=(), **fields) -> None:
         """Asynchronous, but answered: `on_success(reply, payload)` runs in the
@@ -115,6 +121,7 @@ class RemoteDevice:
             try:
                 if error is not None:
                     raise error
+                self._account(op, fields, (), payload, None)
                 self._check_reply(op, reply)
                 on_success(reply, payload)
             except CudaError as exc:
@@ -124,6 +131,18 @@ class RemoteDevice:
                                                            f"{op} on {self.label}: {exc}")
 
         self.channel.post_with_callback(fields, frames, receive)
+
+    def _account(self, op: str, fields: dict, sent, received, seconds: float | None) -> None:
+        """Trace the message (RCUDA_LOG=debug) and count its bytes (RCUDA_STATS)."""
+        if self.stats is None and not trace.isEnabledFor(logging.DEBUG):
+            return
+        out = sum(len(getattr(f, "buffer", f)) for f in sent)
+        back = sum(len(f.buffer) for f in received)
+        if self.stats is not None:
+            self.stats.moved(self.label, op, out or back or fields.get("size", 0))
+        if trace.isEnabledFor(logging.DEBUG):
+            when = "async" if seconds is None else f"{seconds * 1e6:.0f} us"
+            trace.debug("%s %s: %d B out, %d B back, %s", op, self.label, out, back, when)
 
     def _check_reply(self, op: str, reply: dict) -> None:
         text = reply.get("out")

@@ -11,14 +11,17 @@ from __future__ import annotations
 
 import logging
 import sys
+import time
 
 from rcuda._generated.cudart_api import FUNCTIONS
+from rcuda.config import ClientConfig, ConfigError
 from rcuda.errors import CudaError, RcudaError, TransportError, cudaError, to_cuda_status
 from rcuda.log import setup_client_logging
 
 from . import api, api_memory, api_queries, api_streams  # noqa: F401 - they register their functions
 from .callbacks import in_host_function
 from .fast_path import FastPath
+from .stats import Stats
 from .runtime import Runtime
 
 log = logging.getLogger(__name__)
@@ -34,15 +37,26 @@ runtime: Runtime | None = None
 
 def attach(ffi, lib) -> None:
     global runtime
-    setup_client_logging()
-    runtime = Runtime()
+    try:
+        config = ClientConfig.load()
+    except ConfigError as exc:  # reported by the first CUDA call, which fails with it
+        config = None
+        setup_client_logging()
+        log.error("%s", exc)
+    else:
+        setup_client_logging(config.log)
+    runtime = Runtime(config)
     runtime.use_fast_path(FastPath(ffi, lib))
+    if config is not None and config.stats:
+        runtime.stats = Stats()
     runtime.output_sink = lambda text: _write_stdout(ffi, lib, text)
     api.bind(ffi, lib, runtime)
     for name, row in FUNCTIONS.items():
         if row["route"] != "python":
             continue
         body = api.IMPLEMENTED.get(name)
+        if body and runtime.stats is not None:
+            body = timed(name, body, runtime.stats)
         entry = guarded(name, row["result"], body) if body else not_supported(name, row["result"])
         ffi.def_extern(name=f"rcuda_py_{name}")(entry)
     attach_launch_slow_path(ffi)
@@ -82,6 +96,17 @@ def guarded(name: str, result: str, body):
                 runtime.record_error(failed(name, exc))
                 return fallback_value(result)
     entry.__name__ = name
+    return entry
+
+
+def timed(name: str, body, stats: Stats):
+    """RCUDA_STATS=1: count the call and the time the program spent in it."""
+    def entry(*args):
+        started = time.perf_counter()
+        try:
+            return body(*args)
+        finally:
+            stats.call(name, time.perf_counter() - started)
     return entry
 
 
@@ -148,10 +173,12 @@ def _write_stdout(ffi, lib, text: str) -> None:
 
 def attach_launch_slow_path(ffi) -> None:
     """The launches native/launch_fast_path.c hands to Python."""
-    entry = guarded("cudaLaunchKernel", "cudaError_t",
-                    lambda host_fun, grid, block, args, shared_mem, stream, per_thread:
-                    api.launch(host_fun, grid, block, args, shared_mem, stream, bool(per_thread)))
-    ffi.def_extern(name="rcuda_py_launch")(entry)
+    def body(host_fun, grid, block, args, shared_mem, stream, per_thread):
+        return api.launch(host_fun, grid, block, args, shared_mem, stream, bool(per_thread))
+
+    if runtime.stats is not None:
+        body = timed("cudaLaunchKernel (through Python)", body, runtime.stats)
+    ffi.def_extern(name="rcuda_py_launch")(guarded("cudaLaunchKernel", "cudaError_t", body))
 
 
 def attach_lifecycle(ffi) -> None:
@@ -166,6 +193,8 @@ def attach_lifecycle(ffi) -> None:
         except Exception:  # noqa: BLE001 - never crash the program's exit
             log.exception("error while flushing at exit")
         sys.stdout.flush()
+        if runtime.stats is not None:
+            print(runtime.stats.report(), file=sys.stderr, flush=True)
 
     @ffi.def_extern()
     def rcuda_py_after_fork_child():

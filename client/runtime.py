@@ -51,6 +51,7 @@ class Runtime:
         self.callbacks = HostCallbacks()
         self.limits: dict[str, int] = {}  # cudaDeviceSetLimit, per process as in CUDA
         self.fast = NullFastPath()  # the C launch path, when running inside the interposer
+        self.stats = None           # client/stats.py Stats, with RCUDA_STATS=1
         self.output_sink = None  # set by the entry points: writes device printf output
 
     # ---------------------------------------------------------- devices
@@ -98,7 +99,7 @@ class Runtime:
         self.fast.set_current_device(self._threads, ordinal)
 
     def _connect(self) -> list[RemoteDevice]:
-        config = self._config or ClientConfig.from_environment()
+        config = self._config or ClientConfig.load()
         if not config.servers:
             raise CudaError(cudaError.cudaErrorNoDevice,
                             "no rcuda servers configured: set RCUDA_SERVERS=HOST:PORT[,HOST:PORT...] "
@@ -118,6 +119,7 @@ class Runtime:
                                     liveness=session.liveness, batch_source=self.fast.batch_source(ordinal))
             device = RemoteDevice(ordinal, session, local_index, channel, props, fast=self.fast)
             device.output_sink = self.output_sink
+            device.stats = channel.stats = self.stats
             session.on_failure(device.lost)
             result.append(device)
         self._open_all(result)

@@ -3,6 +3,7 @@
     rcuda server   serve this machine's GPUs (or simulated ones)
     rcuda run      run an unmodified CUDA program on remote GPUs
     rcuda lib      where the interposer library is
+    rcuda config   the effective configuration, and where each value came from
     rcuda coverage which CUDA runtime functions rcuda implements
 """
 from __future__ import annotations
@@ -19,7 +20,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="rcuda", description="Run unmodified CUDA programs on remote GPUs.")
     parser.add_argument("--version", action="version", version=f"rcuda {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in (ServerCommand, RunCommand, LibCommand, CoverageCommand):
+    for module in (ServerCommand, RunCommand, LibCommand, ConfigCommand, CoverageCommand):
         module.add_parser(commands)
     args = parser.parse_args(argv)
     try:
@@ -38,20 +39,21 @@ class ServerCommand:
     def add_parser(commands) -> None:
         p = commands.add_parser("server", help="serve GPUs to rcuda clients",
                                 description="Serve this machine's GPUs (cupy backend) or simulated GPUs "
-                                            "(sim backend) to rcuda clients.")
-        p.add_argument("--listen", default="tcp://127.0.0.1:7777",
+                                            "(sim backend) to rcuda clients. Flags override the [server] "
+                                            "section of the config file (see rcuda config).")
+        p.add_argument("--listen", default=None,
                        help="address to listen on (default tcp://127.0.0.1:7777; port 0 picks a free one)")
-        p.add_argument("--backend", choices=["auto", "cupy", "sim"], default="auto",
-                       help="cupy: real GPUs; sim: CPU simulation; auto: cupy if a GPU is usable")
+        p.add_argument("--backend", choices=["auto", "cupy", "sim"], default=None,
+                       help="cupy: real GPUs; sim: CPU simulation; auto (default): cupy if a GPU is usable")
         p.add_argument("--devices", type=int, default=None,
                        help="GPUs to serve (cupy: the first N, default all; sim: N simulated GPUs, default 1)")
-        p.add_argument("--kernels", action="append", default=[], metavar="FILE.py",
+        p.add_argument("--kernels", action="append", default=None, metavar="FILE.py",
                        help="sim kernel plugin file (repeatable; also RCUDA_SIM_KERNELS=a.py:b.py)")
         p.add_argument("--memory-limit", type=int, default=None, metavar="BYTES",
                        help="device memory a session may hold on each GPU")
-        p.add_argument("--insecure", action="store_true",
+        p.add_argument("--insecure", action="store_true", default=None,
                        help="allow listening on a non-loopback address without authentication")
-        p.add_argument("--session-timeout", type=float, default=30.0, metavar="SECONDS",
+        p.add_argument("--session-timeout", type=float, default=None, metavar="SECONDS",
                        help="end a session whose client has been silent this long (default 30)")
         p.add_argument("--spares", type=int, default=1, help="session workers kept started ahead of need")
         p.add_argument("--log-level", default=None, choices=["debug", "info", "warning", "error"])
@@ -59,24 +61,27 @@ class ServerCommand:
 
     @staticmethod
     def run(args) -> int:
+        from rcuda.config import resolve
         from rcuda.log import setup_server_logging
         from rcuda.server.daemon import Daemon, WorkerError
 
-        setup_server_logging(args.log_level)
-        host, _ = _split_listen(args.listen)
-        if not is_loopback(host) and not args.insecure:
+        settings = {name: s.value for name, s in resolve("server", os.environ, flags=vars(args)).items()}
+        setup_server_logging(settings["log_level"])
+        listen = settings["listen"]
+        host, _ = _split_listen(listen)
+        if not is_loopback(host) and not settings["insecure"]:
             raise CommandError(
                 f"refusing to listen on {host}: anyone who can reach it could run code on these GPUs and "
                 f"read what the sessions hold. Listen on 127.0.0.1 (and tunnel), or pass --insecure on a "
                 f"network you trust.")
-        kernels = [os.path.abspath(k) for k in args.kernels]
+        kernels = [os.path.abspath(k) for k in settings["kernels"]]
         for k in kernels:
             if not os.path.isfile(k):
                 raise CommandError(f"--kernels {k}: no such file")
-        config = {"backend": args.backend, "devices": args.devices, "kernels": kernels,
-                  "memory_limit": args.memory_limit, "bind_host": host,
-                  "session_timeout": args.session_timeout, "log_level": args.log_level}
-        daemon = Daemon(args.listen, config, spares=args.spares)
+        config = {"backend": settings["backend"], "devices": settings["devices"], "kernels": kernels,
+                  "memory_limit": settings["memory_limit"], "bind_host": host,
+                  "session_timeout": settings["session_timeout"], "log_level": settings["log_level"]}
+        daemon = Daemon(listen, config, spares=args.spares)
         try:
             endpoint = daemon.start()
         except WorkerError as exc:
@@ -164,6 +169,31 @@ class LibCommand:
             print(dropin_dir() if args.dir else library_path())
         except ProgramError as exc:
             raise CommandError(str(exc)) from None
+        return 0
+
+
+class ConfigCommand:
+    @staticmethod
+    def add_parser(commands) -> None:
+        p = commands.add_parser("config", help="show the effective configuration",
+                                description="Show every setting's effective value and where it came from: "
+                                            "default, the config file ($RCUDA_CONFIG or "
+                                            "~/.config/rcuda/config.toml), or an environment variable.")
+        p.add_argument("--server", action="store_true", help="the [server] section instead of [client]")
+        p.set_defaults(handler=ConfigCommand.run)
+
+    @staticmethod
+    def run(args) -> int:
+        from rcuda.config import config_file, resolve
+        path = config_file()
+        section = "server" if args.server else "client"
+        print(f"config file: {path}{'' if path.exists() else ' (none)'}")
+        print(f"[{section}]")
+        for setting in resolve(section).values():
+            value = setting.value
+            if isinstance(value, list):
+                value = ",".join(map(str, value))
+            print(f"  {setting.name:16} = {'' if value is None else value!s:40}  ({setting.source})")
         return 0
 
 

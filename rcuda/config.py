@@ -1,15 +1,30 @@
 """Configuration: which servers, how long to wait, how much to log.
 
-Values come from the environment (RCUDA_SERVERS, RCUDA_TIMEOUT, RCUDA_LOG,
-CUDA_VISIBLE_DEVICES); command-line flags of `rcuda run` are turned into the
-same variables before the program starts, so the client reads one place.
+Each setting comes from, in rising precedence: its default, the config file
+(`$RCUDA_CONFIG`, else `~/.config/rcuda/config.toml`), an environment
+variable, a command-line flag.  `rcuda config` shows every effective value
+and where it came from.  The client inside a program reads the file and the
+environment; `rcuda run` turns its flags into the same variables.
+
+    # ~/.config/rcuda/config.toml
+    [client]
+    servers = ["gpu1:7777", "gpu2:7777"]    # or "gpu1:7777,gpu2:7777"
+    timeout = 10                            # seconds a server may stay silent
+    log = "info"
+    stats = true                            # print a call summary at exit
+    [server]
+    listen = "tcp://127.0.0.1:7777"
+    backend = "auto"
 """
 from __future__ import annotations
 
 import ipaddress
 import os
 import re
+import tomllib
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
 
 DEFAULT_PORT = 7777
 DEFAULT_TIMEOUT = 10.0  # seconds; bounds every wait for a server
@@ -104,16 +119,142 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+# ---------------------------------------------------------------- layered settings
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One effective value and where it came from: "default", the config
+    file's path, an environment variable's name, or a flag."""
+
+    name: str
+    value: object
+    source: str
+
+
+def parse_bool(text) -> bool:
+    if isinstance(text, bool):
+        return text
+    value = str(text).strip().lower()
+    if value in ("1", "true", "yes", "on"):
+        return True
+    if value in ("0", "false", "no", "off", ""):
+        return False
+    raise ConfigError(f"expected a yes/no value, got {text!r}")
+
+
+def parse_log_level(text) -> str:
+    value = str(text).strip().lower()
+    if value not in ("debug", "info", "warning", "error"):
+        raise ConfigError(f"log level must be debug, info, warning or error, got {text!r}")
+    return value
+
+
+def _servers(value) -> list[ServerAddress]:
+    return parse_servers(",".join(value) if isinstance(value, list) else value)
+
+
+def _optional_path(value) -> str | None:
+    return str(Path(str(value)).expanduser()) if value not in (None, "") else None
+
+
+@dataclass(frozen=True)
+class Spec:
+    default: object
+    parse: Callable
+    env: str | None = None
+
+
+#: [client]: read inside the program (and by rcuda run/devices/smi).
+CLIENT_SPECS = {
+    "servers": Spec([], _servers, "RCUDA_SERVERS"),
+    "timeout": Spec(DEFAULT_TIMEOUT, lambda v: parse_timeout(str(v)), "RCUDA_TIMEOUT"),
+    "log": Spec("warning", parse_log_level, "RCUDA_LOG"),
+    "stats": Spec(False, parse_bool, "RCUDA_STATS"),
+    "key": Spec(None, _optional_path, "RCUDA_KEY"),
+    "visible_devices": Spec(None, lambda v: None if v is None else str(v), "CUDA_VISIBLE_DEVICES"),
+}
+
+#: [server]: read by `rcuda server`; flags override the file.
+SERVER_SPECS = {
+    "listen": Spec("tcp://127.0.0.1:7777", str),
+    "backend": Spec("auto", str),
+    "devices": Spec(None, lambda v: None if v is None else int(v)),
+    "kernels": Spec([], lambda v: [str(Path(str(k)).expanduser()) for k in (v if isinstance(v, list) else [v])]),
+    "memory_limit": Spec(None, lambda v: None if v is None else int(v)),
+    "session_timeout": Spec(30.0, float),
+    "auth": Spec(None, _optional_path),
+    "insecure": Spec(False, parse_bool),
+    "log_level": Spec(None, lambda v: None if v is None else parse_log_level(v), "RCUDA_LOG"),
+    "metrics_port": Spec(None, lambda v: None if v is None else int(v)),
+}
+SECTIONS = {"client": CLIENT_SPECS, "server": SERVER_SPECS}
+
+
+def config_file(environ=os.environ) -> Path:
+    """Where the config file is looked for (it need not exist)."""
+    if environ.get("RCUDA_CONFIG"):
+        return Path(environ["RCUDA_CONFIG"]).expanduser()
+    base = Path(environ.get("XDG_CONFIG_HOME") or Path(environ.get("HOME", "~")) / ".config").expanduser()
+    return base / "rcuda" / "config.toml"
+
+
+def read_config_file(path: Path, explicit: bool = False) -> dict:
+    """The file's sections; {} when it does not exist (an error when the
+    user named it with RCUDA_CONFIG)."""
+    try:
+        with open(path, "rb") as f:
+            data = tomllib.load(f)
+    except FileNotFoundError:
+        if explicit:
+            raise ConfigError(f"RCUDA_CONFIG={path}: no such file") from None
+        return {}
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc}") from None
+    for section, values in data.items():
+        specs = SECTIONS.get(section)
+        if specs is None or not isinstance(values, dict):
+            raise ConfigError(f"{path}: unknown section [{section}] (expected [client] or [server])")
+        unknown = sorted(set(values) - set(specs))
+        if unknown:
+            raise ConfigError(f"{path}: unknown setting(s) in [{section}]: {', '.join(unknown)} "
+                              f"(known: {', '.join(specs)})")
+    return data
+
+
+def resolve(section: str, environ=os.environ, flags: dict | None = None) -> dict[str, Setting]:
+    """Every setting of a section with its effective value and source."""
+    specs = SECTIONS[section]
+    path = config_file(environ)
+    from_file = read_config_file(path, explicit=bool(environ.get("RCUDA_CONFIG"))).get(section, {})
+    settings = {}
+    for name, spec in specs.items():
+        value, source = spec.default, "default"
+        if name in from_file:
+            value, source = from_file[name], str(path)
+        if spec.env and environ.get(spec.env) is not None:
+            value, source = environ[spec.env], spec.env
+        if flags and flags.get(name) is not None:
+            value, source = flags[name], f"--{name.replace('_', '-')}"
+        try:
+            parsed = None if value is None else spec.parse(value)
+        except (ConfigError, ValueError, TypeError) as exc:
+            raise ConfigError(f"{section} setting {name!r} from {source}: {exc}") from None
+        settings[name] = Setting(name, parsed, source)
+    return settings
+
+
 @dataclass(frozen=True)
 class ClientConfig:
     servers: list[ServerAddress] = field(default_factory=list)
     timeout: float = DEFAULT_TIMEOUT
     visible_devices: str | None = None
+    log: str = "warning"
+    stats: bool = False
+    key: str | None = None
 
     @classmethod
-    def from_environment(cls, environ=os.environ) -> "ClientConfig":
-        return cls(
-            servers=parse_servers(environ.get("RCUDA_SERVERS")),
-            timeout=parse_timeout(environ.get("RCUDA_TIMEOUT")),
-            visible_devices=environ.get("CUDA_VISIBLE_DEVICES"),
-        )
+    def load(cls, environ=os.environ) -> "ClientConfig":
+        values = {name: setting.value for name, setting in resolve("client", environ).items()}
+        return cls(**values)
+

@@ -20,14 +20,15 @@ def level_from_env(default: str = "warning") -> int:
     return LEVELS.get(name, logging.WARNING)
 
 
-def setup_client_logging() -> None:
+def setup_client_logging(level: str | None = None) -> None:
+    """`level`: the client's `log` setting (rcuda/config.py); RCUDA_LOG when None."""
     root = logging.getLogger("rcuda")
     if root.handlers:
         return
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("rcuda: %(levelname)s: %(message)s"))
     root.addHandler(handler)
-    root.setLevel(level_from_env())
+    root.setLevel(LEVELS.get(level, logging.WARNING) if level else level_from_env())
     root.propagate = False
 
 
