@@ -10,6 +10,8 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import threading
+import time
 
 LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING,
           "error": logging.ERROR}
@@ -41,3 +43,29 @@ def setup_server_logging(level: str | None = None) -> None:
     root.addHandler(handler)
     root.setLevel(LEVELS.get((level or "").lower(), level_from_env("info")))
     root.propagate = False
+
+
+class RateLimitedLog:
+    """Warnings about what a peer sent wrong, at most `burst` per `period`
+    seconds: a hostile or broken client must not flood the server's log.
+    What is held back is counted and reported with the next line let through."""
+
+    def __init__(self, logger: logging.Logger, burst: int = 10, period: float = 60.0):
+        self._logger, self._burst, self._period = logger, burst, period
+        self._clock = time.monotonic
+        self._lock = threading.Lock()
+        self._window_start, self._in_window, self._held = self._clock(), 0, 0
+
+    def warning(self, message: str, *args) -> None:
+        with self._lock:
+            now = self._clock()
+            if now - self._window_start > self._period:
+                self._window_start, self._in_window = now, 0
+            if self._in_window >= self._burst:
+                self._held += 1
+                return
+            self._in_window += 1
+            held, self._held = self._held, 0
+        if held:
+            message += f" ({held} similar messages held back)"
+        self._logger.warning(message, *args)

@@ -23,9 +23,11 @@ import zmq
 
 from rcuda import __version__, protocol
 from rcuda.errors import ProtocolError, cudaError
+from rcuda.log import RateLimitedLog
 from rcuda.server.worker import decode_line
 
 log = logging.getLogger(__name__)
+bad_requests = RateLimitedLog(log)
 
 WORKER_START_TIMEOUT = 120.0  # seconds; cupy's first CUDA context can take a while
 
@@ -157,7 +159,7 @@ class Daemon:
             else:
                 raise ProtocolError(f"{op} is not a daemon request")
         except (ProtocolError, KeyError) as exc:
-            log.warning("bad request: %s", exc)
+            bad_requests.warning("bad request: %s", exc)
             self._reply(peer, header, err=int(cudaError.cudaErrorInvalidValue), msg=str(exc))
 
     def _reply(self, peer: bytes, request: dict, **fields) -> None:

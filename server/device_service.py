@@ -23,9 +23,11 @@ import zmq
 
 from rcuda import protocol
 from rcuda.errors import CudaError, ProtocolError, cudaError, is_sticky
+from rcuda.log import RateLimitedLog
 from rcuda.server.backends.base import ParamLayout
 
 log = logging.getLogger(__name__)
+bad_requests = RateLimitedLog(log)
 
 #: CUDA's limit on a kernel's parameter buffer (bytes).
 MAX_PARAM_BYTES = 32764
@@ -110,7 +112,7 @@ class DeviceService:
         try:
             header = protocol.unpack(header_frame.buffer)
         except ProtocolError as exc:
-            log.warning("GPU%d: %s", self.index, exc)
+            bad_requests.warning("GPU%d: %s", self.index, exc)
             self._reply(peer, {"seq": None, "err": int(cudaError.cudaErrorInvalidValue), "msg": str(exc)})
             return
         seq = header.get("seq")
@@ -118,6 +120,8 @@ class DeviceService:
         try:
             op = protocol.check_header(header)
             answer = protocol.expects_reply(header)
+            if op not in self._handlers:
+                raise ProtocolError(f"{op} is not a request for a GPU socket")
             if self._peer is None and op != "open":
                 raise ProtocolError(f"{op} before open")
             if self._peer is not None and peer != self._peer:
@@ -148,6 +152,8 @@ class DeviceService:
 
     def _failed(self, peer: bytes, seq, op, exc, answer: bool) -> None:
         status = exc.status if isinstance(exc, CudaError) else cudaError.cudaErrorInvalidValue
+        if isinstance(exc, ProtocolError):
+            bad_requests.warning("GPU%d: %s", self.index, exc)
         if isinstance(exc, CudaError) and is_sticky(status) and self._sticky is None:
             self._sticky = exc
             log.warning("GPU%d: sticky error in %s: %s", self.index, op, exc)

@@ -227,8 +227,15 @@ class SimDevice(Device):
 
     def load_module(self, key: str, image: bytes) -> None:
         # The image holds GPU code the sim cannot run (it runs plugins); it is
-        # read for variables and kernel resources.
-        self._modules[key] = SimModule(bytes(image))
+        # read for variables and kernel resources, so it must be a fatbinary.
+        module = SimModule(bytes(image))
+        try:
+            module.fatbin.variables()
+            module.fatbin.resources(SIM_ARCH)
+        except fatbin.FatbinError as exc:
+            raise CudaError(cudaError.cudaErrorInvalidKernelImage, f"module {key} is not a usable fatbinary: "
+                                                                    f"{exc}") from None
+        self._modules[key] = module
 
     def _module(self, key: str) -> SimModule:
         module = self._modules.get(key)

@@ -1,0 +1,241 @@
+"""A fuzzer for rcuda servers: malformed and mutated messages, bounded in
+count and time.
+
+It opens a real session (hello, then `open` on a device socket, like a
+client), then sends, on the daemon's socket and on the device socket:
+random bytes, msgpack values that are not maps, headers of every op in
+rcuda.protocol.OPS with fields of wrong types or hostile values (negative,
+huge, random pointers, unknown ids), random payload frames, and bit-flipped
+copies of valid requests.  It drains replies as it goes and counts them.
+A server passes when it is still up afterwards and a normal client still
+runs correctly (the tests and benchmarks/fuzz check that).
+
+    python -m rcuda.fuzz HOST:PORT [--frames N] [--seconds S] [--seed K]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+import time
+from dataclasses import asdict, dataclass
+
+import msgpack
+import zmq
+
+from rcuda import protocol
+from rcuda.config import parse_server
+
+HOSTILE_INTS = [0, 1, -1, 2**31 - 1, 2**31, 2**32, 2**63 - 1, -(2**63), 2**64 - 1, 4096, 0x7000_0000_0000,
+                0x1000_0000_0000, 0x2000_0000_0000]
+
+
+@dataclass
+class FuzzReport:
+    frames_sent: int = 0
+    replies: int = 0
+    error_replies: int = 0
+    seconds: float = 0.0
+    session_ok: bool = False
+
+
+class Fuzzer:
+    def __init__(self, address: str, seed: int = 0, timeout: float = 5.0):
+        self.address = parse_server(address)
+        self.rng = random.Random(seed)
+        self.timeout = timeout
+        self.context = zmq.Context()
+        self.report = FuzzReport()
+        self.valid_pointers: list[int] = []
+
+    # ---------------------------------------------------------- sockets
+
+    def _socket(self, endpoint: str) -> zmq.Socket:
+        sock = self.context.socket(zmq.DEALER)
+        sock.setsockopt(zmq.LINGER, 0)
+        sock.setsockopt(zmq.SNDHWM, 0)
+        sock.connect(endpoint)
+        return sock
+
+    def _call(self, sock: zmq.Socket, header: dict, frames=()) -> dict:
+        sock.send_multipart([protocol.pack(header), *frames])
+        deadline = time.monotonic() + self.timeout
+        while time.monotonic() < deadline:
+            if sock.poll(100):
+                reply = protocol.unpack(sock.recv_multipart()[0])
+                if reply.get("seq") == header.get("seq"):
+                    return reply
+        raise TimeoutError(f"no reply to {header['op']} within {self.timeout}s")
+
+    def open_session(self):
+        """A real session: the daemon's hello, then `open` on device 0."""
+        daemon = self._socket(self.address.endpoint)
+        hello = self._call(daemon, {"op": "hello", "seq": 1, "version": protocol.PROTOCOL_VERSION,
+                                    "client": {"host": "fuzzer", "pid": 0, "program": "rcuda.fuzz"}})
+        if hello.get("err"):
+            raise RuntimeError(f"hello refused: {hello}")
+        device = self._socket(self.address.endpoint_for_port(hello["ports"][0]))
+        opened = self._call(device, {"op": "open", "seq": 1, "dev": 0, "token": hello["token"], "va_base": None})
+        if opened.get("err"):
+            raise RuntimeError(f"open refused: {opened}")
+        self.report.session_ok = True
+        for size in (64, 4096, 1 << 20):
+            reply = self._call(device, {"op": "malloc", "seq": 2, "size": size})
+            if not reply.get("err"):
+                self.valid_pointers.append(reply["ptr"])
+        return daemon, device
+
+    # ---------------------------------------------------------- messages
+
+    def _value(self):
+        r = self.rng.random()
+        if r < 0.35:
+            return self.rng.choice(HOSTILE_INTS + [p + self.rng.randrange(-64, 1 << 21) for p in self.valid_pointers])
+        if r < 0.45:
+            return self.rng.randrange(-1000, 1000)
+        if r < 0.55:
+            return "".join(self.rng.choice("abc\x00\xff/") for _ in range(self.rng.randrange(0, 40)))
+        if r < 0.62:
+            return [self._value() for _ in range(self.rng.randrange(0, 5))]
+        if r < 0.68:
+            return {"x": self._value()}
+        if r < 0.74:
+            return None
+        if r < 0.80:
+            return self.rng.random() * 1e12
+        if r < 0.85:
+            return bool(self.rng.getrandbits(1))
+        return self.rng.randbytes(self.rng.randrange(0, 64))
+
+    def _header(self) -> dict:
+        # Every op but `close`, which would end the session being fuzzed.
+        op = self.rng.choice([o for o in protocol.OPS if o != "close"] + ["", "nope", "launch\x00"])
+        header = {"op": op, "seq": self.rng.choice([self.rng.randrange(1 << 30), None, "x", -5])}
+        for field, kind in protocol.OPS.get(op, {}).items():
+            if self.rng.random() < 0.9:
+                header[field] = self._plausible(kind) if self.rng.random() < 0.6 else self._value()
+        if self.rng.random() < 0.2:
+            header["async"] = self._value() if self.rng.random() < 0.5 else True
+        if self.rng.random() < 0.1:
+            header[self.rng.choice(["extra", "token", "dev"])] = self._value()
+        return header
+
+    def _plausible(self, kind):
+        kinds = kind if isinstance(kind, tuple) else (kind,)
+        if int in kinds:
+            return self.rng.choice(HOSTILE_INTS + [self.rng.randrange(0, 1 << 16)] +
+                                   [p + self.rng.randrange(0, 4096) for p in self.valid_pointers])
+        if str in kinds:
+            return self.rng.choice(["", "m", "0" * 32, "_Z5emptyi", "cudaFuncAttributeMaxDynamicSharedMemorySize"])
+        if list in kinds:
+            return [self.rng.choice(HOSTILE_INTS) for _ in range(self.rng.choice([0, 1, 3, 3, 4, 1000]))]
+        if dict in kinds:
+            return {"host": "x"}
+        return None
+
+    def _frames(self) -> list[bytes]:
+        frames = []
+        for _ in range(self.rng.choice([0, 0, 1, 1, 2, 5])):
+            size = self.rng.choice([0, 1, 7, 44, 48, 52, 4096, 65536])
+            frames.append(self.rng.randbytes(size))
+        return frames
+
+    def message(self) -> list[bytes]:
+        r = self.rng.random()
+        if r < 0.05:
+            return [self.rng.randbytes(self.rng.randrange(0, 200))]
+        if r < 0.10:
+            return [msgpack.packb(self._value())]
+        if r < 0.13:
+            return []  # an empty multipart: zmq sends nothing, kept for the count
+        header = protocol.pack(self._header())
+        if r < 0.25:  # bit flips in a valid-looking header
+            data = bytearray(header)
+            for _ in range(self.rng.randrange(1, 4)):
+                data[self.rng.randrange(len(data))] ^= 1 << self.rng.randrange(8)
+            header = bytes(data)
+        if r < 0.30:  # truncated
+            header = header[:self.rng.randrange(len(header))]
+        return [header, *self._frames()]
+
+    # ---------------------------------------------------------- the run
+
+    def run(self, frames: int, seconds: float) -> FuzzReport:
+        started = time.monotonic()
+        daemon, device = self.open_session()
+        sockets = [device, device, device, daemon]
+        try:
+            while self.report.frames_sent < frames and time.monotonic() - started < seconds:
+                parts = self.message()
+                sock = self.rng.choice(sockets)
+                if parts:
+                    sock.send_multipart(parts)
+                self.report.frames_sent += 1
+                if self.report.frames_sent % 64 == 0:
+                    self._drain(sockets)
+            self._settle(daemon, device)
+        finally:
+            for sock in (daemon, device):
+                sock.close(linger=0)
+            self.context.term()
+        self.report.seconds = time.monotonic() - started
+        return self.report
+
+    def _settle(self, daemon: zmq.Socket, device: zmq.Socket) -> None:
+        """Wait until the server has read everything: its answer to a last
+        request on each socket comes after all the frames before it."""
+        for sock, header in ((daemon, {"op": "info", "version": protocol.PROTOCOL_VERSION}),
+                             (device, {"op": "mem_info"})):
+            seq = 1 << 40
+            sock.send_multipart([protocol.pack(dict(header, seq=seq))])
+            deadline = time.monotonic() + max(self.timeout, 120.0)
+            while time.monotonic() < deadline:
+                if not sock.poll(100):
+                    continue
+                parts = sock.recv_multipart()
+                self.report.replies += 1
+                try:
+                    reply = protocol.unpack(parts[0])
+                except Exception:  # noqa: BLE001 - counted, not fatal
+                    continue
+                self.report.error_replies += bool(reply.get("err"))
+                if reply.get("seq") == seq:
+                    break
+            else:
+                raise TimeoutError(f"the server did not answer {header['op']} after the fuzzing")
+
+    def _drain(self, sockets, wait: float = 0.0) -> None:
+        deadline = time.monotonic() + wait
+        while True:
+            got = False
+            for sock in set(sockets):
+                while sock.poll(0):
+                    parts = sock.recv_multipart()
+                    got = True
+                    self.report.replies += 1
+                    try:
+                        if protocol.unpack(parts[0]).get("err"):
+                            self.report.error_replies += 1
+                    except Exception:  # noqa: BLE001 - a reply we cannot read is counted, not fatal
+                        pass
+            if not got and time.monotonic() >= deadline:
+                return
+            if not got:
+                time.sleep(0.01)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m rcuda.fuzz", description=__doc__.split("\n\n")[0])
+    parser.add_argument("server", help="HOST:PORT of an rcuda server (use --memory-limit on it)")
+    parser.add_argument("--frames", type=int, default=20000)
+    parser.add_argument("--seconds", type=float, default=120.0)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    report = Fuzzer(args.server, args.seed).run(args.frames, args.seconds)
+    print(json.dumps(asdict(report)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
