@@ -19,6 +19,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from conftest import RCUDA, requires_nvcc, run_program, start_server
@@ -188,6 +189,80 @@ def test_cnn_sim_kernels_match_the_cuda_kernels(mnist_binary, mnist_data, four_s
     assert_same_curve(remote, parse(emulated.stdout))
     losses = list(remote["steps"].values())
     assert losses[-1] < losses[0] - 0.3 and remote["result"]["test_accuracy"] > 0.3  # it learns
+
+
+# ---------------------------------------------------------------- the sim kernels on their own
+
+
+def load_sim_kernels(monkeypatch, **environment):
+    for key, value in environment.items():
+        monkeypatch.setenv(key, value)
+    spec = importlib.util.spec_from_file_location("mnist_sim_kernels_under_test", SIM_KERNELS)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+class FakeLaunch:
+    """The plugin interface's `launch` over numpy arrays: pointer i*2**20 is array i."""
+
+    def __init__(self, grid, block, params, arrays, name="kernel"):
+        self.grid, self.block, self._params, self._arrays = tuple(grid), tuple(block), params, arrays
+        self.demangled = f"{name}(...)"
+
+    def param(self, index, fmt):
+        return self._params[index]
+
+    def array(self, ptr, dtype, shape):
+        base = self._arrays[ptr >> 20]
+        shape = (shape,) if isinstance(shape, int) else tuple(shape)
+        count = int(np.prod(shape))
+        flat = base.reshape(-1).view(np.uint8)[ptr & 0xFFFFF:].view(dtype)[:count]
+        return flat.reshape(shape)
+
+
+
+def test_sim_gemm_writes_only_the_tiles_of_its_grid_and_checks_its_block(monkeypatch):
+    kernels = load_sim_kernels(monkeypatch)
+    rng = np.random.default_rng(1)
+    A, B = rng.standard_normal((20, 7)).astype(np.float32), rng.standard_normal((7, 20)).astype(np.float32)
+    C = np.full((20, 20), np.nan, np.float32)
+    params = [0 << 20, 1 << 20, 2 << 20, 20, 20, 7]
+    kernels.KERNELS["gemm_nn"](FakeLaunch((1, 1, 1), (16, 16, 1), params, [A, B, C]))
+    np.testing.assert_allclose(C[:16, :16], (A @ B)[:16, :16], rtol=1e-5)
+    assert np.isnan(C[16:]).all() and np.isnan(C[:, 16:]).all()  # blocks not launched write nothing
+    kernels.KERNELS["gemm_nn"](FakeLaunch((2, 2, 1), (16, 16, 1), params, [A, B, C]))
+    np.testing.assert_allclose(C, A @ B, rtol=1e-5)
+    with pytest.raises(AssertionError):  # the CUDA kernel asserts its block shape too
+        kernels.KERNELS["gemm_nn"](FakeLaunch((2, 2, 1), (32, 8, 1), params, [A, B, C]))
+
+
+def test_sim_sum_columns_and_pooling_follow_the_kernels(monkeypatch):
+    kernels = load_sim_kernels(monkeypatch)
+    m = np.arange(5 * 3 * 2, dtype=np.float32).reshape(5, 3, 2)
+    out = np.full(3, np.nan, np.float32)
+    kernels.KERNELS["sum_columns"](FakeLaunch((2, 1, 1), (256, 1, 1), [0, 5, 3, 2, 1 << 20], [m, out]))
+    np.testing.assert_array_equal(out[:2], m.sum(axis=(0, 2))[:2])
+    assert np.isnan(out[2])  # one block per column: column 2 had none
+    x = np.array([[[1, 3, 3, 0], [3, 2, 1, 3], [9, 9, 9, 9]]], np.float32)  # 3 x 4: the odd last row is dropped
+    dy = np.array([[[10, 20]]], np.float32)
+    y, dx = np.zeros((1, 1, 2), np.float32), np.full((1, 3, 4), np.nan, np.float32)
+    kernels.KERNELS["maxpool2_forward"](FakeLaunch((1, 1, 1), (256, 1, 1), [0, 1 << 20, 1, 3, 4], [x, y]))
+    kernels.KERNELS["maxpool2_backward"](FakeLaunch((1, 1, 1), (256, 1, 1), [0, 1 << 20, 2 << 20, 1, 3, 4],
+                                                    [x, dy, dx]))
+    np.testing.assert_array_equal(y, [[[3, 3]]])
+    # ties go to the first maximum in (0,0), (0,1), (1,0), (1,1) order
+    np.testing.assert_array_equal(dx, [[[0, 10, 20, 0], [0, 0, 0, 0], [0, 0, 0, 0]]])
+
+
+def test_sim_costs_model_gpu_time_only_when_asked(monkeypatch):
+    monkeypatch.delenv("RCUDA_SIM_GFLOPS", raising=False)
+    assert load_sim_kernels(monkeypatch).COSTS == {}
+    kernels = load_sim_kernels(monkeypatch, RCUDA_SIM_GFLOPS="100", RCUDA_SIM_GBPS="1000", RCUDA_SIM_LAUNCH_US="5")
+    assert set(kernels.COSTS) == set(kernels.KERNELS)
+    launch = FakeLaunch((64, 64, 1), (16, 16, 1), [0, 0, 0, 1000, 1000, 1000], [], name="gemm_nn")
+    flops, moved = 2e9, 12e6
+    assert kernels.COSTS["gemm_nn"](launch) == pytest.approx(5e-6 + flops / 100e9 + moved / 1000e9)
 
 
 # ---------------------------------------------------------------- the IDX reader
