@@ -266,6 +266,27 @@ def summary(result: dict, servers: Servers) -> str:
 
 def run(options, program_args: list[str], out: TextIO = sys.stdout) -> int:
     """The whole demo; `options` are DemoCommand's parsed arguments."""
+    with _stopped_by_termination():
+        return _run(options, program_args, out)
+
+
+@contextlib.contextmanager
+def _stopped_by_termination():
+    """SIGTERM and SIGHUP end the demo like Ctrl-C does: through the finally
+    blocks that stop the servers (they run in sessions of their own and
+    would otherwise outlive it)."""
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt(signal.Signals(signum).name)
+
+    previous = {sig: signal.signal(sig, interrupt) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _run(options, program_args: list[str], out: TextIO) -> int:
     def say(text: str) -> None:
         out.write(f"rcuda demo: {text}\n")
         out.flush()

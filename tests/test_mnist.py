@@ -14,6 +14,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -360,6 +361,57 @@ def test_demo_end_to_end_starts_and_stops_its_servers(tmp_path):
                      r"images\); \S+ s of training on 4 remote GPU\(s\)", out, re.M), out
     assert "RESULT" not in out  # turned into the summary
     assert all(closed(address) for address in started.groups())
+
+
+def start_demo(*args: str) -> subprocess.Popen:
+    env = dict(os.environ)
+    env.pop("RCUDA_SERVERS", None)
+    # Its own process group, with Ctrl-C's default action (a background job may inherit SIGINT ignored).
+    return subprocess.Popen([*RCUDA, "demo", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=env, start_new_session=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+
+
+def servers_of(demo: subprocess.Popen, until: str) -> list[str]:
+    """The addresses of the demo's servers, reading its output up to a line starting with `until`."""
+    addresses = []
+    for line in demo.stdout:
+        started = re.search(r"started 4 local rcuda servers \(\w+ backend\): (.*)$", line)
+        if started:
+            addresses = started[1].split(", ")
+        if line.startswith(until):
+            return addresses
+    raise AssertionError(f"the demo ended before printing {until!r}: {demo.stderr.read()}")
+
+
+def test_demo_stops_its_servers_on_ctrl_c():
+    demo = start_demo("--epochs", "50")
+    try:
+        addresses = servers_of(demo, "epoch 1/50")
+        os.killpg(demo.pid, signal.SIGINT)  # Ctrl-C: the whole foreground group
+        _, err = demo.communicate(timeout=60)
+    finally:
+        if demo.poll() is None:
+            os.killpg(demo.pid, signal.SIGKILL)
+            demo.wait()
+    assert demo.returncode == 130, err
+    assert "interrupted; the servers it started are stopped" in err
+    assert len(addresses) == 4 and all(closed(address) for address in addresses)
+
+
+def test_demo_stops_its_servers_when_the_program_fails():
+    demo = start_demo("--", "--no-such-option")
+    try:
+        addresses = servers_of(demo, "rcuda demo: training")
+        out, err = demo.communicate(timeout=60)
+    finally:
+        if demo.poll() is None:
+            os.killpg(demo.pid, signal.SIGKILL)
+            demo.wait()
+    assert demo.returncode == 2
+    assert "mnist_dp: error: unknown option --no-such-option" in err
+    assert "rcuda demo: error: the training program failed (exit status 2)" in err
+    assert len(addresses) == 4 and all(closed(address) for address in addresses)
 
 
 def test_default_demo_reaches_93_percent_on_the_held_out_split(four_servers):
