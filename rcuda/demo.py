@@ -67,11 +67,11 @@ def example_sources() -> list[Path]:
     return sorted(p for p in EXAMPLE_DIR.iterdir() if p.suffix in (".cu", ".cuh", ".h"))
 
 
-def build_flags() -> list[str]:
-    flags = list(NVCC_FLAGS)
+def build_flags() -> tuple[list[str], list[str]]:
+    """(compiler flags, libraries to link)."""
     if any(h.is_file() for h in ZLIB_HEADERS):
-        flags += ["-DMNIST_DP_ZLIB", "-lz"]  # gzipped IDX files
-    return flags
+        return [*NVCC_FLAGS, "-DMNIST_DP_ZLIB"], ["-lz"]  # gzipped IDX files
+    return list(NVCC_FLAGS), []
 
 
 def build_example(say, cache: Path | None = None) -> Path:
@@ -79,9 +79,9 @@ def build_example(say, cache: Path | None = None) -> Path:
     (same sources, flags and nvcc)."""
     nvcc = find_nvcc()
     sources = example_sources()
-    flags = build_flags()
+    flags, libraries = build_flags()
     key = hashlib.sha256()
-    for item in (nvcc, _nvcc_version(nvcc), *flags):
+    for item in (nvcc, _nvcc_version(nvcc), *flags, *libraries):
         key.update(item.encode() + b"\0")
     for path in sources:
         key.update(path.name.encode() + b"\0" + path.read_bytes())
@@ -92,8 +92,7 @@ def build_example(say, cache: Path | None = None) -> Path:
     out_dir.mkdir(parents=True, exist_ok=True)
     say(f"building {EXAMPLE_DIR / 'mnist_dp.cu'} with nvcc (once; kept in {out_dir})")
     partial = binary.with_name(binary.name + f".partial-{os.getpid()}")
-    command = [nvcc, *[f for f in flags if f != "-lz"], "-o", str(partial), str(EXAMPLE_DIR / "mnist_dp.cu"),
-               *(["-lz"] if "-lz" in flags else [])]
+    command = [nvcc, *flags, "-o", str(partial), str(EXAMPLE_DIR / "mnist_dp.cu"), *libraries]
     try:
         result = subprocess.run(command, capture_output=True, text=True, timeout=BUILD_TIMEOUT)
     except subprocess.TimeoutExpired:

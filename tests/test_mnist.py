@@ -44,10 +44,23 @@ def peer_copies_forwarded() -> bool:
 
 
 @pytest.fixture(scope="module")
-def mnist_binary(tmp_path_factory) -> Path:
-    """examples/mnist_dp built by the demo's own build step (into a temporary cache)."""
+def cache_home(tmp_path_factory) -> Path:
+    """XDG_CACHE_HOME for the demo runs: never the user's own cache."""
+    return tmp_path_factory.mktemp("cache-home")
+
+
+@pytest.fixture(scope="module")
+def mnist_binary(cache_home) -> Path:
+    """examples/mnist_dp built by the demo's own build step, into the cache the demo runs use."""
     from rcuda import demo
-    return demo.build_example(lambda text: None, cache=tmp_path_factory.mktemp("mnist-build"))
+    return demo.build_example(lambda text: None, cache=cache_home / "rcuda")
+
+
+@pytest.fixture
+def demo_env(cache_home, mnist_binary) -> dict:
+    env = dict(os.environ, XDG_CACHE_HOME=str(cache_home))
+    env.pop("RCUDA_SERVERS", None)
+    return env
 
 
 @pytest.fixture(scope="module")
@@ -190,6 +203,40 @@ def test_cnn_sim_kernels_match_the_cuda_kernels(mnist_binary, mnist_data, four_s
     assert_same_curve(remote, parse(emulated.stdout))
     losses = list(remote["steps"].values())
     assert losses[-1] < losses[0] - 0.3 and remote["result"]["test_accuracy"] > 0.3  # it learns
+
+
+def local_gpu_missing() -> str | None:
+    """Why the program cannot run on a local GPU here (None: it can)."""
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        return "no local GPU (nvidia-smi not found)"
+    listing = subprocess.run([smi, "-L"], capture_output=True, text=True, timeout=60).stdout
+    if "GPU 0" not in listing:
+        return "no local GPU (nvidia-smi -L lists none)"
+    if importlib.util.find_spec("cupy") is None:
+        return "the cupy backend needs cupy (pip install -e '.[cupy]')"
+    return None
+
+
+def test_same_binary_same_training_on_a_local_gpu_and_through_rcuda(mnist_binary, mnist_data):
+    """On a machine with a GPU: the binary run locally and through rcuda on
+    a cupy server (the same GPU) trains identically, and like the numpy
+    reference."""
+    reason = local_gpu_missing()
+    if reason:
+        pytest.skip(reason)
+    local = run_direct(mnist_binary, "--devices", "1", "--data", str(mnist_data), *SHORT)
+    assert local.returncode == 0, local.stdout + local.stderr
+    local = parse(local.stdout)
+    assert "rcuda sim" not in json.dumps(local["result"]["device_names"])
+    server = start_server("--backend", "cupy", "--devices", "1")
+    try:
+        remote = run_remote(mnist_binary, server, mnist_data, "--devices", "1", *SHORT)
+    finally:
+        server.stop()
+    assert remote["result"]["device_names"] == local["result"]["device_names"]
+    assert_same_curve(local, remote, rel=1e-6)
+    assert_same_curve(run_reference(mnist_data, *SHORT), remote)
 
 
 # ---------------------------------------------------------------- the sim kernels on their own
@@ -363,9 +410,7 @@ def test_demo_end_to_end_starts_and_stops_its_servers(tmp_path):
     assert all(closed(address) for address in started.groups())
 
 
-def start_demo(*args: str) -> subprocess.Popen:
-    env = dict(os.environ)
-    env.pop("RCUDA_SERVERS", None)
+def start_demo(env: dict, *args: str) -> subprocess.Popen:
     # Its own process group, with Ctrl-C's default action (a background job may inherit SIGINT ignored).
     return subprocess.Popen([*RCUDA, "demo", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env=env, start_new_session=True,
@@ -384,8 +429,8 @@ def servers_of(demo: subprocess.Popen, until: str) -> list[str]:
     raise AssertionError(f"the demo ended before printing {until!r}: {demo.stderr.read()}")
 
 
-def test_demo_stops_its_servers_on_ctrl_c():
-    demo = start_demo("--epochs", "50")
+def test_demo_stops_its_servers_on_ctrl_c(demo_env):
+    demo = start_demo(demo_env, "--epochs", "50")
     try:
         addresses = servers_of(demo, "epoch 1/50")
         os.killpg(demo.pid, signal.SIGINT)  # Ctrl-C: the whole foreground group
@@ -399,8 +444,8 @@ def test_demo_stops_its_servers_on_ctrl_c():
     assert len(addresses) == 4 and all(closed(address) for address in addresses)
 
 
-def test_demo_stops_its_servers_when_the_program_fails():
-    demo = start_demo("--", "--no-such-option")
+def test_demo_stops_its_servers_when_the_program_fails(demo_env):
+    demo = start_demo(demo_env, "--", "--no-such-option")
     try:
         addresses = servers_of(demo, "rcuda demo: training")
         out, err = demo.communicate(timeout=60)
@@ -414,11 +459,11 @@ def test_demo_stops_its_servers_when_the_program_fails():
     assert len(addresses) == 4 and all(closed(address) for address in addresses)
 
 
-def test_default_demo_reaches_93_percent_on_the_held_out_split(four_servers):
+def test_default_demo_reaches_93_percent_on_the_held_out_split(four_servers, demo_env):
     """The README's claim: the default demo (all 4000 training images,
     default epochs) reaches >= 93% test accuracy.  RCUDA_SERVERS set: the
     demo uses these servers instead of starting its own."""
-    env = dict(os.environ, RCUDA_SERVERS=",".join(s.address for s in four_servers))
+    env = dict(demo_env, RCUDA_SERVERS=",".join(s.address for s in four_servers))
     result = subprocess.run([*RCUDA, "demo"], capture_output=True, text=True, timeout=RUN_TIMEOUT, env=env)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "4 rcuda server(s) from RCUDA_SERVERS" in result.stdout
@@ -445,14 +490,15 @@ def netns_unavailable() -> str | None:
 
 @pytest.mark.xfail(importlib.util.find_spec("rcuda.hosts") is None, strict=True,
                    reason="network-namespace hosts (rcuda.hosts) are not in this rcuda yet")
-def test_demo_across_four_network_namespace_hosts():
+def test_demo_across_four_network_namespace_hosts(demo_env):
     if os.geteuid() != 0:
         pytest.skip("network namespaces need root")
     reason = netns_unavailable()
     if reason:
         pytest.skip(reason)
     result = subprocess.run([*RCUDA, "demo", "--netns", "--epochs", "1", "--", "--train-limit", "256",
-                             "--test-limit", "100"], capture_output=True, text=True, timeout=RUN_TIMEOUT)
+                             "--test-limit", "100"], capture_output=True, text=True, timeout=RUN_TIMEOUT,
+                            env=demo_env)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "rcuda servers in network-namespace hosts" in result.stdout
     assert re.search(r"^mnist_dp: 4 GPU\(s\)", result.stdout, re.M)

@@ -131,7 +131,8 @@ public:
     const std::vector<double>& warmup_throughput() const { return warmup_throughput_; }
     const std::vector<double>& busy_seconds() const { return busy_; }
     long long steps() const { return steps_; }
-    double train_seconds() const {
+    double total_seconds() const { return total_seconds_; }  // from the end of the warm-up
+    double train_seconds() const {  // the epochs' training, without their evaluation
         double total = 0;
         for (const auto& e : results_) total += e.train_seconds;
         return total;
@@ -185,7 +186,12 @@ private:
                     dev.download(r.host_grads.data(), r.grads, grad_floats() * sizeof(float));
                 busy_[d] += seconds_since(busy_start);
                 barrier_.wait();
-                if (leader(d)) opt_.sync == "peer" ? reduce_on_gpu0(rows) : reduce_on_host(rows);
+                if (leader(d)) {
+                    if (opt_.sync == "peer")
+                        reduce_on_gpu0(rows);
+                    else
+                        reduce_on_host(rows);
+                }
                 barrier_.wait();
                 if (opt_.sync == "peer") {
                     if (!leader(d))
@@ -193,7 +199,7 @@ private:
                 } else {
                     dev.upload(r.params, params_.data(), P() * sizeof(float));
                 }
-                if (leader(d)) log_step(epoch, s, rows);
+                if (leader(d)) log_step(epoch, s);
             }
             if (opt_.sync == "peer") dev.synchronize();  // the last parameters have arrived
             barrier_.wait();
@@ -343,8 +349,7 @@ private:
         ++steps_;
     }
 
-    void log_step(int epoch, int step, int rows) {
-        (void)rows;
+    void log_step(int epoch, int step) {
         if (opt_.log_steps <= 0 || (step + 1) % opt_.log_steps) return;
         std::printf("step %d.%d loss %.6f\n", epoch + 1, step + 1, step_loss_ / std::max(step_rows_, 1LL));
         std::fflush(stdout);
@@ -395,10 +400,6 @@ private:
         std::fflush(stdout);
     }
 
-public:
-    double total_seconds() const { return total_seconds_; }
-
-private:
     const Network& net_;
     const Dataset& train_;
     const Dataset& test_;
