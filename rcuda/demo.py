@@ -37,11 +37,6 @@ BUILD_TIMEOUT = 600.0
 NVCC_FLAGS = ("-cudart", "shared", "-O2", "-std=c++17")
 ZLIB_HEADERS = (Path("/usr/include/zlib.h"), Path("/usr/local/include/zlib.h"))
 
-# Several sim servers share this machine's cores: numpy's BLAS threads would
-# spin against each other (a 4-server run took 8x longer with them).
-SERVER_ENVIRONMENT = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-
-
 class DemoError(Exception):
     """Something the user can fix; the message says what."""
 
@@ -131,14 +126,13 @@ def _server_arguments() -> list[str]:
 @contextlib.contextmanager
 def local_servers(count: int, say) -> Iterator[Servers]:
     """`count` rcuda servers on free loopback ports, stopped on the way out."""
-    env = dict(os.environ, **SERVER_ENVIRONMENT)
     processes: list[subprocess.Popen] = []
     try:
         for _ in range(count):
             processes.append(subprocess.Popen(
                 [sys.executable, "-m", "rcuda.cli", "server", "--listen", "tcp://127.0.0.1:0",
                  *_server_arguments()],
-                stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True, env=env,
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
                 start_new_session=True))  # Ctrl-C reaches the demo, which stops them in order
         lines = [_ready_line(p, SERVER_START_TIMEOUT) for p in processes]
         addresses = [re.search(r"ready on tcp://(\S+)", line)[1] for line in lines]
@@ -196,8 +190,6 @@ def netns_servers(count: int, say) -> Iterator[Servers]:
     reason = unavailable_reason()
     if reason:
         raise DemoError(f"--netns needs network namespaces: {reason}")
-    saved = {k: os.environ.get(k) for k in SERVER_ENVIRONMENT}
-    os.environ.update(SERVER_ENVIRONMENT)  # the hosts' servers inherit the environment
     hosts = Hosts(count, name=f"rcuda-demo{os.getpid()}", server_args=_server_arguments(),
                   state_dir=demo_data.cache_dir() / f"demo-hosts-{os.getpid()}")
     try:
@@ -211,11 +203,6 @@ def netns_servers(count: int, say) -> Iterator[Servers]:
         yield Servers(hosts.servers_variable, description, namespace=hosts.network.client_namespace)
     finally:
         hosts.down()
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
 
 
 @contextlib.contextmanager

@@ -50,7 +50,8 @@ class Worker:
     @classmethod
     def spawn(cls, config: dict) -> "Worker":
         process = subprocess.Popen([sys.executable, "-m", "rcuda.server.worker", json.dumps(config)],
-                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1)
+                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1,
+                                   env=worker_environment())
         worker = cls(process)
         threading.Thread(target=worker._read_description, daemon=True).start()
         return worker
@@ -81,6 +82,20 @@ class Worker:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
+
+
+#: One BLAS thread per numpy call in a worker: a worker already runs one
+#: thread per GPU, and machines run several servers; multi-threaded BLAS
+#: then oversubscribes the cores (the sim's MNIST kernels ran 8x slower with
+#: four servers on two cores).  The user's own setting wins.
+BLAS_THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+def worker_environment() -> dict:
+    env = dict(os.environ)
+    for variable in BLAS_THREAD_VARIABLES:
+        env.setdefault(variable, "1")
+    return env
 
 
 class Daemon:

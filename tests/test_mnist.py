@@ -71,13 +71,11 @@ def mnist_data(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def four_servers():
-    """Four sim servers with the example's kernels (one BLAS thread each, as the demo starts them)."""
-    from rcuda.demo import SERVER_ENVIRONMENT
-    env = dict(os.environ, **SERVER_ENVIRONMENT)
+    """Four sim servers with the example's kernels."""
     servers = []
     try:
         for _ in range(4):
-            servers.append(start_server("--backend", "sim", "--kernels", str(SIM_KERNELS), env=env))
+            servers.append(start_server("--backend", "sim", "--kernels", str(SIM_KERNELS)))
         yield servers
     finally:
         for server in servers:
