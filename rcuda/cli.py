@@ -3,6 +3,7 @@
     rcuda server   serve this machine's GPUs (or simulated ones)
     rcuda run      run an unmodified CUDA program on remote GPUs
     rcuda lib      where the interposer library is
+    rcuda smi      what every server's GPUs are doing, and for whom
     rcuda config   the effective configuration, and where each value came from
     rcuda coverage which CUDA runtime functions rcuda implements
     rcuda demo     MNIST trained data-parallel on four rcuda servers
@@ -21,7 +22,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="rcuda", description="Run unmodified CUDA programs on remote GPUs.")
     parser.add_argument("--version", action="version", version=f"rcuda {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in (ServerCommand, RunCommand, LibCommand, ConfigCommand, CoverageCommand, DemoCommand):
+    for module in (ServerCommand, RunCommand, LibCommand, SmiCommand, ConfigCommand, CoverageCommand, DemoCommand):
         module.add_parser(commands)
     args = parser.parse_args(argv)
     try:
@@ -58,6 +59,8 @@ class ServerCommand:
                        help="end a session whose client has been silent this long (default 30)")
         p.add_argument("--spares", type=int, default=1, help="session workers kept started ahead of need")
         p.add_argument("--log-level", default=None, choices=["debug", "info", "warning", "error"])
+        p.add_argument("--metrics-port", type=int, default=None, metavar="PORT",
+                       help="serve Prometheus metrics on this port of the listen address (0: any free port)")
         p.set_defaults(handler=ServerCommand.run)
 
     @staticmethod
@@ -88,8 +91,12 @@ class ServerCommand:
         except WorkerError as exc:
             raise CommandError(f"cannot start: {exc}") from None
         names = ", ".join(d.get("name", "?") for d in daemon.devices)
+        metrics = ""
+        if settings["metrics_port"] is not None:
+            from rcuda.server.metrics import serve_metrics
+            metrics = f"; metrics on http://{host}:{serve_metrics(daemon, host, settings['metrics_port'])}/metrics"
         print(f"rcuda server ready on {endpoint} ({daemon.backend} backend, {len(daemon.devices)} "
-              f"device(s): {names})", flush=True)
+              f"device(s): {names}){metrics}", flush=True)
         daemon.serve_forever()
         return 0
 
@@ -171,6 +178,37 @@ class LibCommand:
         except ProgramError as exc:
             raise CommandError(str(exc)) from None
         return 0
+
+
+class SmiCommand:
+    @staticmethod
+    def add_parser(commands) -> None:
+        p = commands.add_parser("smi", help="what every server's GPUs are doing",
+                                description="An nvidia-smi for all rcuda servers: per GPU the memory used, "
+                                            "utilisation and sessions; per session its client, memory held "
+                                            "and calls/s. Unreachable servers are shown as such.")
+        p.add_argument("--servers", default=None, help="HOST:PORT,... (default: RCUDA_SERVERS / config file)")
+        p.add_argument("--timeout", type=float, default=None,
+                       help="seconds to wait for each server (default: the client timeout, at most 5)")
+        p.add_argument("--watch", type=float, nargs="?", const=2.0, default=None, metavar="SECONDS",
+                       help="refresh every SECONDS (default 2) until interrupted")
+        p.add_argument("--count", type=int, default=None, help="with --watch: stop after COUNT refreshes")
+        p.add_argument("--json", action="store_true", help="one JSON line per refresh")
+        p.set_defaults(handler=SmiCommand.run)
+
+    @staticmethod
+    def run(args) -> int:
+        from rcuda import smi
+        from rcuda.config import resolve
+        settings = resolve("client")
+        servers = parse_servers(args.servers) if args.servers else settings["servers"].value
+        if not servers:
+            raise CommandError("no servers: pass --servers HOST:PORT[,HOST:PORT...] or set RCUDA_SERVERS")
+        timeout = args.timeout or min(settings["timeout"].value, 5.0)
+        try:
+            return smi.run(servers, timeout, args.watch, args.count, args.json)
+        except KeyboardInterrupt:
+            return 0
 
 
 class ConfigCommand:

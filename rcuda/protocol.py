@@ -21,6 +21,11 @@ the fields each header must carry (checked on receipt by `check_header`).
 Daemon (the `--listen` address):
     hello   {version, client}        -> {version, session, token, ports, control_port, devices, server}
     info    {version}                -> {version, devices, server, backend}
+    status  {version}                -> {version, devices, server, backend, gpus, sessions}
+                                        what `rcuda smi` shows: per GPU memory used and
+                                        utilisation, per session its client, memory and
+                                        calls/s (from each worker's report every
+                                        STATUS_INTERVAL seconds)
 Session worker, per-device socket (ids of streams, events and functions are
 chosen by the client, so creating one needs no round trip; stream 0 is the
 legacy default stream):
@@ -85,6 +90,9 @@ CHUNK_SIZE = 4 << 20
 #: Seconds between heartbeats on a session's heartbeat socket.
 HEARTBEAT_INTERVAL = 1.0
 
+#: Seconds between a session worker's reports to its daemon (rcuda smi).
+STATUS_INTERVAL = 1.0
+
 _INT = int
 _STR = str
 _LIST = (list, tuple)
@@ -93,6 +101,7 @@ _LIST = (list, tuple)
 OPS: dict[str, dict[str, type | tuple]] = {
     "hello": {"version": _INT, "client": dict},
     "info": {"version": _INT},
+    "status": {"version": _INT},
     "open": {"dev": _INT, "token": _STR, "va_base": (_INT, type(None))},
     "malloc": {"size": _INT},
     "free": {"ptr": _INT},

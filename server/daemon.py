@@ -24,6 +24,7 @@ import zmq
 from rcuda import __version__, protocol
 from rcuda.errors import ProtocolError, cudaError
 from rcuda.log import RateLimitedLog
+from rcuda.server.status import StatusBoard
 from rcuda.server.worker import decode_line
 
 log = logging.getLogger(__name__)
@@ -101,7 +102,6 @@ def worker_environment() -> dict:
 class Daemon:
     def __init__(self, listen: str, worker_config: dict, spares: int = 1):
         self.listen = listen
-        self.worker_config = worker_config
         self.spares_wanted = max(1, spares)
         self.context = zmq.Context()
         self.socket = self.context.socket(zmq.ROUTER)
@@ -113,6 +113,12 @@ class Daemon:
         self.devices: list[dict] = []
         self.backend = ""
         self._stop = threading.Event()
+        # Session workers report their usage here (server/status.py).
+        self.status_socket = self.context.socket(zmq.PULL)
+        self.status_socket.setsockopt(zmq.LINGER, 0)
+        status_port = self.status_socket.bind_to_random_port("tcp://127.0.0.1")
+        self.worker_config = dict(worker_config, status_endpoint=f"tcp://127.0.0.1:{status_port}")
+        self.board = StatusBoard()
 
     def start(self) -> str:
         """Bind, start the first worker and wait until it is ready; returns the
@@ -138,18 +144,40 @@ class Daemon:
     def serve_forever(self) -> None:
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, lambda *_: self.stop())
+        poller = zmq.Poller()
+        poller.register(self.socket, zmq.POLLIN)
+        poller.register(self.status_socket, zmq.POLLIN)
         try:
             while not self._stop.is_set():
-                if self.socket.poll(100, zmq.POLLIN):
+                ready = dict(poller.poll(100))
+                if self.socket in ready:
                     self._handle(self.socket.recv_multipart())
+                while self.status_socket.poll(0):
+                    self._take_report(self.status_socket.recv())
                 self._reap()
                 self._assign_waiting()
         finally:
+            if self.sessions:
+                log.info("stopping: ending %d session(s), which frees what they hold", len(self.sessions))
             for worker in self.spares + self.sessions:
                 worker.stop()
             self.socket.close(linger=0)
+            self.status_socket.close(linger=0)
             self.context.term()
             log.info("server stopped")
+
+    def _take_report(self, frame: bytes) -> None:
+        try:
+            report = protocol.unpack(frame)
+        except ProtocolError:
+            return  # only our own workers can reach this loopback socket; ignore noise
+        self.board.update(report)
+
+    def status(self) -> dict:
+        """What rcuda smi and the metrics show."""
+        gpus, sessions = self.board.snapshot(self.devices)
+        return {"devices": self.devices, "server": self._server_info(), "backend": self.backend, "gpus": gpus,
+                "sessions": sessions}
 
     # ---------------------------------------------------------- requests
 
@@ -171,6 +199,8 @@ class Daemon:
             elif op == "info":
                 self._reply(peer, header, devices=self.devices, server=self._server_info(),
                             backend=self.backend)
+            elif op == "status":
+                self._reply(peer, header, **self.status())
             else:
                 raise ProtocolError(f"{op} is not a daemon request")
         except (ProtocolError, KeyError) as exc:
@@ -216,6 +246,7 @@ class Daemon:
         for worker in list(self.sessions):
             if worker.process.poll() is not None:
                 self.sessions.remove(worker)
+                self.board.forget(worker.process.pid)
                 log.info("worker pid %d ended (exit %s)", worker.process.pid, worker.process.returncode)
         for worker in list(self.spares):
             if worker.ready.is_set() and worker.error:

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
+from dataclasses import asdict, dataclass
 
 import zmq
 
@@ -40,6 +42,21 @@ LEGACY_STREAM = 0
 STICKY_EXEMPT = frozenset({"open", "close", "reset"})
 
 
+@dataclass
+class Usage:
+    """What a session did on one GPU, for `rcuda smi` and the metrics."""
+
+    calls: int = 0
+    busy_seconds: float = 0.0   # time spent serving requests (the sim: running kernels too)
+    bytes_to_device: int = 0
+    bytes_from_device: int = 0
+
+
+#: Ops whose payload goes to the device, and ops whose reply brings bytes back.
+TO_DEVICE_OPS = frozenset({"htod", "htod2d"})
+FROM_DEVICE_OPS = frozenset({"dtoh", "dtoh2d"})
+
+
 class DeviceService:
     def __init__(self, context: zmq.Context, backend, index: int, bind_host: str):
         self.backend = backend
@@ -58,6 +75,7 @@ class DeviceService:
         self._sticky: CudaError | None = None
         self._deferred: CudaError | None = None
         self._output: list[str] = []
+        self.usage = Usage()
         self._forget_session_state()
         self._handlers = {
             "open": self._open, "malloc": self._malloc, "free": self._free, "mem_info": self._mem_info,
@@ -128,7 +146,11 @@ class DeviceService:
                 raise ProtocolError("this GPU socket belongs to another connection")
             if self._sticky is not None and op not in STICKY_EXEMPT:
                 raise self._sticky
-            result = self._handlers[op](header, payload)
+            started = time.perf_counter()
+            try:
+                result = self._handlers[op](header, payload)
+            finally:
+                self._count(op, payload, time.perf_counter() - started)
             if op == "open":
                 self._peer = peer  # from now on, only this connection
         except (CudaError, ProtocolError) as exc:
@@ -149,6 +171,19 @@ class DeviceService:
             reply["err"], reply["msg"] = int(self._deferred.status), self._deferred.message
             self._deferred = None
         self._reply(peer, reply, frames)
+
+    def _count(self, op: str, payload, seconds: float) -> None:
+        usage = self.usage
+        usage.calls += 1
+        usage.busy_seconds += seconds
+        if op in TO_DEVICE_OPS:
+            usage.bytes_to_device += _payload_size(payload)
+
+    def usage_report(self) -> dict:
+        """This GPU's part of the session, as the worker reports it."""
+        device = self.device
+        return {"index": self.index, "memory": device.memory_in_use() if device is not None else 0,
+                **asdict(self.usage)}
 
     def _failed(self, peer: bytes, seq, op, exc, answer: bool) -> None:
         status = exc.status if isinstance(exc, CudaError) else cudaError.cudaErrorInvalidValue
@@ -231,6 +266,7 @@ class DeviceService:
 
     def _dtoh(self, header, payload):
         data = self.device.memcpy_dtoh(header["src"], _non_negative(header, "size"), self._stream(header))
+        self.usage.bytes_from_device += len(data)
         return {}, protocol.chunks(_bytes_view(data))
 
     def _dtod(self, header, payload):
@@ -249,6 +285,7 @@ class DeviceService:
     def _dtoh2d(self, header, payload):
         width, height, pitch = _rect(header, "spitch")
         data = self.device.memcpy_dtoh_2d(header["src"], pitch, width, height, self._stream(header))
+        self.usage.bytes_from_device += len(data)
         return {}, protocol.chunks(_bytes_view(data))
 
     def _dtod2d(self, header, payload):
@@ -339,6 +376,7 @@ class DeviceService:
                 first_error = first_error or exc
         if offset != len(data):
             raise ProtocolError(f"launches: {len(data) - offset} bytes after the last record")
+        self.usage.calls += header["count"] - 1  # each launch is a call (the message counted one)
         if first_error is not None:
             raise first_error
 

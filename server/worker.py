@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import logging
 import sys
 import threading
@@ -32,7 +33,7 @@ from rcuda.log import setup_server_logging
 from rcuda.server.backends import create_backend
 from rcuda.server.device_service import DeviceService
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("rcuda.server.worker")  # not __name__: run as __main__
 
 
 class SessionWorker:
@@ -49,6 +50,7 @@ class SessionWorker:
         self.control_port = self.control.bind_to_random_port(f"tcp://{host}")
         self.session_timeout = float(config.get("session_timeout", 30.0))
         self.daemon_gone = threading.Event()
+        self.status = None  # PUSH socket to the daemon's status collector, once serving
 
     def describe(self) -> dict:
         devices = []
@@ -68,6 +70,8 @@ class SessionWorker:
             service.start(token)
         last_heard = time.monotonic()
         started = time.monotonic()
+        self._open_status()
+        next_report = started
         try:
             while not self.daemon_gone.is_set():
                 if all(s.closed.is_set() for s in self.services):
@@ -82,10 +86,33 @@ class SessionWorker:
                 if silent > self.session_timeout:
                     log.warning("client silent for %.0fs: ending its session", silent)
                     return
+                if time.monotonic() >= next_report:
+                    self._report(client, started)
+                    next_report = time.monotonic() + protocol.STATUS_INTERVAL
         finally:
             for service in self.services:
                 service.stop()
             log.info("session resources freed")
+            self._report(client, started, ended=True)
+
+    def _open_status(self) -> None:
+        endpoint = self.config.get("status_endpoint")
+        if endpoint:
+            self.status = self.context.socket(zmq.PUSH)
+            self.status.setsockopt(zmq.LINGER, 1000)  # the last report should reach the daemon
+            self.status.setsockopt(zmq.SNDHWM, 4)
+            self.status.connect(endpoint)
+
+    def _report(self, client: dict, started: float, ended: bool = False) -> None:
+        """What this session holds and does, for `rcuda smi` (never blocks)."""
+        if self.status is None:
+            return
+        report = {"pid": os.getpid(), "client": client, "age": time.monotonic() - started, "ended": ended,
+                  "devices": [service.usage_report() for service in self.services]}
+        try:
+            self.status.send(protocol.pack(report), zmq.NOBLOCK)
+        except zmq.Again:
+            pass  # the daemon is busy or gone: the next report will do
 
     def _recv_control(self):
         parts = self.control.recv_multipart()

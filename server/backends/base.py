@@ -61,6 +61,10 @@ class Device(abc.ABC):
     def mem_get_info(self) -> tuple[int, int]:
         """(free, total) bytes, as cudaMemGetInfo."""
 
+    @abc.abstractmethod
+    def memory_in_use(self) -> int:
+        """Bytes this session holds on the GPU (for rcuda smi)."""
+
     # ---------------------------------------------------------- memory
 
     @abc.abstractmethod

@@ -212,6 +212,9 @@ class CupyDevice(Device):
     def attributes(self) -> dict[str, int]:
         return dict(self._attributes)
 
+    def memory_in_use(self) -> int:
+        return self._memory.bytes_in_use
+
     def mem_get_info(self) -> tuple[int, int]:
         with self._cuda("cudaMemGetInfo"):
             free, total = self._runtime.memGetInfo()

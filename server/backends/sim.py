@@ -149,6 +149,9 @@ class SimDevice(Device):
     def attributes(self) -> dict[str, int]:
         return attributes_from_properties(self._properties)
 
+    def memory_in_use(self) -> int:
+        return self._memory.bytes_in_use
+
     def mem_get_info(self) -> tuple[int, int]:
         return self._total - self._memory.bytes_in_use, self._total
 
