@@ -335,9 +335,8 @@ def memcpy(dst: int, src: int, count: int, kind: int) -> None:
         src_device = _device_range(src, count, "source")
         if dst_device is src_device:
             dst_device.copy_on_device(dst, src, count)
-        else:  # across servers: staged through the client for now
-            frames = src_device.copy_from_device(src, count)
-            dst_device.copy_to_device(dst, memoryview(b"".join(f.buffer for f in frames)))
+        else:  # another GPU: server to server (client/peer.py), never through here
+            rt.peer_copies.copy(dst_device, dst, src_device, src, count, synchronous=True, call="cudaMemcpy")
 
 
 @cuda()
@@ -351,6 +350,69 @@ def cudaMemset(devPtr, value, count):
     ptr = address(devPtr)
     if count:
         _device_range(ptr, count, "destination").memset(ptr, value, count)
+    return SUCCESS
+
+
+# ------------------------------------------------------------------ peers
+# Copies between GPUs go server to server (client/peer.py).  Direct load/store
+# (peer access) exists only between GPUs of one server whose backend allows it.
+
+
+def _peer_range(ptr: int, size: int, ordinal: int, what: str, call: str):
+    device = rt.device(ordinal)
+    allocation = rt.allocations.find(ptr, size)
+    if allocation is None or allocation.device is not device:
+        owner = f"it belongs to {allocation.device.label}" if allocation else "it is not inside a device allocation"
+        raise CudaError(cudaError.cudaErrorInvalidValue,
+                        f"{call}: {what} {ptr:#x}..+{size} is not memory of {device.label}: {owner}")
+    return device
+
+
+def _memcpy_peer(dst, dstDevice, src, srcDevice, count, synchronous: bool, call: str) -> int:
+    dst_ptr, src_ptr = address(dst), address(src)
+    if count == 0:
+        rt.device(dstDevice), rt.device(srcDevice)  # still validates the ordinals
+        return SUCCESS
+    dst_device = _peer_range(dst_ptr, count, dstDevice, "destination", call)
+    src_device = _peer_range(src_ptr, count, srcDevice, "source", call)
+    if dst_device is src_device:
+        dst_device.copy_on_device(dst_ptr, src_ptr, count)  # TODO(streams): async on its stream
+    else:
+        rt.peer_copies.copy(dst_device, dst_ptr, src_device, src_ptr, count, synchronous=synchronous, call=call)
+    return SUCCESS
+
+
+@cuda()
+def cudaMemcpyPeer(dst, dstDevice, src, srcDevice, count):
+    return _memcpy_peer(dst, dstDevice, src, srcDevice, count, True, "cudaMemcpyPeer")
+
+
+@cuda()
+def cudaMemcpyPeerAsync(dst, dstDevice, src, srcDevice, count, stream):
+    """Posts the copy and returns; its errors surface at the destination
+    GPU's next synchronising call.  The stream only orders the copy as the
+    device's single queue does (TODO(streams): per-stream order)."""
+    return _memcpy_peer(dst, dstDevice, src, srcDevice, count, False, "cudaMemcpyPeerAsync")
+
+
+@cuda()
+def cudaDeviceCanAccessPeer(canAccessPeer, device, peerDevice):
+    out_pointer(canAccessPeer, "canAccessPeer")
+    canAccessPeer[0] = int(rt.peer_copies.can_access(rt.device(device), rt.device(peerDevice)))
+    return SUCCESS
+
+
+@cuda()
+def cudaDeviceEnablePeerAccess(peerDevice, flags):
+    if flags != 0:
+        raise CudaError(cudaError.cudaErrorInvalidValue, f"cudaDeviceEnablePeerAccess: flags must be 0, not {flags}")
+    rt.peer_copies.enable(rt.device(), rt.device(peerDevice))
+    return SUCCESS
+
+
+@cuda()
+def cudaDeviceDisablePeerAccess(peerDevice):
+    rt.peer_copies.disable(rt.device(), rt.device(peerDevice))
     return SUCCESS
 
 

@@ -23,6 +23,7 @@ from .allocations import AllocationMap
 from .channel import DeviceChannel
 from .device import RemoteDevice
 from .modules import KernelRegistry
+from .peer import PeerCopies
 from .session import ServerSession
 
 log = logging.getLogger(__name__)
@@ -42,6 +43,7 @@ class Runtime:
         self._context: zmq.Context | None = None
         self.kernels = KernelRegistry()
         self.allocations = AllocationMap()
+        self.peer_copies = PeerCopies()  # copies between GPUs, peer access
         self.output_sink = None  # set by the entry points: writes device printf output
 
     # ---------------------------------------------------------- devices
@@ -195,4 +197,5 @@ class Runtime:
         self._sessions = []
         self._context = None
         self.allocations.clear()
+        self.peer_copies = PeerCopies()
         self._threads = threading.local()

@@ -70,6 +70,9 @@ class ServerSession:
             self.devices: list[dict] = list(reply["devices"])
             self.server: dict = dict(reply.get("server", {}))
             control_port: int = reply["control_port"]
+            # The worker's peer socket, for copies from other servers (server/peer.py).
+            self.peer_port: int | None = reply.get("peer_port")
+            self.peer_token: str | None = reply.get("peer_token")
         except (KeyError, TypeError) as exc:
             raise ProtocolError(f"malformed hello reply from {address}: {exc}") from None
         if len(self.ports) != len(self.devices):
@@ -91,6 +94,11 @@ class ServerSession:
 
     def endpoint(self, local_index: int) -> str:
         return self.address.endpoint_for_port(self.ports[local_index])
+
+    @property
+    def peer_endpoint(self) -> str | None:
+        """Where other servers send this session's incoming peer copies."""
+        return None if self.peer_port is None else self.address.endpoint_for_port(self.peer_port)
 
     def liveness(self) -> float:
         return self.last_heard

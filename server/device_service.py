@@ -20,6 +20,7 @@ import zmq
 from rcuda import protocol
 from rcuda.errors import CudaError, ProtocolError, cudaError, is_sticky
 from rcuda.server.backends.base import ParamLayout
+from rcuda.server.peer import PeerOps
 
 log = logging.getLogger(__name__)
 
@@ -29,7 +30,8 @@ POLL_MS = 200
 
 
 class DeviceService:
-    def __init__(self, context: zmq.Context, backend, index: int, bind_host: str):
+    def __init__(self, context: zmq.Context, backend, index: int, bind_host: str, inbox=None,
+                 peer_token: str | None = None):
         self.backend = backend
         self.index = index
         self.socket = context.socket(zmq.ROUTER)
@@ -52,6 +54,10 @@ class DeviceService:
             "dtoh": self._dtoh, "dtod": self._dtod, "memset": self._memset, "function": self._function,
             "launch": self._launch, "sync": self._sync, "mem_info": self._mem_info, "close": self._close,
         }
+        # Server-to-server copies (server/peer.py): `inbox` holds the worker's
+        # incoming transfers, `peer_token` authorises them.
+        self.peer_ops = PeerOps(self, context, inbox, peer_token)
+        self._handlers.update(self.peer_ops.handlers())
         self._thread = threading.Thread(target=self._run, name=f"rcuda GPU{index}", daemon=True)
 
     def start(self, token: str) -> None:
@@ -76,7 +82,23 @@ class DeviceService:
             log.exception("GPU%d service stopped", self.index)
             self.closed.set()
         finally:
+            self.peer_ops.close()
             self.socket.close(linger=0)
+
+    # -- for server/peer.py, which runs in this thread
+
+    @property
+    def sticky(self) -> CudaError | None:
+        return self._sticky
+
+    def stopping(self) -> bool:
+        return self._stop.is_set()
+
+    def notify(self, message: dict) -> None:
+        """An unsolicited message to the client (seq null), e.g. a failed
+        peer_push it must abort at the destination."""
+        if self._peer is not None:
+            self.socket.send_multipart([self._peer, protocol.pack({"seq": None, **message})])
 
     def _serve(self, parts: list) -> None:
         if len(parts) < 2:
@@ -95,7 +117,7 @@ class DeviceService:
                 raise ProtocolError(f"{op} before open")
             if self._peer is not None and peer != self._peer:
                 raise ProtocolError("this GPU socket belongs to another connection")
-            if op != "open" and self._sticky is not None and op != "close":
+            if op not in _STICKY_EXEMPT and self._sticky is not None:
                 raise self._sticky
             result = self._handlers[op](header, payload)
             if op == "open":
@@ -230,6 +252,11 @@ class DeviceService:
                 device.close()
             except Exception:  # noqa: BLE001 - freeing must not stop the session's end
                 log.exception("GPU%d: error while freeing the session's memory", self.index)
+
+
+#: Ops that run even after a sticky error: peer ops must still settle their
+#: transfer with the other server (peer.py checks the sticky error itself).
+_STICKY_EXEMPT = frozenset({"open", "close", "peer_push", "peer_wait"})
 
 
 def _non_negative(header: dict, field: str) -> int:

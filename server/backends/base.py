@@ -101,6 +101,29 @@ class Device(abc.ABC):
         Backends that cannot capture device output return ""."""
         return ""
 
+    # -- multi-GPU (server/peer.py).  Concrete defaults, so a backend that
+    # knows nothing of peers still works: copies between GPUs then go
+    # through host memory, and direct peer access is refused.
+
+    def check_range(self, ptr: int, size: int, what: str) -> None:
+        """cudaErrorInvalidValue unless [ptr, ptr + size) lies inside one
+        allocation of this session.  Backends keeping their allocations in
+        `self._memory` (an AllocationTable) get this for free."""
+        table = getattr(self, "_memory", None)
+        if size and isinstance(table, AllocationTable):
+            table.require(ptr, size, what)
+
+    def can_access_peer(self, peer: int) -> bool:
+        """Whether kernels on this GPU can load and store the memory of
+        server-side GPU `peer` once peer access is enabled."""
+        return False
+
+    def set_peer_access(self, peer: int, enable: bool) -> None:
+        """cudaDeviceEnablePeerAccess / cudaDeviceDisablePeerAccess."""
+        raise CudaError(cudaError.cudaErrorPeerAccessUnsupported,
+                        f"GPU {self.index} cannot access GPU {peer} directly on this backend "
+                        f"(cudaMemcpyPeer still copies between them)")
+
 
 class Backend(abc.ABC):
     """The GPUs of one server."""

@@ -271,6 +271,20 @@ class CupyDevice(Device):
         with self._cuda("cudaDeviceSynchronize"):
             self._runtime.deviceSynchronize()
 
+    def can_access_peer(self, peer: int) -> bool:
+        try:
+            return bool(self._runtime.deviceCanAccessPeer(self.index, peer))
+        except self._runtime.CUDARuntimeError:
+            return False
+
+    def set_peer_access(self, peer: int, enable: bool) -> None:
+        if enable:
+            with self._cuda(f"cudaDeviceEnablePeerAccess({peer})"):
+                self._runtime.deviceEnablePeerAccess(peer)
+        else:
+            with self._cuda(f"cudaDeviceDisablePeerAccess({peer})"):
+                self._runtime.deviceDisablePeerAccess(peer)
+
     # Device printf on a real GPU is written by the driver to this process's
     # stdout (fd 1) at synchronisation, so take_output keeps the base class's
     # "" (the worker may later capture fd 1 to forward it).
