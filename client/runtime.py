@@ -95,6 +95,12 @@ class Runtime:
                 devices.append((session, local_index, props))
         chosen = select_visible(devices, config.visible_devices,
                                 uuid_of=lambda d: "GPU-" + d[2].get("uuid_str", ""))
+        if not chosen:  # as CUDA: no visible device is an error, not a count of 0
+            for session in sessions:
+                session.close()
+            raise CudaError(cudaError.cudaErrorNoDevice,
+                            f"CUDA_VISIBLE_DEVICES={config.visible_devices!r} selects none of the {len(devices)} "
+                            f"GPU(s) of {', '.join(str(s.address) for s in sessions)}")
         result = []
         for ordinal, (session, local_index, props) in enumerate(chosen):
             label = f"GPU{ordinal} ({session.address} GPU{local_index})"

@@ -40,3 +40,17 @@ def spin(launch):
 KERNELS = {"reduceKernel": reduce_kernel, "addOne": add_one, "spin": spin}
 
 COSTS = {"spin": lambda launch: launch.param(1, "i") / 1e6}
+
+
+def pattern(launch):
+    """pattern(unsigned char *x, size_t n, int seed): x[i] = i*7 + seed + (i >> 12)."""
+    x, n, seed = launch.param(0, "Q"), launch.param(1, "Q"), launch.param(2, "i")
+    n = min(n, total_threads(launch))
+    out = launch.array(x, np.uint8, n)
+    step = 1 << 24  # in slices: a 256 MiB buffer must not need gigabytes of temporaries
+    for start in range(0, n, step):
+        i = np.arange(start, min(start + step, n), dtype=np.uint32)  # wraps mod 2**32: the low byte is right
+        out[start:start + len(i)] = (i * np.uint32(7) + np.uint32(seed & 0xFF) + (i >> np.uint32(12))).astype(np.uint8)
+
+
+KERNELS["pattern"] = pattern

@@ -51,6 +51,10 @@ int main(int argc, char **argv) {
             }
             errors[d] = err;
             failed_at[d] = now() - start;
+            if (err != cudaSuccess) {
+                printf("GPU%d error %d %s\n", d, (int)err, cudaGetErrorName(err));
+                fflush(stdout);
+            }
         });
     }
     for (auto &t : threads) t.join();
