@@ -3,12 +3,13 @@
 // buffer, then to the other GPU), or `both`.  The source is filled by a
 // kernel, and the destination is checked by sampling, so the only bulk bytes
 // are the copies themselves.  One JSON line per measurement.
-//   peer_copy MODE SIZE[,SIZE...] [REPEATS]
+//   peer_copy MODE SIZE[,SIZE...] [REPEATS] [SETTLE_SECONDS]
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 #include <cuda_runtime.h>
 
@@ -55,11 +56,32 @@ int main(int argc, char **argv) {
     for (char *s = strtok(argc > 2 ? argv[2] : (char *)"1048576", ","); s; s = strtok(nullptr, ","))
         sizes.push_back(strtoull(s, nullptr, 10));
     int repeats = argc > 3 ? atoi(argv[3]) : 3;
+    double settle = argc > 4 ? atof(argv[4]) : 0;  // let session start-up work on the servers finish
     int n = 0;
     CHECK(cudaGetDeviceCount(&n));
     if (n < 2) {
         printf("FAIL need two devices\n");
         return 1;
+    }
+    {   // Warm-up, not timed: the first copy between two servers opens their connection.
+        const size_t warm = 1 << 20;
+        unsigned char *a = nullptr, *b = nullptr;
+        std::vector<unsigned char> host(warm);
+        CHECK(cudaSetDevice(0));
+        CHECK(cudaMalloc(&a, warm));
+        CHECK(cudaSetDevice(1));
+        CHECK(cudaMalloc(&b, warm));
+        for (int i = 0; i < 2; i++) {
+            if (mode != "staged") CHECK(cudaMemcpyPeer(b, 1, a, 0, warm));
+            if (mode != "peer") {
+                CHECK(cudaMemcpy(host.data(), a, warm, cudaMemcpyDeviceToHost));
+                CHECK(cudaMemcpy(b, host.data(), warm, cudaMemcpyHostToDevice));
+            }
+        }
+        CHECK(cudaFree(b));
+        CHECK(cudaSetDevice(0));
+        CHECK(cudaFree(a));
+        std::this_thread::sleep_for(std::chrono::duration<double>(settle));
     }
     bool ok = true;
     int seed = 0;
