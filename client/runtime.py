@@ -185,12 +185,18 @@ class Runtime:
         """At exit: close every device (the close reply proves all queued
         asynchronous work reached the server), then the sessions."""
         devices = self._devices or []
-        for device in devices:
+        for i, device in enumerate(devices):
             try:
                 device.close()
             except RcudaError as exc:
                 if not is_sticky(exc.status):
                     log.warning("at exit: %s", exc)
+            # A worker ends when its last device is closed: stop pinging it
+            # now, or a slow close elsewhere would have it reported as lost.
+            if all(other.session is not device.session for other in devices[i + 1:]):
+                device.session.stop_heartbeat()
+        for session in self._sessions:
+            session.stop_heartbeat()
         for session in self._sessions:
             session.close()
 

@@ -109,6 +109,11 @@ class ServerSession:
         if self.failure:
             callback(self.failure)
 
+    def stop_heartbeat(self) -> None:
+        """Stop pinging without waiting (the worker ends once the client has
+        closed its devices, and must then not be taken for a lost server)."""
+        self._stop.set()
+
     def close(self) -> None:
         self._stop.set()
         self._heartbeat.join(timeout=2 * protocol.HEARTBEAT_INTERVAL)
@@ -128,7 +133,7 @@ class ServerSession:
                         sock.recv()
                         self.last_heard = time.monotonic()
                 silent = time.monotonic() - self.last_heard
-                if silent > self.timeout:
+                if silent > self.timeout and not self._stop.is_set():
                     self._lost(TransportError(f"rcuda server at {self.address} stopped answering "
                                               f"({silent:.1f}s without a heartbeat, RCUDA_TIMEOUT="
                                               f"{self.timeout:g}s)"))

@@ -17,14 +17,13 @@ from pathlib import Path
 
 import pytest
 
-from conftest import RCUDA, requires_nvcc
-from multi_helpers import MULTI_KERNELS, json_lines, listed_count, listed_devices
+from conftest import RCUDA
+from multi_helpers import MULTI_KERNELS, listed_count, listed_devices
 from rcuda import netns
 from rcuda.hosts import Hosts
 
 UNAVAILABLE = netns.unavailable_reason()
-pytestmark = [requires_nvcc, pytest.mark.skipif(UNAVAILABLE is not None,
-                                                reason=f"network namespaces unavailable: {UNAVAILABLE}")]
+pytestmark = pytest.mark.skipif(UNAVAILABLE is not None, reason=f"network namespaces unavailable: {UNAVAILABLE}")
 
 PREFIX = "rct"  # test networks are named rct<pid>...: leftovers of dead runs are recognisable
 PROGRAM_TIMEOUT = 180
