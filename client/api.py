@@ -353,7 +353,7 @@ def cudaMemset(devPtr, value, count):
     return SUCCESS
 
 
-# ------------------------------------------------------------------ peers
+# ------------------------------------------------------------------ several GPUs
 # Copies between GPUs go server to server (client/peer.py).  Direct load/store
 # (peer access) exists only between GPUs of one server whose backend allows it.
 
@@ -393,6 +393,28 @@ def cudaMemcpyPeerAsync(dst, dstDevice, src, srcDevice, count, stream):
     GPU's next synchronising call.  The stream only orders the copy as the
     device's single queue does (TODO(streams): per-stream order)."""
     return _memcpy_peer(dst, dstDevice, src, srcDevice, count, False, "cudaMemcpyPeerAsync")
+
+
+@cuda()
+def cudaPointerGetAttributes(attributes, ptr):
+    """Device memory: the GPU that owns it, from the allocation map (pointers
+    never collide across devices).  Anything else is unregistered host memory,
+    as CUDA reports it (TODO(pinned memory): cudaMemoryTypeHost)."""
+    out_pointer(attributes, "attributes")
+    rt.devices  # noqa: B018 - initialises, or fails as CUDA does without devices
+    address_ = address(ptr)
+    allocation = rt.allocations.find(address_) if address_ else None
+    if allocation is not None:
+        fill_struct(attributes, {"type": MEMORY_TYPE_DEVICE, "device": allocation.device.ordinal,
+                                 "devicePointer": ffi.cast("void *", address_)})
+    else:
+        fill_struct(attributes, {"type": MEMORY_TYPE_UNREGISTERED, "device": INVALID_DEVICE_ID,
+                                 "hostPointer": ffi.cast("void *", address_)})
+    return SUCCESS
+
+
+MEMORY_TYPE_UNREGISTERED, MEMORY_TYPE_DEVICE = 0, 2  # enum cudaMemoryType
+INVALID_DEVICE_ID = -2  # cudaInvalidDeviceId
 
 
 @cuda()

@@ -69,6 +69,10 @@ def test_each_server_contributes_its_gpu_in_order(compile_cuda, four_servers, co
     assert all(d["malloc"] == "cudaSuccess" and d["cc"] == "8.0" for d in devices)
     windows = {d["ptr"] >> 40 for d in devices}  # each device allocates in its own address window
     assert len(windows) == count
+    # ... so the allocation map tells which device owns an address.
+    for i in range(count):
+        assert f"attributes {i}: type 2 device {i} devicePointer same (cudaSuccess)" in result.stdout
+    assert "host attributes: type 0 device -2 hostPointer same (cudaSuccess)" in result.stdout
 
 
 def test_multi_gpu_server_and_server_order(compile_cuda, mixed_servers):
@@ -100,6 +104,8 @@ def test_cuda_visible_devices_selects_and_reorders(compile_cuda, mixed_servers, 
     assert listed_count(result.stdout) == (len(picks), "cudaSuccess"), result.stdout + result.stderr
     got = ["GPU-" + d["uuid8"] for d in listed_devices(result.stdout)]
     assert got == [everything[i][:12] for i in picks]
+    for ordinal in range(len(picks)):  # pointer attributes name the visible ordinal
+        assert f"attributes {ordinal}: type 2 device {ordinal} " in result.stdout
     # `rcuda devices` shows the same selection.
     rows = devices_json(mixed_servers, env=clean_env(CUDA_VISIBLE_DEVICES=visible))["devices"]
     assert [r["uuid"] for r in rows] == [everything[i] for i in picks]

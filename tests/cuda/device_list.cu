@@ -23,6 +23,15 @@ int main() {
                (unsigned char)prop.uuid.bytes[0], (unsigned char)prop.uuid.bytes[1],
                (unsigned char)prop.uuid.bytes[2], (unsigned char)prop.uuid.bytes[3], current, p,
                cudaGetErrorName(err));
+        cudaPointerAttributes attr;
+        err = cudaPointerGetAttributes(&attr, (char *)p + 100);  // inside the allocation
+        printf("attributes %d: type %d device %d devicePointer %s (%s)\n", i, (int)attr.type, attr.device,
+               attr.devicePointer == (char *)p + 100 ? "same" : "other", cudaGetErrorName(err));
     }
+    int local = 0;
+    cudaPointerAttributes host;
+    cudaError_t herr = cudaPointerGetAttributes(&host, &local);
+    printf("host attributes: type %d device %d hostPointer %s (%s)\n", (int)host.type, host.device,
+           host.hostPointer == &local ? "same" : "other", cudaGetErrorName(herr));
     return 0;
 }
