@@ -218,14 +218,18 @@ def memcpy(dst: int, src: int, count: int, kind: int, stream=None, asynchronous:
             else:
                 dst_device.copy_on_device(dst, src, count, stream_id)
         else:
-            copy_between_devices(dst_device, dst, src_device, src, count, stream)
+            copy_between_devices(dst_device, dst, src_device, src, count, stream, asynchronous,
+                                 "cudaMemcpyAsync" if asynchronous else "cudaMemcpy")
 
 
-def copy_between_devices(dst_device, dst: int, src_device, src: int, count: int, stream=None) -> None:
-    """A copy between two GPUs, staged through this process for now (waits
-    for both)."""
-    frames = src_device.copy_from_device(src, count, _stream_on(src_device, stream))
-    dst_device.copy_to_device(dst, memoryview(b"".join(f.buffer for f in frames)))
+def copy_between_devices(dst_device, dst: int, src_device, src: int, count: int, stream=None,
+                         asynchronous: bool = False, call: str = "cudaMemcpy") -> None:
+    """A copy between two GPUs: server to server (client/peer.py), never
+    through this process.  A copy in a stream waits for the stream's earlier
+    work first (the halves then keep the devices' arrival order)."""
+    if stream is not None and stream.id != 0:
+        stream.device.request("stream_sync", stream=stream.id)
+    rt().peer_copies.copy(dst_device, dst, src_device, src, count, synchronous=not asynchronous, call=call)
 
 
 @cuda("cudaMemcpy", "cudaMemcpy_ptds")
@@ -237,6 +241,73 @@ def cudaMemcpy(dst, src, count, kind):
 @cuda(stream_variants=True)
 def cudaMemcpyAsync(dst, src, count, kind, stream, per_thread=False):
     memcpy(address(dst), address(src), count, kind, stream_of(stream, per_thread), asynchronous=True)
+    return SUCCESS
+
+
+# ------------------------------------------------------------------ several GPUs
+# Copies between GPUs go server to server (client/peer.py).  Direct load/store
+# (peer access) exists only between GPUs of one server whose backend allows it.
+
+
+def _peer_range(ptr: int, size: int, ordinal: int, what: str, call: str):
+    device = rt().device(ordinal)
+    allocation = rt().allocations.find(ptr, size)
+    if allocation is None or allocation.device is not device:
+        owner = f"it belongs to {allocation.device.label}" if allocation else "it is not inside a device allocation"
+        raise CudaError(cudaError.cudaErrorInvalidValue,
+                        f"{call}: {what} {ptr:#x}..+{size} is not memory of {device.label}: {owner}")
+    return device
+
+
+def _memcpy_peer(dst, dstDevice, src, srcDevice, count, stream=None, asynchronous: bool = False,
+                 call: str = "cudaMemcpyPeer") -> int:
+    dst_ptr, src_ptr = address(dst), address(src)
+    if count == 0:
+        rt().device(dstDevice), rt().device(srcDevice)  # still validates the ordinals
+        return SUCCESS
+    dst_device = _peer_range(dst_ptr, count, dstDevice, "destination", call)
+    src_device = _peer_range(src_ptr, count, srcDevice, "source", call)
+    if dst_device is src_device:
+        stream_id = _stream_on(dst_device, stream)
+        if asynchronous:
+            dst_device.post("dtod", dst=dst_ptr, src=src_ptr, size=count, stream=stream_id)
+        else:
+            dst_device.copy_on_device(dst_ptr, src_ptr, count, stream_id)
+    else:
+        copy_between_devices(dst_device, dst_ptr, src_device, src_ptr, count, stream, asynchronous, call)
+    return SUCCESS
+
+
+@cuda()
+def cudaMemcpyPeer(dst, dstDevice, src, srcDevice, count):
+    return _memcpy_peer(dst, dstDevice, src, srcDevice, count)
+
+
+@cuda()
+def cudaMemcpyPeerAsync(dst, dstDevice, src, srcDevice, count, stream):
+    """Posts the copy and returns; its errors surface at the destination
+    GPU's next synchronising call."""
+    return _memcpy_peer(dst, dstDevice, src, srcDevice, count, stream_of(stream), True, "cudaMemcpyPeerAsync")
+
+
+@cuda()
+def cudaDeviceCanAccessPeer(canAccessPeer, device, peerDevice):
+    out_pointer(canAccessPeer, "canAccessPeer")
+    canAccessPeer[0] = int(rt().peer_copies.can_access(rt().device(device), rt().device(peerDevice)))
+    return SUCCESS
+
+
+@cuda()
+def cudaDeviceEnablePeerAccess(peerDevice, flags):
+    if flags != 0:
+        raise CudaError(cudaError.cudaErrorInvalidValue, f"cudaDeviceEnablePeerAccess: flags must be 0, not {flags}")
+    rt().peer_copies.enable(rt().device(), rt().device(peerDevice))
+    return SUCCESS
+
+
+@cuda()
+def cudaDeviceDisablePeerAccess(peerDevice):
+    rt().peer_copies.disable(rt().device(), rt().device(peerDevice))
     return SUCCESS
 
 
@@ -534,7 +605,8 @@ def cudaPointerGetAttributes(attributes, ptr):
         attrs.type = MEMORY_TYPES["cudaMemoryTypeHost"]
         attrs.device = rt().current_ordinal
         attrs.hostPointer = ffi().cast("void *", value)
-    else:
+    else:  # memory CUDA knows nothing of: still dereferenceable on the host, as CUDA reports it
         attrs.type = MEMORY_TYPES["cudaMemoryTypeUnregistered"]
         attrs.device = UNREGISTERED_DEVICE
+        attrs.hostPointer = ffi().cast("void *", value)
     return SUCCESS

@@ -111,6 +111,9 @@ class DeviceChannel:
         self._batch_source = batch_source
         self._post_lock = threading.Lock()
         self.stats = None  # client/stats.py Stats, with RCUDA_STATS=1
+        #: callable(header) for unsolicited server messages ({seq: null,
+        #: notice: ...}), called in this channel's thread; see client/peer.py.
+        self.on_notice = None
         self._wake_fd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
         self._socket = context.socket(zmq.DEALER)
         self._socket.setsockopt(zmq.LINGER, 0)
@@ -132,7 +135,7 @@ class DeviceChannel:
     def post(self, header: dict, frames=()) -> int:
         """Send without waiting (asynchronous ops).  Returns the seq."""
         if self._failure:
-            raise self._failure
+            raise self._failed_call(header["op"])
         self._enqueue((header, frames))
         return header["seq"]
 
@@ -170,7 +173,7 @@ class DeviceChannel:
 
     def _post_awaiting(self, header: dict, frames, receiver) -> None:
         if self._failure:
-            raise self._failure
+            raise self._failed_call(header["op"])
         self._enqueue((header, frames), receiver)
 
     def add_gate(self, gate: Gate) -> None:
@@ -187,13 +190,13 @@ class DeviceChannel:
     def finish_call(self, pending: Pending, op: str) -> tuple[dict, list]:
         while not pending.wait(WAIT_SLICE):
             if self._failure:
-                raise self._failure
+                raise self._failed_call(op)
             silent_for = time.monotonic() - self._liveness()
             if silent_for > self.timeout:
                 raise ServerTimeout(f"{op} on {self.label}: no reply and no heartbeat for "
                                     f"{silent_for:.1f}s (RCUDA_TIMEOUT={self.timeout:g}s)")
         if pending.error:
-            raise pending.error
+            raise self._failed_call(op) if pending.error is self._failure else pending.error
         return pending.header, pending.frames
 
     def call(self, header: dict, frames=()) -> tuple[dict, list]:
@@ -213,6 +216,11 @@ class DeviceChannel:
         self._closing = True
         os.eventfd_write(self._wake_fd, 1)
         self._thread.join(timeout=self.timeout)
+
+    def _failed_call(self, op: str) -> TransportError:
+        """The failure, naming the call and this device (other devices,
+        on other servers, keep working)."""
+        return type(self._failure)(f"{op} on {self.label}: {self._failure}")
 
     @property
     def failed(self) -> bool:
@@ -273,8 +281,20 @@ class DeviceChannel:
             except ProtocolError as exc:
                 log.error("%s sent an unreadable reply: %s", self.label, exc)
                 continue
+            if seq is None and header.get("notice"):
+                self._notice(header)
+                continue
             pending = self._pending.pop(seq, None)
             if pending is None:
                 log.warning("%s: reply to unknown request %r ignored", self.label, seq)
                 continue
             pending.resolve(header, parts[1:])
+
+    def _notice(self, header: dict) -> None:
+        if self.on_notice is None:
+            log.warning("%s: unhandled notice %r", self.label, header.get("notice"))
+            return
+        try:
+            self.on_notice(header)
+        except Exception:  # noqa: BLE001 - a handler's bug must not stop the forwarding thread
+            log.exception("%s: handling notice %r failed", self.label, header.get("notice"))

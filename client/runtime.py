@@ -26,6 +26,7 @@ from .device import RemoteDevice
 from .fast_path import NullFastPath
 from .host_memory import HostMemory
 from .modules import KernelRegistry
+from .peer import PeerCopies
 from .session import ServerSession
 from .streams import StreamTable
 
@@ -52,6 +53,7 @@ class Runtime:
         self.limits: dict[str, int] = {}  # cudaDeviceSetLimit, per process as in CUDA
         self.fast = NullFastPath()  # the C launch path, when running inside the interposer
         self.stats = None           # client/stats.py Stats, with RCUDA_STATS=1
+        self.peer_copies = PeerCopies()  # copies between GPUs, peer access
         self.output_sink = None  # set by the entry points: writes device printf output
 
     # ---------------------------------------------------------- devices
@@ -112,6 +114,12 @@ class Runtime:
                 devices.append((session, local_index, props))
         chosen = select_visible(devices, config.visible_devices,
                                 uuid_of=lambda d: "GPU-" + d[2].get("uuid_str", ""))
+        if not chosen:  # as CUDA: no visible device is an error, not a count of 0
+            for session in sessions:
+                session.close()
+            raise CudaError(cudaError.cudaErrorNoDevice,
+                            f"CUDA_VISIBLE_DEVICES={config.visible_devices!r} selects none of the {len(devices)} "
+                            f"GPU(s) of {', '.join(str(s.address) for s in sessions)}")
         result = []
         for ordinal, (session, local_index, props) in enumerate(chosen):
             label = f"GPU{ordinal} ({session.address} GPU{local_index})"
@@ -200,12 +208,18 @@ class Runtime:
         """At exit: close every device (the close reply proves all queued
         asynchronous work reached the server), then the sessions."""
         devices = self._devices or []
-        for device in devices:
+        for i, device in enumerate(devices):
             try:
                 device.close()
             except RcudaError as exc:
                 if not is_sticky(exc.status):
                     log.warning("at exit: %s", exc)
+            # A worker ends when its last device is closed: stop pinging it
+            # now, or a slow close elsewhere would have it reported as lost.
+            if all(other.session is not device.session for other in devices[i + 1:]):
+                device.session.stop_heartbeat()
+        for session in self._sessions:
+            session.stop_heartbeat()
         for session in self._sessions:
             session.close()
 
@@ -230,4 +244,5 @@ class Runtime:
         self.allocations.clear()
         self.streams.clear()
         self.callbacks = HostCallbacks()
+        self.peer_copies = PeerCopies()
         self._threads = threading.local()

@@ -70,6 +70,9 @@ class ServerSession:
             self.devices: list[dict] = list(reply["devices"])
             self.server: dict = dict(reply.get("server", {}))
             control_port: int = reply["control_port"]
+            # The worker's peer socket, for copies from other servers (server/peer.py).
+            self.peer_port: int | None = reply.get("peer_port")
+            self.peer_token: str | None = reply.get("peer_token")
         except (KeyError, TypeError) as exc:
             raise ProtocolError(f"malformed hello reply from {address}: {exc}") from None
         if len(self.ports) != len(self.devices):
@@ -92,6 +95,11 @@ class ServerSession:
     def endpoint(self, local_index: int) -> str:
         return self.address.endpoint_for_port(self.ports[local_index])
 
+    @property
+    def peer_endpoint(self) -> str | None:
+        """Where other servers send this session's incoming peer copies."""
+        return None if self.peer_port is None else self.address.endpoint_for_port(self.peer_port)
+
     def liveness(self) -> float:
         return self.last_heard
 
@@ -100,6 +108,11 @@ class ServerSession:
         self._on_failure.append(callback)
         if self.failure:
             callback(self.failure)
+
+    def stop_heartbeat(self) -> None:
+        """Stop pinging without waiting (the worker ends once the client has
+        closed its devices, and must then not be taken for a lost server)."""
+        self._stop.set()
 
     def close(self) -> None:
         self._stop.set()
@@ -120,7 +133,7 @@ class ServerSession:
                         sock.recv()
                         self.last_heard = time.monotonic()
                 silent = time.monotonic() - self.last_heard
-                if silent > self.timeout:
+                if silent > self.timeout and not self._stop.is_set():
                     self._lost(TransportError(f"rcuda server at {self.address} stopped answering "
                                               f"({silent:.1f}s without a heartbeat, RCUDA_TIMEOUT="
                                               f"{self.timeout:g}s)"))

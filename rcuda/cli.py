@@ -3,6 +3,8 @@
     rcuda server   serve this machine's GPUs (or simulated ones)
     rcuda run      run an unmodified CUDA program on remote GPUs
     rcuda lib      where the interposer library is
+    rcuda devices  the GPUs a program would see, GPU0..N
+    rcuda hosts    network-namespace hosts on this machine, each running a server
     rcuda smi      what every server's GPUs are doing, and for whom
     rcuda config   the effective configuration, and where each value came from
     rcuda coverage which CUDA runtime functions rcuda implements
@@ -22,7 +24,8 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="rcuda", description="Run unmodified CUDA programs on remote GPUs.")
     parser.add_argument("--version", action="version", version=f"rcuda {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in (ServerCommand, RunCommand, LibCommand, SmiCommand, ConfigCommand, CoverageCommand, DemoCommand):
+    for module in (ServerCommand, RunCommand, LibCommand, DevicesCommand, SmiCommand, HostsCommand,
+                   ConfigCommand, CoverageCommand, DemoCommand):
         module.add_parser(commands)
     args = parser.parse_args(argv)
     try:
@@ -289,6 +292,42 @@ class DemoCommand:
         except KeyboardInterrupt:
             print("rcuda demo: interrupted; the servers it started are stopped", file=sys.stderr)
             return 130
+
+
+class DevicesCommand:
+    @staticmethod
+    def add_parser(commands) -> None:
+        p = commands.add_parser("devices", help="list the GPUs a program would see",
+                                description="List GPU0..N as a program run now would see them: server, "
+                                            "server-side GPU, name, memory, compute capability. Honours "
+                                            "CUDA_VISIBLE_DEVICES. Exits 1 if a server is unreachable.")
+        p.add_argument("--servers", default=None, help="comma-separated HOST:PORT list (default: $RCUDA_SERVERS)")
+        p.add_argument("--timeout", default=None, help="seconds to wait for each server (default: $RCUDA_TIMEOUT)")
+        p.add_argument("--json", action="store_true", help="machine-readable output")
+        p.set_defaults(handler=DevicesCommand.run)
+
+    @staticmethod
+    def run(args) -> int:
+        from rcuda import devices
+
+        servers = parse_servers(args.servers if args.servers is not None else os.environ.get("RCUDA_SERVERS"))
+        if not servers:
+            raise CommandError("no servers: pass --servers HOST:PORT[,HOST:PORT...] or set RCUDA_SERVERS")
+        timeout = parse_timeout(args.timeout if args.timeout is not None else os.environ.get("RCUDA_TIMEOUT"))
+        visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+        infos = devices.query(servers, timeout)
+        rows = devices.table(infos, visible)
+        render = devices.render_json if args.json else devices.render_text
+        print(render(infos, rows, visible))
+        return 0 if all(info.reachable for info in infos) else 1
+
+
+class HostsCommand:
+    @staticmethod
+    def add_parser(commands) -> None:
+        from rcuda import hosts
+
+        hosts.add_parser(commands, CommandError)
 
 
 if __name__ == "__main__":

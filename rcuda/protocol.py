@@ -19,7 +19,8 @@ Ops are names, never list positions; OPS below is the whole vocabulary with
 the fields each header must carry (checked on receipt by `check_header`).
 
 Daemon (the `--listen` address):
-    hello   {version, client}        -> {version, session, token, ports, control_port, devices, server}
+    hello   {version, client}        -> {version, session, token, ports, control_port, devices, server,
+                                         peer_port, peer_token}
     info    {version}                -> {version, devices, server, backend}
     status  {version}                -> {version, devices, server, backend, gpus, sessions}
                                         what `rcuda smi` shows: per GPU memory used and
@@ -66,8 +67,30 @@ legacy default stream):
                                                                    earlier work is done
     reset         {}                                  -> {}        cudaDeviceReset
     close         {}                                  -> {}
+    peer_push     {xfer, src, size, endpoint, token, dest, timeout}  (never answered)
+                  read [src, src+size) once every earlier op on this GPU is
+                  done, and send it to the peer socket `endpoint` (another
+                  worker's, or this one's) as transfer `xfer`
+    peer_wait     {xfer, dst, size, source}           (never answered)
+                  wait for transfer `xfer` (from server `source`) on this
+                  worker's peer socket and write it to [dst, dst+size): later
+                  ops on this GPU see the bytes
+    peer_access   {peer, enable}                      -> {}        cudaDeviceEnable/DisablePeerAccess
+                                                                   between two GPUs of this server
 Ops in MAY_BE_ASYNC take `"async": true` to be sent without waiting: then no
 reply comes at all.  Ops in ALWAYS_ASYNC are never answered.
+Session worker, peer socket (one per worker, port and token in the hello
+reply): bytes of cudaMemcpyPeer between servers, never through the client.
+    peer_data  {token, xfer, offset, total} + one frame (<= CHUNK_SIZE bytes)
+                                     -> peer_ack {xfer, err, msg} after the last
+                                        chunk (or at once, refusing)
+    peer_abort {token, xfer, source, upto, msg}
+                                     the client gives up transfer `xfer` (or
+                                     every transfer <= `upto` from server
+                                     `source`, which went away)
+A worker whose peer_push fails tells its client with an unsolicited message
+{seq: null, notice: "peer_failed", xfer, err, msg} on the GPU socket; the
+client then aborts the transfer at the destination.
 Session worker, heartbeat socket:
     ping    {}                       -> {}  (op "pong")
 Every reply may carry `out`: device-side output (printf) to print at the
@@ -138,10 +161,17 @@ OPS: dict[str, dict[str, type | tuple]] = {
     "reset": {},
     "close": {},
     "ping": {},
+    # -- server-to-server copies (cudaMemcpyPeer), see client/peer.py and server/peer.py
+    "peer_push": {"xfer": _INT, "src": _INT, "size": _INT, "endpoint": _STR, "token": _STR, "dest": _STR,
+                  "timeout": (_INT, float)},
+    "peer_wait": {"xfer": _INT, "dst": _INT, "size": _INT, "source": _STR},
+    "peer_access": {"peer": _INT, "enable": _INT},
+    "peer_data": {"token": _STR, "xfer": _INT, "offset": _INT, "total": _INT},
+    "peer_abort": {"token": _STR, "xfer": (_INT, type(None)), "source": _STR, "upto": _INT, "msg": _STR},
 }
 
 #: Ops that are never answered: their errors surface in a later reply.
-ALWAYS_ASYNC = frozenset({"launch", "launches"})
+ALWAYS_ASYNC = frozenset({"launch", "launches", "peer_push", "peer_wait"})
 
 #: One launch in a `launches` frame (native/launch_fast_path.c, struct
 #: launch_record): fn, shared memory, grid x/y/z, block x/y/z, stream id,
@@ -160,6 +190,9 @@ def expects_reply(header: dict) -> bool:
     """Whether the server answers this (already checked) request."""
     op = header["op"]
     return op not in ALWAYS_ASYNC and not (op in MAY_BE_ASYNC and header.get("async") is True)
+
+#: Ops of the peer socket (never valid on a GPU socket).
+PEER_SOCKET_OPS = frozenset({"peer_data", "peer_abort"})
 
 
 _packer = msgpack.Packer(use_bin_type=True)

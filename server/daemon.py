@@ -125,6 +125,7 @@ class Daemon:
         endpoint actually bound (port 0 picks a free one)."""
         self.socket.bind(self.listen)
         self.endpoint = self.socket.getsockopt_string(zmq.LAST_ENDPOINT)
+        self.worker_config.setdefault("identity", f"{socket.gethostname()} {self.endpoint}")
         first = Worker.spawn(self.worker_config)
         if not first.ready.wait(WORKER_START_TIMEOUT):
             first.process.kill()
@@ -232,7 +233,8 @@ class Daemon:
             self.sessions.append(spare)
             d = spare.description
             self._reply(peer, header, token=token, ports=d["ports"], control_port=d["control_port"],
-                        devices=d["devices"], server=self._server_info())
+                        devices=d["devices"], server=self._server_info(),
+                        peer_port=d.get("peer_port"), peer_token=d.get("peer_token"))
             client = header["client"]
             log.info("session for %s pid %s (%s) -> worker pid %d", client.get("host"), client.get("pid"),
                      client.get("program"), spare.process.pid)

@@ -27,6 +27,7 @@ from rcuda import protocol
 from rcuda.errors import CudaError, ProtocolError, cudaError, is_sticky
 from rcuda.log import RateLimitedLog
 from rcuda.server.backends.base import ParamLayout
+from rcuda.server.peer import PeerOps
 
 log = logging.getLogger(__name__)
 bad_requests = RateLimitedLog(log)
@@ -38,8 +39,9 @@ MAX_2D_BYTES = 1 << 40
 POLL_MS = 200
 LEGACY_STREAM = 0
 
-#: Ops served even after a sticky error: ending or resetting the session.
-STICKY_EXEMPT = frozenset({"open", "close", "reset"})
+#: Ops served even after a sticky error: ending or resetting the session, and
+#: the halves of a copy between servers (so the other side is not left waiting).
+STICKY_EXEMPT = frozenset({"open", "close", "reset", "peer_push", "peer_wait"})
 
 
 @dataclass
@@ -58,7 +60,8 @@ FROM_DEVICE_OPS = frozenset({"dtoh", "dtoh2d"})
 
 
 class DeviceService:
-    def __init__(self, context: zmq.Context, backend, index: int, bind_host: str):
+    def __init__(self, context: zmq.Context, backend, index: int, bind_host: str, inbox=None,
+                 peer_token: str | None = None):
         self.backend = backend
         self.index = index
         self.socket = context.socket(zmq.ROUTER)
@@ -90,6 +93,10 @@ class DeviceService:
             "event_elapsed": self._event_elapsed, "marker": self._marker, "reset": self._reset,
             "close": self._close,
         }
+        # Server-to-server copies (server/peer.py): `inbox` holds the worker's
+        # incoming transfers, `peer_token` authorises them.
+        self.peer_ops = PeerOps(self, context, inbox, peer_token)
+        self._handlers.update(self.peer_ops.handlers())
         self._thread = threading.Thread(target=self._run, name=f"rcuda GPU{index}", daemon=True)
 
     def _forget_session_state(self) -> None:
@@ -121,7 +128,23 @@ class DeviceService:
             log.exception("GPU%d service stopped", self.index)
             self.closed.set()
         finally:
+            self.peer_ops.close()
             self.socket.close(linger=0)
+
+    # -- for server/peer.py, which runs in this thread
+
+    @property
+    def sticky(self) -> CudaError | None:
+        return self._sticky
+
+    def stopping(self) -> bool:
+        return self._stop.is_set()
+
+    def notify(self, message: dict) -> None:
+        """An unsolicited message to the client (seq null), e.g. a failed
+        peer_push it must abort at the destination."""
+        if self._peer is not None:
+            self.socket.send_multipart([self._peer, protocol.pack({"seq": None, **message})])
 
     def _serve(self, parts: list) -> None:
         if len(parts) < 2:
@@ -456,6 +479,8 @@ class DeviceService:
                 device.close()
             except Exception:  # noqa: BLE001 - freeing must not stop the session's end
                 log.exception("GPU%d: error while freeing the session's memory", self.index)
+
+
 
 
 def _non_negative(header: dict, field: str) -> int:

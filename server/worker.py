@@ -32,6 +32,7 @@ from rcuda.errors import ProtocolError
 from rcuda.log import setup_server_logging
 from rcuda.server.backends import create_backend
 from rcuda.server.device_service import DeviceService
+from rcuda.server.peer import Inbox, PeerReceiver
 
 log = logging.getLogger("rcuda.server.worker")  # not __name__: run as __main__
 
@@ -40,11 +41,14 @@ class SessionWorker:
     def __init__(self, config: dict):
         self.config = config
         self.backend = create_backend(config["backend"], config.get("devices"), config.get("kernels", []),
-                                      memory_bytes=config.get("memory_limit"))
+                                      memory_bytes=config.get("memory_limit"), identity=config.get("identity", ""))
         self.context = zmq.Context()
         host = config["bind_host"]
         count = self.backend.device_count()
-        self.services = [DeviceService(self.context, self.backend, i, host) for i in range(count)]
+        # The peer socket: cudaMemcpyPeer bytes from other servers' workers.
+        self.peer_receiver = PeerReceiver(self.context, host, Inbox())
+        self.services = [DeviceService(self.context, self.backend, i, host, inbox=self.peer_receiver.inbox,
+                                       peer_token=self.peer_receiver.token) for i in range(count)]
         self.control = self.context.socket(zmq.ROUTER)
         self.control.setsockopt(zmq.LINGER, 0)
         self.control_port = self.control.bind_to_random_port(f"tcp://{host}")
@@ -57,15 +61,22 @@ class SessionWorker:
         for i in range(len(self.services)):
             device = self.backend.open_device(i)
             try:
-                devices.append(device.properties())
+                props = device.properties()
+                # Not a cudaDeviceProp field: the server-side GPUs this one can
+                # access directly (cudaDeviceCanAccessPeer), for the client.
+                props["rcudaPeerAccess"] = [j for j in range(len(self.services))
+                                            if j != i and device.can_access_peer(j)]
+                devices.append(props)
             finally:
                 device.close()
         return {"ports": [s.port for s in self.services], "control_port": self.control_port,
-                "devices": devices, "backend": self.backend.name}
+                "devices": devices, "backend": self.backend.name,
+                "peer_port": self.peer_receiver.port, "peer_token": self.peer_receiver.token}
 
     def serve(self, token: str, client: dict) -> None:
         log.info("session for %s (pid %s, %s) started", client.get("host"), client.get("pid"),
                  client.get("program"))
+        self.peer_receiver.start()
         for service in self.services:
             service.start(token)
         last_heard = time.monotonic()
@@ -92,6 +103,7 @@ class SessionWorker:
         finally:
             for service in self.services:
                 service.stop()
+            self.peer_receiver.stop()
             log.info("session resources freed")
             self._report(client, started, ended=True)
 

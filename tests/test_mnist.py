@@ -35,11 +35,6 @@ RUN_TIMEOUT = 300
 SHORT = ["--train-limit", "1024", "--test-limit", "500", "--epochs", "2", "--log-steps", "4"]
 
 
-def peer_copies_forwarded() -> bool:
-    from rcuda.client import api
-    return "cudaMemcpyPeer" in api.IMPLEMENTED
-
-
 # ---------------------------------------------------------------- fixtures
 
 
@@ -181,8 +176,6 @@ def test_static_split_gives_equal_shares(mnist_binary, mnist_data, four_servers)
     assert run["result"]["shares"] == [0.25, 0.25, 0.25, 0.25]
 
 
-@pytest.mark.xfail(not peer_copies_forwarded(), strict=True,
-                   reason="cudaMemcpyPeer is not forwarded by rcuda yet (returns cudaErrorNotSupported)")
 def test_host_and_peer_sync_agree_on_sim_servers(mnist_binary, mnist_data, four_servers):
     host = run_remote(mnist_binary, four_servers, mnist_data, "--sync", "host", *SHORT)
     peer = run_remote(mnist_binary, four_servers, mnist_data, "--sync", "peer", *SHORT)
@@ -480,14 +473,10 @@ def test_demo_without_nvcc_says_what_to_install(monkeypatch, capsys):
 
 
 def netns_unavailable() -> str | None:
-    if importlib.util.find_spec("rcuda.hosts") is None:
-        return None  # the xfail below covers it
     from rcuda.netns import unavailable_reason
     return unavailable_reason()
 
 
-@pytest.mark.xfail(importlib.util.find_spec("rcuda.hosts") is None, strict=True,
-                   reason="network-namespace hosts (rcuda.hosts) are not in this rcuda yet")
 def test_demo_across_four_network_namespace_hosts(demo_env):
     if os.geteuid() != 0:
         pytest.skip("network namespaces need root")

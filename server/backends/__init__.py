@@ -14,9 +14,11 @@ log = logging.getLogger(__name__)
 BACKENDS = ("auto", "cupy", "sim")
 
 
-def create_backend(name: str, devices: int | None, kernel_files=(), memory_bytes: int | None = None) -> Backend:
+def create_backend(name: str, devices: int | None, kernel_files=(), memory_bytes: int | None = None,
+                   identity: str = "") -> Backend:
     """The backend called `name`, serving `devices` GPUs (None: the
-    backend's default) with at most `memory_bytes` per GPU."""
+    backend's default) with at most `memory_bytes` per GPU.  `identity`
+    names the server (sim: makes its GPUs' UUIDs unique)."""
     if name == "auto":
         name, reason = _auto_choice()
         log.info("backend auto: using %s (%s)", name, reason)
@@ -28,7 +30,7 @@ def create_backend(name: str, devices: int | None, kernel_files=(), memory_bytes
         return CupyBackend(devices, memory_bytes=memory_bytes)
     if name == "sim":
         from .sim import SimBackend
-        return SimBackend(devices, kernel_files, memory_bytes=memory_bytes)
+        return SimBackend(devices, kernel_files, memory_bytes=memory_bytes, identity=identity)
     raise ValueError(f"unknown backend {name!r}: choose one of {', '.join(BACKENDS)}")
 
 

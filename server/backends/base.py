@@ -102,7 +102,8 @@ class Device(abc.ABC):
             self.memcpy_htod(dst + row * dpitch, data[row * width:(row + 1) * width], stream)
 
     def memcpy_dtoh_2d(self, src: int, spitch: int, width: int, height: int, stream: int = 0) -> memoryview:
-        out = bytearray(width * height)
+        self.check_range(src, spitch * (height - 1) + width if height else 0, "cudaMemcpy2D from device")
+        out = bytearray(width * height)  # only once the range is known to be the session's
         for row in range(height):
             out[row * width:(row + 1) * width] = self.memcpy_dtoh(src + row * spitch, width, stream)
         return memoryview(out)
@@ -205,6 +206,29 @@ class Device(abc.ABC):
         """Device output (printf) produced since the last call, and forget it.
         Backends that cannot capture device output return ""."""
         return ""
+
+    # -- multi-GPU (server/peer.py).  Concrete defaults, so a backend that
+    # knows nothing of peers still works: copies between GPUs then go
+    # through host memory, and direct peer access is refused.
+
+    def check_range(self, ptr: int, size: int, what: str) -> None:
+        """cudaErrorInvalidValue unless [ptr, ptr + size) lies inside one
+        allocation of this session.  Backends keeping their allocations in
+        `self._memory` (an AllocationTable) get this for free."""
+        table = getattr(self, "_memory", None)
+        if size and isinstance(table, AllocationTable):
+            table.require(ptr, size, what)
+
+    def can_access_peer(self, peer: int) -> bool:
+        """Whether kernels on this GPU can load and store the memory of
+        server-side GPU `peer` once peer access is enabled."""
+        return False
+
+    def set_peer_access(self, peer: int, enable: bool) -> None:
+        """cudaDeviceEnablePeerAccess / cudaDeviceDisablePeerAccess."""
+        raise CudaError(cudaError.cudaErrorPeerAccessUnsupported,
+                        f"GPU {self.index} cannot access GPU {peer} directly on this backend "
+                        f"(cudaMemcpyPeer still copies between them)")
 
 
 class Backend(abc.ABC):

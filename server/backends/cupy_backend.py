@@ -428,6 +428,20 @@ class CupyDevice(Device):
     def take_output(self) -> str:
         return _device_output.take() if _device_output else ""
 
+    def can_access_peer(self, peer: int) -> bool:
+        try:
+            return bool(self._runtime.deviceCanAccessPeer(self.index, peer))
+        except self._runtime.CUDARuntimeError:
+            return False
+
+    def set_peer_access(self, peer: int, enable: bool) -> None:
+        if enable:
+            with self._cuda(f"cudaDeviceEnablePeerAccess({peer})"):
+                self._runtime.deviceEnablePeerAccess(peer)
+        else:
+            with self._cuda(f"cudaDeviceDisablePeerAccess({peer})"):
+                self._runtime.deviceDisablePeerAccess(peer)
+
     def close(self) -> None:
         """Free what the session left: memory, streams, events, modules.
         Failures (e.g. after a sticky error, when the context refuses

@@ -60,12 +60,14 @@ def _round_up(value: int, alignment: int = ALLOCATION_ALIGNMENT) -> int:
 class SimBackend(Backend):
     name = "sim"
 
-    def __init__(self, devices: int | None = 1, kernel_files=(), memory_bytes: int | None = None):
+    def __init__(self, devices: int | None = 1, kernel_files=(), memory_bytes: int | None = None,
+                 identity: str = ""):
         devices = 1 if devices is None else devices
         if not 1 <= devices <= MAX_DEVICES:
             raise ValueError(f"the sim backend serves 1 to {MAX_DEVICES} devices, not {devices}")
         self.devices = devices
         self.memory_bytes = DEFAULT_MEMORY_BYTES if memory_bytes is None else memory_bytes
+        self.identity = identity  # tells this server's GPUs' UUIDs from other sim servers'
         # Loaded once, here: a plugin that fails to import stops the server
         # from starting rather than failing its first launch.
         self.kernels = KernelLibrary([*kernel_files, *kernel_files_from_environment()])
@@ -79,7 +81,7 @@ class SimBackend(Backend):
                                                               f"(this server has {self.devices})")
         if va_base is None:
             va_base = DEFAULT_VA_BASE + index * VA_WINDOW_SIZE
-        return SimDevice(index, va_base, self.memory_bytes, self.kernels)
+        return SimDevice(index, va_base, self.memory_bytes, self.kernels, identity=self.identity)
 
 
 class SimFunction:
@@ -121,7 +123,7 @@ class SimEvent:
 
 class SimDevice(Device):
     def __init__(self, index: int, va_base: int, memory_bytes: int, kernels: KernelLibrary,
-                 window_size: int = VA_WINDOW_SIZE):
+                 window_size: int = VA_WINDOW_SIZE, identity: str = ""):
         if va_base < 0 or va_base % ALLOCATION_ALIGNMENT:
             raise CudaError(cudaError.cudaErrorInvalidValue,
                             f"va_base {va_base:#x} must be a non-negative multiple of {ALLOCATION_ALIGNMENT}")
@@ -137,7 +139,7 @@ class SimDevice(Device):
         self._modules: dict[str, SimModule] = {}
         self._symbols: dict[tuple[str, str], tuple[int, int]] = {}  # (module, name) -> (address, size)
         self._events: dict[int, SimEvent] = {}
-        self._properties = sim_properties(index, memory_bytes)
+        self._properties = sim_properties(index, memory_bytes, identity)
         self._output: list[str] = []
         self._output_lock = threading.Lock()
 
@@ -533,10 +535,12 @@ _install_lock = threading.Lock()
 # ---------------------------------------------------------------- properties
 
 
-def sim_properties(index: int, memory_bytes: int) -> dict:
+def sim_properties(index: int, memory_bytes: int, identity: str = "") -> dict:
     """cudaDeviceProp fields (CUDA 13's names) of simulated GPU `index`: an
-    A100-like device reporting compute capability 8.0."""
-    uuid = hashlib.sha256(f"rcuda sim GPU {index}".encode()).digest()[:16]  # stable across restarts
+    A100-like device reporting compute capability 8.0.  `identity` (the
+    server's host and address) makes UUIDs differ between sim servers."""
+    seed = f"rcuda sim GPU {index}" + (f" of {identity}" if identity else "")
+    uuid = hashlib.sha256(seed.encode()).digest()[:16]  # stable across restarts at one address
     hex_uuid = uuid.hex()
     return {
         "name": f"rcuda sim GPU {index}",

@@ -1,0 +1,203 @@
+"""Copies between GPUs of different servers, and peer access.
+
+A copy from GPU A to GPU B (cudaMemcpyPeer, cudaMemcpyPeerAsync, cudaMemcpy
+with cudaMemcpyDefault or DeviceToDevice across devices) never passes
+through this process.  The client posts two asynchronous ops:
+
+    to B (destination): peer_wait {xfer, dst, size, source}
+    to A (source):      peer_push {xfer, src, size, endpoint + token of B's peer socket}
+
+A's server sends the bytes straight to B's (server/peer.py).  Each GPU's
+server thread runs its ops in the order they were posted, so the push reads
+the source after every earlier op on A, and every later op on B sees the
+bytes.  Two GPUs of the same server copy inside their worker.
+
+Why this cannot deadlock.  A GPU thread blocks only in a peer_wait, until
+the matching push has run on the source GPU.  All posts of peer ops happen
+under one client-wide lock, a wait immediately followed by its push, so
+all peer ops of the process have one total order in which each push comes
+right after its wait; each GPU runs its ops in that order.  Take the
+earliest wait (in the total order) that never ends, W(T) on B.  Its push
+P(T) on A comes next in the order, so everything before P(T) on A was
+posted before W(T): pushes, which never block, and waits earlier than W(T),
+which all end by the choice of W(T).  So A reaches P(T) and W(T) ends: a
+contradiction.  Without the lock, two threads copying in opposite
+directions could post A:[W(T2), P(T1)] and B:[W(T1), P(T2)], a cycle.
+(Should GPU ops ever run out of post order, e.g. on independent streams,
+a wait and its push must keep this order on the streams they are put on.)
+
+A wait ends when its bytes arrive or its transfer is aborted: the source
+worker reports a failed push to us (`peer_failed` notice) and we abort the
+transfer at the destination; a source server that goes away makes us abort
+every transfer from it.  So a copy from a server that died or cannot reach
+the destination fails with cudaErrorDevicesUnavailable naming both, never
+hangs.
+
+Set RCUDA_PEER_COPY=client to stage copies through this process instead
+(a server that cannot reach another at the address the client uses, e.g.
+behind separate tunnels).
+"""
+from __future__ import annotations
+
+import itertools
+import logging
+import os
+import threading
+
+import zmq
+
+from rcuda import protocol
+from rcuda.errors import CudaError, RcudaError, cudaError
+
+log = logging.getLogger(__name__)
+
+#: RCUDA_PEER_COPY: "direct" (server to server, the default) or "client".
+MODES = ("direct", "client")
+
+
+class PeerCopies:
+    """The process's peer copies and peer-access state (part of Runtime)."""
+
+    def __init__(self, mode: str | None = None):
+        mode = (mode or os.environ.get("RCUDA_PEER_COPY") or "direct").strip().lower()
+        if mode not in MODES:
+            log.warning("RCUDA_PEER_COPY=%s is not one of %s: copying server to server", mode, ", ".join(MODES))
+            mode = "direct"
+        self.mode = mode
+        self._lock = threading.Lock()  # the total order of peer posts: see the module docstring
+        self._xfer_ids = itertools.count(1)
+        #: source server -> {destination device: last transfer posted}: what
+        #: to abort if that server goes away.
+        self._outstanding: dict[str, dict] = {}
+        self._devices_by_label: dict[str, object] = {}
+        self._watched: set[int] = set()  # ids of sessions and channels we hooked
+        self._enabled: set[tuple[int, int]] = set()  # (device, peer) with peer access enabled
+
+    # ---------------------------------------------------------- copies
+
+    def copy(self, dst_device, dst: int, src_device, src: int, size: int, *, synchronous: bool,
+             call: str = "cudaMemcpyPeer") -> None:
+        """Copy `size` bytes from `src` on `src_device` to `dst` on
+        `dst_device` (two different devices).  Synchronous: returns once the
+        destination holds the bytes, raising the copy's error."""
+        if size == 0:
+            return
+        dst_session = dst_device.session
+        if self.mode == "client" or dst_session.peer_endpoint is None:
+            self._copy_through_client(dst_device, dst, src_device, src, size)
+            return
+        source = str(src_device.session.address)
+        self._watch(src_device)
+        with self._lock:
+            xfer = next(self._xfer_ids)
+            self._devices_by_label[dst_device.label] = dst_device
+            self._outstanding.setdefault(source, {})[dst_device] = xfer
+            dst_device.post("peer_wait", xfer=xfer, dst=dst, size=size, source=source)
+            try:
+                src_device.post("peer_push", xfer=xfer, src=src, size=size, endpoint=dst_session.peer_endpoint,
+                                token=dst_session.peer_token, dest=dst_device.label,
+                                timeout=src_device.session.timeout)
+            except RcudaError as exc:  # the wait is posted: it must not wait for nothing
+                self._abort(dst_device, xfer, f"{call} from {src_device.label}: {exc}", exc.status)
+                raise
+        log.debug("%s: transfer %d, %d bytes %s -> %s", call, xfer, size, src_device.label, dst_device.label)
+        if synchronous:
+            try:
+                dst_device.synchronize()
+            except CudaError as exc:
+                raise CudaError(exc.status, f"{call} {src_device.label} -> {dst_device.label}: {exc}") from None
+
+    @staticmethod
+    def _copy_through_client(dst_device, dst, src_device, src, size) -> None:
+        frames = src_device.copy_from_device(src, size)
+        dst_device.copy_to_device(dst, memoryview(b"".join(f.buffer for f in frames)))
+
+    def _watch(self, src_device) -> None:
+        """Hook the source's channel (failed pushes) and session (server
+        gone) the first time it sends a peer copy."""
+        channel, session = src_device.channel, src_device.session
+        if id(channel) not in self._watched:
+            self._watched.add(id(channel))
+            channel.on_notice = self._on_notice
+        if id(session) not in self._watched:
+            self._watched.add(id(session))
+            session.on_failure(lambda error, source=str(session.address): self._source_lost(source, error))
+
+    def _on_notice(self, header: dict) -> None:
+        """A source worker could not push a transfer: fail its wait."""
+        if header.get("notice") != "peer_failed":
+            log.warning("unknown notice %r from a server", header.get("notice"))
+            return
+        dst_device = self._devices_by_label.get(header.get("dest"))
+        xfer = header.get("xfer")
+        if dst_device is None or not isinstance(xfer, int):
+            log.warning("peer_failed notice for an unknown transfer: %r", header)
+            return
+        message = str(header.get("msg") or "peer copy failed at its source")
+        log.error("peer copy %d to %s failed at its source: %s", xfer, dst_device.label, message)
+        self._abort(dst_device, xfer, message, header.get("err"))
+
+    def _source_lost(self, source: str, error: BaseException) -> None:
+        """Server `source` went away: abort every transfer from it that a
+        live destination may still wait for."""
+        with self._lock:
+            targets = self._outstanding.pop(source, {})
+        for dst_device, upto in targets.items():
+            if str(dst_device.session.address) == source or dst_device.channel.failed:
+                continue
+            self._send(dst_device.session, {"op": "peer_abort", "xfer": None, "source": source, "upto": upto,
+                                            "msg": f"{error}"})
+
+    def _abort(self, dst_device, xfer: int, message: str, status=None) -> None:
+        if dst_device.channel.failed:
+            return
+        header = {"op": "peer_abort", "xfer": xfer, "source": "", "upto": 0, "msg": message}
+        if isinstance(status, int):
+            header["err"] = int(status)
+        self._send(dst_device.session, header)
+
+    @staticmethod
+    def _send(session, header: dict) -> None:
+        """One message to a worker's peer socket (which never replies to aborts)."""
+        socket = session.context.socket(zmq.DEALER)
+        socket.setsockopt(zmq.LINGER, int(session.timeout * 1000))  # close() returns; delivery goes on
+        try:
+            socket.connect(session.peer_endpoint)
+            socket.send(protocol.pack(dict(header, seq=0, token=session.peer_token)))
+        finally:
+            socket.close()
+
+    # ---------------------------------------------------------- peer access
+
+    @staticmethod
+    def can_access(device, peer) -> bool:
+        """Direct load/store: only between GPUs of one server whose backend
+        says so.  Across servers there is no shared address space."""
+        if device is peer or device.session is not peer.session:
+            return False
+        return peer.local_index in device.properties.get("rcudaPeerAccess", [])
+
+    def enable(self, device, peer) -> None:
+        if device is peer:
+            raise CudaError(cudaError.cudaErrorInvalidDevice,
+                            f"cudaDeviceEnablePeerAccess: {device.label} cannot be its own peer")
+        if (device.ordinal, peer.ordinal) in self._enabled:
+            raise CudaError(cudaError.cudaErrorPeerAccessAlreadyEnabled,
+                            f"cudaDeviceEnablePeerAccess: {device.label} already accesses {peer.label}")
+        if not self.can_access(device, peer):
+            where = ("they are on different servers, so kernels on one cannot load or store the other's memory"
+                     if device.session is not peer.session else "their server's backend does not support it")
+            log.warning("cudaDeviceEnablePeerAccess(%s -> %s): not supported: %s; cudaMemcpyPeer and "
+                        "cudaMemcpy(cudaMemcpyDefault) still copy between them, server to server",
+                        device.label, peer.label, where)
+            raise CudaError(cudaError.cudaErrorPeerAccessUnsupported,
+                            f"cudaDeviceEnablePeerAccess {device.label} -> {peer.label}: {where}")
+        device.request("peer_access", peer=peer.local_index, enable=1)
+        self._enabled.add((device.ordinal, peer.ordinal))
+
+    def disable(self, device, peer) -> None:
+        if (device.ordinal, peer.ordinal) not in self._enabled:
+            raise CudaError(cudaError.cudaErrorPeerAccessNotEnabled,
+                            f"cudaDeviceDisablePeerAccess: {device.label} does not access {peer.label}")
+        device.request("peer_access", peer=peer.local_index, enable=0)
+        self._enabled.discard((device.ordinal, peer.ordinal))
