@@ -1,0 +1,241 @@
+"""Synchronous forwarded call latency, next to the baselines it is held to.
+
+The headline figure is `forwarded`: an unmodified CUDA program
+(cuda/latency.cu) timing its own cudaMemGetInfo calls, each a round trip
+through the interposer, the embedded client and an rcuda sim server over
+loopback TCP.  In the same run, in interleaved rounds (these machines are
+shared and noisy), with the same message sizes:
+
+    raw_tcp        a raw TCP socket ping-pong between two Python processes
+    pyzmq_tcp      a bare pyzmq DEALER/ROUTER ping-pong between two processes
+    pyzmq_ipc      the same over an ipc (Unix socket) endpoint
+
+and, to locate rcuda's own costs, a ladder of the layers in between:
+
+    channel        rcuda's DeviceChannel (forwarding thread, eventfd hand-off,
+                   msgpack) against a minimal ROUTER peer that decodes and
+                   answers in msgpack
+    python_client  rcuda's client runtime called from Python (no C, no cffi)
+                   against a real rcuda sim server
+
+so that forwarded - python_client is the C/cffi entry, python_client -
+channel the server, channel - pyzmq_tcp the client's hand-off and msgpack.
+"""
+from __future__ import annotations
+
+import socket
+import tempfile
+import time
+import timeit
+from pathlib import Path
+
+import numpy as np
+
+from .. import common
+from ..common import Context, goal, summarise
+from . import peers
+
+NAME = "latency"
+TITLE = "Synchronous call latency"
+
+LABELS = {
+    "forwarded": "CUDA program via rcuda (cudaMemGetInfo, sim server, tcp)",
+    "python_client": "rcuda client from Python (no C entry) -> sim server",
+    "channel": "rcuda DeviceChannel -> minimal msgpack ROUTER peer",
+    "pyzmq_tcp": "bare pyzmq DEALER/ROUTER, tcp",
+    "pyzmq_ipc": "bare pyzmq DEALER/ROUTER, ipc",
+    "raw_tcp": "raw TCP socket ping-pong (Python)",
+}
+
+
+def parameters(quick: bool) -> dict:
+    return {"iterations_per_round": 300 if quick else 5000, "rounds": 1 if quick else 3,
+            "warmup_ms": 300 if quick else 1500}
+
+
+def message_sizes() -> tuple[bytes, int]:
+    """The request and reply rcuda sends for cudaMemGetInfo, so that the
+    baselines move the same bytes."""
+    from rcuda import protocol
+
+    request = protocol.pack({"op": "mem_info", "seq": 1000})
+    reply = protocol.pack({**peers.MEM_INFO_REPLY, "seq": 1000})
+    return request, len(reply)
+
+
+# ---------------------------------------------------------------- measurements
+
+
+def time_raw_tcp(address: str, request: bytes, reply_bytes: int, n: int, warmup: int) -> np.ndarray:
+    host, port = address.rsplit(":", 1)
+    samples = np.empty(n, np.int64)
+    reply = memoryview(bytearray(reply_bytes))
+    clock = time.perf_counter_ns
+    with socket.create_connection((host, int(port))) as sock:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        for i in range(-warmup, n):
+            started = clock()
+            sock.sendall(request)
+            peers.recv_exactly(sock, reply)
+            if i >= 0:
+                samples[i] = clock() - started
+    return samples
+
+
+def time_pyzmq(endpoint: str, request: bytes, n: int, warmup: int) -> np.ndarray:
+    import zmq
+
+    samples = np.empty(n, np.int64)
+    clock = time.perf_counter_ns
+    sock = zmq.Context.instance().socket(zmq.DEALER)
+    sock.setsockopt(zmq.LINGER, 0)
+    try:
+        sock.connect(endpoint)
+        for i in range(-warmup, n):
+            started = clock()
+            sock.send(request)
+            sock.recv()
+            if i >= 0:
+                samples[i] = clock() - started
+    finally:
+        sock.close(linger=0)
+    return samples
+
+
+def time_calls(call, n: int, warmup: int) -> np.ndarray:
+    samples = np.empty(n, np.int64)
+    clock = time.perf_counter_ns
+    for i in range(-warmup, n):
+        started = clock()
+        call()
+        if i >= 0:
+            samples[i] = clock() - started
+    return samples
+
+
+def time_forwarded(binary: Path, server: str, n: int, warmup_ms: int, scratch: Path) -> np.ndarray:
+    out = scratch / "latency.bin"
+    common.run_program([binary, n, warmup_ms, out], env=common.rcuda_environment(server))
+    samples = np.fromfile(out, dtype=np.int64)
+    if samples.size != n:
+        raise common.BenchmarkError(f"latency program wrote {samples.size} samples, expected {n}")
+    return samples
+
+
+def msgpack_cost_us() -> float:
+    """Microseconds of msgpack work in one round trip: the client packs a
+    request and unpacks a reply, the server the reverse."""
+    from rcuda import protocol
+
+    request, _ = message_sizes()
+    reply = protocol.pack({**peers.MEM_INFO_REPLY, "seq": 1000})
+
+    def one_trip():
+        protocol.unpack(protocol.pack(protocol.unpack(request)))
+        protocol.unpack(protocol.pack(protocol.unpack(reply)))
+
+    count = 20000
+    return min(timeit.repeat(one_trip, number=count, repeat=3)) / count * 1e6
+
+
+# ---------------------------------------------------------------- the benchmark
+
+
+def run(ctx: Context) -> dict:
+    from rcuda.client.channel import DeviceChannel
+    from rcuda.client.runtime import Runtime
+    from rcuda.config import ClientConfig, parse_server
+
+    import zmq
+
+    params = parameters(ctx.quick)
+    n, rounds = params["iterations_per_round"], params["rounds"]
+    warmup = max(50, n // 10)
+    request, reply_bytes = message_sizes()
+    ctx.progress("building cuda/latency.cu")
+    binary = common.compile_cuda("latency.cu")
+    samples: dict[str, list] = {name: [] for name in LABELS}
+    ipc_dir = tempfile.TemporaryDirectory(prefix="rcuda-bench-")
+    with ipc_dir as scratch, \
+            common.sim_server() as server, \
+            common.peer("tcp-pingpong", str(len(request)), str(reply_bytes)) as tcp_address, \
+            common.peer("zmq-pingpong", "tcp://127.0.0.1:0", str(reply_bytes)) as zmq_tcp, \
+            common.peer("zmq-pingpong", f"ipc://{scratch}/pingpong", str(reply_bytes)) as zmq_ipc, \
+            common.peer("zmq-msgpack", "tcp://127.0.0.1:0") as msgpack_peer:
+        scratch = Path(scratch)
+        channel = DeviceChannel(zmq.Context.instance(), msgpack_peer, "bench peer", timeout=10.0)
+        runtime = Runtime(ClientConfig(servers=[parse_server(server.address)], timeout=10.0))
+        try:
+            device = runtime.device(0)
+            server.wait_idle()  # our hello made the daemon start a spare worker
+
+            def forwarded():
+                server.wait_idle()  # the previous program's session did the same
+                return time_forwarded(binary, server.address, n, params["warmup_ms"], scratch)
+
+            measures = {
+                "forwarded": forwarded,
+                "python_client": lambda: time_calls(device.mem_info, n, warmup),
+                "channel": lambda: time_calls(lambda: channel.call({"op": "mem_info"}), n, warmup),
+                "pyzmq_tcp": lambda: time_pyzmq(zmq_tcp, request, n, warmup),
+                "pyzmq_ipc": lambda: time_pyzmq(zmq_ipc, request, n, warmup),
+                "raw_tcp": lambda: time_raw_tcp(tcp_address, request, reply_bytes, n, warmup),
+            }
+            for r in range(rounds):
+                for name, measure in measures.items():
+                    ctx.progress(f"round {r + 1}/{rounds}: {n} round trips, {LABELS[name]}")
+                    samples[name].append(measure())
+        finally:
+            channel.close()
+            runtime.shutdown()
+    ctx.progress("msgpack cost per round trip")
+    variants = {name: {"label": LABELS[name], **summarise(np.concatenate(s) / 1000.0)}
+                for name, s in samples.items()}
+    return {"parameters": {**params, "call": "cudaMemGetInfo", "request_bytes": len(request),
+                           "reply_bytes": reply_bytes, "transport": "tcp (loopback)"},
+            "variants": variants, "msgpack_us_per_round_trip": round(msgpack_cost_us(), 3),
+            **ratios_and_goals(variants)}
+
+
+def ratios_and_goals(v: dict) -> dict:
+    p50 = {name: stats["p50"] for name, stats in v.items()}
+    forwarded = v["forwarded"]
+    ratios = {
+        "forwarded_p50_over_pyzmq_p50": p50["forwarded"] / p50["pyzmq_tcp"],
+        "forwarded_p99_over_forwarded_p50": forwarded["p99"] / forwarded["p50"],
+        "forwarded_p50_over_raw_tcp_p50": p50["forwarded"] / p50["raw_tcp"],
+        "pyzmq_p50_over_raw_tcp_p50": p50["pyzmq_tcp"] / p50["raw_tcp"],
+        "pyzmq_ipc_p50_over_pyzmq_tcp_p50": p50["pyzmq_ipc"] / p50["pyzmq_tcp"],
+    }
+    # What each layer adds to the median round trip.
+    ladder = {
+        "zeromq_over_raw_tcp": p50["pyzmq_tcp"] - p50["raw_tcp"],
+        "client_channel_handoff_and_msgpack": p50["channel"] - p50["pyzmq_tcp"],
+        "rcuda_server_over_minimal_peer": p50["python_client"] - p50["channel"],
+        "c_entry_and_cffi": p50["forwarded"] - p50["python_client"],
+    }
+    return {
+        "ratios": {k: round(x, 3) for k, x in ratios.items()},
+        "ladder_p50_added_us": {k: round(x, 2) for k, x in ladder.items()},
+        "goals": {
+            "forwarded p50 / bare pyzmq p50": goal(ratios["forwarded_p50_over_pyzmq_p50"], "<=", 1.2),
+            "forwarded p99 / forwarded p50": goal(ratios["forwarded_p99_over_forwarded_p50"], "<=", 3.0),
+        },
+    }
+
+
+def plot(result: dict, out_dir: Path) -> list[Path]:
+    from .. import plots
+
+    path = out_dir / "micro_latency.png"
+    plots.latency_cdf(result, path)
+    return [path]
+
+
+def headline(result: dict) -> list[str]:
+    v, r = result["variants"], result["ratios"]
+    return [f"p50/p99/p99.9 (us): " + "; ".join(f"{name} {s['p50']:.0f}/{s['p99']:.0f}/{s['p99.9']:.0f}"
+                                               for name, s in v.items()),
+            f"forwarded/pyzmq p50 {r['forwarded_p50_over_pyzmq_p50']:.2f} (goal <= 1.2), "
+            f"p99/p50 {r['forwarded_p99_over_forwarded_p50']:.2f} (goal <= 3), "
+            f"forwarded/raw TCP p50 {r['forwarded_p50_over_raw_tcp_p50']:.2f}"]
