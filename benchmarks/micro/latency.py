@@ -20,6 +20,8 @@ and, to locate rcuda's own costs, a ladder of the layers in between:
 
 so that forwarded - python_client is the C/cffi entry, python_client -
 channel the server, channel - pyzmq_tcp the client's hand-off and msgpack.
+`local_call` times cudaGetDevice through rcuda, a call that never leaves
+the process: what entering the client from C costs by itself.
 """
 from __future__ import annotations
 
@@ -40,6 +42,7 @@ TITLE = "Synchronous call latency"
 
 LABELS = {
     "forwarded": "CUDA program via rcuda (cudaMemGetInfo, sim server, tcp)",
+    "local_call": "CUDA program via rcuda, cudaGetDevice (no message)",
     "python_client": "rcuda client from Python (no C entry) -> sim server",
     "channel": "rcuda DeviceChannel -> minimal msgpack ROUTER peer",
     "pyzmq_tcp": "bare pyzmq DEALER/ROUTER, tcp",
@@ -113,9 +116,10 @@ def time_calls(call, n: int, warmup: int) -> np.ndarray:
     return samples
 
 
-def time_forwarded(binary: Path, server: str, n: int, warmup_ms: int, scratch: Path) -> np.ndarray:
+def time_forwarded(binary: Path, server: str, n: int, warmup_ms: int, scratch: Path,
+                   call: str = "meminfo") -> np.ndarray:
     out = scratch / "latency.bin"
-    common.run_program([binary, n, warmup_ms, out], env=common.rcuda_environment(server))
+    common.run_program([binary, n, warmup_ms, out, call], env=common.rcuda_environment(server))
     samples = np.fromfile(out, dtype=np.int64)
     if samples.size != n:
         raise common.BenchmarkError(f"latency program wrote {samples.size} samples, expected {n}")
@@ -175,6 +179,7 @@ def run(ctx: Context) -> dict:
 
             measures = {
                 "forwarded": forwarded,
+                "local_call": lambda: time_forwarded(binary, server.address, n, 0, scratch, "getdevice"),
                 "python_client": lambda: time_calls(device.mem_info, n, warmup),
                 "channel": lambda: time_calls(lambda: channel.call({"op": "mem_info"}), n, warmup),
                 "pyzmq_tcp": lambda: time_pyzmq(zmq_tcp, request, n, warmup),
@@ -209,6 +214,7 @@ def ratios_and_goals(v: dict) -> dict:
     }
     # What each layer adds to the median round trip.
     ladder = {
+        "c_entry_alone_cudaGetDevice": p50["local_call"],
         "zeromq_over_raw_tcp": p50["pyzmq_tcp"] - p50["raw_tcp"],
         "client_channel_handoff_and_msgpack": p50["channel"] - p50["pyzmq_tcp"],
         "rcuda_server_over_minimal_peer": p50["python_client"] - p50["channel"],
