@@ -16,6 +16,7 @@ import logging
 import os
 import platform
 import re
+import resource
 import shutil
 import signal
 import subprocess
@@ -297,6 +298,10 @@ class Server:
         timeout."""
         return wait_idle(self.process.popen.pid, quiet, timeout)
 
+    def cpu_seconds(self) -> float:
+        """CPU time used so far by the daemon and its workers."""
+        return process_group_cpu_seconds(self.process.popen.pid)
+
 
 @contextmanager
 def sim_server(devices: int = 1, kernels: Path = SIM_KERNELS):
@@ -314,18 +319,22 @@ def sim_server(devices: int = 1, kernels: Path = SIM_KERNELS):
 
 
 def process_group_cpu_seconds(pgid: int) -> float:
-    """CPU time used so far by the live processes of a process group."""
-    ticks = 0
+    """CPU time used so far by the live threads of a process group's
+    processes, to the nanosecond (schedstat; threads that ended are not
+    counted, which is fine for long-lived servers and peers)."""
+    total_ns = 0
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
             fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[2]) == pgid:  # fields after the name: state ppid pgrp ... utime(11) stime(12)
-            ticks += int(fields[11]) + int(fields[12])
-    return ticks / os.sysconf("SC_CLK_TCK")
+            if int(fields[2]) != pgid:  # after the name: state ppid pgrp ...
+                continue
+            for task in (entry / "task").iterdir():
+                total_ns += int((task / "schedstat").read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            continue  # a process or thread that just ended
+    return total_ns / 1e9
 
 
 def wait_idle(pgid: int, quiet: float = 0.2, timeout: float = 10.0) -> bool:
@@ -334,21 +343,37 @@ def wait_idle(pgid: int, quiet: float = 0.2, timeout: float = 10.0) -> bool:
     while time.monotonic() < deadline:
         time.sleep(quiet)
         now = process_group_cpu_seconds(pgid)
-        if now - used < 0.01:  # under 5% of one CPU over the interval
+        if now - used < 0.05 * quiet:  # under 5% of one CPU over the interval
             return True
         used = now
     return False
 
 
+@dataclass
+class Peer:
+    """A ping-pong or stream peer (benchmarks/micro/peers.py)."""
+
+    process: Process
+    address: str  # what it printed: HOST:PORT or a ZeroMQ endpoint
+
+    def cpu_seconds(self) -> float:
+        return process_group_cpu_seconds(self.process.popen.pid)
+
+
 @contextmanager
 def peer(*args: str):
-    """A ping-pong or stream peer (benchmarks/micro/peers.py) in its own
-    process; yields the address it printed."""
+    """A peer in its own process (and process group)."""
     process = start_process([sys.executable, "-m", "rcuda.benchmarks.micro.peers", *args], r"^ready \S+")
     try:
-        yield process.ready_line.split()[1]
+        yield Peer(process, process.ready_line.split()[1])
     finally:
         process.stop()
+
+
+def children_cpu_seconds() -> float:
+    """CPU time of this process's children that have been waited for."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 # ---------------------------------------------------------------- statistics

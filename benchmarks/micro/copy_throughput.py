@@ -164,12 +164,12 @@ def run(ctx: Context) -> dict:
     biggest = str(max(params["sizes"]))
     with tempfile.TemporaryDirectory(prefix="rcuda-bench-") as scratch, \
             common.sim_server() as server, \
-            common.peer("tcp-stream", biggest) as tcp_address, \
-            common.peer("zmq-stream", "tcp://127.0.0.1:0", biggest) as zmq_endpoint:
+            common.peer("tcp-stream", biggest) as tcp_peer, \
+            common.peer("zmq-stream", "tcp://127.0.0.1:0", biggest) as zmq_peer:
         measures = {
             "rcuda": lambda: time_rcuda(binary, server, repeats, Path(scratch)),
-            "raw TCP stream": lambda: time_raw_tcp(tcp_address, repeats),
-            "bare pyzmq": lambda: time_pyzmq(zmq_endpoint, repeats, params["chunk_size"]),
+            "raw TCP stream": lambda: time_raw_tcp(tcp_peer.address, repeats),
+            "bare pyzmq": lambda: time_pyzmq(zmq_peer.address, repeats, params["chunk_size"]),
         }
         for r in range(rounds):
             for label, measure in measures.items():

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import socket
 import tempfile
+from contextlib import contextmanager
 import time
 import timeit
 from pathlib import Path
@@ -159,15 +160,16 @@ def run(ctx: Context) -> dict:
     ctx.progress("building cuda/latency.cu")
     binary = common.compile_cuda("latency.cu")
     samples: dict[str, list] = {name: [] for name in LABELS}
+    cpu = CpuLedger()
     ipc_dir = tempfile.TemporaryDirectory(prefix="rcuda-bench-")
     with ipc_dir as scratch, \
             common.sim_server() as server, \
-            common.peer("tcp-pingpong", str(len(request)), str(reply_bytes)) as tcp_address, \
+            common.peer("tcp-pingpong", str(len(request)), str(reply_bytes)) as tcp_peer, \
             common.peer("zmq-pingpong", "tcp://127.0.0.1:0", str(reply_bytes)) as zmq_tcp, \
             common.peer("zmq-pingpong", f"ipc://{scratch}/pingpong", str(reply_bytes)) as zmq_ipc, \
             common.peer("zmq-msgpack", "tcp://127.0.0.1:0") as msgpack_peer:
         scratch = Path(scratch)
-        channel = DeviceChannel(zmq.Context.instance(), msgpack_peer, "bench peer", timeout=10.0)
+        channel = DeviceChannel(zmq.Context.instance(), msgpack_peer.address, "bench peer", timeout=10.0)
         runtime = Runtime(ClientConfig(servers=[parse_server(server.address)], timeout=10.0))
         try:
             device = runtime.device(0)
@@ -177,19 +179,38 @@ def run(ctx: Context) -> dict:
                 server.wait_idle()  # the previous program's session did the same
                 return time_forwarded(binary, server.address, n, params["warmup_ms"], scratch)
 
+            def forwarded_cpu():
+                """The program's CPU time in two runs without warm-up, of n/10
+                and n calls: the difference is what n - n/10 calls took.  (The
+                server's side is measured with python_client: a program's
+                session worker exits with the program, taking its count along.)"""
+                for calls, sign in ((n // 10, -1), (n, 1)):
+                    server.wait_idle()
+                    with cpu.measure("forwarded", sign * calls, None, sign=sign, children=True):
+                        time_forwarded(binary, server.address, calls, 0, scratch)
+
+            def with_cpu(name, far, measure):
+                with cpu.measure(name, n + warmup, far):
+                    return measure()
+
             measures = {
                 "forwarded": forwarded,
                 "local_call": lambda: time_forwarded(binary, server.address, n, 0, scratch, "getdevice"),
-                "python_client": lambda: time_calls(device.mem_info, n, warmup),
+                "python_client": lambda: with_cpu("python_client", server,
+                                                  lambda: time_calls(device.mem_info, n, warmup)),
                 "channel": lambda: time_calls(lambda: channel.call({"op": "mem_info"}), n, warmup),
-                "pyzmq_tcp": lambda: time_pyzmq(zmq_tcp, request, n, warmup),
-                "pyzmq_ipc": lambda: time_pyzmq(zmq_ipc, request, n, warmup),
-                "raw_tcp": lambda: time_raw_tcp(tcp_address, request, reply_bytes, n, warmup),
+                "pyzmq_tcp": lambda: with_cpu("pyzmq_tcp", zmq_tcp, lambda: time_pyzmq(zmq_tcp.address, request, n,
+                                                                                   warmup)),
+                "pyzmq_ipc": lambda: time_pyzmq(zmq_ipc.address, request, n, warmup),
+                "raw_tcp": lambda: with_cpu("raw_tcp", tcp_peer, lambda: time_raw_tcp(tcp_peer.address, request,
+                                                                                  reply_bytes, n, warmup)),
             }
             for r in range(rounds):
                 for name, measure in measures.items():
                     ctx.progress(f"round {r + 1}/{rounds}: {n} round trips, {LABELS[name]}")
                     samples[name].append(measure())
+                ctx.progress(f"round {r + 1}/{rounds}: CPU time per forwarded call")
+                forwarded_cpu()
         finally:
             channel.close()
             runtime.shutdown()
@@ -198,8 +219,37 @@ def run(ctx: Context) -> dict:
                 for name, s in samples.items()}
     return {"parameters": {**params, "call": "cudaMemGetInfo", "request_bytes": len(request),
                            "reply_bytes": reply_bytes, "transport": "tcp (loopback)"},
-            "variants": variants, "msgpack_us_per_round_trip": round(msgpack_cost_us(), 3),
+            "variants": variants, "cpu_us_per_call": cpu.per_call_us(),
+            "msgpack_us_per_round_trip": round(msgpack_cost_us(), 3),
             **ratios_and_goals(variants)}
+
+
+class CpuLedger:
+    """CPU time per round trip on each side.  Unlike wall-clock latency it
+    hardly depends on how busy or idle the machine's CPUs are, so it is the
+    steadier figure on a shared machine.  The client side of a CUDA program
+    is the program's own CPU time (a waited-for child); of an in-process
+    client, this whole process's (its ZeroMQ I/O thread included); the far
+    side is the server's or the peer's process group."""
+
+    def __init__(self):
+        self.totals: dict[str, list] = {}  # name -> [calls, client seconds, far side seconds or None]
+
+    @contextmanager
+    def measure(self, name: str, calls: int, far, sign: int = 1, children: bool = False):
+        clock = common.children_cpu_seconds if children else time.process_time
+        client, far_side = clock(), far.cpu_seconds() if far else None
+        yield
+        entry = self.totals.setdefault(name, [0, 0.0, 0.0 if far else None])
+        entry[0] += calls
+        entry[1] += sign * (clock() - client)
+        if far:
+            entry[2] += sign * (far.cpu_seconds() - far_side)
+
+    def per_call_us(self) -> dict:
+        return {name: {"client": round(client / calls * 1e6, 2),
+                       "far_side": None if far is None else round(far / calls * 1e6, 2)}
+                for name, (calls, client, far) in self.totals.items() if calls > 0}
 
 
 def ratios_and_goals(v: dict) -> dict:

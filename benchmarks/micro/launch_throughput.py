@@ -118,12 +118,12 @@ def run(ctx: Context) -> dict:
     ctx.progress("building cuda/launch.cu")
     binary = common.compile_cuda("launch.cu")
     results: dict[str, dict] = {}
-    with common.sim_server() as server, common.peer("zmq-msgpack", "tcp://127.0.0.1:0") as endpoint:
+    with common.sim_server() as server, common.peer("zmq-msgpack", "tcp://127.0.0.1:0") as msgpack_peer:
         measures = {
             "rcuda_empty": lambda: time_rcuda(binary, server, n, repeats, "empty"),
             "rcuda_params": lambda: time_rcuda(binary, server, n, repeats, "params"),
-            "channel_post": lambda: time_channel(endpoint, n, repeats),
-            "pyzmq_send": lambda: time_pyzmq(endpoint, n, repeats),
+            "channel_post": lambda: time_channel(msgpack_peer.address, n, repeats),
+            "pyzmq_send": lambda: time_pyzmq(msgpack_peer.address, n, repeats),
         }
         for name, measure in measures.items():
             ctx.progress(f"{repeats} x {n} launches: {LABELS[name]}")
