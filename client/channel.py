@@ -1,13 +1,23 @@
-"""The forwarding thread of one remote device.
+"""The forwarding path of one remote device.
 
-Each remote device has one `DeviceChannel`: a thread that owns the device's
-ZeroMQ socket.  Application threads never touch the socket.  They append a
-message to the channel's outbox and wake the thread through an eventfd
-(thread-safe, and pollable by ZeroMQ next to the socket).  Synchronous calls
-then wait on their own `Pending`; asynchronous ones return at once.  One
-thread per device means threads driving different devices proceed in
-parallel, each on its own connection, and the order of a device's messages is
-the order they were posted.
+Each remote device has one `DeviceChannel`, owning the device's ZeroMQ
+socket; a lock (`_socket_lock`) says who may use the socket at a time.
+
+Asynchronous calls (launches) append their message to the outbox and wake
+the channel's forwarding thread through an eventfd; the thread sends the
+outbox under the lock, so the application never waits for the network.
+
+Synchronous calls do their round trip in the calling thread: under the lock
+they send what is still in the outbox (so the device sees messages in the
+order they were made), send the request, and wait on the socket for the
+reply themselves.  That saves two thread hand-offs per call (application ->
+forwarding thread, and back), which on a small virtual machine, where waking
+a thread on an idle vCPU costs tens of microseconds, were most of what the
+forwarding path added to a bare ZeroMQ round trip (benchmarks/README).  A
+thread waiting for its reply also forwards what other threads post
+meanwhile, and a reply it receives for another thread's call resolves that
+call.  One channel per device means threads driving different devices
+proceed in parallel, each on its own connection.
 
 A call that waits has no fixed deadline (a long kernel is not a failure):
 it fails only when the server has shown no sign of life for `timeout`
@@ -19,6 +29,7 @@ import collections
 import itertools
 import logging
 import os
+import select
 import threading
 import time
 
@@ -52,9 +63,13 @@ class Pending:
     def wait(self, seconds: float) -> bool:
         return self._done.acquire(timeout=seconds)
 
+    @property
+    def done(self) -> bool:
+        return not self._done.locked()
+
 
 class DeviceChannel:
-    """Owns the socket of one remote device, in a thread of its own."""
+    """Owns the socket of one remote device; see the module's docstring."""
 
     def __init__(self, context: zmq.Context, endpoint: str, label: str, timeout: float,
                  liveness=lambda: time.monotonic(), socket_options: dict | None = None):
@@ -74,6 +89,10 @@ class DeviceChannel:
         for option, value in (socket_options or {}).items():
             self._socket.setsockopt(option, value)
         self._socket.connect(endpoint)
+        self._socket_lock = threading.Lock()  # held by whoever uses the socket
+        self._poller = zmq.Poller()  # used under the lock, by a waiting call
+        self._poller.register(self._socket, zmq.POLLIN)
+        self._poller.register(self._wake_fd, zmq.POLLIN)
         self._thread = threading.Thread(target=self._run, name=f"rcuda {label}", daemon=True)
         self._thread.start()
 
@@ -93,23 +112,55 @@ class DeviceChannel:
         if self._failure:
             raise self._failure
         pending = Pending()
-        seq = header["seq"] = next(self._seq)
-        self._pending[seq] = pending
-        self._outbox.append((header, frames))
-        os.eventfd_write(self._wake_fd, 1)
+        with self._socket_lock:
+            seq = header["seq"] = next(self._seq)
+            self._pending[seq] = pending
+            self._outbox.append((header, frames))  # after what was posted before
+            self._guarded(self._send_outbox)
         return pending
 
     def finish_call(self, pending: Pending, op: str) -> tuple[dict, list]:
-        while not pending.wait(WAIT_SLICE):
-            if self._failure:
-                raise self._failure
-            silent_for = time.monotonic() - self._liveness()
-            if silent_for > self.timeout:
-                raise ServerTimeout(f"{op} on {self.label}: no reply and no heartbeat for "
-                                    f"{silent_for:.1f}s (RCUDA_TIMEOUT={self.timeout:g}s)")
+        """Wait for `pending`'s reply, receiving it in this thread."""
+        while not pending.done:
+            if self._socket_lock.acquire(timeout=WAIT_SLICE):
+                try:
+                    self._guarded(lambda: self._receive_until(pending, op))
+                finally:
+                    self._socket_lock.release()
+            elif not pending.done:  # another thread is receiving: it may get ours
+                self._check_alive(op)
         if pending.error:
             raise pending.error
         return pending.header, pending.frames
+
+    def _receive_until(self, pending: Pending, op: str) -> None:
+        """Under the lock: forward the outbox and receive replies until
+        `pending` has its own."""
+        while not pending.done:
+            ready = dict(self._poller.poll(int(WAIT_SLICE * 1000)))
+            if self._wake_fd in ready:
+                self._read_wake()
+            self._send_outbox()  # what other threads posted meanwhile
+            if self._socket in ready:
+                self._receive_replies()
+            elif not pending.done:
+                self._check_alive(op)
+
+    def _check_alive(self, op: str) -> None:
+        if self._failure:
+            raise self._failure
+        silent_for = time.monotonic() - self._liveness()
+        if silent_for > self.timeout:
+            raise ServerTimeout(f"{op} on {self.label}: no reply and no heartbeat for "
+                                f"{silent_for:.1f}s (RCUDA_TIMEOUT={self.timeout:g}s)")
+
+    def _guarded(self, action) -> None:
+        """Run a socket action; a ZeroMQ failure fails the channel."""
+        try:
+            action()
+        except zmq.ZMQError as exc:
+            self.fail(TransportError(f"{self.label}: {exc}"))
+            raise self._failure from None
 
     def call(self, header: dict, frames=()) -> tuple[dict, list]:
         """Send a request and wait for its reply: (header, payload frames)."""
@@ -123,6 +174,10 @@ class DeviceChannel:
             pending = self._pending.pop(seq, None)
             if pending:
                 pending.resolve(error=error)
+        try:
+            os.eventfd_write(self._wake_fd, 1)  # wake a waiting call to see it
+        except OSError:
+            pass  # already closed: nobody is waiting
 
     def close(self) -> None:
         self._closing = True
@@ -136,27 +191,31 @@ class DeviceChannel:
     # ---------------------------------------------------------- the thread
 
     def _run(self) -> None:
-        poller = zmq.Poller()
-        poller.register(self._socket, zmq.POLLIN)
-        poller.register(self._wake_fd, zmq.POLLIN)
+        """Forward posted messages: wait on the eventfd (never on the socket,
+        which waiting calls use), then send the outbox under the lock."""
+        wake = select.poll()
+        wake.register(self._wake_fd, select.POLLIN)
         try:
             while not self._closing:
-                ready = dict(poller.poll())
-                if self._wake_fd in ready:
-                    try:
-                        os.eventfd_read(self._wake_fd)
-                    except BlockingIOError:
-                        pass
+                wake.poll()
+                with self._socket_lock:
+                    self._read_wake()
                     self._send_outbox()
-                if self._socket in ready:
-                    self._receive_replies()
-            self._send_outbox()
+            with self._socket_lock:
+                self._send_outbox()
         except Exception as exc:  # a bug here must not hang the application
             log.exception("forwarding thread of %s stopped", self.label)
             self.fail(TransportError(f"forwarding thread of {self.label} stopped: {exc}"))
         finally:
-            self._socket.close(linger=0)
+            with self._socket_lock:
+                self._socket.close(linger=0)
             os.close(self._wake_fd)
+
+    def _read_wake(self) -> None:
+        try:
+            os.eventfd_read(self._wake_fd)
+        except BlockingIOError:
+            pass
 
     def _send_outbox(self) -> None:
         outbox, socket = self._outbox, self._socket
