@@ -25,6 +25,7 @@ the process: what entering the client from C costs by itself.
 """
 from __future__ import annotations
 
+import os
 import socket
 import tempfile
 from contextlib import contextmanager
@@ -127,6 +128,39 @@ def time_forwarded(binary: Path, server: str, n: int, warmup_ms: int, scratch: P
     return samples
 
 
+def wakeup_round_trip_us(cpus: tuple[int, int] | None, n: int = 3000) -> float:
+    """Median round trip of one byte to another process over pipes, with
+    the two pinned to `cpus` (None: wherever the scheduler puts them).  Each
+    trip wakes a process twice; on a virtual machine whose idle vCPUs halt,
+    a wake-up on the other CPU is what dominates every latency here."""
+    import subprocess
+    import sys
+
+    peer_cpu = -1 if cpus is None else cpus[1]
+    child = subprocess.Popen([sys.executable, "-m", "rcuda.benchmarks.micro.peers", "pipe-echo", str(peer_cpu)],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0)
+    mine = os.sched_getaffinity(0)
+    try:
+        child.stdout.readline()  # "ready pipe"
+        if cpus is not None:
+            os.sched_setaffinity(0, {cpus[0]})
+        out, into = child.stdout.fileno(), child.stdin.fileno()
+        samples = np.empty(n, np.int64)
+        clock = time.perf_counter_ns
+        for i in range(-200, n):
+            started = clock()
+            os.write(into, b"x")
+            os.read(out, 1)
+            if i >= 0:
+                samples[i] = clock() - started
+    finally:
+        os.sched_setaffinity(0, mine)
+        child.stdin.close()
+        child.wait(timeout=10)
+        child.stdout.close()
+    return float(np.median(samples)) / 1000
+
+
 def msgpack_cost_us() -> float:
     """Microseconds of msgpack work in one round trip: the client packs a
     request and unpacks a reply, the server the reverse."""
@@ -190,6 +224,9 @@ def run(ctx: Context) -> dict:
                         time_forwarded(binary, server.address, calls, 0, scratch)
 
             def with_cpu(name, far, measure):
+                if ctx.quick:  # too few calls for CPU times to mean anything
+                    return measure()
+                server.wait_idle()  # no spare worker starting while we count
                 with cpu.measure(name, n + warmup, far):
                     return measure()
 
@@ -209,18 +246,25 @@ def run(ctx: Context) -> dict:
                 for name, measure in measures.items():
                     ctx.progress(f"round {r + 1}/{rounds}: {n} round trips, {LABELS[name]}")
                     samples[name].append(measure())
-                ctx.progress(f"round {r + 1}/{rounds}: CPU time per forwarded call")
-                forwarded_cpu()
+                if not ctx.quick:
+                    ctx.progress(f"round {r + 1}/{rounds}: CPU time per forwarded call")
+                    forwarded_cpu()
         finally:
             channel.close()
             runtime.shutdown()
-    ctx.progress("msgpack cost per round trip")
+    ctx.progress("msgpack cost per round trip; process wake-up round trips")
+    usable = sorted(os.sched_getaffinity(0))
+    wakeups = {"scheduler's choice": wakeup_round_trip_us(None)}
+    if len(usable) >= 2:
+        wakeups["same CPU"] = wakeup_round_trip_us((usable[0], usable[0]))
+        wakeups["across CPUs"] = wakeup_round_trip_us((usable[0], usable[1]))
     variants = {name: {"label": LABELS[name], **summarise(np.concatenate(s) / 1000.0)}
                 for name, s in samples.items()}
     return {"parameters": {**params, "call": "cudaMemGetInfo", "request_bytes": len(request),
                            "reply_bytes": reply_bytes, "transport": "tcp (loopback)"},
             "variants": variants, "cpu_us_per_call": cpu.per_call_us(),
             "msgpack_us_per_round_trip": round(msgpack_cost_us(), 3),
+            "pipe_round_trip_us": {k: round(v, 1) for k, v in wakeups.items()},
             **ratios_and_goals(variants)}
 
 
@@ -294,4 +338,6 @@ def headline(result: dict) -> list[str]:
                                                for name, s in v.items()),
             f"forwarded/pyzmq p50 {r['forwarded_p50_over_pyzmq_p50']:.2f} (goal <= 1.2), "
             f"p99/p50 {r['forwarded_p99_over_forwarded_p50']:.2f} (goal <= 3), "
-            f"forwarded/raw TCP p50 {r['forwarded_p50_over_raw_tcp_p50']:.2f}"]
+            f"forwarded/raw TCP p50 {r['forwarded_p50_over_raw_tcp_p50']:.2f}",
+            f"CPU us per call (client, far side): {result['cpu_us_per_call'] or 'not measured in quick mode'}",
+            f"pipe round trip between two processes (us): {result['pipe_round_trip_us']}"]

@@ -10,6 +10,8 @@
                                              mem_info-like reply carrying its seq, nothing for
                                              asynchronous ones (what a server costs, minus rcuda)
     zmq-stream ENDPOINT MAX_BYTES            ZeroMQ ROUTER: receive or send SIZE bytes in frames
+    pipe-echo CPU                            on CPU (-1: any), echo each byte from stdin to
+                                             stdout: what waking another process costs
 
 Each prints `ready ADDRESS` once it listens, then serves until killed.  The
 loops are as bare as Python allows: they are the baselines rcuda is held to.
@@ -131,9 +133,22 @@ def zmq_stream(endpoint: str, max_bytes: int) -> None:
             sock.send_multipart([peer, b"k", *frames], copy=False)
 
 
+def pipe_echo(cpu: int) -> None:
+    import os
+
+    if cpu >= 0:
+        os.sched_setaffinity(0, {cpu})
+    print("ready pipe", flush=True)
+    while True:
+        byte = os.read(0, 1)
+        if not byte:
+            return
+        os.write(1, byte)
+
+
 MODES = {"tcp-pingpong": (tcp_pingpong, (int, int)), "tcp-stream": (tcp_stream, (int,)),
          "zmq-pingpong": (zmq_pingpong, (str, int)), "zmq-msgpack": (zmq_msgpack, (str,)),
-         "zmq-stream": (zmq_stream, (str, int))}
+         "zmq-stream": (zmq_stream, (str, int)), "pipe-echo": (pipe_echo, (int,))}
 
 
 def main(argv: list[str]) -> int:
