@@ -24,6 +24,9 @@ from rcuda.errors import ProtocolError, TransportError, VersionMismatch, CudaErr
 
 log = logging.getLogger(__name__)
 
+#: How often the heartbeat thread checks whether the session is closing (ms).
+STOP_CHECK_MS = 20
+
 
 def client_description() -> dict:
     """Who is asking, for the server's logs and `rcuda smi`."""
@@ -129,7 +132,9 @@ class ServerSession:
                 sock.send(protocol.pack({"op": "ping", "seq": seq, "token": self.token}))
                 deadline = time.monotonic() + protocol.HEARTBEAT_INTERVAL
                 while (left := deadline - time.monotonic()) > 0 and not self._stop.is_set():
-                    if sock.poll(int(left * 1000) + 1, zmq.POLLIN):
+                    # In short slices, so that close() (at the program's exit) is not kept
+                    # waiting for the rest of the interval.
+                    if sock.poll(min(int(left * 1000) + 1, STOP_CHECK_MS), zmq.POLLIN):
                         sock.recv()
                         self.last_heard = time.monotonic()
                 silent = time.monotonic() - self.last_heard

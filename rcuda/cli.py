@@ -9,6 +9,7 @@
     rcuda config   the effective configuration, and where each value came from
     rcuda coverage which CUDA runtime functions rcuda implements
     rcuda demo     MNIST trained data-parallel on four rcuda servers
+    rcuda bench    run the benchmarks (benchmarks/)
 """
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ def main(argv=None) -> int:
     parser.add_argument("--version", action="version", version=f"rcuda {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for module in (ServerCommand, RunCommand, LibCommand, DevicesCommand, SmiCommand, HostsCommand,
-                   ConfigCommand, CoverageCommand, DemoCommand):
+                   ConfigCommand, CoverageCommand, DemoCommand, BenchCommand):
         module.add_parser(commands)
     args = parser.parse_args(argv)
     try:
@@ -328,6 +329,33 @@ class HostsCommand:
         from rcuda import hosts
 
         hosts.add_parser(commands, CommandError)
+
+
+class BenchCommand:
+    @staticmethod
+    def add_parser(commands) -> None:
+        p = commands.add_parser("bench", help="run the benchmarks",
+                                description="Run rcuda's benchmarks against sim servers started for the run; "
+                                            "results (JSON with the machine's description, PNG plots) go to "
+                                            "benchmarks/results/ in a source checkout.")
+        p.add_argument("suite", nargs="?", default="all", choices=["micro", "paper", "all"],
+                       help="micro: latency, copy, launch, start-up; paper: the paper's table (default all)")
+        p.add_argument("--quick", action="store_true",
+                       help="fewer sizes and repeats (a smoke run); results go to a quick/ subfolder")
+        p.add_argument("--out", default=None, metavar="DIR", help="where to write results and plots")
+        p.add_argument("--only", default=None, metavar="NAME[,NAME...]",
+                       help="only these benchmarks (latency, copy, launch, startup)")
+        p.set_defaults(handler=BenchCommand.run)
+
+    @staticmethod
+    def run(args) -> int:
+        from rcuda.benchmarks import runner
+        from rcuda.benchmarks.common import BenchmarkError
+
+        try:
+            return runner.main(args.suite, args.quick, args.out, args.only, sys.stderr)
+        except BenchmarkError as exc:
+            raise CommandError(str(exc)) from None
 
 
 if __name__ == "__main__":

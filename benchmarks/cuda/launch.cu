@@ -1,0 +1,49 @@
+// Asynchronous launch throughput from one host thread.
+//
+//   launch LAUNCHES REPEATS [empty|params]
+//
+// Each repeat launches a kernel LAUNCHES times, then synchronises.  Prints
+// one RESULT line (JSON) with, per repeat, the seconds the launch loop took
+// (what the program waits for) and the seconds until the device was done.
+// `params` launches a kernel with four parameters (two pointers, a float, an
+// int) to show what packing arguments costs.
+#include <cstring>
+#include "bench_common.h"
+
+__global__ void empty_kernel() {}
+
+__global__ void params_kernel(float *y, const float *x, float a, int n) {
+    (void)y; (void)x; (void)a; (void)n;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 3) {
+        fprintf(stderr, "usage: %s LAUNCHES REPEATS [empty|params]\n", argv[0]);
+        return 2;
+    }
+    long launches = atol(argv[1]);
+    int repeats = atoi(argv[2]);
+    bool with_params = argc > 3 && strcmp(argv[3], "params") == 0;
+    float *buffer = nullptr;
+    CHECK(cudaMalloc(&buffer, 2 * 256 * sizeof(float)));
+    // Warm-up: the first launch of a kernel registers it (a round trip in rcuda).
+    empty_kernel<<<1, 1>>>();
+    params_kernel<<<1, 1>>>(buffer, buffer + 256, 2.0f, 256);
+    CHECK(cudaDeviceSynchronize());
+    printf("RESULT {\"kernel\": \"%s\", \"launches\": %ld, \"loop_s\": [", with_params ? "params" : "empty", launches);
+    for (int r = 0; r < repeats; r++) {
+        long long started = now_ns();
+        if (with_params)
+            for (long i = 0; i < launches; i++) params_kernel<<<1, 32>>>(buffer, buffer + 256, 2.0f, (int)i);
+        else
+            for (long i = 0; i < launches; i++) empty_kernel<<<1, 32>>>();
+        long long looped = now_ns();
+        CHECK(cudaGetLastError());
+        CHECK(cudaDeviceSynchronize());
+        long long done = now_ns();
+        printf("%s[%.9f, %.9f]", r ? ", " : "", (looped - started) * 1e-9, (done - started) * 1e-9);
+    }
+    printf("]}\n");
+    CHECK(cudaFree(buffer));
+    return 0;
+}

@@ -1,0 +1,3 @@
+"""Micro benchmarks: call latency, copy throughput, launch throughput and
+start-up cost, each next to the baseline it is held to, measured in the same
+run."""

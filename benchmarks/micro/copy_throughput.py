@@ -1,0 +1,228 @@
+"""Copy throughput, host to device and device to host, next to a raw socket.
+
+`rcuda_*`: an unmodified CUDA program (cuda/copy.cu) timing its own
+cudaMemcpy calls through rcuda against a sim server over loopback TCP.
+In the same run, in interleaved rounds, the same sizes moved:
+
+    raw_tcp_*      by a raw TCP socket stream between two Python processes
+                   (sendall / recv_into straight into a preallocated buffer;
+                   the receiver acknowledges an upload with one byte, so both
+                   measure a complete transfer, as cudaMemcpy does)
+    pyzmq_*        by bare pyzmq in frames of rcuda's protocol.CHUNK_SIZE,
+                   with one copy on each side as rcuda makes (into "device"
+                   memory on the peer, into the destination on the client):
+                   ZeroMQ's own cost for bulk data, without rcuda
+
+Rates are GB/s (10^9 bytes per second), the median over repeats.  Host
+buffers are ordinary pageable memory, touched before use.
+"""
+from __future__ import annotations
+
+import socket
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from .. import common
+from ..common import Context, goal
+from . import peers
+
+NAME = "copy"
+TITLE = "Copy throughput"
+
+KIB, MIB = 1 << 10, 1 << 20
+FULL_SIZES = [4 * KIB << (2 * i) for i in range(9)]  # 4 KiB, 16 KiB, ... 256 MiB
+QUICK_SIZES = [4 * KIB, 256 * KIB, 4 * MIB, 16 * MIB, 64 * MIB]
+GOAL_FROM_BYTES = 16 * MIB
+
+LABELS = {
+    "rcuda_htod": ("htod", "rcuda cudaMemcpy host→device"),
+    "raw_tcp_upload": ("htod", "raw TCP socket stream, upload"),
+    "pyzmq_upload": ("htod", "bare pyzmq, CHUNK_SIZE frames, upload"),
+    "rcuda_dtoh": ("dtoh", "rcuda cudaMemcpy device→host"),
+    "raw_tcp_download": ("dtoh", "raw TCP socket stream, download"),
+    "pyzmq_download": ("dtoh", "bare pyzmq, CHUNK_SIZE frames, download"),
+}
+
+
+def parameters(quick: bool) -> dict:
+    from rcuda import protocol
+
+    sizes = QUICK_SIZES if quick else FULL_SIZES
+    budget = (32 if quick else 256) * MIB  # bytes per size, direction and round
+    max_repeats = 20 if quick else 100
+    return {"sizes": sizes, "repeats": {s: max(3, min(max_repeats, budget // s)) for s in sizes},
+            "rounds": 1 if quick else 2, "chunk_size": protocol.CHUNK_SIZE, "host_memory": "pageable"}
+
+
+# ---------------------------------------------------------------- measurements
+
+
+def time_rcuda(binary: Path, server: common.Server, repeats: dict, scratch: Path) -> dict[str, dict[int, list]]:
+    out = scratch / "copy.csv"
+    server.wait_idle()
+    common.run_program([binary, out, *(f"{s}:{r}" for s, r in repeats.items())],
+                       env=common.rcuda_environment(server.address))
+    times: dict[str, dict[int, list]] = {"rcuda_htod": {}, "rcuda_dtoh": {}}
+    for line in out.read_text().splitlines():
+        direction, size, seconds = line.split(",")
+        times[f"rcuda_{direction}"].setdefault(int(size), []).append(float(seconds))
+    return times
+
+
+def touched_buffer(size: int) -> memoryview:
+    return memoryview(np.full(size, 7, np.uint8)).cast("B")
+
+
+def time_raw_tcp(address: str, repeats: dict) -> dict[str, dict[int, list]]:
+    host, port = address.rsplit(":", 1)
+    buffer = touched_buffer(max(repeats))
+    ack = memoryview(bytearray(1))
+    times: dict[str, dict[int, list]] = {"raw_tcp_upload": {}, "raw_tcp_download": {}}
+    clock = time.perf_counter
+    with socket.create_connection((host, int(port))) as sock:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        for size, count in repeats.items():
+            view = buffer[:size]
+            for i in range(-1, count):  # one warm-up each way
+                started = clock()
+                sock.sendall(peers.STREAM_HEADER.pack(b"U", size, 0))
+                sock.sendall(view)
+                peers.recv_exactly(sock, ack)
+                if i >= 0:
+                    times["raw_tcp_upload"].setdefault(size, []).append(clock() - started)
+            for i in range(-1, count):
+                started = clock()
+                sock.sendall(peers.STREAM_HEADER.pack(b"D", size, 0))
+                peers.recv_exactly(sock, view)
+                if i >= 0:
+                    times["raw_tcp_download"].setdefault(size, []).append(clock() - started)
+    return times
+
+
+def time_pyzmq(endpoint: str, repeats: dict, chunk: int) -> dict[str, dict[int, list]]:
+    import zmq
+
+    from rcuda import protocol
+
+    buffer = touched_buffer(max(repeats))
+    times: dict[str, dict[int, list]] = {"pyzmq_upload": {}, "pyzmq_download": {}}
+    clock = time.perf_counter
+    sock = zmq.Context.instance().socket(zmq.DEALER)
+    sock.setsockopt(zmq.LINGER, 0)
+    try:
+        sock.connect(endpoint)
+        for size, count in repeats.items():
+            view = buffer[:size]
+            for i in range(-1, count):
+                started = clock()
+                sock.send(peers.STREAM_HEADER.pack(b"U", size, chunk), zmq.SNDMORE)
+                sock.send_multipart(protocol.chunks(view, chunk), copy=False)
+                sock.recv()
+                if i >= 0:
+                    times["pyzmq_upload"].setdefault(size, []).append(clock() - started)
+            for i in range(-1, count):
+                started = clock()
+                sock.send(peers.STREAM_HEADER.pack(b"D", size, chunk))
+                frames = sock.recv_multipart(copy=False)[1:]
+                offset = 0
+                for frame in frames:  # into the destination, as the client copies
+                    data = frame.buffer
+                    view[offset:offset + len(data)] = data
+                    offset += len(data)
+                if i >= 0:
+                    times["pyzmq_download"].setdefault(size, []).append(clock() - started)
+    finally:
+        sock.close(linger=0)
+    return times
+
+
+def host_memcpy_gb_per_s(size: int = 64 * MIB) -> float:
+    """This machine's memory copy rate: what each extra copy of the data costs."""
+    src, dst = np.full(size, 1, np.uint8), np.empty(size, np.uint8)
+    best = min(_timed(lambda: np.copyto(dst, src)) for _ in range(5))
+    return size / best / 1e9
+
+
+def _timed(fn) -> float:
+    started = time.perf_counter()
+    fn()
+    return time.perf_counter() - started
+
+
+# ---------------------------------------------------------------- the benchmark
+
+
+def run(ctx: Context) -> dict:
+    params = parameters(ctx.quick)
+    repeats, rounds = params["repeats"], params["rounds"]
+    ctx.progress("building cuda/copy.cu")
+    binary = common.compile_cuda("copy.cu")
+    collected: dict[str, dict[int, list]] = {name: {} for name in LABELS}
+    biggest = str(max(params["sizes"]))
+    with tempfile.TemporaryDirectory(prefix="rcuda-bench-") as scratch, \
+            common.sim_server() as server, \
+            common.peer("tcp-stream", biggest) as tcp_peer, \
+            common.peer("zmq-stream", "tcp://127.0.0.1:0", biggest) as zmq_peer:
+        measures = {
+            "rcuda": lambda: time_rcuda(binary, server, repeats, Path(scratch)),
+            "raw TCP stream": lambda: time_raw_tcp(tcp_peer.address, repeats),
+            "bare pyzmq": lambda: time_pyzmq(zmq_peer.address, repeats, params["chunk_size"]),
+        }
+        for r in range(rounds):
+            for label, measure in measures.items():
+                ctx.progress(f"round {r + 1}/{rounds}: {label}, {len(repeats)} sizes up to "
+                             f"{max(repeats) // MIB} MiB, both directions")
+                for name, by_size in measure().items():
+                    for size, seconds in by_size.items():
+                        collected[name].setdefault(size, []).extend(seconds)
+    series = {name: {"direction": LABELS[name][0], "label": LABELS[name][1],
+                     "points": [_point(size, collected[name][size]) for size in params["sizes"]]}
+              for name in LABELS}
+    ctx.progress("host memcpy rate")
+    return {"parameters": {**params, "repeats": {str(k): v for k, v in repeats.items()}},
+            "series": series, "host_memcpy_gb_per_s": round(host_memcpy_gb_per_s(), 2),
+            **ratios_and_goals(series)}
+
+
+def _point(size: int, seconds: list) -> dict:
+    rates = np.array([size / s / 1e9 for s in seconds])
+    return {"bytes": size, "repeats": len(seconds), "seconds_median": float(np.median(seconds)),
+            "gb_per_s": round(float(np.median(rates)), 4), "gb_per_s_best": round(float(rates.max()), 4)}
+
+
+def ratios_and_goals(series: dict) -> dict:
+    def rate(name):
+        return {p["bytes"]: p["gb_per_s"] for p in series[name]["points"]}
+
+    ratios, goals = {}, {}
+    for direction, rcuda, raw, zmq_ in (("htod", "rcuda_htod", "raw_tcp_upload", "pyzmq_upload"),
+                                        ("dtoh", "rcuda_dtoh", "raw_tcp_download", "pyzmq_download")):
+        ours, theirs, zmq_rates = rate(rcuda), rate(raw), rate(zmq_)
+        ratios[f"{direction}_rcuda_over_raw_tcp"] = {str(s): round(ours[s] / theirs[s], 3) for s in ours}
+        ratios[f"{direction}_pyzmq_over_raw_tcp"] = {str(s): round(zmq_rates[s] / theirs[s], 3) for s in ours}
+        big = [ours[s] / theirs[s] for s in ours if s >= GOAL_FROM_BYTES]
+        if big:
+            goals[f"{direction}: rcuda / raw socket, worst size >= 16 MiB"] = goal(min(big), ">=", 0.9)
+    return {"ratios": ratios, "goals": goals}
+
+
+def plot(result: dict, out_dir: Path) -> list[Path]:
+    from .. import plots
+
+    path = out_dir / "micro_copy.png"
+    plots.bandwidth(result, path)
+    return [path]
+
+
+def headline(result: dict) -> list[str]:
+    lines = []
+    for direction in ("htod", "dtoh"):
+        ratios = result["ratios"][f"{direction}_rcuda_over_raw_tcp"]
+        lines.append(f"{direction} rcuda / raw TCP by size: " +
+                     ", ".join(f"{int(s) // KIB} KiB {r:.2f}" for s, r in ratios.items()))
+    lines += [f"{name}: {g['value']:.2f} ({g['goal']}, {'met' if g['met'] else 'not met'})"
+              for name, g in result["goals"].items()]
+    return lines

@@ -1,0 +1,108 @@
+"""DeviceChannel under concurrency: several application threads posting
+asynchronous messages and making synchronous calls on one device.  Each
+thread's messages must reach the device in the order it made them, and each
+call must get its own reply."""
+from __future__ import annotations
+
+import threading
+import time
+
+import zmq
+
+from rcuda import protocol
+from rcuda.client.channel import DeviceChannel
+
+THREADS = 4
+ROUNDS = 300
+
+
+def serve(router: zmq.Socket, stop: threading.Event) -> None:
+    """A device that counts each thread's launches and, on a call, answers
+    with that thread's count so far.  A `slow` call (a long synchronize) is
+    answered only once thread 1 has launched 5 kernels, or after 3 s."""
+    launched: dict[int, int] = {}
+    slow = None  # (peer, seq, deadline)
+    while not stop.is_set():
+        if slow and (launched.get(1, 0) >= 5 or time.monotonic() > slow[2]):
+            router.send_multipart([slow[0], protocol.pack({"seq": slow[1], "err": 0, "tid": 0,
+                                                           "seen_from_1": launched.get(1, 0)})])
+            slow = None
+        if not router.poll(20):
+            continue
+        peer, frame, *_ = router.recv_multipart()
+        header = protocol.unpack(frame)
+        tid = header["tid"]
+        if header["op"] == "slow":
+            slow = (peer, header["seq"], time.monotonic() + 3.0)
+        elif header["op"] == "launch":
+            launched[tid] = launched.get(tid, 0) + 1
+        else:
+            router.send_multipart([peer, protocol.pack({"seq": header["seq"], "err": 0, "tid": tid,
+                                                        "launched": launched.get(tid, 0)})])
+
+
+def test_threads_calls_and_posts_stay_ordered_and_matched():
+    context = zmq.Context()
+    router = context.socket(zmq.ROUTER)
+    router.setsockopt(zmq.LINGER, 0)
+    port = router.bind_to_random_port("tcp://127.0.0.1")
+    stop = threading.Event()
+    device = threading.Thread(target=serve, args=(router, stop), daemon=True)
+    device.start()
+    channel = DeviceChannel(context, f"tcp://127.0.0.1:{port}", "test GPU", timeout=10.0)
+    problems: list[str] = []
+
+    def app_thread(tid: int) -> None:
+        posted = 0
+        for i in range(ROUNDS):
+            for _ in range(i % 3):
+                channel.post({"op": "launch", "tid": tid}, [b"\0" * 8])
+                posted += 1
+            reply, _ = channel.call({"op": "mem_info", "tid": tid})
+            if reply["tid"] != tid or reply["launched"] != posted:
+                problems.append(f"thread {tid} call {i}: got {reply}, had posted {posted}")
+
+    try:
+        workers = [threading.Thread(target=app_thread, args=(t,)) for t in range(THREADS)]
+        for w in workers:
+            w.start()
+        for w in workers:
+            w.join(timeout=60)
+        assert not any(w.is_alive() for w in workers), "a thread is stuck"
+        assert not problems, problems[:5]
+    finally:
+        channel.close()
+        stop.set()
+        device.join(timeout=5)
+        router.close(linger=0)
+        context.term()
+
+
+def test_posts_made_while_another_thread_waits_are_sent_at_once():
+    """A call waiting for its reply must not hold back other threads'
+    asynchronous messages: here the reply comes only after they arrived."""
+    context = zmq.Context()
+    router = context.socket(zmq.ROUTER)
+    router.setsockopt(zmq.LINGER, 0)
+    port = router.bind_to_random_port("tcp://127.0.0.1")
+    stop = threading.Event()
+    device = threading.Thread(target=serve, args=(router, stop), daemon=True)
+    device.start()
+    channel = DeviceChannel(context, f"tcp://127.0.0.1:{port}", "test GPU", timeout=10.0)
+    result = {}
+    try:
+        waiter = threading.Thread(target=lambda: result.update(reply=channel.call({"op": "slow", "tid": 0})[0]))
+        waiter.start()
+        time.sleep(0.1)  # the slow call is waiting
+        started = time.monotonic()
+        for _ in range(5):
+            channel.post({"op": "launch", "tid": 1}, [b"\0" * 8])
+        waiter.join(timeout=10)
+        assert result["reply"]["seen_from_1"] == 5
+        assert time.monotonic() - started < 2.0, "the launches waited for the other thread's reply"
+    finally:
+        channel.close()
+        stop.set()
+        device.join(timeout=5)
+        router.close(linger=0)
+        context.term()
