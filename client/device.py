@@ -36,6 +36,20 @@ NOT_REMOTELY_ATTRIBUTES = {
     "cudaDevAttrHostRegisterSupported": 1,
 }
 
+#: The size of each message of a large copy (see copy_to_device).
+PIPELINE_PIECE = 4 << 20
+
+
+def _pieces(size: int) -> list[tuple[int, int]]:
+    """(offset, size) of the messages a copy of `size` bytes travels as."""
+    return [(o, min(PIPELINE_PIECE, size - o)) for o in range(0, size, PIPELINE_PIECE)] or [(0, 0)]
+
+
+def _check_length(frames, size: int, label: str) -> None:
+    if sum(len(f.buffer) for f in frames) != size:
+        raise CudaError(cudaError.cudaErrorUnknown, f"dtoh on {label}: short reply")
+
+
 _ids = itertools.count(1)  # stream/event/function ids: unique in the process, so never reused
 
 
@@ -170,15 +184,37 @@ class RemoteDevice:
     def free(self, ptr: int) -> None:
         self.request("free", ptr=ptr)
 
-    def copy_to_device(self, dst: int, data: memoryview, stream: int = 0) -> None:
-        self.request("htod", protocol.chunks(data), dst=dst, size=len(data), stream=stream)
+    # Large copies travel as a train of messages of PIPELINE_PIECE bytes: the
+    # server copies one piece while the next is on the wire, and the client
+    # copies one reply while the next arrives.  Only the last is waited for;
+    # the socket keeps them in order.
 
-    def copy_from_device(self, src: int, size: int, stream: int = 0) -> list:
-        """Returns the payload frames (each has .buffer) holding the bytes."""
-        _, frames = self.request("dtoh", src=src, size=size, stream=stream)
-        if sum(len(f.buffer) for f in frames) != size:
-            raise CudaError(cudaError.cudaErrorUnknown, f"dtoh on {self.label}: short reply")
-        return frames
+    def copy_to_device(self, dst: int, data: memoryview, stream: int = 0) -> None:
+        pieces = _pieces(len(data))
+        for offset, size in pieces[:-1]:
+            self.post("htod", [data[offset:offset + size]], dst=dst + offset, size=size, stream=stream)
+        offset, size = pieces[-1]
+        self.request("htod", protocol.chunks(data[offset:offset + size]), dst=dst + offset, size=size,
+                     stream=stream)
+
+    def copy_from_device(self, src: int, size: int, stream: int = 0, write=None) -> list:
+        """The bytes, as payload frames (each has .buffer); or, with
+        `write(offset, frames)`, handed over piece by piece as they arrive."""
+        if write is None:
+            _, frames = self.request("dtoh", src=src, size=size, stream=stream)
+            _check_length(frames, size, self.label)
+            return frames
+        pieces = _pieces(size)
+        for offset, length in pieces[:-1]:
+            def arrived(reply, frames, offset=offset, length=length):
+                _check_length(frames, length, self.label)
+                write(offset, frames)
+            self.post_with_callback("dtoh", arrived, src=src + offset, size=length, stream=stream)
+        offset, length = pieces[-1]
+        _, frames = self.request("dtoh", src=src + offset, size=length, stream=stream)
+        _check_length(frames, length, self.label)
+        write(offset, frames)
+        return []
 
     def copy_on_device(self, dst: int, src: int, size: int, stream: int = 0) -> None:
         self.request("dtod", dst=dst, src=src, size=size, stream=stream)

@@ -108,7 +108,7 @@ PROTOCOL_VERSION = 2
 
 #: Bulk copies are split into frames of this size: ZeroMQ slows down on
 #: messages above ~32 MiB (fresh buffers page-fault), see CUDA-NOTES.
-CHUNK_SIZE = 4 << 20
+CHUNK_SIZE = 1 << 20
 
 #: Seconds between heartbeats on a session's heartbeat socket.
 HEARTBEAT_INTERVAL = 1.0

@@ -227,7 +227,14 @@ class DeviceService:
         if self._output:
             reply["out"] = "".join(self._output)
             self._output.clear()
-        self.socket.send_multipart([peer, protocol.pack(reply), *frames], copy=False)
+        if not frames:
+            self.socket.send_multipart([peer, protocol.pack(reply)])
+            return
+        # Frames may be views of device memory (Device.memcpy_dtoh): ZeroMQ
+        # sends them from its own thread, so wait until it is done with them
+        # before serving a request that could change them.  Cheaper than a copy.
+        tracker = self.socket.send_multipart([peer, protocol.pack(reply), *frames], copy=False, track=True)
+        tracker.wait()
 
     def _collect_output(self) -> None:
         if self.device is not None:

@@ -82,7 +82,9 @@ class Device(abc.ABC):
     @abc.abstractmethod
     def memcpy_dtoh(self, src: int, size: int, stream: int = 0) -> memoryview:
         """Copy `size` bytes from device address `src`; returns them once
-        they are there (the stream's earlier work done)."""
+        they are there (the stream's earlier work done).  The result may be
+        a view of memory that a later operation changes: the caller sends it
+        before the device serves anything else."""
 
     @abc.abstractmethod
     def memcpy_dtod(self, dst: int, src: int, size: int, stream: int = 0) -> None:

@@ -211,8 +211,9 @@ class SimDevice(Device):
     def memcpy_dtoh(self, src: int, size: int, stream: int = 0) -> memoryview:
         if size == 0:
             return memoryview(b"")
-        # A copy: the reply may be sent after later operations changed the memory.
-        return memoryview(self._bytes(src, size, "cudaMemcpy from device").copy())
+        # A view, not a copy: the service sends it before serving anything
+        # that could change it (see Device.memcpy_dtoh).
+        return memoryview(self._bytes(src, size, "cudaMemcpy from device"))
 
     def memcpy_dtod(self, dst: int, src: int, size: int, stream: int = 0) -> None:
         if size:
