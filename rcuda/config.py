@@ -21,7 +21,6 @@ from __future__ import annotations
 import ipaddress
 import os
 import re
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -202,6 +201,7 @@ def config_file(environ=os.environ) -> Path:
 def read_config_file(path: Path, explicit: bool = False) -> dict:
     """The file's sections; {} when it does not exist (an error when the
     user named it with RCUDA_CONFIG)."""
+    import tomllib  # only when there is a file to read: start-up cost otherwise
     try:
         with open(path, "rb") as f:
             data = tomllib.load(f)

@@ -37,8 +37,6 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
-from elftools.common.exceptions import ELFError
-from elftools.elf.elffile import ELFFile
 
 log = logging.getLogger(__name__)
 
@@ -367,6 +365,8 @@ def _decompress(method: str, data: bytes, size: int, pos: int) -> bytes:
 def fatbins_in_elf(path, section: str = ".nv_fatbin") -> list[bytes]:
     """The fatbin containers in a program's or shared library's `section`
     (`.nv_fatbin`; `-rdc` programs keep per-file images in `__nv_relfatbin`)."""
+    from elftools.common.exceptions import ELFError
+    from elftools.elf.elffile import ELFFile
     try:
         with open(path, "rb") as f:
             found = ELFFile(f).get_section_by_name(section)
@@ -387,7 +387,11 @@ def fatbins_in_elf(path, section: str = ".nv_fatbin") -> list[bytes]:
 
 # ---------------------------------------------------------------- cubins
 
-def _open_cubin(image: bytes) -> ELFFile:
+def _open_cubin(image: bytes):
+    # pyelftools costs ~25 ms to import: only programs that launch kernels
+    # (and servers) need it, not every program's start-up.
+    from elftools.common.exceptions import ELFError
+    from elftools.elf.elffile import ELFFile
     try:
         elf = ELFFile(io.BytesIO(image))
     except ELFError as exc:
@@ -397,7 +401,7 @@ def _open_cubin(image: bytes) -> ELFFile:
     return elf
 
 
-def _symbols(elf: ELFFile):
+def _symbols(elf):
     """(symbol, raw st_other) pairs; pyelftools drops st_other's CUDA bits."""
     symtab = elf.get_section_by_name(".symtab")
     if symtab is None:

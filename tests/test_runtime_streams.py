@@ -102,3 +102,66 @@ def test_fork_gives_the_child_its_own_context(program, server):
     result = run(program, server, "fork")
     assert "child ok (1 devices)" in result.stdout
     assert "ok fork" in result.stdout, result.stdout + result.stderr
+
+
+def test_threads_racing_to_initialise_the_runtime(program, server):
+    result = run(program, server, "threads")
+    assert "ok threads" in result.stdout, result.stdout + result.stderr
+
+
+def test_a_long_kernel_is_not_a_dead_server(program, server):
+    # 4 s of kernel with RCUDA_TIMEOUT=1.5: heartbeats keep the server alive meanwhile.
+    result = run(program, server, "sync_long", "4000", env_extra={"RCUDA_TIMEOUT": "1.5"})
+    seconds = float(re.search(r"sync -> cudaSuccess after ([\d.]+) s", result.stdout)[1])
+    assert seconds >= 3.9, result.stdout + result.stderr
+
+
+def frozen(server):
+    """SIGSTOP the whole server (daemon and session workers), like a machine
+    that stopped answering; SIGCONT on the way out."""
+    import contextlib
+    import signal
+
+    @contextlib.contextmanager
+    def freeze():
+        os.killpg(server.process.pid, signal.SIGSTOP)
+        try:
+            yield
+        finally:
+            os.killpg(server.process.pid, signal.SIGCONT)
+    return freeze()
+
+
+def test_a_frozen_server_fails_synchronisation_within_the_timeout(program, server):
+    import subprocess
+    import time
+    from conftest import RCUDA
+    process = subprocess.Popen([*RCUDA, "run", "--servers", server.address, "--timeout", "2", "--", str(program),
+                                "sync_long", "30000"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert process.stdout.readline().strip() == "syncing"
+        with frozen(server):
+            started = time.monotonic()
+            out, err = process.communicate(timeout=30)
+            waited = time.monotonic() - started
+    finally:
+        process.kill()
+    assert "sync -> cudaErrorDevicesUnavailable" in out, out + err
+    assert waited < 10 and server.address in err  # within RCUDA_TIMEOUT (+ slack), naming the server
+
+
+def test_a_frozen_server_does_not_hang_the_exit(program, server):
+    import subprocess
+    import time
+    from conftest import RCUDA
+    process = subprocess.Popen([*RCUDA, "run", "--servers", server.address, "--timeout", "2", "--", str(program),
+                                "exit_long", "30000"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert process.stdout.readline().strip() == "exiting"
+        with frozen(server):
+            started = time.monotonic()
+            process.wait(timeout=30)
+            waited = time.monotonic() - started
+    finally:
+        process.kill()
+    assert waited < 10

@@ -306,6 +306,39 @@ static void exit_without_sync(int launches) {
     printf("queued %d\n", launches);
 }
 
+// A long kernel, then a synchronisation: it must wait as long as the kernel
+// runs (a busy server is alive), and fail, not hang, if the server dies.
+static void sync_long(int ms) {
+    sleepKernel<<<1, 1>>>(0);
+    CHECK(cudaDeviceSynchronize());
+    auto t0 = std::chrono::steady_clock::now();
+    sleepKernel<<<1, 1>>>(ms);
+    printf("syncing\n");
+    fflush(stdout);
+    cudaError_t err = cudaDeviceSynchronize();
+    printf("sync -> %s after %.1f s\n", cudaGetErrorName(err), ms_since(t0) / 1000);
+}
+
+// Threads started before the first CUDA call race to initialise the runtime.
+static void racing_threads() {
+    std::vector<std::thread> threads;
+    std::atomic<int> good{0};
+    for (int t = 0; t < 6; t++) {
+        threads.emplace_back([t, &good] {
+            int count = 0, *d, h[256];
+            bool ok = cudaGetDeviceCount(&count) == cudaSuccess && count == 1;
+            ok &= cudaSetDevice(0) == cudaSuccess && cudaMalloc(&d, sizeof(h)) == cudaSuccess;
+            fillKernel<<<1, 256>>>(d, 100 + t, 256);
+            ok &= cudaMemcpy(h, d, sizeof(h), cudaMemcpyDeviceToHost) == cudaSuccess;
+            for (int i = 0; i < 256; i++) ok &= h[i] == 100 + t;
+            good += ok && cudaFree(d) == cudaSuccess;
+        });
+    }
+    for (auto &t : threads) t.join();
+    REQUIRE(good == 6);
+    printf("ok threads\n");
+}
+
 static void forking() {
     int *d, h[N];
     CHECK(cudaMalloc(&d, N * sizeof(int)));
@@ -341,6 +374,10 @@ int main(int argc, char **argv) {
     else if (!strcmp(what, "printing")) printing();
     else if (!strcmp(what, "exit")) exit_without_sync(argc > 2 ? atoi(argv[2]) : 100);
     else if (!strcmp(what, "fork")) forking();
+    else if (!strcmp(what, "sync_long")) sync_long(argc > 2 ? atoi(argv[2]) : 1000);
+    else if (!strcmp(what, "exit_long")) { sleepKernel<<<1, 1>>>(0); cudaDeviceSynchronize();
+        sleepKernel<<<1, 1>>>(argc > 2 ? atoi(argv[2]) : 1000); printf("exiting\n"); fflush(stdout); }
+    else if (!strcmp(what, "threads")) racing_threads();
     else { printf("unknown scenario %s\n", what); return 2; }
     return 0;
 }
