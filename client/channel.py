@@ -270,11 +270,10 @@ class DeviceChannel:
                 socket.send(protocol.pack(header))
 
     def _receive_replies(self) -> None:
-        while True:
-            try:
-                parts = self._socket.recv_multipart(zmq.NOBLOCK, copy=False)
-            except zmq.Again:
-                return
+        socket = self._socket
+        # ZMQ_EVENTS, not recv until zmq.Again: the exception cost ~4 us a reply.
+        while socket.getsockopt(zmq.EVENTS) & zmq.POLLIN:
+            parts = socket.recv_multipart(copy=False)
             try:
                 header = protocol.unpack(parts[0].buffer)
                 seq = header.get("seq")
