@@ -3,12 +3,16 @@ errors, device output, exit and fork: tests/cuda/runtime_streams.cu run
 unmodified through rcuda against a sim server."""
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+import signal
+import subprocess
+import time
 
 import pytest
 
-from conftest import CUDA_SOURCES, requires_nvcc, run_program
+from conftest import CUDA_SOURCES, RCUDA, requires_nvcc, run_program
 
 pytestmark = requires_nvcc
 
@@ -116,52 +120,38 @@ def test_a_long_kernel_is_not_a_dead_server(program, server):
     assert seconds >= 3.9, result.stdout + result.stderr
 
 
+@contextlib.contextmanager
 def frozen(server):
     """SIGSTOP the whole server (daemon and session workers), like a machine
     that stopped answering; SIGCONT on the way out."""
-    import contextlib
-    import signal
-
-    @contextlib.contextmanager
-    def freeze():
-        os.killpg(server.process.pid, signal.SIGSTOP)
-        try:
-            yield
-        finally:
-            os.killpg(server.process.pid, signal.SIGCONT)
-    return freeze()
-
-
-def test_a_frozen_server_fails_synchronisation_within_the_timeout(program, server):
-    import subprocess
-    import time
-    from conftest import RCUDA
-    process = subprocess.Popen([*RCUDA, "run", "--servers", server.address, "--timeout", "2", "--", str(program),
-                                "sync_long", "30000"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    os.killpg(server.process.pid, signal.SIGSTOP)
     try:
-        assert process.stdout.readline().strip() == "syncing"
+        yield
+    finally:
+        os.killpg(server.process.pid, signal.SIGCONT)
+
+
+def run_until_frozen(program, server, scenario: str, first_line: str) -> tuple[str, str, float]:
+    """Start the scenario (RCUDA_TIMEOUT=2); when it prints `first_line`,
+    freeze the server; returns its output and how long it ran after that."""
+    process = subprocess.Popen([*RCUDA, "run", "--servers", server.address, "--timeout", "2", "--", str(program),
+                                scenario, "30000"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert process.stdout.readline().strip() == first_line
         with frozen(server):
             started = time.monotonic()
             out, err = process.communicate(timeout=30)
-            waited = time.monotonic() - started
+            return out, err, time.monotonic() - started
     finally:
         process.kill()
+
+
+def test_a_frozen_server_fails_synchronisation_within_the_timeout(program, server):
+    out, err, waited = run_until_frozen(program, server, "sync_long", "syncing")
     assert "sync -> cudaErrorDevicesUnavailable" in out, out + err
     assert waited < 10 and server.address in err  # within RCUDA_TIMEOUT (+ slack), naming the server
 
 
 def test_a_frozen_server_does_not_hang_the_exit(program, server):
-    import subprocess
-    import time
-    from conftest import RCUDA
-    process = subprocess.Popen([*RCUDA, "run", "--servers", server.address, "--timeout", "2", "--", str(program),
-                                "exit_long", "30000"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        assert process.stdout.readline().strip() == "exiting"
-        with frozen(server):
-            started = time.monotonic()
-            process.wait(timeout=30)
-            waited = time.monotonic() - started
-    finally:
-        process.kill()
+    _, _, waited = run_until_frozen(program, server, "exit_long", "exiting")
     assert waited < 10

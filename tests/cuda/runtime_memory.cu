@@ -6,31 +6,7 @@
 #include <cstring>
 #include <cuda_runtime.h>
 
-#define CHECK(call)                                                                    \
-    do {                                                                               \
-        cudaError_t err_ = (call);                                                     \
-        if (err_ != cudaSuccess) {                                                     \
-            printf("FAILED line %d: %s -> %s\n", __LINE__, #call, cudaGetErrorName(err_)); \
-            exit(1);                                                                   \
-        }                                                                              \
-    } while (0)
-#define EXPECT(call, code)                                                             \
-    do {                                                                               \
-        cudaError_t err_ = (call);                                                     \
-        if (err_ != (code)) {                                                          \
-            printf("FAILED line %d: %s -> %s, expected %s\n", __LINE__, #call,         \
-                   cudaGetErrorName(err_), cudaGetErrorName(code));                    \
-            exit(1);                                                                   \
-        }                                                                              \
-        cudaGetLastError();                                                            \
-    } while (0)
-#define REQUIRE(cond)                                                                  \
-    do {                                                                               \
-        if (!(cond)) {                                                                 \
-            printf("FAILED line %d: %s\n", __LINE__, #cond);                           \
-            exit(1);                                                                   \
-        }                                                                              \
-    } while (0)
+#include "check.h"
 
 __constant__ float coeffs[4];
 __device__ int counter = 7;
@@ -59,7 +35,7 @@ static void memsets() {
     CHECK(cudaMemsetAsync(d + 900, 0x1FF, 100, 0));  // only the low byte counts
     CHECK(cudaMemcpy(h, d, sizeof(h), cudaMemcpyDeviceToHost));
     for (int i = 0; i < 1000; i++) REQUIRE(h[i] == (i >= 100 && i < 150 ? 0x01 : i >= 900 ? 0xFF : 0xAB));
-    EXPECT(cudaMemset(d + 990, 0, 20), cudaErrorInvalidValue);  // runs past the allocation
+    EXPECT_AND_CLEAR(cudaMemset(d + 990, 0, 20), cudaErrorInvalidValue);  // runs past the allocation
     size_t free0, total;
     CHECK(cudaMemGetInfo(&free0, &total));
     void *big;
@@ -98,9 +74,9 @@ static void two_d() {
     for (int i = 0; i < W * H; i++) REQUIRE(flat[i] == (i / W) * 1000 + i % W + 1);
     CHECK(cudaMemcpy2D(back, sizeof(back[0]), d, pitch, W * sizeof(float), H, cudaMemcpyDeviceToHost));
     REQUIRE(back[H - 1][W - 1] == 0);
-    EXPECT(cudaMemcpy2D(d, 8, host, sizeof(host[0]), W * sizeof(float), H, cudaMemcpyHostToDevice),
+    EXPECT_AND_CLEAR(cudaMemcpy2D(d, 8, host, sizeof(host[0]), W * sizeof(float), H, cudaMemcpyHostToDevice),
            cudaErrorInvalidPitchValue);
-    EXPECT(cudaMemcpy2D(d, pitch, host, sizeof(host[0]), W * sizeof(float), H + 1, cudaMemcpyHostToDevice),
+    EXPECT_AND_CLEAR(cudaMemcpy2D(d, pitch, host, sizeof(host[0]), W * sizeof(float), H + 1, cudaMemcpyHostToDevice),
            cudaErrorInvalidValue);  // one row too many for the allocation
     CHECK(cudaFree(d));
     CHECK(cudaFree(packed));
@@ -144,10 +120,10 @@ static void symbols() {
     CHECK(cudaMemcpy(back, tableAddress + 200, sizeof(back), cudaMemcpyDefault));  // a plain pointer now
     for (int i = 0; i < 8; i++) REQUIRE(back[i] == 200 + i + 1);
 
-    EXPECT(cudaMemcpyToSymbol(table, ones, sizeof(ones), 4), cudaErrorInvalidValue);  // runs past it
-    EXPECT(cudaMemcpyToSymbol(table, ones, 4, 0, cudaMemcpyDeviceToHost), cudaErrorInvalidMemcpyDirection);
-    EXPECT(cudaMemcpyToSymbol((const void *)&ten, &ten, 4), cudaErrorInvalidSymbol);  // not a symbol
-    EXPECT(cudaFree(tableAddress), cudaErrorInvalidValue);
+    EXPECT_AND_CLEAR(cudaMemcpyToSymbol(table, ones, sizeof(ones), 4), cudaErrorInvalidValue);  // runs past it
+    EXPECT_AND_CLEAR(cudaMemcpyToSymbol(table, ones, 4, 0, cudaMemcpyDeviceToHost), cudaErrorInvalidMemcpyDirection);
+    EXPECT_AND_CLEAR(cudaMemcpyToSymbol((const void *)&ten, &ten, 4), cudaErrorInvalidSymbol);  // not a symbol
+    EXPECT_AND_CLEAR(cudaFree(tableAddress), cudaErrorInvalidValue);
     printf("ok symbols\n");
 }
 
@@ -181,13 +157,13 @@ static void host_memory() {
     REQUIRE(flags == cudaHostAllocPortable);
     memset(a, 3, 1 << 20);  // ordinary memory of this process
     void *mapped = nullptr;
-    EXPECT(cudaHostAlloc(&mapped, 4096, cudaHostAllocMapped), cudaErrorNotSupported);
+    EXPECT_AND_CLEAR(cudaHostAlloc(&mapped, 4096, cudaHostAllocMapped), cudaErrorNotSupported);
     void *dptr = nullptr;
-    EXPECT(cudaHostGetDevicePointer(&dptr, a, 0), cudaErrorNotSupported);
+    EXPECT_AND_CLEAR(cudaHostGetDevicePointer(&dptr, a, 0), cudaErrorNotSupported);
     b = (char *)malloc(1 << 16);
     CHECK(cudaHostRegister(b, 1 << 16, cudaHostRegisterDefault));
-    EXPECT(cudaHostRegister(b, 1 << 16, cudaHostRegisterDefault), cudaErrorHostMemoryAlreadyRegistered);
-    EXPECT(cudaHostRegister(b, 64, cudaHostRegisterMapped), cudaErrorNotSupported);
+    EXPECT_AND_CLEAR(cudaHostRegister(b, 1 << 16, cudaHostRegisterDefault), cudaErrorHostMemoryAlreadyRegistered);
+    EXPECT_AND_CLEAR(cudaHostRegister(b, 64, cudaHostRegisterMapped), cudaErrorNotSupported);
     char *d;
     CHECK(cudaMalloc(&d, 1 << 16));
     CHECK(cudaMemcpyAsync(d, a, 1 << 16, cudaMemcpyHostToDevice, 0));
@@ -195,8 +171,8 @@ static void host_memory() {
     CHECK(cudaDeviceSynchronize());
     for (int i = 0; i < (1 << 16); i++) REQUIRE(b[i] == 3);
     CHECK(cudaHostUnregister(b));
-    EXPECT(cudaHostUnregister(b), cudaErrorHostMemoryNotRegistered);
-    EXPECT(cudaFreeHost(b), cudaErrorInvalidValue);  // not from cudaHostAlloc
+    EXPECT_AND_CLEAR(cudaHostUnregister(b), cudaErrorHostMemoryNotRegistered);
+    EXPECT_AND_CLEAR(cudaFreeHost(b), cudaErrorInvalidValue);  // not from cudaHostAlloc
     CHECK(cudaFreeHost(a));
     free(b);
     CHECK(cudaFree(d));
@@ -206,14 +182,14 @@ static void host_memory() {
 static void bad_requests() {
     char *d, h[64];
     CHECK(cudaMalloc(&d, 64));
-    EXPECT(cudaMemcpy(d, h, 65, cudaMemcpyHostToDevice), cudaErrorInvalidValue);       // oversized
-    EXPECT(cudaMemcpy(h, d + 1, 64, cudaMemcpyDeviceToHost), cudaErrorInvalidValue);   // misaligned past the end
-    EXPECT(cudaMemcpy(d, h, 8, (cudaMemcpyKind)7), cudaErrorInvalidMemcpyDirection);   // wrong kind
-    EXPECT(cudaMemcpyAsync(d, h, 8, cudaMemcpyHostToDevice, (cudaStream_t)0x1234), cudaErrorInvalidResourceHandle);
-    EXPECT(cudaFree(d + 8), cudaErrorInvalidValue);                                    // interior pointer
+    EXPECT_AND_CLEAR(cudaMemcpy(d, h, 65, cudaMemcpyHostToDevice), cudaErrorInvalidValue);       // oversized
+    EXPECT_AND_CLEAR(cudaMemcpy(h, d + 1, 64, cudaMemcpyDeviceToHost), cudaErrorInvalidValue);   // misaligned past the end
+    EXPECT_AND_CLEAR(cudaMemcpy(d, h, 8, (cudaMemcpyKind)7), cudaErrorInvalidMemcpyDirection);   // wrong kind
+    EXPECT_AND_CLEAR(cudaMemcpyAsync(d, h, 8, cudaMemcpyHostToDevice, (cudaStream_t)0x1234), cudaErrorInvalidResourceHandle);
+    EXPECT_AND_CLEAR(cudaFree(d + 8), cudaErrorInvalidValue);                                    // interior pointer
     CHECK(cudaMemcpy(d, h, 64, cudaMemcpyHostToDevice));                               // still fine
     CHECK(cudaFree(d));
-    EXPECT(cudaFree(d), cudaErrorInvalidValue);                                        // double free
+    EXPECT_AND_CLEAR(cudaFree(d), cudaErrorInvalidValue);                                        // double free
     printf("ok bad_requests\n");
 }
 

@@ -6,31 +6,7 @@
 #include <cstring>
 #include <cuda_runtime.h>
 
-#define CHECK(call)                                                                    \
-    do {                                                                               \
-        cudaError_t err_ = (call);                                                     \
-        if (err_ != cudaSuccess) {                                                     \
-            printf("FAILED line %d: %s -> %s\n", __LINE__, #call, cudaGetErrorName(err_)); \
-            exit(1);                                                                   \
-        }                                                                              \
-    } while (0)
-#define EXPECT(call, code)                                                             \
-    do {                                                                               \
-        cudaError_t err_ = (call);                                                     \
-        if (err_ != (code)) {                                                          \
-            printf("FAILED line %d: %s -> %s, expected %s\n", __LINE__, #call,         \
-                   cudaGetErrorName(err_), cudaGetErrorName(code));                    \
-            exit(1);                                                                   \
-        }                                                                              \
-        cudaGetLastError();                                                            \
-    } while (0)
-#define REQUIRE(cond)                                                                  \
-    do {                                                                               \
-        if (!(cond)) {                                                                 \
-            printf("FAILED line %d: %s\n", __LINE__, #cond);                           \
-            exit(1);                                                                   \
-        }                                                                              \
-    } while (0)
+#include "check.h"
 
 __global__ void fillKernel(int *out, int value, int n) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -65,8 +41,8 @@ static void attributes() {
     REQUIRE(clock > 0);
     CHECK(cudaDeviceGetAttribute(&value, cudaDevAttrCanMapHostMemory, 0));
     REQUIRE(value == 0 && prop.canMapHostMemory == 0);  // not through rcuda
-    EXPECT(cudaDeviceGetAttribute(&value, (cudaDeviceAttr)9999, 0), cudaErrorInvalidValue);
-    EXPECT(cudaDeviceGetAttribute(&value, cudaDevAttrWarpSize, 7), cudaErrorInvalidDevice);
+    EXPECT_AND_CLEAR(cudaDeviceGetAttribute(&value, (cudaDeviceAttr)9999, 0), cudaErrorInvalidValue);
+    EXPECT_AND_CLEAR(cudaDeviceGetAttribute(&value, cudaDevAttrWarpSize, 7), cudaErrorInvalidDevice);
     char bus[32];
     CHECK(cudaDeviceGetPCIBusId(bus, sizeof(bus), 0));
     int found = -1;
@@ -98,11 +74,11 @@ static void kernels() {
     CHECK(cudaMemcpy(reversed, out, sizeof(reversed), cudaMemcpyDeviceToHost));
     for (int i = 0; i < 128; i++) REQUIRE(reversed[i] == 127 - i);
     bounded<<<1, 256>>>(out);  // more than its __launch_bounds__
-    EXPECT(cudaGetLastError(), cudaErrorLaunchOutOfResources);
+    EXPECT_AND_CLEAR(cudaGetLastError(), cudaErrorLaunchOutOfResources);
 
     const int big = 64 << 10;  // above the default 48 KiB of dynamic shared memory
     dynamicShared<<<1, 32, big>>>(out);
-    EXPECT(cudaGetLastError(), cudaErrorInvalidValue);
+    EXPECT_AND_CLEAR(cudaGetLastError(), cudaErrorInvalidValue);
     CHECK(cudaFuncSetAttribute(dynamicShared, cudaFuncAttributeMaxDynamicSharedMemorySize, big));
     CHECK(cudaFuncGetAttributes(&a, dynamicShared));
     REQUIRE(a.maxDynamicSharedSizeBytes == big);
@@ -115,7 +91,7 @@ static void kernels() {
     size_t offset = 0, size = 0;
     CHECK(cudaFuncGetParamInfo((const void *)fillKernel, 1, &offset, &size));
     REQUIRE(offset == 8 && size == 4);
-    EXPECT(cudaFuncGetParamInfo((const void *)fillKernel, 3, &offset, &size), cudaErrorInvalidValue);
+    EXPECT_AND_CLEAR(cudaFuncGetParamInfo((const void *)fillKernel, 3, &offset, &size), cudaErrorInvalidValue);
     const char *name = nullptr;
     CHECK(cudaFuncGetName(&name, (const void *)fillKernel));
     printf("fillKernel is %s\n", name);
@@ -140,7 +116,7 @@ static void flags_and_limits() {
     unsigned int flags = 0;
     CHECK(cudaGetDeviceFlags(&flags));
     REQUIRE(flags == cudaDeviceScheduleBlockingSync);
-    EXPECT(cudaSetDeviceFlags(0x1000), cudaErrorInvalidValue);
+    EXPECT_AND_CLEAR(cudaSetDeviceFlags(0x1000), cudaErrorInvalidValue);
     size_t heap = 0;
     CHECK(cudaDeviceGetLimit(&heap, cudaLimitMallocHeapSize));
     CHECK(cudaDeviceSetLimit(cudaLimitMallocHeapSize, heap * 2));
@@ -162,8 +138,8 @@ static void reset() {
     CHECK(cudaDeviceReset());
     CHECK(cudaMemGetInfo(&after, &total));
     REQUIRE(after >= before);  // everything freed, earlier sections' buffers too
-    EXPECT(cudaFree(big), cudaErrorInvalidValue);               // gone with the reset
-    EXPECT(cudaStreamSynchronize(s), cudaErrorInvalidResourceHandle);
+    EXPECT_AND_CLEAR(cudaFree(big), cudaErrorInvalidValue);               // gone with the reset
+    EXPECT_AND_CLEAR(cudaStreamSynchronize(s), cudaErrorInvalidResourceHandle);
     int *out, h[4];
     CHECK(cudaMalloc(&out, sizeof(h)));  // kernels work again: modules are sent anew
     fillKernel<<<1, 4>>>(out, 9, 4);
@@ -193,7 +169,7 @@ static void launch_ex() {
     attr[0].id = cudaLaunchAttributeClusterDimension;
     attr[0].val.clusterDim.x = 2;
     attr[0].val.clusterDim.y = attr[0].val.clusterDim.z = 1;
-    EXPECT(cudaLaunchKernelEx(&config, fillKernel, out, 4, 64), cudaErrorNotSupported);
+    EXPECT_AND_CLEAR(cudaLaunchKernelEx(&config, fillKernel, out, 4, 64), cudaErrorNotSupported);
     void *args[] = {&out, &h[0], &h[1]};  // cudaLaunchKernel with a void** of arguments
     h[0] = 6;
     h[1] = 64;

@@ -12,30 +12,7 @@
 #include <vector>
 #include <cuda_runtime.h>
 
-#define CHECK(call)                                                                    \
-    do {                                                                               \
-        cudaError_t err_ = (call);                                                     \
-        if (err_ != cudaSuccess) {                                                     \
-            printf("FAILED line %d: %s -> %s\n", __LINE__, #call, cudaGetErrorName(err_)); \
-            exit(1);                                                                   \
-        }                                                                              \
-    } while (0)
-#define EXPECT(call, code)                                                             \
-    do {                                                                               \
-        cudaError_t err_ = (call);                                                     \
-        if (err_ != (code)) {                                                          \
-            printf("FAILED line %d: %s -> %s, expected %s\n", __LINE__, #call,         \
-                   cudaGetErrorName(err_), cudaGetErrorName(code));                    \
-            exit(1);                                                                   \
-        }                                                                              \
-    } while (0)
-#define REQUIRE(cond)                                                                  \
-    do {                                                                               \
-        if (!(cond)) {                                                                 \
-            printf("FAILED line %d: %s\n", __LINE__, #cond);                           \
-            exit(1);                                                                   \
-        }                                                                              \
-    } while (0)
+#include "check.h"
 
 __global__ void fillKernel(int *out, int value, int n) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
