@@ -34,6 +34,9 @@ def main(argv=None) -> int:
     except (ConfigError, CommandError) as exc:
         print(f"rcuda {args.command}: error: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # `rcuda coverage | head`: the reader left, which is fine
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 class CommandError(Exception):
