@@ -117,6 +117,9 @@ class Daemon:
             self.auth.start(self.context)
         self.socket = self.context.socket(zmq.ROUTER)
         self.socket.setsockopt(zmq.LINGER, 0)
+        # A reply to a client that went away fails instead of vanishing: a
+        # queued hello whose client gave up is then dropped, not given a worker.
+        self.socket.setsockopt(zmq.ROUTER_MANDATORY, 1)
         if self.auth is not None:
             self.auth.protect(self.socket)
         self.endpoint = ""
@@ -228,10 +231,15 @@ class Daemon:
             bad_requests.warning("bad request: %s", exc)
             self._reply(peer, header, err=int(cudaError.cudaErrorInvalidValue), msg=str(exc))
 
-    def _reply(self, peer: bytes, request: dict, **fields) -> None:
+    def _reply(self, peer: bytes, request: dict, **fields) -> bool:
+        """Answer a request; False if its client is no longer connected."""
         reply = {"seq": request.get("seq"), "version": protocol.PROTOCOL_VERSION, "err": 0}
         reply.update(fields)
-        self.socket.send_multipart([peer, protocol.pack(reply)])
+        try:
+            self.socket.send_multipart([peer, protocol.pack(reply)], zmq.NOBLOCK)
+        except zmq.ZMQError:  # EHOSTUNREACH (gone) or EAGAIN (not reading): the client has given up
+            return False
+        return True
 
     def _server_info(self) -> dict:
         return {"host": socket.gethostname(), "pid": os.getpid(), "version": __version__}
@@ -249,12 +257,17 @@ class Daemon:
                 self._top_up_spares()
                 continue
             token = secrets.token_hex(16)
+            d = spare.description
+            # The reply first: if its client has gone, the worker stays a spare.  (What the client
+            # sends the worker before its assignment below waits in the worker's sockets.)
+            if not self._reply(peer, header, token=token, ports=d["ports"], control_port=d["control_port"],
+                               devices=d["devices"], server=self._server_info(), peer_port=d.get("peer_port"),
+                               peer_token=d.get("peer_token"), peer_key=d.get("peer_key")):
+                log.info("the client of a queued hello went away before its worker was ready")
+                self.spares.insert(0, spare)
+                continue
             spare.assign(token, header["client"])
             self.sessions.append(spare)
-            d = spare.description
-            self._reply(peer, header, token=token, ports=d["ports"], control_port=d["control_port"],
-                        devices=d["devices"], server=self._server_info(),
-                        peer_port=d.get("peer_port"), peer_token=d.get("peer_token"), peer_key=d.get("peer_key"))
             client = header["client"]
             log.info("session for %s pid %s (%s) -> worker pid %d", client.get("host"), client.get("pid"),
                      client.get("program"), spare.process.pid)
@@ -268,9 +281,12 @@ class Daemon:
         if not self.waiting or now < self._next_progress:
             return
         self._next_progress = now + PROGRESS_INTERVAL
-        for position, (peer, header) in enumerate(self.waiting):
-            if header.get("progress") is True:
-                self._reply(peer, header, progress=True, queued=position)
+        gone = [(peer, header) for position, (peer, header) in enumerate(self.waiting)
+                if header.get("progress") is True and not self._reply(peer, header, progress=True, queued=position)]
+        for waiter in gone:
+            self.waiting.remove(waiter)
+        if gone:
+            log.info("%d queued hello(s) dropped: their clients went away", len(gone))
 
     def _top_up_spares(self) -> None:
         """Keep `spares_wanted` workers started ahead of need, and while hellos
