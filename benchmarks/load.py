@@ -194,7 +194,7 @@ def plot(result: dict, path: Path) -> Path | None:
         import matplotlib.pyplot as plt
     except ImportError:
         return None
-    fig, ax = plt.subplots(figsize=(7, 4.2))
+    fig, ax = plt.subplots(figsize=(8, 5.6))
     quantiles = [q / 2 for q in range(201)]
     for op in OPERATIONS:
         ax.plot(result["latency_us"][op]["cdf_us"], quantiles, label=f"{op}: {DESCRIPTIONS[op]}")
@@ -202,9 +202,10 @@ def plot(result: dict, path: Path) -> Path | None:
     ax.set_xscale("log")
     ax.set_xlabel("latency (µs, log scale)")
     ax.set_ylabel("percentile")
-    ax.set_title(f"{result['sessions']} concurrent sessions on one sim server ({result['machine']['cpus_usable']} CPUs)")
+    cpus = result["machine"]["cpus_usable"]
+    ax.set_title(f"{result['sessions']} concurrent sessions on one sim server ({cpus} CPUs)")
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=7, loc="lower right")
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.15), ncol=2)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)

@@ -47,6 +47,7 @@ from rcuda.log import RateLimitedLog
 
 log = logging.getLogger(__name__)
 bad_messages = RateLimitedLog(log)  # what strangers send must not flood the log
+failed_pushes = RateLimitedLog(log)  # nor what a client makes fail on purpose
 
 #: How often a waiting GPU thread checks whether its session is ending.
 WAIT_SLICE = 0.2
@@ -411,7 +412,8 @@ class PeerOps:
         try:
             self._push(header)
         except CudaError as exc:
-            log.warning("GPU%d: peer copy %d to %s failed: %s", self.service.index, xfer, header["dest"], exc)
+            failed_pushes.warning("GPU%d: peer copy %d to %s failed: %s", self.service.index, xfer, header["dest"],
+                                  exc)
             self.service.notify({"notice": "peer_failed", "xfer": xfer, "dest": header["dest"],
                                  "err": int(exc.status), "msg": str(exc)})
 

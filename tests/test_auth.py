@@ -294,3 +294,25 @@ def test_mixed_servers_need_an_explicit_none_and_copy_safely(tmp_path, server_fa
     while f"sent {1 << 20} bytes" not in plain.stderr and time.monotonic() < deadline:
         time.sleep(0.2)
     assert f"sent {1 << 20} bytes to GPU1" in plain.stderr, plain.stderr[-3000:]
+
+
+@requires_nvcc
+def test_a_stranger_fuzzing_every_port_gets_no_answer(auth_server, keys, compile_cuda):
+    """Frames without an accepted key (none, unknown keys, raw TCP bytes) to
+    the daemon and to a live session's worker ports: not one answer, and the
+    server still serves its client."""
+    from rcuda.fuzz import Stranger
+    curve = ClientKeys(str(keys.client_secret), [str(keys.server_public)]).for_server(
+        parse_server(auth_server.address))
+    victim = KeyedSession(auth_server.address, curve)
+    try:
+        hello = victim.hello
+        report = Stranger(auth_server.address, seed=3, server_key=curve.server).run(
+            3000, 60, [*hello["ports"], hello["control_port"], hello["peer_port"]])
+        assert report.frames_sent == 3000 and report.replies == 0
+        assert victim.call({"op": "mem_info"})["err"] == 0  # the session attacked is untouched
+    finally:
+        victim.close()
+    assert auth_server.process.poll() is None and "Traceback" not in auth_server.stderr
+    result = run_program(compile_cuda("vector_add.cu"), auth_server, "1000", env_extra=keys.env())
+    assert "PASSED vectorAdd n=1000" in result.stdout, result.stdout + result.stderr
