@@ -69,6 +69,9 @@ class ServerCommand:
         p.add_argument("--session-timeout", type=float, default=None, metavar="SECONDS",
                        help="end a session whose client has been silent this long (default 30)")
         p.add_argument("--spares", type=int, default=1, help="session workers kept started ahead of need")
+        p.add_argument("--max-sessions", type=int, default=None, metavar="N",
+                       help="refuse new sessions while N are open (default: no limit); with --memory-limit it "
+                            "bounds what all clients together can hold")
         p.add_argument("--log-level", default=None, choices=["debug", "info", "warning", "error"])
         p.add_argument("--metrics-port", type=int, default=None, metavar="PORT",
                        help="serve Prometheus metrics on this port of the listen address (0: any free port)")
@@ -101,7 +104,7 @@ class ServerCommand:
                   "memory_limit": settings["memory_limit"], "bind_host": host,
                   "session_timeout": settings["session_timeout"], "log_level": settings["log_level"],
                   "auth": settings["auth"], "peer_buffer": settings["peer_buffer"]}
-        daemon = Daemon(listen, config, spares=args.spares)
+        daemon = Daemon(listen, config, spares=args.spares, max_sessions=settings["max_sessions"])
         try:
             endpoint = daemon.start()
         except WorkerError as exc:

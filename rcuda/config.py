@@ -196,6 +196,7 @@ SERVER_SPECS = {
     "auth": Spec(None, _optional_path),
     "insecure": Spec(False, parse_bool),
     "peer_buffer": Spec(None, lambda v: None if v is None else int(v)),
+    "max_sessions": Spec(None, lambda v: None if v is None else int(v)),
     "log_level": Spec(None, lambda v: None if v is None else parse_log_level(v), "RCUDA_LOG"),
     "metrics_port": Spec(None, lambda v: None if v is None else int(v)),
 }

@@ -105,9 +105,10 @@ PROGRESS_INTERVAL = 0.5
 
 
 class Daemon:
-    def __init__(self, listen: str, worker_config: dict, spares: int = 1):
+    def __init__(self, listen: str, worker_config: dict, spares: int = 1, max_sessions: int | None = None):
         self.listen = listen
         self.spares_wanted = max(1, spares)
+        self.max_sessions = max_sessions  # sessions at once (with hellos waiting); None: no limit
         #: With a queue of hellos, workers started at once (more only compete for the CPUs).
         self.parallel_starts = max(2, os.cpu_count() or 1)
         self.context = zmq.Context()
@@ -217,6 +218,11 @@ class Daemon:
                                 f"{protocol.PROTOCOL_VERSION}")
                 return
             if op == "hello":
+                if self.max_sessions is not None and len(self.sessions) + len(self.waiting) >= self.max_sessions:
+                    self._reply(peer, header, err=int(cudaError.cudaErrorDevicesUnavailable),
+                                msg=f"the server is at its limit of {self.max_sessions} sessions (--max-sessions): "
+                                    f"try again when one has ended")
+                    return
                 self.waiting.append((peer, header))
                 self._assign_waiting()
                 self._top_up_spares()

@@ -97,3 +97,24 @@ def test_a_queue_that_does_not_move_fails_within_the_timeout(slow_worker_server)
         assert "queued hello(s) dropped: their clients went away" in server.stderr, server.stderr[-2000:]
     finally:
         first.close()
+
+
+def test_max_sessions_refuses_more_and_frees_the_place_when_one_ends(server_factory):
+    from rcuda.errors import CudaError
+    server = server_factory("--backend", "sim", "--max-sessions", "2", "--session-timeout", "2")
+    first, second = connect_all(server.address, 2, timeout=10.0)
+    assert isinstance(first, ServerSession) and isinstance(second, ServerSession), (first, second)
+    try:
+        with pytest.raises(CudaError, match=r"at its limit of 2 sessions \(--max-sessions\)"):
+            ServerSession.connect(zmq.Context.instance(), parse_server(server.address), 10.0)
+        first.close()  # no more heartbeats: its worker ends the session after --session-timeout
+        deadline, third = time.monotonic() + 30, None
+        while third is None and time.monotonic() < deadline:
+            try:
+                third = ServerSession.connect(zmq.Context.instance(), parse_server(server.address), 10.0)
+            except CudaError:
+                time.sleep(0.5)
+        assert third is not None, "the ended session's place was not freed"
+        third.close()
+    finally:
+        second.close()
