@@ -59,6 +59,9 @@ class Fuzzer:
         self.valid_pointers: list[int] = []
         self.tokens: list[str] = []  # the session's own: messages that get past the token checks
         self._last_ping = 0.0
+        #: sources named by the well-formed peer_waits sent: a wait blocks its GPU
+        #: until its transfer comes or is aborted, so they are aborted at the end
+        self.wait_sources: set[str] = set()
 
     # ---------------------------------------------------------- sockets
 
@@ -195,10 +198,13 @@ class Fuzzer:
                 sock = self.rng.choice(sockets)
                 if parts:
                     sock.send_multipart(parts)
+                    if sock is device:
+                        self._note_wait(parts[0])
                 self.report.frames_sent += 1
                 if self.report.frames_sent % 64 == 0:
                     self._keep_alive()
                     self._drain(sockets)
+            self._release_waits()
             self._settle(daemon, device)
         finally:
             for sock in sockets:
@@ -206,6 +212,24 @@ class Fuzzer:
             self.context.term()
         self.report.seconds = time.monotonic() - started
         return self.report
+
+    def _note_wait(self, frame: bytes) -> None:
+        try:
+            header = protocol.unpack(frame)
+            if protocol.check_header(header) == "peer_wait":
+                self.wait_sources.add(header["source"])
+        except Exception:  # noqa: BLE001 - most fuzzed frames are not even msgpack
+            pass
+
+    def _release_waits(self) -> None:
+        """Abort every transfer from the sources our peer_waits named (as a
+        client does when a source server is lost), so that the GPU thread,
+        blocked in a wait for bytes no one sends, carries on."""
+        if self.peer is None or len(self.tokens) < 2:
+            return
+        for source in self.wait_sources:
+            self.peer.send(protocol.pack({"op": "peer_abort", "seq": 0, "token": self.tokens[1], "xfer": None,
+                                          "source": source, "upto": 2**64 - 1, "msg": "fuzzing over"}))
 
     def _settle(self, daemon: zmq.Socket, device: zmq.Socket) -> None:
         """Wait until the server has read everything: its answer to a last
@@ -216,6 +240,7 @@ class Fuzzer:
             sock.send_multipart([protocol.pack(dict(header, seq=seq))])
             deadline = time.monotonic() + max(self.timeout, 120.0)
             while time.monotonic() < deadline:
+                self._keep_alive()  # a long wait here must not end the session
                 if not sock.poll(100):
                     continue
                 parts = sock.recv_multipart()
