@@ -33,6 +33,12 @@ every transfer from it.  So a copy from a server that died or cannot reach
 the destination fails with cudaErrorDevicesUnavailable naming both, never
 hangs.
 
+With --auth on the destination, `peer_push` also carries the destination
+session's peer key and its server's public key, with which the source worker
+authenticates (rcuda/auth.py).  A source with --auth pushes only to servers
+that authenticate, so copies from it to a server without --auth go through
+this process.
+
 Set RCUDA_PEER_COPY=client to stage copies through this process instead
 (a server that cannot reach another at the address the client uses, e.g.
 behind separate tunnels).

@@ -6,6 +6,12 @@ per-GPU sockets.  The session then keeps a heartbeat going with the worker on
 a separate socket: the worker ends the session (freeing everything) when the
 client goes silent, and the client fails its waiting calls when the worker
 does.  The data path (DeviceChannel) stays free of heartbeat traffic.
+
+With a server run with --auth, every socket to it (daemon, GPU, heartbeat)
+carries the client's CURVE keys (`curve`, from rcuda.auth.ClientKeys); a
+refused handshake becomes an AuthenticationError at connect, saying why.
+A hello that has to queue for a worker keeps waiting while the daemon
+reports that its place in the queue improves.
 """
 from __future__ import annotations
 

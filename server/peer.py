@@ -24,7 +24,17 @@ session ends.
 
 The source GPU's thread, on reaching `peer_push` (so every earlier op on
 that GPU is done), reads the range chunk by chunk and sends it, then waits
-for the ack (bounded by the client's RCUDA_TIMEOUT).  A transfer between two
+for the ack (bounded by the client's RCUDA_TIMEOUT).
+
+The client chooses the endpoint, so the source is careful where it sends: a
+new connection must first pass the peer handshake (`peer_hello` answered
+by `peer_welcome` from a peer socket holding the token) before any of the
+session's bytes go out; with --auth the connection is CURVE with the
+destination session's peer key (rcuda/auth.py), and a --auth server pushes
+only to peers that authenticate.  The destination bounds what it holds:
+bytes that arrived and wait for the GPU (`Inbox.limit`: --peer-buffer, else
+--memory-limit, else 1 GiB; beyond it the transfer fails with
+cudaErrorMemoryAllocation) and the transfers open at once.  A transfer between two
 GPUs of the same worker is handed to the inbox in memory: it stays inside
 the worker.
 """
