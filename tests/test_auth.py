@@ -3,6 +3,7 @@ DIR`, the client's keys from its config, and every socket a client can reach
 refusing strangers.  Real servers, real programs built with nvcc."""
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -180,6 +181,19 @@ def test_rcuda_devices_and_smi_use_the_clients_keys(auth_server, keys):
     assert refused.returncode == 1 and "requires a key" in refused.stdout, refused.stdout
     smi = rcuda("smi", "--servers", auth_server.address, env=keys.env())
     assert smi.returncode == 0 and "sim backend" in smi.stdout, smi.stdout + smi.stderr
+    # A session's worker reports to the daemon over the CURVE-protected status socket.
+    curve = ClientKeys(str(keys.client_secret), [str(keys.server_public)]).for_server(
+        parse_server(auth_server.address))
+    session = KeyedSession(auth_server.address, curve)
+    try:
+        deadline, sessions = time.monotonic() + 20, []
+        while not sessions and time.monotonic() < deadline:
+            report = json.loads(rcuda("smi", "--servers", auth_server.address, "--json", env=keys.env()).stdout)
+            sessions = report[0].get("sessions", [])
+            time.sleep(0.5)
+        assert [s.get("program") for s in sessions] == ["test"], report
+    finally:
+        session.close()
 
 
 def test_client_keys_are_read_again_without_a_restart(auth_server, keys, tmp_path):
