@@ -111,7 +111,7 @@ def scenario_netns(binary, sizes, repeats, rate: str | None) -> dict:
 
     name = f"rcb{os.getpid()}{'r' if rate else ''}"
     with tempfile.TemporaryDirectory() as state, \
-            Hosts(2, name=name, subnet="10.82.0", rate=rate, state_dir=state,
+            Hosts(2, name=name, subnet="10.82.0", rate=rate, state_dir=state, auth=False,
                   server_args=["--backend", "sim", "--kernels", str(KERNELS)]) as hosts:
         prefix = hosts.network.exec_argv(hosts.network.client_namespace, [])
         measurements = run_program(binary, hosts.servers_variable, sizes, repeats, prefix)

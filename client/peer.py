@@ -33,6 +33,12 @@ every transfer from it.  So a copy from a server that died or cannot reach
 the destination fails with cudaErrorDevicesUnavailable naming both, never
 hangs.
 
+With --auth on the destination, `peer_push` also carries the destination
+session's peer key and its server's public key, with which the source worker
+authenticates (rcuda/auth.py).  A source with --auth pushes only to servers
+that authenticate, so copies from it to a server without --auth go through
+this process.
+
 Set RCUDA_PEER_COPY=client to stage copies through this process instead
 (a server that cannot reach another at the address the client uses, e.g.
 behind separate tunnels).
@@ -46,7 +52,7 @@ import threading
 
 import zmq
 
-from rcuda import protocol
+from rcuda import auth, protocol
 from rcuda.errors import CudaError, RcudaError, cudaError
 
 log = logging.getLogger(__name__)
@@ -72,6 +78,7 @@ class PeerCopies:
         self._devices_by_label: dict[str, object] = {}
         self._watched: set[int] = set()  # ids of sessions and channels we hooked
         self._enabled: set[tuple[int, int]] = set()  # (device, peer) with peer access enabled
+        self._staged: set = set()  # (source session, destination session) pairs copied through us
 
     # ---------------------------------------------------------- copies
 
@@ -83,7 +90,8 @@ class PeerCopies:
         if size == 0:
             return
         dst_session = dst_device.session
-        if self.mode == "client" or dst_session.peer_endpoint is None:
+        if self.mode == "client" or dst_session.peer_endpoint is None or not self._direct_allowed(src_device,
+                                                                                                 dst_device):
             self._copy_through_client(dst_device, dst, src_device, src, size)
             return
         source = str(src_device.session.address)
@@ -96,7 +104,7 @@ class PeerCopies:
             try:
                 src_device.post("peer_push", xfer=xfer, src=src, size=size, endpoint=dst_session.peer_endpoint,
                                 token=dst_session.peer_token, dest=dst_device.label,
-                                timeout=src_device.session.timeout)
+                                timeout=src_device.session.timeout, **self._peer_keys(dst_session))
             except RcudaError as exc:  # the wait is posted: it must not wait for nothing
                 self._abort(dst_device, xfer, f"{call} from {src_device.label}: {exc}", exc.status)
                 raise
@@ -106,6 +114,26 @@ class PeerCopies:
                 dst_device.synchronize()
             except CudaError as exc:
                 raise CudaError(exc.status, f"{call} {src_device.label} -> {dst_device.label}: {exc}") from None
+
+    def _direct_allowed(self, src_device, dst_device) -> bool:
+        """A source server with --auth pushes only to servers that
+        authenticate: to one without, the bytes go through this process."""
+        if src_device.session.curve is None or dst_device.session.curve is not None:
+            return True
+        if (src_device.session, dst_device.session) not in self._staged:
+            self._staged.add((src_device.session, dst_device.session))
+            log.info("peer copies %s -> %s go through this process: %s runs with --auth, %s without",
+                     src_device.session.address, dst_device.session.address, src_device.session.address,
+                     dst_device.session.address)
+        return False
+
+    @staticmethod
+    def _peer_keys(dst_session) -> dict:
+        """With --auth on the destination: what the source worker needs to
+        reach its peer socket (rcuda/auth.py)."""
+        if dst_session.curve is None or not dst_session.peer_key:
+            return {}
+        return {"peer_key": dst_session.peer_key, "dest_key": dst_session.curve.server.decode()}
 
     @staticmethod
     def _copy_through_client(dst_device, dst, src_device, src, size) -> None:
@@ -161,6 +189,7 @@ class PeerCopies:
         """One message to a worker's peer socket (which never replies to aborts)."""
         socket = session.context.socket(zmq.DEALER)
         socket.setsockopt(zmq.LINGER, int(session.timeout * 1000))  # close() returns; delivery goes on
+        auth.apply(socket, session.curve)
         try:
             socket.connect(session.peer_endpoint)
             socket.send(protocol.pack(dict(header, seq=0, token=session.peer_token)))

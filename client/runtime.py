@@ -15,6 +15,7 @@ import threading
 
 import zmq
 
+from rcuda.auth import ClientKeys
 from rcuda.config import ClientConfig, ConfigError, select_visible
 from rcuda.errors import CudaError, RcudaError, cudaError, is_sticky
 from rcuda.server.backends.base import VA_WINDOW_SIZE
@@ -68,6 +69,7 @@ class Runtime:
                     except RcudaError as exc:
                         self._init_error = exc
                     except ConfigError as exc:
+                        log.error("configuration: %s", exc)  # once: later calls return the status quietly
                         self._init_error = CudaError(cudaError.cudaErrorInvalidValue, str(exc))
         if self._init_error is not None:
             raise self._init_error
@@ -124,7 +126,8 @@ class Runtime:
         for ordinal, (session, local_index, props) in enumerate(chosen):
             label = f"GPU{ordinal} ({session.address} GPU{local_index})"
             channel = DeviceChannel(self._context, session.endpoint(local_index), label, config.timeout,
-                                    liveness=session.liveness, batch_source=self.fast.batch_source(ordinal))
+                                    liveness=session.liveness, batch_source=self.fast.batch_source(ordinal),
+                                    socket_options=session.socket_options)
             device = RemoteDevice(ordinal, session, local_index, channel, props, fast=self.fast)
             device.output_sink = self.output_sink
             device.stats = channel.stats = self.stats
@@ -140,10 +143,12 @@ class Runtime:
         """Hello to every server at once; any failure fails initialisation,
         because GPU numbering would otherwise silently shift."""
         results: list = [None] * len(config.servers)
+        keys = ClientKeys.from_config(config)  # CURVE keys, with --auth servers (rcuda/auth.py)
+        curves = [keys.for_server(address) for address in config.servers]
 
         def connect(i, address):
             try:
-                results[i] = ServerSession.connect(self._context, address, config.timeout)
+                results[i] = ServerSession.connect(self._context, address, config.timeout, curves[i])
             except RcudaError as exc:
                 results[i] = exc
 

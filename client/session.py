@@ -6,6 +6,12 @@ per-GPU sockets.  The session then keeps a heartbeat going with the worker on
 a separate socket: the worker ends the session (freeing everything) when the
 client goes silent, and the client fails its waiting calls when the worker
 does.  The data path (DeviceChannel) stays free of heartbeat traffic.
+
+With a server run with --auth, every socket to it (daemon, GPU, heartbeat)
+carries the client's CURVE keys (`curve`, from rcuda.auth.ClientKeys); a
+refused handshake becomes an AuthenticationError at connect, saying why.
+A hello that has to queue for a worker keeps waiting while the daemon
+reports that its place in the queue improves.
 """
 from __future__ import annotations
 
@@ -18,9 +24,10 @@ import time
 
 import zmq
 
-from rcuda import protocol
+from rcuda import auth, protocol
+from rcuda.auth import Curve
 from rcuda.config import ServerAddress
-from rcuda.errors import ProtocolError, TransportError, VersionMismatch, CudaError
+from rcuda.errors import AuthenticationError, ProtocolError, TransportError, VersionMismatch, CudaError
 
 log = logging.getLogger(__name__)
 
@@ -37,19 +44,24 @@ def client_description() -> dict:
     return {"host": pysocket.gethostname(), "pid": os.getpid(), "program": program}
 
 
-def request_once(context: zmq.Context, address: ServerAddress, header: dict, timeout: float) -> dict:
-    """One request to a server's daemon, waiting at most `timeout` seconds."""
+def request_once(context: zmq.Context, address: ServerAddress, header: dict, timeout: float,
+                 curve: Curve | None = None) -> dict:
+    """One request to a server's daemon, waiting at most `timeout` seconds
+    (counted afresh whenever a queued hello moves up: see the daemon's
+    progress messages).  `curve`: our key pair and the server's public key
+    when the server runs with --auth; a refused handshake fails at once with
+    AuthenticationError, saying why."""
     sock = context.socket(zmq.DEALER)
     sock.setsockopt(zmq.LINGER, 0)
+    auth.apply(sock, curve)
+    watch = auth.HandshakeWatch(sock)
     try:
         sock.connect(address.endpoint)
         header = dict(header, seq=1)
         sock.send(protocol.pack(header))
-        if not sock.poll(int(timeout * 1000), zmq.POLLIN):
-            raise TransportError(f"no answer from rcuda server at {address} within {timeout:g}s "
-                                 f"(is `rcuda server` running there? RCUDA_TIMEOUT={timeout:g})")
-        reply = protocol.unpack(sock.recv())
+        reply = _await_reply(sock, watch, address, timeout, curve)
     finally:
+        watch.close()
         sock.close(linger=0)
     if reply.get("version") != protocol.PROTOCOL_VERSION:
         raise VersionMismatch(f"rcuda server at {address} speaks protocol version {reply.get('version')}, "
@@ -60,13 +72,40 @@ def request_once(context: zmq.Context, address: ServerAddress, header: dict, tim
     return reply
 
 
+def _await_reply(sock, watch: auth.HandshakeWatch, address: ServerAddress, timeout: float, curve) -> dict:
+    poller = zmq.Poller()
+    poller.register(sock, zmq.POLLIN)
+    poller.register(watch.monitor, zmq.POLLIN)
+    deadline = time.monotonic() + timeout
+    position = None  # our place in the daemon's queue of hellos, while it has no worker for us
+    while (left := deadline - time.monotonic()) > 0:
+        ready = dict(poller.poll(int(left * 1000) + 1))
+        if watch.monitor in ready and watch.read() is not None and not watch.succeeded:
+            raise AuthenticationError(auth.explain_handshake_failure(watch.failure, address, curve))
+        if sock in ready:
+            reply = protocol.unpack(sock.recv())
+            if not reply.get("progress"):
+                return reply
+            queued = reply.get("queued")
+            if isinstance(queued, int) and (position is None or queued < position):
+                position, deadline = queued, time.monotonic() + timeout  # moving up: keep waiting
+    if watch.read() is not None and not watch.succeeded:
+        raise AuthenticationError(auth.explain_handshake_failure(watch.failure, address, curve))
+    where = f" (still queued at position {position} for a session worker)" if position is not None else ""
+    raise TransportError(f"no answer from rcuda server at {address} within {timeout:g}s{where} "
+                         f"(is `rcuda server` running there? RCUDA_TIMEOUT={timeout:g})")
+
+
 class ServerSession:
     """The session with one server: its worker's ports and the heartbeat."""
 
-    def __init__(self, context: zmq.Context, address: ServerAddress, reply: dict, timeout: float):
+    def __init__(self, context: zmq.Context, address: ServerAddress, reply: dict, timeout: float,
+                 curve: Curve | None = None):
         self.address = address
         self.context = context
         self.timeout = timeout
+        #: CURVE settings for every socket to this server (None: no --auth).
+        self.curve = curve
         try:
             self.token: str = reply["token"]
             self.ports: list[int] = list(reply["ports"])
@@ -76,6 +115,9 @@ class ServerSession:
             # The worker's peer socket, for copies from other servers (server/peer.py).
             self.peer_port: int | None = reply.get("peer_port")
             self.peer_token: str | None = reply.get("peer_token")
+            # With --auth: the secret half of the session's peer key, which
+            # other servers' workers use to reach the peer socket (rcuda/auth.py).
+            self.peer_key: str | None = reply.get("peer_key")
         except (KeyError, TypeError) as exc:
             raise ProtocolError(f"malformed hello reply from {address}: {exc}") from None
         if len(self.ports) != len(self.devices):
@@ -90,10 +132,17 @@ class ServerSession:
         self._heartbeat.start()
 
     @classmethod
-    def connect(cls, context: zmq.Context, address: ServerAddress, timeout: float) -> "ServerSession":
+    def connect(cls, context: zmq.Context, address: ServerAddress, timeout: float,
+                curve: Curve | None = None) -> "ServerSession":
         reply = request_once(context, address, {"op": "hello", "version": protocol.PROTOCOL_VERSION,
-                                                "client": client_description()}, timeout)
-        return cls(context, address, reply, timeout)
+                                                "client": client_description(), "progress": True},
+                             timeout, curve)
+        return cls(context, address, reply, timeout, curve)
+
+    @property
+    def socket_options(self) -> dict:
+        """Options for every socket to this server's worker."""
+        return self.curve.options if self.curve is not None else {}
 
     def endpoint(self, local_index: int) -> str:
         return self.address.endpoint_for_port(self.ports[local_index])
@@ -124,6 +173,7 @@ class ServerSession:
     def _heartbeat_loop(self, control_port: int) -> None:
         sock = self.context.socket(zmq.DEALER)
         sock.setsockopt(zmq.LINGER, 0)
+        auth.apply(sock, self.curve)
         sock.connect(self.address.endpoint_for_port(control_port))
         seq = 0
         try:

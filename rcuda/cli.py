@@ -7,6 +7,7 @@
     rcuda hosts    network-namespace hosts on this machine, each running a server
     rcuda smi      what every server's GPUs are doing, and for whom
     rcuda config   the effective configuration, and where each value came from
+    rcuda keys     create a CURVE key pair for a client or a server (--auth)
     rcuda coverage which CUDA runtime functions rcuda implements
     rcuda demo     MNIST trained data-parallel on four rcuda servers
     rcuda bench    run the benchmarks (benchmarks/)
@@ -26,7 +27,7 @@ def main(argv=None) -> int:
     parser.add_argument("--version", action="version", version=f"rcuda {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for module in (ServerCommand, RunCommand, LibCommand, DevicesCommand, SmiCommand, HostsCommand,
-                   ConfigCommand, CoverageCommand, DemoCommand, BenchCommand):
+                   ConfigCommand, CoverageCommand, DemoCommand, BenchCommand, KeysCommand):
         module.add_parser(commands)
     args = parser.parse_args(argv)
     try:
@@ -60,11 +61,20 @@ class ServerCommand:
                        help="sim kernel plugin file (repeatable; also RCUDA_SIM_KERNELS=a.py:b.py)")
         p.add_argument("--memory-limit", type=int, default=None, metavar="BYTES",
                        help="device memory a session may hold on each GPU")
+        p.add_argument("--auth", default=None, metavar="DIR",
+                       help="accept only clients whose public keys are in DIR/clients/, and encrypt all "
+                            "traffic, with the key pair DIR/server.key_secret (see rcuda keys --server)")
         p.add_argument("--insecure", action="store_true", default=None,
                        help="allow listening on a non-loopback address without authentication")
+        p.add_argument("--peer-buffer", type=int, default=None, metavar="BYTES",
+                       help="bytes of peer copies a session may hold before its GPU takes them "
+                            "(default: --memory-limit, else 1 GiB)")
         p.add_argument("--session-timeout", type=float, default=None, metavar="SECONDS",
                        help="end a session whose client has been silent this long (default 30)")
         p.add_argument("--spares", type=int, default=1, help="session workers kept started ahead of need")
+        p.add_argument("--max-sessions", type=int, default=None, metavar="N",
+                       help="refuse new sessions while N are open (default: no limit); with --memory-limit it "
+                            "bounds what all clients together can hold")
         p.add_argument("--log-level", default=None, choices=["debug", "info", "warning", "error"])
         p.add_argument("--metrics-port", type=int, default=None, metavar="PORT",
                        help="serve Prometheus metrics on this port of the listen address (0: any free port)")
@@ -80,19 +90,24 @@ class ServerCommand:
         setup_server_logging(settings["log_level"])
         listen = settings["listen"]
         host, _ = _split_listen(listen)
-        if not is_loopback(host) and not settings["insecure"]:
+        if not is_loopback(host) and not settings["insecure"] and not settings["auth"]:
             raise CommandError(
-                f"refusing to listen on {host}: anyone who can reach it could run code on these GPUs and "
-                f"read what the sessions hold. Listen on 127.0.0.1 (and tunnel), or pass --insecure on a "
-                f"network you trust.")
+                f"refusing to listen on {host} without authentication: anyone who can reach it could run code "
+                f"on these GPUs and read what the sessions hold. Pass --auth DIR to accept only clients with "
+                f"known keys (rcuda keys DIR --server makes DIR), listen on 127.0.0.1 (and tunnel), or pass "
+                f"--insecure on a network you trust.")
+        if settings["auth"]:
+            from rcuda.auth import ServerAuth
+            settings["auth"] = str(ServerAuth(settings["auth"]).directory)  # a bad DIR fails here, saying why
         kernels = [os.path.abspath(k) for k in settings["kernels"]]
         for k in kernels:
             if not os.path.isfile(k):
                 raise CommandError(f"--kernels {k}: no such file")
         config = {"backend": settings["backend"], "devices": settings["devices"], "kernels": kernels,
                   "memory_limit": settings["memory_limit"], "bind_host": host,
-                  "session_timeout": settings["session_timeout"], "log_level": settings["log_level"]}
-        daemon = Daemon(listen, config, spares=args.spares)
+                  "session_timeout": settings["session_timeout"], "log_level": settings["log_level"],
+                  "auth": settings["auth"], "peer_buffer": settings["peer_buffer"]}
+        daemon = Daemon(listen, config, spares=args.spares, max_sessions=settings["max_sessions"])
         try:
             endpoint = daemon.start()
         except WorkerError as exc:
@@ -102,8 +117,9 @@ class ServerCommand:
         if settings["metrics_port"] is not None:
             from rcuda.server.metrics import serve_metrics
             metrics = f"; metrics on http://{host}:{serve_metrics(daemon, host, settings['metrics_port'])}/metrics"
+        security = f"; clients authenticated with keys in {settings['auth']}/clients" if settings["auth"] else ""
         print(f"rcuda server ready on {endpoint} ({daemon.backend} backend, {len(daemon.devices)} "
-              f"device(s): {names}){metrics}", flush=True)
+              f"device(s): {names}){metrics}{security}", flush=True)
         daemon.serve_forever()
         return 0
 
@@ -212,8 +228,10 @@ class SmiCommand:
         if not servers:
             raise CommandError("no servers: pass --servers HOST:PORT[,HOST:PORT...] or set RCUDA_SERVERS")
         timeout = args.timeout or min(settings["timeout"].value, 5.0)
+        from rcuda.auth import ClientKeys
+        keys = ClientKeys(settings["key"].value, settings["server_key"].value)
         try:
-            return smi.run(servers, timeout, args.watch, args.count, args.json)
+            return smi.run(servers, timeout, args.watch, args.count, args.json, keys=keys)
         except KeyboardInterrupt:
             return 0
 
@@ -319,7 +337,9 @@ class DevicesCommand:
             raise CommandError("no servers: pass --servers HOST:PORT[,HOST:PORT...] or set RCUDA_SERVERS")
         timeout = parse_timeout(args.timeout if args.timeout is not None else os.environ.get("RCUDA_TIMEOUT"))
         visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-        infos = devices.query(servers, timeout)
+        from rcuda.auth import ClientKeys
+        from rcuda.config import ClientConfig
+        infos = devices.query(servers, timeout, ClientKeys.from_config(ClientConfig.load()))
         rows = devices.table(infos, visible)
         render = devices.render_json if args.json else devices.render_text
         print(render(infos, rows, visible))
@@ -332,6 +352,45 @@ class HostsCommand:
         from rcuda import hosts
 
         hosts.add_parser(commands, CommandError)
+
+
+class KeysCommand:
+    @staticmethod
+    def add_parser(commands) -> None:
+        p = commands.add_parser("keys", help="create a CURVE key pair for a client or a server",
+                                description="Create a key pair: NAME.key (public, to hand out) and NAME.key_secret "
+                                            "(secret, mode 0600). A client uses its key with RCUDA_KEY (or key in "
+                                            "[client]); a server started with --auth DIR uses DIR/server.key_secret "
+                                            "and accepts the client keys in DIR/clients/.")
+        p.add_argument("dir", nargs="?", default=None,
+                       help="where to write (default ~/.config/rcuda/keys, or --auth DIR for --server)")
+        p.add_argument("--name", default=None, help="file name of the pair (default: client, or server with --server)")
+        p.add_argument("--server", action="store_true",
+                       help="a server's key pair, and DIR/clients/ for the keys it accepts: DIR is what "
+                            "rcuda server --auth takes")
+        p.add_argument("--force", action="store_true", help="replace an existing pair")
+        p.set_defaults(handler=KeysCommand.run)
+
+    @staticmethod
+    def run(args) -> int:
+        from rcuda import auth
+        directory = args.dir or str(auth.default_keys_dir())
+        name = args.name or (auth.SERVER_KEY_NAME if args.server else "client")
+        public, secret = auth.create_key_pair(directory, name, force=args.force)
+        print(f"created {public} (public) and {secret} (secret, mode 0600)")
+        if args.server:
+            clients = public.parent / auth.CLIENTS_DIR
+            clients.mkdir(mode=0o755, exist_ok=True)
+            print(f"serve:   rcuda server --listen tcp://0.0.0.0:7777 --auth {public.parent}\n"
+                  f"accept a client: copy its NAME.key into {clients}/ (read at each connection, no restart)\n"
+                  f"clients: give them {public}; they point RCUDA_SERVER_KEY (server_key in [client]) at it, "
+                  f"as HOST:PORT=PATH when they use several servers")
+        else:
+            print(f"use it:  RCUDA_KEY={secret}   (or key = \"{secret}\" in [client] of the config file)\n"
+                  f"servers: give {public} to each server's operator, to copy into its --auth DIR/clients/\n"
+                  f"         and set RCUDA_SERVER_KEY to the servers' public keys (HOST:PORT=PATH, a PATH for all, "
+                  f"or a folder with HOST_PORT.key or server.key; default: {public.parent})")
+        return 0
 
 
 class BenchCommand:

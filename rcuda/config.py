@@ -12,6 +12,8 @@ environment; `rcuda run` turns its flags into the same variables.
     timeout = 10                            # seconds a server may stay silent
     log = "info"
     stats = true                            # print a call summary at exit
+    key = "~/.config/rcuda/keys/client.key_secret"   # CURVE key pair (rcuda keys); RCUDA_KEY
+    server_key = ["gpu1:7777=~/keys/gpu1.key", "~/keys"]   # servers' public keys; RCUDA_SERVER_KEY
     [server]
     listen = "tcp://127.0.0.1:7777"
     backend = "auto"
@@ -153,6 +155,13 @@ def _servers(value) -> list[ServerAddress]:
     return parse_servers(",".join(value) if isinstance(value, list) else value)
 
 
+def _path_list(value) -> list[str]:
+    """A TOML list, or comma-separated text (RCUDA_SERVER_KEY): each entry
+    PATH or HOST:PORT=PATH (see rcuda/auth.py)."""
+    items = value if isinstance(value, list) else str(value).split(",")
+    return [str(item).strip() for item in items if str(item).strip()]
+
+
 def _optional_path(value) -> str | None:
     return str(Path(str(value)).expanduser()) if value not in (None, "") else None
 
@@ -171,6 +180,7 @@ CLIENT_SPECS = {
     "log": Spec("warning", parse_log_level, "RCUDA_LOG"),
     "stats": Spec(False, parse_bool, "RCUDA_STATS"),
     "key": Spec(None, _optional_path, "RCUDA_KEY"),
+    "server_key": Spec([], _path_list, "RCUDA_SERVER_KEY"),
     "visible_devices": Spec(None, lambda v: None if v is None else str(v), "CUDA_VISIBLE_DEVICES"),
 }
 
@@ -184,6 +194,8 @@ SERVER_SPECS = {
     "session_timeout": Spec(30.0, float),
     "auth": Spec(None, _optional_path),
     "insecure": Spec(False, parse_bool),
+    "peer_buffer": Spec(None, lambda v: None if v is None else int(v)),
+    "max_sessions": Spec(None, lambda v: None if v is None else int(v)),
     "log_level": Spec(None, lambda v: None if v is None else parse_log_level(v), "RCUDA_LOG"),
     "metrics_port": Spec(None, lambda v: None if v is None else int(v)),
 }
@@ -252,6 +264,7 @@ class ClientConfig:
     log: str = "warning"
     stats: bool = False
     key: str | None = None
+    server_key: list[str] = field(default_factory=list)
 
     @classmethod
     def load(cls, environ=os.environ) -> "ClientConfig":

@@ -117,6 +117,7 @@ class Servers:
     addresses: str
     description: str
     namespace: str | None = None
+    environment: dict | None = None  # e.g. the client's keys for servers with --auth
 
 
 def _server_arguments() -> list[str]:
@@ -200,7 +201,8 @@ def netns_servers(count: int, say) -> Iterator[Servers]:
         description = f"{count} rcuda servers in network-namespace hosts"
         say(f"started {description}: {hosts.servers_variable} (program in namespace "
             f"{hosts.network.client_namespace})")
-        yield Servers(hosts.servers_variable, description, namespace=hosts.network.client_namespace)
+        yield Servers(hosts.servers_variable, description, namespace=hosts.network.client_namespace,
+                      environment=hosts.client_environment)
     finally:
         hosts.down()
 
@@ -222,7 +224,9 @@ def run_training(binary: Path, servers: Servers, program_args: list[str], out: T
     if servers.namespace:
         command = ["ip", "netns", "exec", servers.namespace, *command]
     result = None
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True, bufsize=1)
+    env = dict(os.environ, **(servers.environment or {}))
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True, bufsize=1,
+                               env=env)
     try:
         for line in process.stdout:
             if line.startswith("RESULT "):

@@ -15,7 +15,7 @@ import threading
 from dataclasses import asdict, dataclass, field
 
 from rcuda import protocol
-from rcuda.config import ServerAddress, select_visible
+from rcuda.config import ConfigError, ServerAddress, select_visible
 from rcuda.errors import RcudaError
 
 
@@ -42,8 +42,10 @@ class DeviceRow:
     uuid: str
 
 
-def query(servers: list[ServerAddress], timeout: float) -> list[ServerInfo]:
-    """`info` from every server, in parallel; never waits longer than about `timeout`."""
+def query(servers: list[ServerAddress], timeout: float, keys=None) -> list[ServerInfo]:
+    """`info` from every server, in parallel; never waits longer than about
+    `timeout`.  `keys`: the client's CURVE keys (rcuda.auth.ClientKeys), for
+    servers with --auth."""
     import zmq
 
     from rcuda.client.session import request_once
@@ -53,12 +55,14 @@ def query(servers: list[ServerAddress], timeout: float) -> list[ServerInfo]:
 
     def ask(i: int, address: ServerAddress) -> None:
         try:
-            reply = request_once(context, address, {"op": "info", "version": protocol.PROTOCOL_VERSION}, timeout)
+            curve = keys.for_server(address) if keys is not None else None
+            reply = request_once(context, address, {"op": "info", "version": protocol.PROTOCOL_VERSION}, timeout,
+                                 curve)
             server = reply.get("server") or {}
             results[i] = ServerInfo(str(address), True, backend=str(reply.get("backend", "")),
                                     host=str(server.get("host", "")), version=str(server.get("version", "")),
                                     devices=list(reply.get("devices") or []))
-        except RcudaError as exc:
+        except (RcudaError, ConfigError) as exc:
             results[i] = ServerInfo(str(address), False, error=str(exc))
 
     threads = [threading.Thread(target=ask, args=(i, a), daemon=True) for i, a in enumerate(servers)]

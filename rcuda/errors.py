@@ -9,7 +9,8 @@ ever crosses into C.
     RcudaError                  .status is a cudaError
     ├── CudaError               a CUDA status reported by a backend or the client
     ├── TransportError          the server cannot be reached (cudaErrorDevicesUnavailable)
-    │   └── ServerTimeout       no reply and no heartbeat within RCUDA_TIMEOUT
+    │   ├── ServerTimeout       no reply and no heartbeat within RCUDA_TIMEOUT
+    │   └── AuthenticationError the server refused our key, or we have none it accepts
     └── ProtocolError           a malformed or unexpected message
         └── VersionMismatch     client and server speak different protocol versions
 """
@@ -76,6 +77,10 @@ class TransportError(RcudaError):
 
 class ServerTimeout(TransportError):
     """No reply and no sign of life from a server within the timeout."""
+
+
+class AuthenticationError(TransportError):
+    """The CURVE handshake with a server failed (see rcuda/auth.py)."""
 
 
 class ProtocolError(RcudaError):

@@ -2,21 +2,29 @@
 count and time.
 
 It opens a real session (hello, then `open` on a device socket, like a
-client), then sends, on the daemon's socket and on the device socket:
-random bytes, msgpack values that are not maps, headers of every op in
-rcuda.protocol.OPS with fields of wrong types or hostile values (negative,
-huge, random pointers, unknown ids), random payload frames, and bit-flipped
-copies of valid requests.  It drains replies as it goes and counts them.
+client), then sends, on the daemon's socket, the device socket, the
+session's heartbeat socket and its peer socket: random bytes, msgpack
+values that are not maps, headers of every op in rcuda.protocol.OPS with
+fields of wrong types or hostile values (negative, huge, random pointers,
+unknown ids, sometimes the session's real tokens), random payload frames,
+and bit-flipped copies of valid requests.  It drains replies as it goes and
+counts them, and keeps the session alive with valid heartbeats.  With
+`curve` (a server run with --auth) every socket uses the client's keys.
 A server passes when it is still up afterwards and a normal client still
-runs correctly (the tests and benchmarks/fuzz check that).
+runs correctly (the tests and benchmarks/fuzz.py check that).
 
-    python -m rcuda.fuzz HOST:PORT [--frames N] [--seconds S] [--seed K]
+`Stranger` is the attacker without a key: against a --auth server it sends
+the same kinds of frames with no key or an unknown one, and raw bytes to
+the port; nothing it sends may get an answer.
+
+    python -m rcuda.fuzz HOST:PORT [--frames N] [--seconds S] [--seed K] [--stranger]
 """
 from __future__ import annotations
 
 import argparse
 import json
 import random
+import socket
 import sys
 import time
 from dataclasses import asdict, dataclass
@@ -24,7 +32,7 @@ from dataclasses import asdict, dataclass
 import msgpack
 import zmq
 
-from rcuda import protocol
+from rcuda import auth, protocol
 from rcuda.config import parse_server
 
 HOSTILE_INTS = [0, 1, -1, 2**31 - 1, 2**31, 2**32, 2**63 - 1, -(2**63), 2**64 - 1, 4096, 0x7000_0000_0000,
@@ -41,13 +49,19 @@ class FuzzReport:
 
 
 class Fuzzer:
-    def __init__(self, address: str, seed: int = 0, timeout: float = 5.0):
+    def __init__(self, address: str, seed: int = 0, timeout: float = 5.0, curve: auth.Curve | None = None):
         self.address = parse_server(address)
         self.rng = random.Random(seed)
         self.timeout = timeout
+        self.curve = curve
         self.context = zmq.Context()
         self.report = FuzzReport()
         self.valid_pointers: list[int] = []
+        self.tokens: list[str] = []  # the session's own: messages that get past the token checks
+        self._last_ping = 0.0
+        #: sources named by the well-formed peer_waits sent: a wait blocks its GPU
+        #: until its transfer comes or is aborted, so they are aborted at the end
+        self.wait_sources: set[str] = set()
 
     # ---------------------------------------------------------- sockets
 
@@ -55,6 +69,7 @@ class Fuzzer:
         sock = self.context.socket(zmq.DEALER)
         sock.setsockopt(zmq.LINGER, 0)
         sock.setsockopt(zmq.SNDHWM, 0)
+        auth.apply(sock, self.curve)
         sock.connect(endpoint)
         return sock
 
@@ -84,7 +99,18 @@ class Fuzzer:
             reply = self._call(device, {"op": "malloc", "seq": 2, "size": size})
             if not reply.get("err"):
                 self.valid_pointers.append(reply["ptr"])
+        self.token = hello["token"]
+        self.tokens = [hello["token"]] + ([hello["peer_token"]] if hello.get("peer_token") else [])
+        self.control = self._socket(self.address.endpoint_for_port(hello["control_port"]))
+        self.peer = (self._socket(self.address.endpoint_for_port(hello["peer_port"]))
+                     if hello.get("peer_port") else None)
         return daemon, device
+
+    def _keep_alive(self) -> None:
+        """A valid heartbeat now and then: the worker ends a silent session."""
+        if time.monotonic() - self._last_ping > 1.0:
+            self.control.send(protocol.pack({"op": "ping", "seq": 0, "token": self.token}))
+            self._last_ping = time.monotonic()
 
     # ---------------------------------------------------------- messages
 
@@ -127,7 +153,8 @@ class Fuzzer:
             return self.rng.choice(HOSTILE_INTS + [self.rng.randrange(0, 1 << 16)] +
                                    [p + self.rng.randrange(0, 4096) for p in self.valid_pointers])
         if str in kinds:
-            return self.rng.choice(["", "m", "0" * 32, "_Z5emptyi", "cudaFuncAttributeMaxDynamicSharedMemorySize"])
+            return self.rng.choice(["", "m", "0" * 32, "_Z5emptyi", "cudaFuncAttributeMaxDynamicSharedMemorySize",
+                                    *self.tokens])
         if list in kinds:
             return [self.rng.choice(HOSTILE_INTS) for _ in range(self.rng.choice([0, 1, 3, 3, 4, 1000]))]
         if dict in kinds:
@@ -164,23 +191,45 @@ class Fuzzer:
     def run(self, frames: int, seconds: float) -> FuzzReport:
         started = time.monotonic()
         daemon, device = self.open_session()
-        sockets = [device, device, device, daemon]
+        sockets = [device, device, device, daemon, self.control] + ([self.peer] if self.peer is not None else [])
         try:
             while self.report.frames_sent < frames and time.monotonic() - started < seconds:
                 parts = self.message()
                 sock = self.rng.choice(sockets)
                 if parts:
                     sock.send_multipart(parts)
+                    if sock is device:
+                        self._note_wait(parts[0])
                 self.report.frames_sent += 1
                 if self.report.frames_sent % 64 == 0:
+                    self._keep_alive()
                     self._drain(sockets)
+            self._release_waits()
             self._settle(daemon, device)
         finally:
-            for sock in (daemon, device):
+            for sock in sockets:
                 sock.close(linger=0)
             self.context.term()
         self.report.seconds = time.monotonic() - started
         return self.report
+
+    def _note_wait(self, frame: bytes) -> None:
+        try:
+            header = protocol.unpack(frame)
+            if protocol.check_header(header) == "peer_wait":
+                self.wait_sources.add(header["source"])
+        except Exception:  # noqa: BLE001 - most fuzzed frames are not even msgpack
+            pass
+
+    def _release_waits(self) -> None:
+        """Abort every transfer from the sources our peer_waits named (as a
+        client does when a source server is lost), so that the GPU thread,
+        blocked in a wait for bytes no one sends, carries on."""
+        if self.peer is None or len(self.tokens) < 2:
+            return
+        for source in self.wait_sources:
+            self.peer.send(protocol.pack({"op": "peer_abort", "seq": 0, "token": self.tokens[1], "xfer": None,
+                                          "source": source, "upto": 2**64 - 1, "msg": "fuzzing over"}))
 
     def _settle(self, daemon: zmq.Socket, device: zmq.Socket) -> None:
         """Wait until the server has read everything: its answer to a last
@@ -191,6 +240,7 @@ class Fuzzer:
             sock.send_multipart([protocol.pack(dict(header, seq=seq))])
             deadline = time.monotonic() + max(self.timeout, 120.0)
             while time.monotonic() < deadline:
+                self._keep_alive()  # a long wait here must not end the session
                 if not sock.poll(100):
                     continue
                 parts = sock.recv_multipart()
@@ -225,14 +275,94 @@ class Fuzzer:
                 time.sleep(0.01)
 
 
+class Stranger:
+    """Frames from someone without an accepted key: none may be answered."""
+
+    def __init__(self, address: str, seed: int = 0, server_key: bytes | None = None):
+        self.address = parse_server(address)
+        self.rng = random.Random(seed)
+        self.server_key = server_key  # known to anyone: the server's public key
+        self.frames = Fuzzer(address, seed)  # for its message generator only
+        self.report = FuzzReport()
+
+    def run(self, frames: int, seconds: float, ports: list[int] = ()) -> FuzzReport:
+        """Send `frames` messages to the daemon's port (and `ports`): with no
+        key, with a fresh unknown key, and as raw bytes over TCP."""
+        started = time.monotonic()
+        context = zmq.Context()
+        sockets = []
+        try:
+            for port in [self.address.port, *ports]:
+                endpoint = self.address.endpoint_for_port(port)
+                for curve in (None, self._unknown_key()):
+                    sock = context.socket(zmq.DEALER)
+                    sock.setsockopt(zmq.LINGER, 0)
+                    sock.setsockopt(zmq.SNDHWM, 1000)
+                    auth.apply(sock, curve)
+                    sock.connect(endpoint)
+                    sockets.append(sock)
+            while self.report.frames_sent < frames and time.monotonic() - started < seconds:
+                parts = self.frames.message()
+                if self.rng.random() < 0.02:
+                    self._raw_tcp(self.rng.choice([self.address.port, *ports]))
+                elif parts:
+                    try:
+                        self.rng.choice(sockets).send_multipart(parts, zmq.NOBLOCK)
+                    except zmq.Again:
+                        pass  # never connected (refused handshakes): nothing queues up
+                self.report.frames_sent += 1
+                if self.report.frames_sent % 256 == 0:
+                    for sock in sockets:
+                        while sock.poll(0):
+                            sock.recv_multipart()
+                            self.report.replies += 1
+            time.sleep(1.0)
+            for sock in sockets:
+                while sock.poll(100):
+                    sock.recv_multipart()
+                    self.report.replies += 1
+        finally:
+            for sock in sockets:
+                sock.close(linger=0)
+            context.term()
+        self.report.seconds = time.monotonic() - started
+        return self.report
+
+    def _unknown_key(self) -> auth.Curve | None:
+        if self.server_key is None:
+            return None
+        public, secret = zmq.curve_keypair()
+        return auth.Curve(public, secret, self.server_key)
+
+    def _raw_tcp(self, port: int) -> None:
+        """Bytes that are not ZeroMQ, or a ZMTP greeting followed by junk."""
+        mechanism = self.rng.choice([b"NULL", b"CURVE", b"PLAIN"]).ljust(20, b"\0")
+        greeting = b"\xff" + bytes(8) + b"\x7f\x03\x00" + mechanism
+        payload = self.rng.choice([self.rng.randbytes(self.rng.randrange(1, 512)),
+                                   greeting + bytes(32) + self.rng.randbytes(self.rng.randrange(0, 300))])
+        try:
+            with socket.create_connection((self.address.host, port), timeout=2) as conn:
+                conn.sendall(payload)
+        except OSError:
+            pass
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m rcuda.fuzz", description=__doc__.split("\n\n")[0])
     parser.add_argument("server", help="HOST:PORT of an rcuda server (use --memory-limit on it)")
     parser.add_argument("--frames", type=int, default=20000)
     parser.add_argument("--seconds", type=float, default=120.0)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--stranger", action="store_true",
+                        help="fuzz as someone without an accepted key (for a server with --auth)")
     args = parser.parse_args(argv)
-    report = Fuzzer(args.server, args.seed).run(args.frames, args.seconds)
+    from rcuda.config import ClientConfig
+    keys = auth.ClientKeys.from_config(ClientConfig.load())  # RCUDA_KEY, RCUDA_SERVER_KEY for --auth servers
+    curve = keys.for_server(parse_server(args.server))
+    if args.stranger:
+        report = Stranger(args.server, args.seed, curve.server if curve else None).run(args.frames, args.seconds)
+    else:
+        report = Fuzzer(args.server, args.seed, curve=curve).run(args.frames, args.seconds)
     print(json.dumps(asdict(report)))
     return 0
 

@@ -7,16 +7,25 @@ namespace to run programs from.
     sudo rcuda hosts down
 
 The servers listen on their namespace's address, not loopback, so they run
-with --insecure (no authentication: anyone who can reach the address could
-use them; here only this machine's namespaces can).  Servers outlive `up`;
-their logs are in the state directory (default /run/rcuda/hosts-NAME/).
-`down` ends them and removes every namespace, also after a crash.
+with --auth (rcuda/auth.py): `up` makes a key pair per host server and one
+for the client in the state directory, and `run` points RCUDA_KEY and
+RCUDA_SERVER_KEY at them.  `up --insecure` runs the servers without
+authentication instead (anyone who can reach the addresses could use them;
+here only this machine's namespaces can).  Servers outlive `up`; their logs
+are in the state directory (default /run/rcuda/hosts-NAME/).  `down` ends
+them and removes every namespace, also after a crash.
+
+    STATE/keys/client/client.key_secret    the client's key pair
+    STATE/keys/client/HOST_PORT.key        each server's public key
+    STATE/keys/hN/server.key_secret        host N's server key pair
+    STATE/keys/hN/clients/client.key       the client key host N accepts
 """
 from __future__ import annotations
 
 import json
 import logging
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -24,6 +33,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from rcuda import auth
 from rcuda.netns import Network, NetnsError, remove_network, unavailable_reason
 
 log = logging.getLogger(__name__)
@@ -47,13 +57,43 @@ class Hosts:
 
     def __init__(self, count: int = 4, name: str = "rcuda", subnet: str = "10.77.0", port: int = DEFAULT_PORT,
                  rate: str | None = None, server_args: list[str] | tuple = ("--backend", "sim"),
-                 state_dir: str | os.PathLike | None = None, python: str = sys.executable):
+                 state_dir: str | os.PathLike | None = None, python: str = sys.executable, auth: bool = True):
         self.network = Network(count, name=name, subnet=subnet, rate=rate)
         self.port = port
         self.server_args = list(server_args)
         self.state_dir = Path(state_dir) if state_dir else STATE_ROOT / f"hosts-{name}"
         self.python = python
+        self.auth = auth
         self.servers: list[HostServer] = []
+
+    @property
+    def keys_dir(self) -> Path:
+        return self.state_dir / "keys"
+
+    @property
+    def client_environment(self) -> dict[str, str]:
+        """What a client needs besides RCUDA_SERVERS: its keys, with --auth."""
+        if not self.auth:
+            return {}
+        client = self.keys_dir / "client"
+        return {"RCUDA_KEY": str(client / f"client{auth.SECRET_SUFFIX}"), "RCUDA_SERVER_KEY": str(client)}
+
+    def _make_keys(self) -> None:
+        """A key pair per host server and one for the client; each server
+        accepts the client's key, the client knows each server's key."""
+        client_dir = self.keys_dir / "client"
+        client_public, _ = auth.create_key_pair(client_dir, "client", force=True)
+        for host in self.network.hosts:
+            host_dir = self.keys_dir / host.namespace.rsplit("-", 1)[-1]
+            server_public, _ = auth.create_key_pair(host_dir, auth.SERVER_KEY_NAME, force=True)
+            (host_dir / auth.CLIENTS_DIR).mkdir(exist_ok=True)
+            shutil.copyfile(client_public, host_dir / auth.CLIENTS_DIR / client_public.name)
+            shutil.copyfile(server_public, client_dir / f"{host.address}_{self.port}{auth.PUBLIC_SUFFIX}")
+
+    def _security_args(self, host) -> list[str]:
+        if not self.auth:
+            return ["--insecure"]
+        return ["--auth", str(self.keys_dir / host.namespace.rsplit("-", 1)[-1])]
 
     def __enter__(self) -> "Hosts":
         self.up()
@@ -71,6 +111,8 @@ class Hosts:
         self.network.up()
         try:
             self.state_dir.mkdir(parents=True, exist_ok=True)
+            if self.auth:
+                self._make_keys()
             for host in self.network.hosts:
                 self.servers.append(self._start(host))
             for server in self.servers:
@@ -85,7 +127,7 @@ class Hosts:
         logfile = self.state_dir / f"{host.namespace}.log"
         argv = self.network.exec_argv(host.namespace, [
             self.python, "-m", "rcuda.cli", "server", "--listen", f"tcp://{host.address}:{self.port}",
-            "--insecure", *self.server_args])
+            *self._security_args(host), *self.server_args])
         with open(logfile, "w") as out:
             process = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                        start_new_session=True)
@@ -129,7 +171,8 @@ class Hosts:
 
     def _save(self) -> None:
         state = {"name": self.network.name, "client_namespace": self.network.client_namespace,
-                 "client_address": self.network.client_address, "servers": [asdict(s) for s in self.servers]}
+                 "client_address": self.network.client_address, "servers": [asdict(s) for s in self.servers],
+                 "client_environment": self.client_environment}
         (self.state_dir / "state.json").write_text(json.dumps(state, indent=2))
 
 
@@ -172,6 +215,8 @@ def add_parser(commands, command_error) -> None:
     up.add_argument("--backend", default="sim", choices=["auto", "cupy", "sim"])
     up.add_argument("--devices", type=int, default=None, help="GPUs per server (sim: simulated GPUs)")
     up.add_argument("--kernels", action="append", default=[], metavar="FILE.py", help="sim kernel plugin file")
+    up.add_argument("--insecure", action="store_true",
+                    help="servers without authentication (default: --auth with keys made in the state directory)")
     for action in (up, actions.add_parser("down", help="stop the servers and remove the namespaces"),
                    actions.add_parser("status", help="show the hosts and their servers")):
         action.add_argument("--name", default="rcuda", help="network name, prefix of the namespaces (default rcuda)")
@@ -211,7 +256,8 @@ def _command(args, command_error) -> int:
         if command[0] != "rcuda" and not command[0].endswith("/rcuda"):
             # An unmodified CUDA program: through `rcuda run`, which sets LD_PRELOAD.
             command = [sys.executable, "-m", "rcuda.cli", "run", "--", *command]
-        env = dict(os.environ, RCUDA_SERVERS=",".join(s["address"] for s in state["servers"]))
+        env = dict(os.environ, RCUDA_SERVERS=",".join(s["address"] for s in state["servers"]),
+                   **state.get("client_environment", {}))
         sys.stdout.flush()
         os.execvpe("ip", ["ip", "netns", "exec", state["client_namespace"], *command], env)
     # up
@@ -226,7 +272,7 @@ def _command(args, command_error) -> int:
             raise command_error(f"--kernels {kernels}: no such file")
         server_args += ["--kernels", os.path.abspath(kernels)]
     hosts = Hosts(args.count, name=args.name, subnet=args.subnet, port=args.port, rate=args.rate,
-                  server_args=server_args, state_dir=args.state_dir)
+                  server_args=server_args, state_dir=args.state_dir, auth=not args.insecure)
     try:
         hosts.up()
     except (NetnsError, ValueError) as exc:
@@ -235,8 +281,11 @@ def _command(args, command_error) -> int:
         print(f"{server.namespace}: rcuda server on {server.address} (pid {server.pid}, log {server.log})")
     print(f"client namespace {hosts.network.client_namespace} at {hosts.network.client_address}"
           f"{f', links limited to {args.rate}' if args.rate else ''}")
+    keys = " ".join(f"{k}={v}" for k, v in hosts.client_environment.items())
+    print("servers run with --auth: only the client key made here may use them" if hosts.auth else
+          "servers run with --insecure: no authentication")
     print(f"run a program:  rcuda hosts run --name {args.name} -- ./program")
-    print(f"   or:          ip netns exec {hosts.network.client_namespace} rcuda run "
+    print(f"   or:          {keys + ' ' if keys else ''}ip netns exec {hosts.network.client_namespace} rcuda run "
           f"--servers {hosts.servers_variable} -- ./program")
     print(f"stop:           rcuda hosts down --name {args.name}")
     return 0

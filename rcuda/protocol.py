@@ -20,7 +20,11 @@ the fields each header must carry (checked on receipt by `check_header`).
 
 Daemon (the `--listen` address):
     hello   {version, client}        -> {version, session, token, ports, control_port, devices, server,
-                                         peer_port, peer_token}
+                                         peer_port, peer_token, peer_key}
+            optional `progress: true`: while no worker is free the daemon
+            sends {progress: true, queued: N} now and then (N: hellos ahead);
+            the client keeps waiting while N goes down.  peer_key (servers
+            with --auth): the secret half of the session's peer key
     info    {version}                -> {version, devices, server, backend}
     status  {version}                -> {version, devices, server, backend, gpus, sessions}
                                         what `rcuda smi` shows: per GPU memory used and
@@ -70,7 +74,9 @@ legacy default stream):
     peer_push     {xfer, src, size, endpoint, token, dest, timeout}  (never answered)
                   read [src, src+size) once every earlier op on this GPU is
                   done, and send it to the peer socket `endpoint` (another
-                  worker's, or this one's) as transfer `xfer`
+                  worker's, or this one's) as transfer `xfer`; optional
+                  peer_key + dest_key (Z85) to connect with CURVE, required
+                  by a server with --auth (see rcuda/auth.py)
     peer_wait     {xfer, dst, size, source}           (never answered)
                   wait for transfer `xfer` (from server `source`) on this
                   worker's peer socket and write it to [dst, dst+size): later
@@ -81,6 +87,9 @@ Ops in MAY_BE_ASYNC take `"async": true` to be sent without waiting: then no
 reply comes at all.  Ops in ALWAYS_ASYNC are never answered.
 Session worker, peer socket (one per worker, port and token in the hello
 reply): bytes of cudaMemcpyPeer between servers, never through the client.
+    peer_hello {token}               -> peer_welcome {err, msg}  first, on a new
+                                        connection: no data goes to an endpoint
+                                        that is not a peer socket taking `token`
     peer_data  {token, xfer, offset, total} + one frame (<= CHUNK_SIZE bytes)
                                      -> peer_ack {xfer, err, msg} after the last
                                         chunk (or at once, refusing)
@@ -168,6 +177,7 @@ OPS: dict[str, dict[str, type | tuple]] = {
     "peer_access": {"peer": _INT, "enable": _INT},
     "peer_data": {"token": _STR, "xfer": _INT, "offset": _INT, "total": _INT},
     "peer_abort": {"token": _STR, "xfer": (_INT, type(None)), "source": _STR, "upto": _INT, "msg": _STR},
+    "peer_hello": {"token": _STR},
 }
 
 #: Ops that are never answered: their errors surface in a later reply.
@@ -192,7 +202,7 @@ def expects_reply(header: dict) -> bool:
     return op not in ALWAYS_ASYNC and not (op in MAY_BE_ASYNC and header.get("async") is True)
 
 #: Ops of the peer socket (never valid on a GPU socket).
-PEER_SOCKET_OPS = frozenset({"peer_data", "peer_abort"})
+PEER_SOCKET_OPS = frozenset({"peer_data", "peer_abort", "peer_hello"})
 
 
 _packer = msgpack.Packer(use_bin_type=True)

@@ -17,24 +17,29 @@ import time
 import zmq
 
 from rcuda import protocol
-from rcuda.config import ServerAddress
+from rcuda.auth import ClientKeys
+from rcuda.config import ConfigError, ServerAddress
 
 
-def query(address: ServerAddress, timeout: float, context: zmq.Context) -> dict:
-    """The server's status, or {"error": why} (never raises, never hangs)."""
+def query(address: ServerAddress, timeout: float, context: zmq.Context, keys: ClientKeys | None = None) -> dict:
+    """The server's status, or {"error": why} (never raises, never hangs).
+    `keys`: the client's CURVE keys, for servers with --auth."""
     from rcuda.client.session import request_once  # the same hello path a client uses
     from rcuda.errors import RcudaError
     try:
-        return request_once(context, address, {"op": "status", "version": protocol.PROTOCOL_VERSION}, timeout)
-    except RcudaError as exc:
+        curve = keys.for_server(address) if keys is not None else None
+        return request_once(context, address, {"op": "status", "version": protocol.PROTOCOL_VERSION}, timeout,
+                            curve)
+    except (RcudaError, ConfigError) as exc:
         return {"error": str(exc)}
 
 
-def gather(servers: list[ServerAddress], timeout: float) -> list[tuple[ServerAddress, dict]]:
+def gather(servers: list[ServerAddress], timeout: float,
+           keys: ClientKeys | None = None) -> list[tuple[ServerAddress, dict]]:
     context = zmq.Context()
     try:
         with concurrent.futures.ThreadPoolExecutor(max(1, len(servers))) as pool:
-            answers = list(pool.map(lambda a: query(a, timeout, context), servers))
+            answers = list(pool.map(lambda a: query(a, timeout, context, keys), servers))
     finally:
         context.term()
     return list(zip(servers, answers))
@@ -71,10 +76,10 @@ def render(results: list[tuple[ServerAddress, dict]]) -> str:
 
 
 def run(servers: list[ServerAddress], timeout: float, watch: float | None, count: int | None,
-        as_json: bool, out=sys.stdout) -> int:
+        as_json: bool, out=sys.stdout, keys: ClientKeys | None = None) -> int:
     shown = 0
     while True:
-        results = gather(servers, timeout)
+        results = gather(servers, timeout, keys)
         if as_json:
             out.write(json.dumps([{"server": str(a), **s} for a, s in results], default=str) + "\n")
         else:

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 import zmq
 
 from rcuda import __version__, protocol
+from rcuda.auth import INTERNAL_DOMAIN, ServerAuth
 from rcuda.errors import ProtocolError, cudaError
 from rcuda.log import RateLimitedLog
 from rcuda.server.status import StatusBoard
@@ -99,13 +100,29 @@ def worker_environment() -> dict:
     return env
 
 
+#: Seconds between the messages telling a queued hello where it stands.
+PROGRESS_INTERVAL = 0.5
+
+
 class Daemon:
-    def __init__(self, listen: str, worker_config: dict, spares: int = 1):
+    def __init__(self, listen: str, worker_config: dict, spares: int = 1, max_sessions: int | None = None):
         self.listen = listen
         self.spares_wanted = max(1, spares)
+        self.max_sessions = max_sessions  # sessions at once (with hellos waiting); None: no limit
+        #: With a queue of hellos, workers started at once (more only compete for the CPUs).
+        self.parallel_starts = max(2, os.cpu_count() or 1)
         self.context = zmq.Context()
+        # --auth DIR: every socket a client reaches is a CURVE server (rcuda/auth.py).
+        self.auth = ServerAuth(worker_config["auth"]) if worker_config.get("auth") else None
+        if self.auth is not None:
+            self.auth.start(self.context)
         self.socket = self.context.socket(zmq.ROUTER)
         self.socket.setsockopt(zmq.LINGER, 0)
+        # A reply to a client that went away fails instead of vanishing: a
+        # queued hello whose client gave up is then dropped, not given a worker.
+        self.socket.setsockopt(zmq.ROUTER_MANDATORY, 1)
+        if self.auth is not None:
+            self.auth.protect(self.socket)
         self.endpoint = ""
         self.spares: list[Worker] = []
         self.sessions: list[Worker] = []
@@ -116,9 +133,12 @@ class Daemon:
         # Session workers report their usage here (server/status.py).
         self.status_socket = self.context.socket(zmq.PULL)
         self.status_socket.setsockopt(zmq.LINGER, 0)
+        if self.auth is not None:  # only the server's own workers may report
+            self.auth.protect(self.status_socket, INTERNAL_DOMAIN)
         status_port = self.status_socket.bind_to_random_port("tcp://127.0.0.1")
         self.worker_config = dict(worker_config, status_endpoint=f"tcp://127.0.0.1:{status_port}")
         self.board = StatusBoard()
+        self._next_progress = 0.0
 
     def start(self) -> str:
         """Bind, start the first worker and wait until it is ready; returns the
@@ -157,6 +177,7 @@ class Daemon:
                     self._take_report(self.status_socket.recv())
                 self._reap()
                 self._assign_waiting()
+                self._tell_waiting()
         finally:
             if self.sessions:
                 log.info("stopping: ending %d session(s), which frees what they hold", len(self.sessions))
@@ -164,6 +185,8 @@ class Daemon:
                 worker.stop()
             self.socket.close(linger=0)
             self.status_socket.close(linger=0)
+            if self.auth is not None:
+                self.auth.stop()
             self.context.term()
             log.info("server stopped")
 
@@ -195,8 +218,14 @@ class Daemon:
                                 f"{protocol.PROTOCOL_VERSION}")
                 return
             if op == "hello":
+                if self.max_sessions is not None and len(self.sessions) + len(self.waiting) >= self.max_sessions:
+                    self._reply(peer, header, err=int(cudaError.cudaErrorDevicesUnavailable),
+                                msg=f"the server is at its limit of {self.max_sessions} sessions (--max-sessions): "
+                                    f"try again when one has ended")
+                    return
                 self.waiting.append((peer, header))
                 self._assign_waiting()
+                self._top_up_spares()
             elif op == "info":
                 self._reply(peer, header, devices=self.devices, server=self._server_info(),
                             backend=self.backend)
@@ -208,10 +237,15 @@ class Daemon:
             bad_requests.warning("bad request: %s", exc)
             self._reply(peer, header, err=int(cudaError.cudaErrorInvalidValue), msg=str(exc))
 
-    def _reply(self, peer: bytes, request: dict, **fields) -> None:
+    def _reply(self, peer: bytes, request: dict, **fields) -> bool:
+        """Answer a request; False if its client is no longer connected."""
         reply = {"seq": request.get("seq"), "version": protocol.PROTOCOL_VERSION, "err": 0}
         reply.update(fields)
-        self.socket.send_multipart([peer, protocol.pack(reply)])
+        try:
+            self.socket.send_multipart([peer, protocol.pack(reply)], zmq.NOBLOCK)
+        except zmq.ZMQError:  # EHOSTUNREACH (gone) or EAGAIN (not reading): the client has given up
+            return False
+        return True
 
     def _server_info(self) -> dict:
         return {"host": socket.gethostname(), "pid": os.getpid(), "version": __version__}
@@ -229,20 +263,45 @@ class Daemon:
                 self._top_up_spares()
                 continue
             token = secrets.token_hex(16)
+            d = spare.description
+            # The reply first: if its client has gone, the worker stays a spare.  (What the client
+            # sends the worker before its assignment below waits in the worker's sockets.)
+            if not self._reply(peer, header, token=token, ports=d["ports"], control_port=d["control_port"],
+                               devices=d["devices"], server=self._server_info(), peer_port=d.get("peer_port"),
+                               peer_token=d.get("peer_token"), peer_key=d.get("peer_key")):
+                log.info("the client of a queued hello went away before its worker was ready")
+                self.spares.insert(0, spare)
+                continue
             spare.assign(token, header["client"])
             self.sessions.append(spare)
-            d = spare.description
-            self._reply(peer, header, token=token, ports=d["ports"], control_port=d["control_port"],
-                        devices=d["devices"], server=self._server_info(),
-                        peer_port=d.get("peer_port"), peer_token=d.get("peer_token"))
             client = header["client"]
             log.info("session for %s pid %s (%s) -> worker pid %d", client.get("host"), client.get("pid"),
                      client.get("program"), spare.process.pid)
             self._top_up_spares()
 
+    def _tell_waiting(self) -> None:
+        """Hellos queued for a worker hear their place in the queue now and
+        then (when they asked to): a client keeps waiting while it moves up,
+        so a burst of sessions does not run into RCUDA_TIMEOUT."""
+        now = time.monotonic()
+        if not self.waiting or now < self._next_progress:
+            return
+        self._next_progress = now + PROGRESS_INTERVAL
+        gone = [(peer, header) for position, (peer, header) in enumerate(self.waiting)
+                if header.get("progress") is True and not self._reply(peer, header, progress=True, queued=position)]
+        for waiter in gone:
+            self.waiting.remove(waiter)
+        if gone:
+            log.info("%d queued hello(s) dropped: their clients went away", len(gone))
+
     def _top_up_spares(self) -> None:
-        while len(self.spares) < self.spares_wanted:
+        """Keep `spares_wanted` workers started ahead of need, and while hellos
+        wait, start more at once (up to `parallel_starts` starting)."""
+        starting = sum(not w.ready.is_set() for w in self.spares)
+        wanted = self.spares_wanted + min(len(self.waiting), self.parallel_starts)
+        while len(self.spares) < wanted and (starting < self.parallel_starts or len(self.spares) < self.spares_wanted):
             self.spares.append(Worker.spawn(self.worker_config))
+            starting += 1
 
     def _reap(self) -> None:
         for worker in list(self.sessions):

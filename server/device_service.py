@@ -61,13 +61,15 @@ FROM_DEVICE_OPS = frozenset({"dtoh", "dtoh2d"})
 
 class DeviceService:
     def __init__(self, context: zmq.Context, backend, index: int, bind_host: str, inbox=None,
-                 peer_token: str | None = None):
+                 peer_token: str | None = None, protect=None):
         self.backend = backend
         self.index = index
         self.socket = context.socket(zmq.ROUTER)
         self.socket.setsockopt(zmq.LINGER, 0)
         self.socket.setsockopt(zmq.SNDHWM, 0)
         self.socket.setsockopt(zmq.RCVHWM, 0)
+        if protect is not None:  # --auth: CURVE before bind (rcuda/auth.py)
+            protect(self.socket)
         self.port = self.socket.bind_to_random_port(f"tcp://{bind_host}")
         self.token: str | None = None
         self.closed = threading.Event()

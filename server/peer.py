@@ -24,7 +24,17 @@ session ends.
 
 The source GPU's thread, on reaching `peer_push` (so every earlier op on
 that GPU is done), reads the range chunk by chunk and sends it, then waits
-for the ack (bounded by the client's RCUDA_TIMEOUT).  A transfer between two
+for the ack (bounded by the client's RCUDA_TIMEOUT).
+
+The client chooses the endpoint, so the source is careful where it sends: a
+new connection must first pass the peer handshake (`peer_hello` answered
+by `peer_welcome` from a peer socket holding the token) before any of the
+session's bytes go out; with --auth the connection is CURVE with the
+destination session's peer key (rcuda/auth.py), and a --auth server pushes
+only to peers that authenticate.  The destination bounds what it holds:
+bytes that arrived and wait for the GPU (`Inbox.limit`: --peer-buffer, else
+--memory-limit, else 1 GiB; beyond it the transfer fails with
+cudaErrorMemoryAllocation) and the transfers open at once.  A transfer between two
 GPUs of the same worker is handed to the inbox in memory: it stays inside
 the worker.
 """
@@ -38,11 +48,16 @@ import threading
 import time
 
 import zmq
+from zmq.utils import z85
 
-from rcuda import protocol
+from rcuda import auth, protocol
+from rcuda.auth import PEER_DOMAIN, Curve
 from rcuda.errors import CudaError, ProtocolError, cudaError
+from rcuda.log import RateLimitedLog
 
 log = logging.getLogger(__name__)
+bad_messages = RateLimitedLog(log)  # what strangers send must not flood the log
+failed_pushes = RateLimitedLog(log)  # nor what a client makes fail on purpose
 
 #: How often a waiting GPU thread checks whether its session is ending.
 WAIT_SLICE = 0.2
@@ -53,8 +68,26 @@ SEND_HIGH_WATER = 8
 MAX_TIMEOUT = 3600.0
 #: Completed transfer ids remembered, so that a late abort for one is ignored.
 RECENT_TRANSFERS = 4096
+#: Bytes a session may hold in transit (arrived, not yet written to its GPU)
+#: unless the server's --peer-buffer or --memory-limit says otherwise.
+DEFAULT_BUFFER_LIMIT = 1 << 30
+#: Transfers that may be open at once (arrived in part, or waited for):
+#: each costs a little memory even when empty.
+MAX_OPEN_TRANSFERS = 4096
+#: Sources remembered as gone (peer_abort for a whole server).
+MAX_SOURCES_GONE = 1024
+#: Connections a GPU thread keeps open to destinations' peer sockets.
+MAX_SENDERS = 16
 
 _ENDPOINT_RE = re.compile(r"^tcp://(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9_.-]+):\d{1,5}$")
+
+
+def buffer_limit(memory_limit: int | None, peer_buffer: int | None = None) -> int:
+    """What one session may buffer of early-arriving peer copies: --peer-buffer,
+    else the session's --memory-limit, else DEFAULT_BUFFER_LIMIT."""
+    if peer_buffer:
+        return peer_buffer
+    return memory_limit if memory_limit else DEFAULT_BUFFER_LIMIT
 
 
 class _Transfer:
@@ -70,67 +103,130 @@ class _Transfer:
         self.waited = False  # a GPU thread is consuming it
 
 
+class _RecentIds:
+    """A set of transfer ids that forgets the oldest beyond `size`."""
+
+    def __init__(self, size: int):
+        self._order: collections.deque = collections.deque()
+        self._ids: set[int] = set()
+        self._size = size
+
+    def add(self, xfer: int) -> None:
+        if xfer in self._ids:
+            return
+        if len(self._order) >= self._size:
+            self._ids.discard(self._order.popleft())
+        self._order.append(xfer)
+        self._ids.add(xfer)
+
+    def discard(self, xfer: int) -> None:
+        self._ids.discard(xfer)  # its place in _order goes when it is the oldest
+
+    def __contains__(self, xfer) -> bool:
+        return xfer in self._ids
+
+
 class Inbox:
     """Incoming transfers of one session worker, by transfer id.
 
     Filled by the receiver thread (and by this worker's own GPU threads for
     copies between its GPUs), drained by the destination GPU's thread.
+    Bounded: at most `limit` bytes wait to be written to a GPU (a transfer
+    that would go beyond fails with cudaErrorMemoryAllocation), and at most
+    MAX_OPEN_TRANSFERS transfers are open at once.
     """
 
-    def __init__(self):
+    def __init__(self, limit: int = DEFAULT_BUFFER_LIMIT):
+        self.limit = limit
         self._cond = threading.Condition()
         self._transfers: dict[int, _Transfer] = {}
-        self._abandoned: set[int] = set()  # waits that failed: drop what still arrives
-        self._recent: collections.deque = collections.deque(maxlen=RECENT_TRANSFERS)
-        self._recent_set: set[int] = set()
-        self._sources_gone: dict[str, tuple[int, str]] = {}  # source -> (last xfer, why)
+        self._abandoned = _RecentIds(RECENT_TRANSFERS)  # waits that failed: drop what still arrives
+        self._recent = _RecentIds(RECENT_TRANSFERS)
+        self._sources_gone: collections.OrderedDict[str, tuple[int, str]] = collections.OrderedDict()
         self.bytes_received = 0  # accounting, for logs and tests
+        self.buffered = 0  # bytes arrived and not yet taken by a GPU thread
 
-    def deliver(self, xfer: int, offset: int, total: int, chunk: memoryview) -> tuple[bool, str | None]:
+    def deliver(self, xfer: int, offset: int, total: int, chunk: memoryview) -> tuple[bool, CudaError | None]:
         """File a chunk.  Returns (transfer complete, problem or None); a
-        problem means the chunk was refused."""
+        problem means the chunk was refused (and the transfer fails)."""
         length = len(chunk)
         with self._cond:
-            if xfer in self._abandoned or xfer in self._recent_set:
+            if xfer in self._abandoned or xfer in self._recent:
                 if offset + length >= total:
                     self._abandoned.discard(xfer)
                 return offset + length >= total, None  # nobody wants it any more: drop quietly
-            transfer = self._transfers.setdefault(xfer, _Transfer())
+            transfer = self._transfers.get(xfer)
+            if transfer is None:
+                if len(self._transfers) >= MAX_OPEN_TRANSFERS:
+                    return False, CudaError(cudaError.cudaErrorMemoryAllocation,
+                                            f"transfer {xfer}: {len(self._transfers)} transfers are already open "
+                                            f"in this session")
+                transfer = self._transfers[xfer] = _Transfer()
+            if transfer.error is not None:  # failed already: its bytes are not wanted; the sender hears
+                return False, transfer.error if offset + length >= total else None  # at its end
             if transfer.total is None:
                 transfer.total = total
             if total != transfer.total or offset != transfer.arrived or offset + length > total:
-                return False, (f"transfer {xfer}: chunk [{offset}, {offset + length}) of {total} bytes does not "
-                               f"follow the {transfer.arrived} of {transfer.total} bytes received")
+                return False, self._refuse(transfer, f"transfer {xfer}: chunk [{offset}, {offset + length}) of "
+                                                     f"{total} bytes does not follow the {transfer.arrived} of "
+                                                     f"{transfer.total} bytes received")
             if length == 0 and total != 0:
-                return False, f"transfer {xfer}: empty chunk"
+                return False, self._refuse(transfer, f"transfer {xfer}: empty chunk")
+            if self.buffered + length > self.limit:
+                self._fail(transfer, CudaError(
+                    cudaError.cudaErrorMemoryAllocation,
+                    f"peer copy {xfer}: refused at {offset + length} of {total} bytes: more bytes arrived before "
+                    f"the destination GPU could take them than its session may hold in transit "
+                    f"({self.limit} bytes: the server's --peer-buffer, else --memory-limit); synchronise the "
+                    f"destination GPU before a large peer copy"))
+                return False, transfer.error
             transfer.chunks.append(chunk)
             transfer.arrived += length
+            self.buffered += length
             self.bytes_received += length
             self._cond.notify_all()
             return transfer.arrived == total, None
 
+    def _refuse(self, transfer: _Transfer, message: str) -> CudaError:
+        self._fail(transfer, CudaError(cudaError.cudaErrorInvalidValue, message))
+        return transfer.error
+
+    def _fail(self, transfer: _Transfer, error: CudaError) -> None:
+        """(Under the lock.) The transfer fails; what it buffered is freed."""
+        if transfer.error is None:
+            transfer.error = error
+        self.buffered -= sum(len(c) for c in transfer.chunks)
+        transfer.chunks.clear()
+        self._cond.notify_all()
+
     def abort(self, xfer: int, message: str, status: int = cudaError.cudaErrorDevicesUnavailable) -> None:
         with self._cond:
-            if xfer in self._recent_set or xfer in self._abandoned:
+            if xfer in self._recent or xfer in self._abandoned:
                 return
-            transfer = self._transfers.setdefault(xfer, _Transfer())
-            if transfer.error is None:
-                transfer.error = CudaError(status, message)
-            self._cond.notify_all()
+            transfer = self._transfers.get(xfer)
+            if transfer is None:
+                if len(self._transfers) >= MAX_OPEN_TRANSFERS:
+                    return  # nothing of it is here; a wait for it will hear from its source's failure
+                transfer = self._transfers[xfer] = _Transfer()
+            self._fail(transfer, CudaError(status, message))
 
     def abort_source(self, source: str, upto: int, message: str) -> None:
         """Server `source` went away: every transfer from it numbered up to
         `upto` that has not fully arrived fails."""
         with self._cond:
-            last, _ = self._sources_gone.get(source, (-1, ""))
+            last, _ = self._sources_gone.pop(source, (-1, ""))
             self._sources_gone[source] = (max(last, upto), message)
+            while len(self._sources_gone) > MAX_SOURCES_GONE:
+                self._sources_gone.popitem(last=False)
             self._cond.notify_all()
 
     def receive(self, xfer: int, source: str, size: int, stopping) -> "collections.abc.Iterator[memoryview]":
         """The chunks of transfer `xfer` (`size` bytes from `source`) as they
         arrive.  CudaError if it is aborted, or if the session ends first."""
         with self._cond:
-            transfer = self._transfers.setdefault(xfer, _Transfer())
+            transfer = self._transfers.get(xfer)
+            if transfer is None:
+                transfer = self._transfers[xfer] = _Transfer()  # a wait is always let in: it was posted
             transfer.waited = True
         consumed = 0
         try:
@@ -149,6 +245,7 @@ class Inbox:
                                         f"peer copy {xfer} from {source}: {transfer.total} bytes sent, "
                                         f"{size} expected")
                     chunk = transfer.chunks.popleft()
+                    self.buffered -= len(chunk)
                 consumed += len(chunk)
                 yield chunk
         except BaseException:
@@ -172,13 +269,13 @@ class Inbox:
     def _finish(self, xfer: int, abandoned: bool) -> None:
         with self._cond:
             transfer = self._transfers.pop(xfer, None)
+            if transfer is not None:
+                self.buffered -= sum(len(c) for c in transfer.chunks)
+                transfer.chunks.clear()
             complete = transfer is not None and transfer.total is not None and transfer.arrived >= transfer.total
             if abandoned and not complete:
                 self._abandoned.add(xfer)  # its remaining chunks are dropped as they come
-            if len(self._recent) == self._recent.maxlen:
-                self._recent_set.discard(self._recent[0])
-            self._recent.append(xfer)
-            self._recent_set.add(xfer)
+            self._recent.add(xfer)
 
     def pending(self) -> int:
         with self._cond:
@@ -188,12 +285,14 @@ class Inbox:
 class PeerReceiver:
     """The worker's peer socket and the thread that files what arrives."""
 
-    def __init__(self, context: zmq.Context, bind_host: str, inbox: Inbox):
+    def __init__(self, context: zmq.Context, bind_host: str, inbox: Inbox, protect=None):
         self.inbox = inbox
         self.token = secrets.token_hex(16)
         self.socket = context.socket(zmq.ROUTER)
         self.socket.setsockopt(zmq.LINGER, 0)
         self.socket.setsockopt(zmq.RCVHWM, 0)  # never block a sender: chunks are wanted
+        if protect is not None:  # --auth: CURVE, client keys and this session's peer key (rcuda/auth.py)
+            protect(self.socket, PEER_DOMAIN)
         self.port = self.socket.bind_to_random_port(f"tcp://{bind_host}")
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="rcuda peer receiver", daemon=True)
@@ -228,13 +327,16 @@ class PeerReceiver:
             if op not in protocol.PEER_SOCKET_OPS:
                 raise ProtocolError(f"{op} is not a peer-socket message")
         except ProtocolError as exc:
-            log.warning("peer socket: %s", exc)
+            bad_messages.warning("peer socket: %s", exc)
             return
         xfer = header.get("xfer")
         if not secrets.compare_digest(header["token"].encode(), self.token.encode()):
-            log.warning("peer socket: %s for transfer %s with a wrong token refused", op, xfer)
-            self._ack(sender, xfer, cudaError.cudaErrorDevicesUnavailable,
-                      "the destination refused the transfer: wrong peer token")
+            bad_messages.warning("peer socket: %s for transfer %s with a wrong token refused", op, xfer)
+            self._answer(sender, op, xfer, cudaError.cudaErrorDevicesUnavailable,
+                         "the destination refused the transfer: wrong peer token")
+            return
+        if op == "peer_hello":
+            self._answer(sender, op, None, 0, "")
             return
         if op == "peer_abort":
             if xfer is None:
@@ -244,20 +346,23 @@ class PeerReceiver:
             return
         problem = None
         if len(payload) != 1 or len(payload[0].buffer) > protocol.CHUNK_SIZE:
-            problem = f"transfer {xfer}: a peer_data message carries one frame of at most {protocol.CHUNK_SIZE} bytes"
+            problem = CudaError(cudaError.cudaErrorInvalidValue, f"transfer {xfer}: a peer_data message carries "
+                                                                 f"one frame of at most {protocol.CHUNK_SIZE} bytes")
         elif header["offset"] < 0 or header["total"] < 0:
-            problem = f"transfer {xfer}: negative offset or size"
+            problem = CudaError(cudaError.cudaErrorInvalidValue, f"transfer {xfer}: negative offset or size")
         else:
             complete, problem = self.inbox.deliver(xfer, header["offset"], header["total"], payload[0].buffer)
             if complete:
-                self._ack(sender, xfer, 0, "")
+                self._answer(sender, op, xfer, 0, "")
         if problem:
-            log.warning("peer socket: %s", problem)
-            self.inbox.abort(xfer, problem, cudaError.cudaErrorInvalidValue)
-            self._ack(sender, xfer, cudaError.cudaErrorInvalidValue, problem)
+            bad_messages.warning("peer socket: %s", problem.message)
+            self.inbox.abort(xfer, problem.message, problem.status)
+            self._answer(sender, op, xfer, problem.status, problem.message)
 
-    def _ack(self, sender: bytes, xfer, status: int, message: str) -> None:
-        self.socket.send_multipart([sender, protocol.pack({"op": "peer_ack", "seq": 0, "xfer": xfer,
+    def _answer(self, sender: bytes, op: str, xfer, status: int, message: str) -> None:
+        """peer_welcome to a peer_hello, peer_ack to anything else."""
+        reply = "peer_welcome" if op == "peer_hello" else "peer_ack"
+        self.socket.send_multipart([sender, protocol.pack({"op": reply, "seq": 0, "xfer": xfer,
                                                            "err": int(status), "msg": message})])
 
 
@@ -270,12 +375,15 @@ class PeerOps:
         self.context = context
         self.inbox = inbox
         self.own_token = own_token
-        self._senders: dict[str, zmq.Socket] = {}  # destination endpoint -> DEALER
+        #: (endpoint, token, CURVE keys) -> a DEALER that passed the peer handshake
+        self._senders: collections.OrderedDict[tuple, zmq.Socket] = collections.OrderedDict()
         self.bytes_sent = 0
+        #: With --auth: push only to peers that authenticate (dest_key, peer_key).
+        self.require_curve = False
 
     def handlers(self) -> dict:
         return {"peer_push": self.push, "peer_wait": self.wait, "peer_access": self.access,
-                "peer_data": self._wrong_socket, "peer_abort": self._wrong_socket}
+                "peer_data": self._wrong_socket, "peer_abort": self._wrong_socket, "peer_hello": self._wrong_socket}
 
     def close(self) -> None:
         for socket in self._senders.values():
@@ -314,7 +422,8 @@ class PeerOps:
         try:
             self._push(header)
         except CudaError as exc:
-            log.warning("GPU%d: peer copy %d to %s failed: %s", self.service.index, xfer, header["dest"], exc)
+            failed_pushes.warning("GPU%d: peer copy %d to %s failed: %s", self.service.index, xfer, header["dest"],
+                                  exc)
             self.service.notify({"notice": "peer_failed", "xfer": xfer, "dest": header["dest"],
                                  "err": int(exc.status), "msg": str(exc)})
 
@@ -340,62 +449,146 @@ class PeerOps:
                 chunk = _bytes(device.memcpy_dtoh(src + offset, min(protocol.CHUNK_SIZE, size - offset)))
                 _, problem = self.inbox.deliver(xfer, offset, size, chunk)
                 if problem:
-                    raise CudaError(cudaError.cudaErrorInvalidValue, problem)
+                    raise problem
         else:
-            self._send(device, xfer, src, size, endpoint, header["token"], dest, timeout)
+            curve = self._curve(header)
+            self._send(device, xfer, src, size, endpoint, header["token"], curve, dest, timeout)
         self.bytes_sent += size
         log.info("GPU%d: peer copy %d: sent %d bytes to %s (%s) in %.3fs", self.service.index, xfer, size, dest,
                  "inside this worker" if local else endpoint, time.monotonic() - started)
 
-    def _send(self, device, xfer, src, size, endpoint, token, dest, timeout) -> None:
-        socket = self._sender(endpoint, timeout)
+    def _curve(self, header) -> Curve | None:
+        """The keys to reach the destination with (peer_key: the secret half
+        of the destination session's peer key; dest_key: its server's public
+        key; see rcuda/auth.py), or None for a plain connection."""
+        peer_key, dest_key = header.get("peer_key"), header.get("dest_key")
+        if peer_key is None and dest_key is None:
+            if self.require_curve:
+                raise CudaError(cudaError.cudaErrorNotPermitted,
+                                f"peer copy to {header['dest']}: this server runs with --auth and sends peer copies "
+                                f"only to servers that authenticate; the destination has no key (run it with "
+                                f"--auth too, or copy through the client: RCUDA_PEER_COPY=client)")
+            return None
+        if not (_is_z85_key(peer_key) and _is_z85_key(dest_key)):
+            raise CudaError(cudaError.cudaErrorInvalidValue, "peer_push: peer_key and dest_key must be Z85 CURVE "
+                                                             "keys (40 characters)")
+        secret = peer_key.encode()
+        return Curve(zmq.curve_public(secret), secret, dest_key.encode())
+
+    def _send(self, device, xfer, src, size, endpoint, token, curve, dest, timeout) -> None:
+        key = (endpoint, token, curve)
+        socket = self._sender(key, dest, timeout)
         try:
+            acknowledged = False
             for offset in range(0, size, protocol.CHUNK_SIZE):
                 chunk = _bytes(device.memcpy_dtoh(src + offset, min(protocol.CHUNK_SIZE, size - offset)))
                 head = protocol.pack({"op": "peer_data", "seq": 0, "token": token, "xfer": xfer, "offset": offset,
                                       "total": size})
                 socket.send_multipart([head, chunk], copy=False)
-            self._await_ack(socket, xfer, dest, timeout)
+                while socket.poll(0, zmq.POLLIN):  # a refusal stops us early
+                    acknowledged |= self._read_ack(socket, xfer, dest)
+            if not acknowledged:
+                self._await_ack(socket, xfer, dest, timeout)
         except zmq.Again:
-            self._drop_sender(endpoint)
+            self._drop_sender(key)
             raise CudaError(cudaError.cudaErrorDevicesUnavailable,
                             f"cannot send to server {dest} ({endpoint}) within {timeout:g}s: is it reachable "
                             f"from this server at the address the client uses?") from None
         except CudaError:
-            self._drop_sender(endpoint)
+            self._drop_sender(key)
             raise
+
+    @staticmethod
+    def _read_ack(socket, xfer: int, dest: str) -> bool:
+        """One message from the destination: True if it confirms `xfer`,
+        CudaError if it refuses it; False for anything else (a late ack)."""
+        try:
+            ack = protocol.unpack(socket.recv())
+        except ProtocolError:
+            return False
+        if ack.get("xfer") != xfer or ack.get("op") != "peer_ack":
+            return False
+        if ack.get("err"):
+            raise CudaError(_status(ack["err"]), f"server {dest}: {ack.get('msg', '')}")
+        return True
 
     def _await_ack(self, socket, xfer: int, dest: str, timeout: float) -> None:
         deadline = time.monotonic() + timeout
         while (left := deadline - time.monotonic()) > 0:
             if not socket.poll(int(left * 1000) + 1, zmq.POLLIN):
                 break
-            try:
-                ack = protocol.unpack(socket.recv())
-            except ProtocolError:
-                continue
-            if ack.get("xfer") != xfer:
-                continue  # a late ack of an earlier transfer
-            if ack.get("err"):
-                raise CudaError(ack["err"], f"server {dest}: {ack.get('msg', '')}")
-            return
+            if self._read_ack(socket, xfer, dest):
+                return
         raise CudaError(cudaError.cudaErrorDevicesUnavailable,
                         f"server {dest} did not confirm transfer {xfer} within {timeout:g}s")
 
-    def _sender(self, endpoint: str, timeout: float) -> zmq.Socket:
-        socket = self._senders.get(endpoint)
-        if socket is None:
-            socket = self.context.socket(zmq.DEALER)
-            socket.setsockopt(zmq.LINGER, 0)
-            socket.setsockopt(zmq.IMMEDIATE, 1)  # queue only on a live connection: no silent loss
-            socket.setsockopt(zmq.SNDHWM, SEND_HIGH_WATER)
-            socket.connect(endpoint)
-            self._senders[endpoint] = socket
+    def _sender(self, key: tuple, dest: str, timeout: float) -> zmq.Socket:
+        """A connection to a destination's peer socket.  A new one must pass
+        the peer handshake first: the endpoint answers `peer_hello` with the
+        token as an rcuda peer socket (and, with CURVE, holds the
+        destination server's key) before any of the session's bytes go
+        there, so a client cannot make this server pour data into some other
+        ZeroMQ service."""
+        socket = self._senders.get(key)
+        if socket is not None:
+            self._senders.move_to_end(key)
+            socket.setsockopt(zmq.SNDTIMEO, int(timeout * 1000))
+            return socket
+        endpoint, token, curve = key
+        socket = self.context.socket(zmq.DEALER)
+        socket.setsockopt(zmq.LINGER, 0)
+        socket.setsockopt(zmq.IMMEDIATE, 1)  # queue only on a live connection: no silent loss
+        socket.setsockopt(zmq.SNDHWM, SEND_HIGH_WATER)
         socket.setsockopt(zmq.SNDTIMEO, int(timeout * 1000))
+        auth.apply(socket, curve)
+        watch = auth.HandshakeWatch(socket)
+        try:
+            socket.connect(endpoint)
+            self._handshake(socket, watch, endpoint, token, curve, dest, timeout)
+        except BaseException:
+            watch.close()
+            socket.close(linger=0)
+            raise
+        watch.close()
+        self._senders[key] = socket
+        while len(self._senders) > MAX_SENDERS:
+            self._senders.popitem(last=False)[1].close(linger=0)
         return socket
 
-    def _drop_sender(self, endpoint: str) -> None:
-        socket = self._senders.pop(endpoint, None)
+    @staticmethod
+    def _handshake(socket, watch, endpoint: str, token: str, curve, dest: str, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        try:
+            socket.send(protocol.pack({"op": "peer_hello", "seq": 0, "token": token}))
+            while (left := deadline - time.monotonic()) > 0:
+                if not socket.poll(int(left * 1000) + 1, zmq.POLLIN):
+                    break
+                try:
+                    welcome = protocol.unpack(socket.recv())
+                except ProtocolError:
+                    continue
+                if welcome.get("op") != "peer_welcome":
+                    continue
+                if welcome.get("err"):
+                    raise CudaError(_status(welcome["err"]), f"server {dest} ({endpoint}): {welcome.get('msg', '')}")
+                return
+        except zmq.Again:
+            pass  # the hello found no connection within the timeout
+        failure = watch.read()
+        if failure is not None and not watch.succeeded:
+            raise CudaError(cudaError.cudaErrorDevicesUnavailable,
+                            f"peer copy to server {dest} ({endpoint}): "
+                            f"{auth.explain_handshake_failure(failure, endpoint, curve)}")
+        if watch.succeeded:
+            raise CudaError(cudaError.cudaErrorDevicesUnavailable,
+                            f"{endpoint} did not answer the rcuda peer handshake within {timeout:g}s: it is not "
+                            f"the peer socket of server {dest}'s session")
+        raise CudaError(cudaError.cudaErrorDevicesUnavailable,
+                        f"cannot send to server {dest} ({endpoint}) within {timeout:g}s: is it reachable from this "
+                        f"server at the address the client uses?")
+
+    def _drop_sender(self, key: tuple) -> None:
+        socket = self._senders.pop(key, None)
         if socket is not None:
             socket.close(linger=0)
 
@@ -417,6 +610,16 @@ def _status(value) -> cudaError:
         return cudaError(value) if isinstance(value, int) and value else cudaError.cudaErrorDevicesUnavailable
     except ValueError:
         return cudaError.cudaErrorDevicesUnavailable
+
+
+def _is_z85_key(value) -> bool:
+    if not isinstance(value, str) or len(value) != 40:
+        return False
+    try:
+        z85.decode(value.encode())
+    except (ValueError, KeyError, UnicodeEncodeError):
+        return False
+    return True
 
 
 def _bytes(view) -> memoryview:

@@ -32,7 +32,8 @@ from rcuda.errors import ProtocolError
 from rcuda.log import setup_server_logging
 from rcuda.server.backends import create_backend
 from rcuda.server.device_service import DeviceService
-from rcuda.server.peer import Inbox, PeerReceiver
+from rcuda.auth import ServerAuth
+from rcuda.server.peer import Inbox, PeerReceiver, buffer_limit
 
 log = logging.getLogger("rcuda.server.worker")  # not __name__: run as __main__
 
@@ -45,12 +46,25 @@ class SessionWorker:
         self.context = zmq.Context()
         host = config["bind_host"]
         count = self.backend.device_count()
+        # --auth: this process checks the keys of whoever connects to its sockets,
+        # and its session gets a peer key for copies from other servers (rcuda/auth.py).
+        self.auth = ServerAuth(config["auth"]) if config.get("auth") else None
+        self.peer_key = None
+        if self.auth is not None:
+            self.auth.start(self.context)
+            self.peer_key = self.auth.new_peer_key()
+        protect = self.auth.protect if self.auth is not None else None
         # The peer socket: cudaMemcpyPeer bytes from other servers' workers.
-        self.peer_receiver = PeerReceiver(self.context, host, Inbox())
+        inbox = Inbox(buffer_limit(config.get("memory_limit"), config.get("peer_buffer")))
+        self.peer_receiver = PeerReceiver(self.context, host, inbox, protect=protect)
         self.services = [DeviceService(self.context, self.backend, i, host, inbox=self.peer_receiver.inbox,
-                                       peer_token=self.peer_receiver.token) for i in range(count)]
+                                       peer_token=self.peer_receiver.token, protect=protect) for i in range(count)]
+        for service in self.services:
+            service.peer_ops.require_curve = self.auth is not None
         self.control = self.context.socket(zmq.ROUTER)
         self.control.setsockopt(zmq.LINGER, 0)
+        if protect is not None:
+            protect(self.control)
         self.control_port = self.control.bind_to_random_port(f"tcp://{host}")
         self.session_timeout = float(config.get("session_timeout", 30.0))
         self.daemon_gone = threading.Event()
@@ -69,9 +83,12 @@ class SessionWorker:
                 devices.append(props)
             finally:
                 device.close()
-        return {"ports": [s.port for s in self.services], "control_port": self.control_port,
-                "devices": devices, "backend": self.backend.name,
-                "peer_port": self.peer_receiver.port, "peer_token": self.peer_receiver.token}
+        description = {"ports": [s.port for s in self.services], "control_port": self.control_port,
+                       "devices": devices, "backend": self.backend.name,
+                       "peer_port": self.peer_receiver.port, "peer_token": self.peer_receiver.token}
+        if self.peer_key is not None:
+            description["peer_key"] = self.peer_key[1].decode()  # the secret half, for the client
+        return description
 
     def serve(self, token: str, client: dict) -> None:
         log.info("session for %s (pid %s, %s) started", client.get("host"), client.get("pid"),
@@ -106,6 +123,8 @@ class SessionWorker:
             self.peer_receiver.stop()
             log.info("session resources freed")
             self._report(client, started, ended=True)
+            if self.auth is not None:
+                self.auth.stop()
 
     def _open_status(self) -> None:
         endpoint = self.config.get("status_endpoint")
@@ -113,6 +132,8 @@ class SessionWorker:
             self.status = self.context.socket(zmq.PUSH)
             self.status.setsockopt(zmq.LINGER, 1000)  # the last report should reach the daemon
             self.status.setsockopt(zmq.SNDHWM, 4)
+            if self.auth is not None:
+                self.auth.as_own_client().apply(self.status)
             self.status.connect(endpoint)
 
     def _report(self, client: dict, started: float, ended: bool = False) -> None:

@@ -1,6 +1,7 @@
 """Four hosts for real: network namespaces joined by veth pairs, an `rcuda
 server` in each bound to its own address (the non-loopback listen path,
-with --insecure), and the CUDA programs run from a fifth namespace.
+with --auth and a key pair per host, as `rcuda hosts up` does by default),
+and the CUDA programs run from a fifth namespace with the client's key.
 
 Needs root and iproute2; skipped, saying why, only where a network
 namespace cannot be created.  Every server and namespace is removed at the
@@ -19,7 +20,7 @@ import pytest
 
 from conftest import RCUDA
 from multi_helpers import MULTI_KERNELS, listed_count, listed_devices
-from rcuda import netns
+from rcuda import auth, netns
 from rcuda.hosts import Hosts
 
 UNAVAILABLE = netns.unavailable_reason()
@@ -43,11 +44,17 @@ def hosts(tmp_path_factory):
 def run_in_client(hosts, binary, *args, servers=None, env_extra=None, timeout=PROGRAM_TIMEOUT):
     """Run a program unmodified through `rcuda run` inside the client namespace."""
     servers = servers or hosts.servers_variable
-    env = {k: v for k, v in os.environ.items() if k != "CUDA_VISIBLE_DEVICES"}
+    env = client_env(hosts)
     env.update(env_extra or {})
     cmd = hosts.network.exec_argv(hosts.network.client_namespace,
                                   [*RCUDA, "run", "--servers", servers, "--", str(binary), *args])
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+
+
+def client_env(hosts) -> dict:
+    """The test's environment plus the client's keys (RCUDA_KEY, RCUDA_SERVER_KEY)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("CUDA_VISIBLE_DEVICES", "RCUDA_KEY", "RCUDA_SERVER_KEY")}
+    return env | hosts.client_environment
 
 
 def server_log(server) -> str:
@@ -68,10 +75,29 @@ def test_devices_from_the_client_namespace(hosts, compile_cuda):
     assert len({d["uuid8"] for d in listed_devices(result.stdout)}) == 4
     table = subprocess.run(hosts.network.exec_argv(hosts.network.client_namespace,
                                                    [*RCUDA, "devices", "--servers", hosts.servers_variable]),
-                           capture_output=True, text=True, timeout=60)
+                           capture_output=True, text=True, timeout=60, env=client_env(hosts))
     assert table.returncode == 0, table.stderr
     rows = [line.split() for line in table.stdout.splitlines()[1:]]
     assert [(r[0], r[1]) for r in rows] == [(str(i), f"10.77.0.{i + 1}:7777") for i in range(4)]
+
+
+def test_servers_refuse_a_client_without_the_key(hosts, compile_cuda):
+    """--auth over the network: no key, or a key the servers do not know,
+    fails at connect with a message saying so, within the timeout."""
+    program = compile_cuda("device_list.cu")
+    no_key = {k: v for k, v in client_env(hosts).items() if k not in ("RCUDA_KEY", "RCUDA_SERVER_KEY")}
+    cmd = hosts.network.exec_argv(hosts.network.client_namespace,
+                                  [*RCUDA, "run", "--servers", hosts.servers_variable, "--", str(program)])
+    started = time.monotonic()
+    result = subprocess.run(cmd, capture_output=True, text=True, timeout=PROGRAM_TIMEOUT, env=no_key)
+    assert listed_count(result.stdout)[1] == "cudaErrorDevicesUnavailable", result.stdout + result.stderr
+    assert "requires a key (it runs with --auth)" in result.stderr, result.stderr
+    assert time.monotonic() - started < 30
+    stranger = hosts.state_dir / "stranger"
+    auth.create_key_pair(stranger, "client")
+    env = client_env(hosts) | {"RCUDA_KEY": str(stranger / "client.key_secret")}
+    result = subprocess.run(cmd, capture_output=True, text=True, timeout=PROGRAM_TIMEOUT, env=env)
+    assert "does not accept this client's key" in result.stderr, result.stderr
 
 
 def test_simple_multi_gpu_across_four_hosts(hosts, compile_cuda):
@@ -119,7 +145,7 @@ def test_cross_host_copy_bytes_go_host_to_host_not_through_the_client(hosts, com
 
 def test_killing_a_host_fails_only_its_device(hosts, compile_cuda):
     """Last in this module: it takes host 3's server down."""
-    env = {k: v for k, v in os.environ.items() if k != "CUDA_VISIBLE_DEVICES"}
+    env = client_env(hosts)
     env["RCUDA_TIMEOUT"] = "3"
     cmd = hosts.network.exec_argv(hosts.network.client_namespace, [
         *RCUDA, "run", "--servers", hosts.servers_variable, "--", str(compile_cuda("survivor.cu")), "40", "100000"])
@@ -186,6 +212,9 @@ def test_rcuda_hosts_command(tmp_path, compile_cuda):
                             capture_output=True, text=True, timeout=120)
         assert up.returncode == 0, up.stdout + up.stderr
         assert f"{name}-h1: rcuda server on 10.80.0.1:7777" in up.stdout
+        assert "servers run with --auth" in up.stdout and "RCUDA_KEY=" in up.stdout
+        pid = up.stdout.split("(pid ")[1].split(",")[0]
+        assert b"\0--auth\0" in Path(f"/proc/{pid}/cmdline").read_bytes()
         status = subprocess.run([*base, "status", "--name", name, "--state-dir", state], capture_output=True,
                                 text=True, timeout=30)
         assert status.stdout.count("running") == 2, status.stdout

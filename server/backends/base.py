@@ -98,13 +98,22 @@ class Device(abc.ABC):
     # Host data travels packed (pitch == width).  These defaults go row by
     # row through the 1-D operations; backends may do better.
 
+    # The 2-D defaults go row by row, so each first checks its whole range: a
+    # bad request fails at once, and the rows are bounded by the allocation.
+    # An empty rectangle does nothing (however many rows of width 0).
+
     def memcpy_htod_2d(self, dst: int, dpitch: int, data: memoryview, width: int, height: int,
                        stream: int = 0) -> None:
+        if not width or not height:
+            return
+        self.check_range(dst, dpitch * (height - 1) + width, "cudaMemcpy2D to device")
         for row in range(height):
             self.memcpy_htod(dst + row * dpitch, data[row * width:(row + 1) * width], stream)
 
     def memcpy_dtoh_2d(self, src: int, spitch: int, width: int, height: int, stream: int = 0) -> memoryview:
-        self.check_range(src, spitch * (height - 1) + width if height else 0, "cudaMemcpy2D from device")
+        if not width or not height:
+            return memoryview(b"")
+        self.check_range(src, spitch * (height - 1) + width, "cudaMemcpy2D from device")
         out = bytearray(width * height)  # only once the range is known to be the session's
         for row in range(height):
             out[row * width:(row + 1) * width] = self.memcpy_dtoh(src + row * spitch, width, stream)
@@ -112,10 +121,17 @@ class Device(abc.ABC):
 
     def memcpy_dtod_2d(self, dst: int, dpitch: int, src: int, spitch: int, width: int, height: int,
                        stream: int = 0) -> None:
+        if not width or not height:
+            return
+        self.check_range(src, spitch * (height - 1) + width, "cudaMemcpy2D device to device (source)")
+        self.check_range(dst, dpitch * (height - 1) + width, "cudaMemcpy2D device to device (destination)")
         for row in range(height):
             self.memcpy_dtod(dst + row * dpitch, src + row * spitch, width, stream)
 
     def memset_2d(self, ptr: int, pitch: int, value: int, width: int, height: int, stream: int = 0) -> None:
+        if not width or not height:
+            return
+        self.check_range(ptr, pitch * (height - 1) + width, "cudaMemset2D")
         for row in range(height):
             self.memset(ptr + row * pitch, value, width, stream)
 

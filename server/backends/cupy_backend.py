@@ -286,6 +286,8 @@ class CupyDevice(Device):
                 self._runtime.memsetAsync(ptr, value & 0xFF, size, self._streams[stream])
 
     def memcpy_htod_2d(self, dst, dpitch, data, width, height, stream=0) -> None:
+        if not width or not height:
+            return  # nothing to copy (and the range below would be negative)
         host = np.frombuffer(data, np.uint8)
         self._memory.require(dst, dpitch * (height - 1) + width, "cudaMemcpy2D to device")
         with self._cuda("cudaMemcpy2D host to device"):
@@ -293,6 +295,8 @@ class CupyDevice(Device):
                                         self._runtime.memcpyHostToDevice, self._streams[stream])
 
     def memcpy_dtoh_2d(self, src, spitch, width, height, stream=0) -> memoryview:
+        if not width or not height:
+            return memoryview(b"")
         host = np.empty(width * height, np.uint8)
         self._memory.require(src, spitch * (height - 1) + width, "cudaMemcpy2D from device")
         with self._cuda("cudaMemcpy2D device to host"):
@@ -301,6 +305,8 @@ class CupyDevice(Device):
         return memoryview(host)
 
     def memcpy_dtod_2d(self, dst, dpitch, src, spitch, width, height, stream=0) -> None:
+        if not width or not height:
+            return
         self._memory.require(src, spitch * (height - 1) + width, "cudaMemcpy2D device to device (source)")
         self._memory.require(dst, dpitch * (height - 1) + width, "cudaMemcpy2D device to device (destination)")
         with self._cuda("cudaMemcpy2D device to device"):
