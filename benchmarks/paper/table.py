@@ -30,6 +30,7 @@ no warm-up, no evaluation) over its `steps`.
 """
 from __future__ import annotations
 
+import os
 import statistics
 import sys
 from pathlib import Path
@@ -55,7 +56,7 @@ def parameters(quick: bool) -> dict:
                 "configs": configs, "timer_rows": [64, 16], "timer_repeats": 3}
     configs = [(n, sync, IMAGES_PER_BATCH) for n in (1, 2, 4) for sync in ("host", "peer")]
     configs += [(n, sync, IMAGES_PER_BATCH * n) for n in (2, 4) for sync in ("host", "peer")]
-    return {"train_limit": 3840, "epochs": 3, "test_limit": 500, "repeats": 2, "rates": list(RATES),
+    return {"train_limit": 3840, "epochs": 3, "test_limit": 500, "repeats": 3, "rates": list(RATES),
             "configs": configs, "timer_rows": [64, 32, 16], "timer_repeats": 7}
 
 
@@ -174,6 +175,7 @@ def _repeated(p: dict, configs: list, run_one, key: str, label: str, emulated: b
             before = _cpu_times()
             result = run_one(cfg)
             result["machine_cpu_busy"] = _busy_fraction(before, _cpu_times())
+            result["load_average_1min"] = round(os.getloadavg()[0], 2)
             results[tuple(cfg)].append(result)
             say(f"  {key}: {cfg[0]} GPU(s), sync {cfg[1]}, global batch {cfg[2]}: "
                 f"{result['train_seconds'] / result['steps'] * 1000:.1f} ms per step, CPUs "
@@ -206,6 +208,7 @@ def _row(key: str, label: str, emulated: bool, cfg, runs: list[dict], p: dict) -
         "s_per_1000_batches": round(statistics.median(per_batch) * 1000, 4),
         "ms_per_step": round(statistics.median(per_step) * 1000, 3),
         "runs_s_per_1000_batches": [round(x * 1000, 4) for x in per_batch],
+        "load_average_1min": [r["load_average_1min"] for r in runs if "load_average_1min" in r],
         "machine_cpu_busy": statistics.median(busy) if (busy := [r["machine_cpu_busy"] for r in runs
                                                                   if "machine_cpu_busy" in r]) else None,
         "test_accuracy": runs[-1]["test_accuracy"], "parameters": runs[-1]["parameters"],
