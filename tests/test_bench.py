@@ -1,7 +1,10 @@
-"""`rcuda bench`: each micro benchmark runs in --quick mode end to end (real
-nvcc-built programs through the interposer against a real sim server) and
-writes a valid JSON result and a PNG plot.  Speed is not asserted: these
-machines are shared; the figures live in benchmarks/results."""
+"""`rcuda bench`: each micro benchmark and the paper table run in --quick
+mode end to end (real nvcc-built programs through the interposer against
+real sim servers; the paper table also in network-namespace hosts where
+they can be made) and write valid JSON results and PNG plots.  Speed is not
+asserted: these machines are shared; the figures live in benchmarks/results.
+The paper table's cost-model fit (what benchmarks/gpu/run.sh calibrates on a
+GPU) is checked against a sim server with a known model."""
 from __future__ import annotations
 
 import json
