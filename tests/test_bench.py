@@ -1,13 +1,17 @@
-"""`rcuda bench`: each micro benchmark runs in --quick mode end to end (real
-nvcc-built programs through the interposer against a real sim server) and
-writes a valid JSON result and a PNG plot.  Speed is not asserted: these
-machines are shared; the figures live in benchmarks/results."""
+"""`rcuda bench`: each micro benchmark and the paper table run in --quick
+mode end to end (real nvcc-built programs through the interposer against
+real sim servers; the paper table also in network-namespace hosts where
+they can be made) and write valid JSON results and PNG plots.  Speed is not
+asserted: these machines are shared; the figures live in benchmarks/results.
+The paper table's cost-model fit (what benchmarks/gpu/run.sh calibrates on a
+GPU) is checked against a sim server with a known model."""
 from __future__ import annotations
 
 import json
 import math
 import subprocess
 
+import pytest
 from matplotlib import image as mpimg  # in the test extra: the plots are part of what is checked
 
 from conftest import RCUDA, requires_nvcc
@@ -95,11 +99,77 @@ def test_startup_quick(tmp_path):
     assert v["rcuda_kernel_count"]["call_ms"] > 0
 
 
-def test_paper_suite_says_it_is_not_built_yet(tmp_path):
+@requires_nvcc
+def test_paper_quick(tmp_path):
+    """The paper table end to end (quick): CPU row, local-GPU row or the
+    reason it is missing, remote rows on every testbed, emulated ones
+    labelled EMULATED, goals, and both plots.  Without network namespaces
+    the netns testbed is skipped and says why."""
+    from rcuda.benchmarks.paper import testbeds
+
     run = run_bench("paper", "--quick", "--out", str(tmp_path))
-    assert run.returncode == 2
-    assert "MNIST demo" in run.stderr
-    assert not list(tmp_path.iterdir()), "no results without measurements"
+    assert run.returncode == 0, run.stderr
+    result = json.loads((tmp_path / "paper_table.json").read_text())
+    assert result["suite"] == "paper" and result["benchmark"] == "table" and result["quick"] is True
+    assert "load_average" in result["machine"] and "load_average_after" in result
+    assert all(math.isfinite(x) for x in numbers_in(result))
+    assert result["paper"]["local_gpu_s"] == 18.16
+    n = result["parameters"]["batches_measured"]
+    assert n == result["parameters"]["train_limit"] // 64 * result["parameters"]["epochs"]
+    rows = result["rows"]
+    kinds = {r["kind"] for r in rows}
+    assert "cpu" in kinds and "remote" in kinds
+    have_gpu = bool(result["machine"]["gpus"])
+    assert ("local" in kinds) == have_gpu
+    if not have_gpu:
+        assert "GPU" in result["skipped"]["local GPU"]
+        assert result["goals"]["one remote / local (real GPU)"]["met"] is None
+    testbed = {b["key"]: b for b in result["testbeds"]}
+    for row in rows:
+        assert row["batches_measured"] == n and row["s_per_1000_batches"] > 0
+        if row["kind"] == "remote":
+            assert row["emulated"] == testbed[row["testbed"]]["emulated"]
+            assert ("EMULATED" in row["label"]) == row["emulated"]
+            assert row["emulated"] or row["testbed"] == "cupy-loopback"
+            assert 0 < row["test_accuracy"] <= 1
+    assert testbed["loopback"]["emulated"]
+    netns_reason = testbeds.netns_unavailable()
+    if netns_reason:
+        assert result["skipped"]["netns"] == netns_reason
+    else:
+        assert testbed["netns-1gbit"]["emulated"] and "EMULATED" in testbed["netns-1gbit"]["label"]
+    for key, table in result["table"].items():
+        assert [line["row"] for line in table] == ["CPU", "local GPU", "1 remote GPU", "2 remote GPUs", "4 remote GPUs"]
+        four = next(line for line in table if line["row"] == "4 remote GPUs")
+        assert four["paper_speedup_over_one_remote"] == 2.2 and four["ours_speedup_over_one_remote"] > 0
+    four_over_one = [g for name, g in result["goals"].items() if name.startswith("four remote speed-up")]
+    assert four_over_one and all(g["value"] > 0 and g["met"] in (True, False) for g in four_over_one)
+    emulated = result["compute_per_step"]["emulated"]["steps"]
+    assert [s["rows"] for s in emulated] == result["parameters"]["timer_rows"]
+    assert all(s["measured_us"] > 0 and s["modelled_us"] > 0 for s in emulated)
+    for name in ("paper_table.png", "paper_scaling.png"):
+        image = mpimg.imread(tmp_path / name)
+        assert image.shape[0] > 300 and image.shape[1] > 500
+    assert "paper/table: [loopback] EMULATED" in run.stderr  # the terminal table says so too
+
+
+@requires_nvcc
+def test_sim_cost_model_fit_recovers_a_known_model():
+    """The calibration path of benchmarks/gpu/run.sh, without a GPU: the
+    kernel timer run through rcuda on a sim server whose cost model is known
+    (slow enough that numpy's own time never shows), then fitted."""
+    from rcuda.benchmarks.paper import model
+
+    known = model.CostModel("known", gflops=1.0, gbps=2.0, launch_us=300, source="test")
+    with model.sim_server(known) as address:
+        from rcuda.benchmarks import common
+        timings = model.time_kernels([32], 3, env=common.rcuda_environment(address))
+    assert len(model.step_records(timings, 32)) == timings["steps"][0]["launches"] == 19
+    fitted, details = model.fit(timings, "fitted", "test")
+    assert fitted.gflops == pytest.approx(1.0, rel=0.25)
+    assert fitted.launch_us >= 0.8 * 300  # plus the sim's own per-launch handling
+    step = model.compare_steps(fitted, timings)[0]
+    assert step["modelled_us"] == pytest.approx(step["measured_us"], rel=0.3)
 
 
 def test_unknown_benchmark_name_is_refused(tmp_path):

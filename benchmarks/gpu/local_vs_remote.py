@@ -1,0 +1,163 @@
+#!/usr/bin/env python3
+"""The same unmodified binaries on this machine's GPU and through rcuda, side
+by side (benchmarks/gpu/run.sh runs both):
+
+    local_vs_remote.py demo --out FILE.json [--epochs N] [--sim]
+        examples/mnist_dp trained on the local GPU (no rcuda, --devices 1),
+        through rcuda on 1 and 4 cupy servers (each serving GPU0), and the
+        numpy CPU reference: test accuracies, loss curves, and whether they
+        agree (1 remote GPU: the same curve as local up to 1e-5; 4 remote
+        GPUs: up to 1e-3, accuracy within 0.3 points).
+    local_vs_remote.py launch --out FILE.json
+        benchmarks/cuda/launch.cu, a launch-bound loop (tiny kernels, then
+        cudaDeviceSynchronize), locally and through rcuda on one cupy
+        server on loopback.  Goal: remote <= 1.2x local.
+
+--sim (for checking the script on a machine without a GPU): the rcuda runs
+use a sim server instead of cupy ones and the local-GPU run is skipped, said
+so in the JSON.  Exit status 0 when the runs completed (agreement and goals
+are in the JSON, not the exit status).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+
+from rcuda.benchmarks import common
+from rcuda.benchmarks.paper import model
+
+SERVERS = 4
+GOAL_LAUNCH_LOOP = 1.2
+
+
+@contextmanager
+def servers(sim: bool, count: int = SERVERS, sim_kernels: Path = model.SIM_KERNELS):
+    """RCUDA_SERVERS of `count` cupy servers serving GPU0 (or one sim server
+    with `count` simulated GPUs running `sim_kernels`)."""
+    with ExitStack() as stack:
+        if sim:
+            server = stack.enter_context(common.sim_server(devices=count, kernels=sim_kernels))
+            yield server.address, f"1 sim server with {count} simulated GPU(s) (no GPU: --sim)"
+            return
+        env = dict(os.environ, CUDA_VISIBLE_DEVICES="0")
+        addresses = []
+        for _ in range(count):
+            process = common.start_process([*common.RCUDA, "server", "--listen", "tcp://127.0.0.1:0", "--backend",
+                                            "cupy", "--devices", "1", "--log-level", "warning"],
+                                           r"ready on tcp://\S+:\d+", env=env)
+            stack.callback(process.stop)
+            addresses.append(re.search(r"ready on tcp://(\S+:\d+)", process.ready_line)[1])
+        yield ",".join(addresses), f"{count} cupy server(s) on loopback, each serving GPU0"
+
+
+def curve(result: dict) -> list[float]:
+    return [float(x) for x in result["losses"]]
+
+
+def agree(a: dict, b: dict, rel: float, points: float) -> dict:
+    la, lb = curve(a), curve(b)
+    worst = max(abs(x - y) / max(abs(x), 1e-12) for x, y in zip(la, lb)) if la and len(la) == len(lb) else None
+    gap = abs(a["test_accuracy"] - b["test_accuracy"]) * 100
+    return {"worst_relative_loss_difference": worst, "accuracy_difference_points": round(gap, 3),
+            "agree": bool(worst is not None and worst <= rel and gap <= points),
+            "tolerance": {"relative_loss": rel, "accuracy_points": points}}
+
+
+def demo(out: Path, epochs: int, sim: bool) -> dict:
+    from rcuda import demo as rcuda_demo
+    from rcuda import demo_data
+
+    binary = rcuda_demo.build_example(lambda text: None)
+    data = demo_data.ensure_mnist5k()
+    args = ["--data", str(data), "--epochs", str(epochs)]
+    runs: dict = {}
+    report = {"what": "mnist_dp (unmodified) on the local GPU and through rcuda; numpy reference",
+              "machine": common.describe_machine(), "epochs": epochs, "runs": runs, "comparisons": {}}
+    cpu = common.run_program([sys.executable, model.EXAMPLE_DIR / "cpu_reference.py", *args])
+    runs["cpu_reference"] = cpu
+    if sim:
+        report["local_gpu"] = "skipped: --sim (no GPU)"
+    else:
+        runs["local_gpu_1"] = common.run_program([binary, *args, "--devices", "1"])
+    with servers(sim) as (addresses, description):
+        report["remote"] = description
+        env = common.rcuda_environment(addresses, {"RCUDA_TIMEOUT": "120"})
+        for devices, sync in ((1, "host"), (4, "host"), (4, "peer")):
+            runs[f"remote_{devices}_{sync}"] = common.run_program(
+                [binary, *args, "--devices", str(devices), "--sync", sync], env=env)
+    reference = runs.get("local_gpu_1", runs["cpu_reference"])
+    name = "local_gpu_1" if "local_gpu_1" in runs else "cpu_reference"
+    for key, run in runs.items():
+        if key == name:
+            continue
+        exact = key == "remote_1_host" and name == "local_gpu_1"  # same GPU, same kernels, same order
+        report["comparisons"][f"{key} vs {name}"] = agree(reference, run, 1e-5 if exact else 1e-3, 0.3)
+    report["accuracies"] = {key: run["test_accuracy"] for key, run in runs.items()}
+    report["train_seconds"] = {key: run["train_seconds"] for key, run in runs.items()}
+    common.write_json(out, report)
+    return report
+
+
+def launch(out: Path, sim: bool, launches: int = 20000, repeats: int = 5) -> dict:
+    binary = common.compile_cuda("launch.cu")
+    report = {"what": "launch-bound loop (benchmarks/cuda/launch.cu): N tiny launches then cudaDeviceSynchronize, "
+                      "best of the repeats", "machine": common.describe_machine(), "launches": launches,
+              "repeats": repeats, "kernels": {}}
+    for kernel in ("empty", "params"):
+        entry = {}
+        if not sim:
+            entry["local"] = _launch_times(common.run_program([binary, launches, repeats, kernel]), launches)
+        with servers(sim, 1, common.SIM_KERNELS) as (address, description):
+            report["remote"] = description
+            entry["remote"] = _launch_times(common.run_program([binary, launches, repeats, kernel],
+                                                               env=common.rcuda_environment(address)), launches)
+        if "local" in entry:
+            ratio = entry["remote"]["total_us_per_launch"] / entry["local"]["total_us_per_launch"]
+            entry["remote_over_local"] = round(ratio, 3)
+            entry["goal"] = common.goal(ratio, "<=", GOAL_LAUNCH_LOOP)
+        report["kernels"][kernel] = entry
+    if sim:
+        report["local"] = "skipped: --sim (no GPU)"
+    common.write_json(out, report)
+    return report
+
+
+def _launch_times(result: dict, launches: int) -> dict:
+    loops = [loop for loop, _ in result["loop_s"]]
+    totals = [total for _, total in result["loop_s"]]
+    return {"loop_us_per_launch": min(loops) / launches * 1e6, "total_us_per_launch": min(totals) / launches * 1e6,
+            "runs_total_s": totals}
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    actions = parser.add_subparsers(dest="action", required=True)
+    d = actions.add_parser("demo")
+    d.add_argument("--out", type=Path, required=True)
+    d.add_argument("--epochs", type=int, default=10)
+    d.add_argument("--sim", action="store_true")
+    la = actions.add_parser("launch")
+    la.add_argument("--out", type=Path, required=True)
+    la.add_argument("--launches", type=int, default=20000)
+    la.add_argument("--sim", action="store_true")
+    args = parser.parse_args(argv)
+    try:
+        if args.action == "demo":
+            report = demo(args.out, args.epochs, args.sim)
+            print(json.dumps({"accuracies": report["accuracies"], "comparisons": report["comparisons"]}, indent=1))
+        else:
+            report = launch(args.out, args.sim, args.launches)
+            print(json.dumps(report["kernels"], indent=1))
+    except common.BenchmarkError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
