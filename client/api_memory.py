@@ -194,8 +194,9 @@ def memcpy(dst: int, src: int, count: int, kind: int, stream=None, asynchronous:
         device = _device_of(dst, count, "destination")
         stream_id = _stream_on(device, stream)
         if asynchronous:
-            # Pinned: read when sent (the forwarding thread copies it into the
-            # message).  Pageable: the program may reuse it once we return.
+            # Pinned: read when the message goes out, as CUDA may read it
+            # any time before the copy completes.  Pageable: the program may
+            # reuse it once we return.
             data = _host_view(src, count) if _pinned(src, count) else memoryview(bytes(_host_view(src, count)))
             device.post("htod", protocol.chunks(data), dst=dst, size=count, stream=stream_id)
         else:

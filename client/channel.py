@@ -1,13 +1,24 @@
 """The forwarding thread of one remote device.
 
-Each remote device has one `DeviceChannel`: a thread that owns the device's
-ZeroMQ socket.  Application threads never touch the socket.  They append a
-message to the channel's outbox and wake the thread through an eventfd
-(thread-safe, and pollable by ZeroMQ next to the socket).  Synchronous calls
-then wait on their own `Pending`; asynchronous ones return at once.  One
-thread per device means threads driving different devices proceed in
-parallel, each on its own connection, and the order of a device's messages is
-the order they were posted.
+Each remote device has one `DeviceChannel`: a thread that drives the
+device's ZeroMQ socket.  Application threads append a message to the
+channel's outbox and wake the thread through an eventfd (thread-safe, and
+pollable next to the socket).  Asynchronous calls return at once; a
+synchronous call waits on its own `Pending`.  One thread per device means
+threads driving different devices proceed in parallel, each on its own
+connection, and the order of a device's messages is the order they were
+posted.
+
+A synchronous call skips the two thread hand-offs when it can (`call`): if
+no other thread is using the socket, the caller takes the socket lock,
+sends what is queued and its own request, and waits for its reply itself,
+for at most `DIRECT_WINDOW_MS`; then (a long kernel, a slow server) it hands
+the socket back to the forwarding thread and waits like any other call.
+Only one thread uses the socket at a time (ZeroMQ sockets are not
+thread-safe): the forwarding thread sleeps on the socket's file descriptor,
+which only signals, and takes the lock before touching the socket; whoever
+holds the lock leaves no reply unread when it lets go, so the descriptor
+signals again for the next one.
 
 A call that waits has no fixed deadline (a long kernel is not a failure):
 it fails only when the server has shown no sign of life for `timeout`
@@ -40,6 +51,12 @@ log = logging.getLogger(__name__)
 #: How often a waiting call re-checks the server's liveness.
 WAIT_SLICE = 0.2
 
+#: How long a synchronous caller waits for its reply on the socket itself
+#: before handing the socket back to the forwarding thread.  Most calls are
+#: answered within a millisecond; meanwhile other threads' messages to this
+#: device are sent by the caller (it watches the eventfd too).
+DIRECT_WINDOW_MS = 2
+
 
 class Pending:
     """One synchronous call waiting for its reply."""
@@ -60,10 +77,15 @@ class Pending:
     def wait(self, seconds: float) -> bool:
         return self._done.acquire(timeout=seconds)
 
+    @property
+    def resolved(self) -> bool:
+        return not self._done.locked()
+
 
 class ReplyCallback:
-    """A reply that goes to `callback(header, frames, error)` in the
-    forwarding thread, which must not block."""
+    """A reply that goes to `callback(header, frames, error)` in the thread
+    that receives it (the forwarding thread, or a synchronous caller on its
+    direct path), which must not block."""
 
     __slots__ = ("callback",)
 
@@ -110,9 +132,12 @@ class DeviceChannel:
         # place in each thread's program order.
         self._batch_source = batch_source
         self._post_lock = threading.Lock()
+        # Held by whoever uses the socket: the forwarding thread, or a
+        # synchronous caller waiting for its reply directly (see `call`).
+        self._socket_lock = threading.Lock()
         self.stats = None  # client/stats.py Stats, with RCUDA_STATS=1
         #: callable(header) for unsolicited server messages ({seq: null,
-        #: notice: ...}), called in this channel's thread; see client/peer.py.
+        #: notice: ...}), called by the thread receiving; see client/peer.py.
         self.on_notice = None
         self._wake_fd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
         self._socket = context.socket(zmq.DEALER)
@@ -122,6 +147,9 @@ class DeviceChannel:
         for option, value in (socket_options or {}).items():
             self._socket.setsockopt(option, value)
         self._socket.connect(endpoint)
+        self._direct_poller = zmq.Poller()  # used only under _socket_lock
+        self._direct_poller.register(self._socket, zmq.POLLIN)
+        self._direct_poller.register(self._wake_fd, zmq.POLLIN)
         self._thread = threading.Thread(target=self._run, name=f"rcuda {label}", daemon=True)
         self._thread.start()
 
@@ -143,12 +171,15 @@ class DeviceChannel:
         with self._post_lock:
             self._seal_batch()
             if type(item) is not Gate:
-                header = item[0]
-                header["seq"] = next(self._seq)
-                if receiver is not None:
-                    self._pending[header["seq"]] = receiver
+                self._register(item[0], receiver)
             self._outbox.append(item)
         os.eventfd_write(self._wake_fd, 1)
+
+    def _register(self, header: dict, receiver) -> None:
+        """Number a message (under _post_lock) and note who gets its reply."""
+        header["seq"] = next(self._seq)
+        if receiver is not None:
+            self._pending[header["seq"]] = receiver
 
     def _seal_batch(self) -> None:
         """Move the launches C recorded into the outbox (under _post_lock)."""
@@ -168,7 +199,7 @@ class DeviceChannel:
 
     def post_with_callback(self, header: dict, frames, callback) -> None:
         """Send without waiting; the reply goes to `callback(header, frames,
-        error)` in the forwarding thread."""
+        error)` in the thread that receives it (see `ReplyCallback`)."""
         self._post_awaiting(header, frames, ReplyCallback(callback))
 
     def _post_awaiting(self, header: dict, frames, receiver) -> None:
@@ -200,8 +231,59 @@ class DeviceChannel:
         return pending.header, pending.frames
 
     def call(self, header: dict, frames=()) -> tuple[dict, list]:
-        """Send a request and wait for its reply: (header, payload frames)."""
-        return self.finish_call(self.start_call(header, frames), header["op"])
+        """Send a request and wait for its reply: (header, payload frames).
+
+        When the socket is free, the caller sends and receives itself (two
+        fewer thread wake-ups per call); otherwise the forwarding thread
+        does, as for `start_call`."""
+        op = header["op"]
+        if self._failure:
+            raise self._failed_call(op)
+        if not self._socket_lock.acquire(blocking=False):
+            return self.finish_call(self.start_call(header, frames), op)
+        if self._socket.closed:  # the channel is closing
+            self._socket_lock.release()
+            return self.finish_call(self.start_call(header, frames), op)
+        pending = Pending()
+        try:
+            with self._post_lock:
+                self._seal_batch()
+                direct = not any(type(item) is Gate for item in self._outbox)
+                self._register(header, pending)
+                if direct:
+                    self._send_outbox()
+                    self._send(header, frames)
+                else:  # behind a closed gate: queue it like any other call
+                    self._outbox.append((header, frames))
+            if direct:
+                self._await_directly(pending)
+            self._receive_replies()  # leave no reply unread: the forwarding thread sleeps on the fd
+        except zmq.ZMQError as exc:  # as in the forwarding thread: the device is unusable, not the program
+            log.exception("socket of %s failed", self.label)
+            self.fail(TransportError(f"socket of {self.label} failed: {exc}"))
+        finally:
+            self._socket_lock.release()
+        if self._pending:
+            # Replies still to come (ours, if the window ran out, or other
+            # threads'): the forwarding thread must watch the socket again.
+            self.wake()
+        return self.finish_call(pending, op)
+
+    def _await_directly(self, pending: Pending) -> None:
+        """Receive (and send) on the socket until `pending` is answered or
+        the window is over (under _socket_lock)."""
+        deadline = time.monotonic() + DIRECT_WINDOW_MS / 1000
+        while not pending.resolved and self._failure is None:
+            remaining_ms = (deadline - time.monotonic()) * 1000
+            if remaining_ms <= 0:
+                return
+            ready = dict(self._direct_poller.poll(max(1, round(remaining_ms))))
+            if self._wake_fd in ready:  # another thread posted meanwhile: send it in order
+                self._drain_wake_fd()
+                with self._post_lock:
+                    self._seal_batch()
+                self._send_outbox()
+            self._receive_replies()
 
     def fail(self, error: TransportError) -> None:
         """The server is gone: fail every waiting and future call."""
@@ -229,32 +311,46 @@ class DeviceChannel:
     # ---------------------------------------------------------- the thread
 
     def _run(self) -> None:
-        poller = zmq.Poller()
-        poller.register(self._socket, zmq.POLLIN)
-        poller.register(self._wake_fd, zmq.POLLIN)
+        # The socket's descriptor, not the socket: polling it only reads
+        # whether it signalled, so a caller may use the socket meanwhile.
+        # It is watched only while a reply is awaited by somebody else than
+        # a caller on its direct path (or notices may come): a wake-up per
+        # direct call would cost as much as the hand-off it saves.
+        watch_socket, wake_only = zmq.Poller(), zmq.Poller()
+        watch_socket.register(self._socket.getsockopt(zmq.FD), zmq.POLLIN)
+        for poller in (watch_socket, wake_only):
+            poller.register(self._wake_fd, zmq.POLLIN)
         try:
             while not self._closing:
-                ready = dict(poller.poll())
-                if self._wake_fd in ready:
-                    try:
-                        os.eventfd_read(self._wake_fd)
-                    except BlockingIOError:
-                        pass
+                expecting = self._pending or self.on_notice is not None
+                (watch_socket if expecting else wake_only).poll()
+                self._drain_wake_fd()
+                with self._socket_lock:
                     with self._post_lock:
                         self._seal_batch()
                     self._send_outbox()
-                if self._socket in ready:
+                    # Always, not only when the fd signalled: sending may have
+                    # consumed the signal of a reply that arrived meanwhile.
                     self._receive_replies()
-            self._send_outbox()
+            with self._socket_lock:
+                self._send_outbox()
         except Exception as exc:  # a bug here must not hang the application
             log.exception("forwarding thread of %s stopped", self.label)
             self.fail(TransportError(f"forwarding thread of {self.label} stopped: {exc}"))
         finally:
-            self._socket.close(linger=0)
-            os.close(self._wake_fd)
+            with self._socket_lock:
+                self._socket.close(linger=0)
+                os.close(self._wake_fd)
+
+    def _drain_wake_fd(self) -> None:
+        try:
+            os.eventfd_read(self._wake_fd)
+        except BlockingIOError:
+            pass
 
     def _send_outbox(self) -> None:
-        outbox, socket = self._outbox, self._socket
+        """Send what is queued, in order, up to a closed gate (under _socket_lock)."""
+        outbox = self._outbox
         while outbox:
             item = outbox[0]
             if type(item) is Gate:
@@ -262,14 +358,17 @@ class DeviceChannel:
                     return  # the gate's opening wakes us again
                 outbox.popleft()
                 continue
-            header, frames = outbox.popleft()
-            if frames:
-                socket.send(protocol.pack(header), zmq.SNDMORE)
-                socket.send_multipart(frames, copy=False)
-            else:
-                socket.send(protocol.pack(header))
+            self._send(*outbox.popleft())
+
+    def _send(self, header: dict, frames) -> None:
+        if frames:
+            self._socket.send(protocol.pack(header), zmq.SNDMORE)
+            self._socket.send_multipart(frames, copy=False)
+        else:
+            self._socket.send(protocol.pack(header))
 
     def _receive_replies(self) -> None:
+        """Dispatch every reply that has arrived (under _socket_lock)."""
         socket = self._socket
         # ZMQ_EVENTS, not recv until zmq.Again: the exception cost ~4 us a reply.
         while socket.getsockopt(zmq.EVENTS) & zmq.POLLIN:

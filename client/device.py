@@ -127,7 +127,7 @@ class RemoteDevice:
 
     def post_with_callback(self, op: str, on_success, frames=(), **fields) -> None:
         """Asynchronous, but answered: `on_success(reply, payload)` runs in the
-        forwarding thread; a failure is kept for the next synchronous call."""
+        thread that receives the reply; a failure is kept for the next synchronous call."""
         self._check_usable(op)
         fields["op"] = op
 

@@ -106,3 +106,40 @@ def test_posts_made_while_another_thread_waits_are_sent_at_once():
         device.join(timeout=5)
         router.close(linger=0)
         context.term()
+
+
+def test_a_caller_driving_the_socket_sends_other_threads_posts(monkeypatch):
+    """While a synchronous caller waits on the socket itself (its direct
+    window, made long here), other threads' messages still go out at once,
+    in order, and a call from another thread still gets its own reply."""
+    from rcuda.client import channel as channel_module
+    monkeypatch.setattr(channel_module, "DIRECT_WINDOW_MS", 10_000)
+    context = zmq.Context()
+    router = context.socket(zmq.ROUTER)
+    router.setsockopt(zmq.LINGER, 0)
+    port = router.bind_to_random_port("tcp://127.0.0.1")
+    stop = threading.Event()
+    device = threading.Thread(target=serve, args=(router, stop), daemon=True)
+    device.start()
+    channel = DeviceChannel(context, f"tcp://127.0.0.1:{port}", "test GPU", timeout=10.0)
+    result = {}
+    try:
+        waiter = threading.Thread(target=lambda: result.update(reply=channel.call({"op": "slow", "tid": 0})[0]))
+        waiter.start()
+        time.sleep(0.1)  # the slow call holds the socket, inside its window
+        started = time.monotonic()
+        for _ in range(3):
+            channel.post({"op": "launch", "tid": 1}, [b"\0" * 8])
+        reply, _ = channel.call({"op": "mem_info", "tid": 1})
+        assert reply["tid"] == 1 and reply["launched"] == 3
+        for _ in range(2):
+            channel.post({"op": "launch", "tid": 1}, [b"\0" * 8])
+        waiter.join(timeout=10)
+        assert result["reply"]["seen_from_1"] == 5
+        assert time.monotonic() - started < 2.0, "the other thread's messages waited for the slow reply"
+    finally:
+        channel.close()
+        stop.set()
+        device.join(timeout=5)
+        router.close(linger=0)
+        context.term()
