@@ -53,8 +53,8 @@ WAIT_SLICE = 0.2
 
 #: How long a synchronous caller waits for its reply on the socket itself
 #: before handing the socket back to the forwarding thread.  Most calls are
-#: answered within a millisecond; meanwhile other threads' messages to this
-#: device are sent by the caller (it watches the eventfd too).
+#: answered within a millisecond; what other threads post to this device
+#: meanwhile goes out when a reply arrives or the window ends, in order.
 DIRECT_WINDOW_MS = 2
 
 
@@ -144,12 +144,10 @@ class DeviceChannel:
         self._socket.setsockopt(zmq.LINGER, 0)
         self._socket.setsockopt(zmq.SNDHWM, 0)  # never drop or block on queued async work
         self._socket.setsockopt(zmq.RCVHWM, 0)
+        self._socket.setsockopt(zmq.RCVTIMEO, DIRECT_WINDOW_MS)  # bounds a caller's blocking recv
         for option, value in (socket_options or {}).items():
             self._socket.setsockopt(option, value)
         self._socket.connect(endpoint)
-        self._direct_poller = zmq.Poller()  # used only under _socket_lock
-        self._direct_poller.register(self._socket, zmq.POLLIN)
-        self._direct_poller.register(self._wake_fd, zmq.POLLIN)
         self._thread = threading.Thread(target=self._run, name=f"rcuda {label}", daemon=True)
         self._thread.start()
 
@@ -257,7 +255,10 @@ class DeviceChannel:
                     self._outbox.append((header, frames))
             if direct:
                 self._await_directly(pending)
-            self._receive_replies()  # leave no reply unread: the forwarding thread sleeps on the fd
+            if self._pending or self.on_notice is not None:
+                # Somebody else awaits a reply: leave none unread, so that
+                # the socket's fd signals the next one to the forwarding thread.
+                self._receive_replies()
         except zmq.ZMQError as exc:  # as in the forwarding thread: the device is unusable, not the program
             log.exception("socket of %s failed", self.label)
             self.fail(TransportError(f"socket of {self.label} failed: {exc}"))
@@ -270,20 +271,25 @@ class DeviceChannel:
         return self.finish_call(pending, op)
 
     def _await_directly(self, pending: Pending) -> None:
-        """Receive (and send) on the socket until `pending` is answered or
-        the window is over (under _socket_lock)."""
+        """Receive on the socket until `pending` is answered or the window is
+        over (under _socket_lock).  A blocking recv, as a bare ZeroMQ client
+        makes: no poller, no extra system calls.  What other threads posted
+        meanwhile is sent after each message received; their wake-up of the
+        forwarding thread waits for the socket lock."""
+        socket = self._socket
         deadline = time.monotonic() + DIRECT_WINDOW_MS / 1000
         while not pending.resolved and self._failure is None:
-            remaining_ms = (deadline - time.monotonic()) * 1000
-            if remaining_ms <= 0:
+            try:
+                parts = socket.recv_multipart(copy=False)  # RCVTIMEO = DIRECT_WINDOW_MS
+            except zmq.Again:
                 return
-            ready = dict(self._direct_poller.poll(max(1, round(remaining_ms))))
-            if self._wake_fd in ready:  # another thread posted meanwhile: send it in order
-                self._drain_wake_fd()
+            self._dispatch(parts)
+            if self._outbox:
                 with self._post_lock:
                     self._seal_batch()
                 self._send_outbox()
-            self._receive_replies()
+            if time.monotonic() > deadline:
+                return
 
     def fail(self, error: TransportError) -> None:
         """The server is gone: fail every waiting and future call."""
@@ -372,21 +378,24 @@ class DeviceChannel:
         socket = self._socket
         # ZMQ_EVENTS, not recv until zmq.Again: the exception cost ~4 us a reply.
         while socket.getsockopt(zmq.EVENTS) & zmq.POLLIN:
-            parts = socket.recv_multipart(copy=False)
-            try:
-                header = protocol.unpack(parts[0].buffer)
-                seq = header.get("seq")
-            except ProtocolError as exc:
-                log.error("%s sent an unreadable reply: %s", self.label, exc)
-                continue
-            if seq is None and header.get("notice"):
-                self._notice(header)
-                continue
-            pending = self._pending.pop(seq, None)
-            if pending is None:
-                log.warning("%s: reply to unknown request %r ignored", self.label, seq)
-                continue
-            pending.resolve(header, parts[1:])
+            self._dispatch(socket.recv_multipart(copy=False))
+
+    def _dispatch(self, parts: list) -> None:
+        """Hand one reply to whoever awaits it."""
+        try:
+            header = protocol.unpack(parts[0].buffer)
+            seq = header.get("seq")
+        except ProtocolError as exc:
+            log.error("%s sent an unreadable reply: %s", self.label, exc)
+            return
+        if seq is None and header.get("notice"):
+            self._notice(header)
+            return
+        pending = self._pending.pop(seq, None)
+        if pending is None:
+            log.warning("%s: reply to unknown request %r ignored", self.label, seq)
+            return
+        pending.resolve(header, parts[1:])
 
     def _notice(self, header: dict) -> None:
         if self.on_notice is None:

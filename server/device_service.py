@@ -36,6 +36,7 @@ bad_requests = RateLimitedLog(log)
 MAX_PARAM_BYTES = 32764
 #: Largest 2-D copy or memset one request may describe (bytes moved).
 MAX_2D_BYTES = 1 << 40
+#: How often the GPU thread, waiting for a request, checks whether to stop.
 POLL_MS = 200
 LEGACY_STREAM = 0
 
@@ -68,6 +69,7 @@ class DeviceService:
         self.socket.setsockopt(zmq.LINGER, 0)
         self.socket.setsockopt(zmq.SNDHWM, 0)
         self.socket.setsockopt(zmq.RCVHWM, 0)
+        self.socket.setsockopt(zmq.RCVTIMEO, POLL_MS)
         if protect is not None:  # --auth: CURVE before bind (rcuda/auth.py)
             protect(self.socket)
         self.port = self.socket.bind_to_random_port(f"tcp://{bind_host}")
@@ -123,9 +125,13 @@ class DeviceService:
     def _run(self) -> None:
         try:
             while not self._stop.is_set() and not self.closed.is_set():
-                if not self.socket.poll(POLL_MS, zmq.POLLIN):
+                # A blocking recv (RCVTIMEO), not poll + recv: two system
+                # calls fewer per request, a tenth of a round trip here.
+                try:
+                    parts = self.socket.recv_multipart(copy=False)
+                except zmq.Again:
                     continue
-                self._serve(self.socket.recv_multipart(copy=False))
+                self._serve(parts)
         except Exception:  # a bug must end the session, not hang it
             log.exception("GPU%d service stopped", self.index)
             self.closed.set()

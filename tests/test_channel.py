@@ -4,6 +4,7 @@ thread's messages must reach the device in the order it made them, and each
 call must get its own reply."""
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 
@@ -108,12 +109,13 @@ def test_posts_made_while_another_thread_waits_are_sent_at_once():
         context.term()
 
 
-def test_a_caller_driving_the_socket_sends_other_threads_posts(monkeypatch):
+def test_posts_made_during_a_callers_direct_window_keep_their_order(monkeypatch):
     """While a synchronous caller waits on the socket itself (its direct
-    window, made long here), other threads' messages still go out at once,
-    in order, and a call from another thread still gets its own reply."""
+    window, made long here), other threads' messages wait for the window's
+    end at most, then go out in order, and a call from another thread gets
+    its own reply."""
     from rcuda.client import channel as channel_module
-    monkeypatch.setattr(channel_module, "DIRECT_WINDOW_MS", 10_000)
+    monkeypatch.setattr(channel_module, "DIRECT_WINDOW_MS", 300)
     context = zmq.Context()
     router = context.socket(zmq.ROUTER)
     router.setsockopt(zmq.LINGER, 0)
@@ -137,6 +139,71 @@ def test_a_caller_driving_the_socket_sends_other_threads_posts(monkeypatch):
         waiter.join(timeout=10)
         assert result["reply"]["seen_from_1"] == 5
         assert time.monotonic() - started < 2.0, "the other thread's messages waited for the slow reply"
+    finally:
+        channel.close()
+        stop.set()
+        device.join(timeout=5)
+        router.close(linger=0)
+        context.term()
+
+
+def serve_delayed(router: zmq.Socket, stop: threading.Event) -> None:
+    """Answers every request with its seq, each after the delay (ms) it asks
+    for.  A request with `hold` is answered only right after the next one
+    without it (both replies in one go, the later request's first)."""
+    due: list = []  # (time, order, peer, seq), answered in that order
+    held: list = []
+    order = itertools.count()
+    while not stop.is_set():
+        now = time.monotonic()
+        for item in sorted(d for d in due if d[0] <= now):
+            due.remove(item)
+            router.send_multipart([item[2], protocol.pack({"seq": item[3], "err": 0})])
+        if not router.poll(1 if due else 20):
+            continue
+        peer, frame, *_ = router.recv_multipart()
+        header = protocol.unpack(frame)
+        if header.get("hold"):
+            held.append((peer, header["seq"]))
+            continue
+        at = time.monotonic() + header["delay_ms"] / 1000
+        due.append((at, next(order), peer, header["seq"]))
+        due.extend((at, next(order), *h) for h in held)
+        held.clear()
+
+
+def test_replies_to_others_arriving_around_a_direct_call_are_never_lost():
+    """Asynchronous requests answered to callbacks, and synchronous calls,
+    with delays on both sides of the direct window, and replies to others
+    queued right behind a caller's own: every reply reaches its receiver,
+    whichever thread is on the socket when it arrives (the caller, or the
+    forwarding thread after the hand-back)."""
+    context = zmq.Context()
+    router = context.socket(zmq.ROUTER)
+    router.setsockopt(zmq.LINGER, 0)
+    port = router.bind_to_random_port("tcp://127.0.0.1")
+    stop = threading.Event()
+    device = threading.Thread(target=serve_delayed, args=(router, stop), daemon=True)
+    device.start()
+    # No heartbeats here: a call not answered within a WAIT_SLICE fails
+    # (ServerTimeout) instead of hanging the test.
+    channel = DeviceChannel(context, f"tcp://127.0.0.1:{port}", "test GPU", timeout=10.0,
+                            liveness=lambda: float("-inf"))
+    answered = threading.Semaphore(0)
+    delays = [0, 1, 2, 3, 5]
+    try:
+        for kind in ("none", "delayed", "held"):
+            for callback_delay in delays:
+                for call_delay in delays:
+                    case = f"{kind} callback after {callback_delay} ms, call after {call_delay} ms"
+                    if kind != "none":
+                        channel.post_with_callback({"op": "later", "delay_ms": callback_delay, "hold": kind == "held"},
+                                                   (), lambda header, frames, error: answered.release())
+                    reply, _ = channel.call({"op": "now", "delay_ms": call_delay})
+                    assert reply["err"] == 0, case
+                    # Nothing else happens meanwhile that could wake the
+                    # forwarding thread: the callback's reply must get through.
+                    assert kind == "none" or answered.acquire(timeout=2), f"{case}: callback reply lost"
     finally:
         channel.close()
         stop.set()
