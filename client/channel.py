@@ -246,27 +246,30 @@ class DeviceChannel:
         try:
             with self._post_lock:
                 self._seal_batch()
-                direct = not any(type(item) is Gate for item in self._outbox)
+                # Only when no other reply is awaited: a train of copy replies
+                # is the forwarding thread's to receive (taking turns on the
+                # socket and the GIL with it would cost more than a hand-off).
+                direct = not self._pending and not any(type(item) is Gate for item in self._outbox)
                 self._register(header, pending)
                 if direct:
                     self._send_outbox()
                     self._send(header, frames)
-                else:  # behind a closed gate: queue it like any other call
+                else:  # the forwarding thread's: queue it like any other call
                     self._outbox.append((header, frames))
             if direct:
                 self._await_directly(pending)
-            if self._pending or self.on_notice is not None:
-                # Somebody else awaits a reply: leave none unread, so that
-                # the socket's fd signals the next one to the forwarding thread.
-                self._receive_replies()
+                if self._pending or self.on_notice is not None:
+                    # Somebody else awaits a reply: leave none unread, so that
+                    # the socket's fd signals the next one to the forwarding thread.
+                    self._receive_replies()
         except zmq.ZMQError as exc:  # as in the forwarding thread: the device is unusable, not the program
             log.exception("socket of %s failed", self.label)
             self.fail(TransportError(f"socket of {self.label} failed: {exc}"))
         finally:
             self._socket_lock.release()
         if self._pending:
-            # Replies still to come (ours, if the window ran out, or other
-            # threads'): the forwarding thread must watch the socket again.
+            # Replies still to come (ours, if queued or the window ran out, or
+            # other threads'): the forwarding thread must watch the socket.
             self.wake()
         return self.finish_call(pending, op)
 
