@@ -237,10 +237,7 @@ class DeviceChannel:
         op = header["op"]
         if self._failure:
             raise self._failed_call(op)
-        if not self._socket_lock.acquire(blocking=False):
-            return self.finish_call(self.start_call(header, frames), op)
-        if self._socket.closed:  # the channel is closing
-            self._socket_lock.release()
+        if not self._take_socket():
             return self.finish_call(self.start_call(header, frames), op)
         pending = Pending()
         try:
@@ -272,6 +269,15 @@ class DeviceChannel:
             # other threads'): the forwarding thread must watch the socket.
             self.wake()
         return self.finish_call(pending, op)
+
+    def _take_socket(self) -> bool:
+        """The socket lock, if nobody holds it and the channel is not closing."""
+        if not self._socket_lock.acquire(blocking=False):
+            return False
+        if self._socket.closed:
+            self._socket_lock.release()
+            return False
+        return True
 
     def _await_directly(self, pending: Pending) -> None:
         """Receive on the socket until `pending` is answered or the window is

@@ -7,11 +7,35 @@ from __future__ import annotations
 import itertools
 import threading
 import time
+from contextlib import contextmanager
 
 import zmq
 
 from rcuda import protocol
 from rcuda.client.channel import DeviceChannel
+
+
+@contextmanager
+def channel_to(serve_device, **channel_options):
+    """A DeviceChannel connected to `serve_device(router, stop)` running in
+    a thread; everything is closed on the way out, even on failure."""
+    context = zmq.Context()
+    router = context.socket(zmq.ROUTER)
+    router.setsockopt(zmq.LINGER, 0)
+    port = router.bind_to_random_port("tcp://127.0.0.1")
+    stop = threading.Event()
+    device = threading.Thread(target=serve_device, args=(router, stop), daemon=True)
+    device.start()
+    channel = DeviceChannel(context, f"tcp://127.0.0.1:{port}", "test GPU", timeout=10.0, **channel_options)
+    try:
+        yield channel
+    finally:
+        channel.close()
+        stop.set()
+        device.join(timeout=5)
+        router.close(linger=0)
+        context.term()
+
 
 THREADS = 4
 ROUNDS = 300
@@ -43,14 +67,6 @@ def serve(router: zmq.Socket, stop: threading.Event) -> None:
 
 
 def test_threads_calls_and_posts_stay_ordered_and_matched():
-    context = zmq.Context()
-    router = context.socket(zmq.ROUTER)
-    router.setsockopt(zmq.LINGER, 0)
-    port = router.bind_to_random_port("tcp://127.0.0.1")
-    stop = threading.Event()
-    device = threading.Thread(target=serve, args=(router, stop), daemon=True)
-    device.start()
-    channel = DeviceChannel(context, f"tcp://127.0.0.1:{port}", "test GPU", timeout=10.0)
     problems: list[str] = []
 
     def app_thread(tid: int) -> None:
@@ -63,7 +79,7 @@ def test_threads_calls_and_posts_stay_ordered_and_matched():
             if reply["tid"] != tid or reply["launched"] != posted:
                 problems.append(f"thread {tid} call {i}: got {reply}, had posted {posted}")
 
-    try:
+    with channel_to(serve) as channel:
         workers = [threading.Thread(target=app_thread, args=(t,)) for t in range(THREADS)]
         for w in workers:
             w.start()
@@ -71,27 +87,13 @@ def test_threads_calls_and_posts_stay_ordered_and_matched():
             w.join(timeout=60)
         assert not any(w.is_alive() for w in workers), "a thread is stuck"
         assert not problems, problems[:5]
-    finally:
-        channel.close()
-        stop.set()
-        device.join(timeout=5)
-        router.close(linger=0)
-        context.term()
 
 
 def test_posts_made_while_another_thread_waits_are_sent_at_once():
     """A call waiting for its reply must not hold back other threads'
     asynchronous messages: here the reply comes only after they arrived."""
-    context = zmq.Context()
-    router = context.socket(zmq.ROUTER)
-    router.setsockopt(zmq.LINGER, 0)
-    port = router.bind_to_random_port("tcp://127.0.0.1")
-    stop = threading.Event()
-    device = threading.Thread(target=serve, args=(router, stop), daemon=True)
-    device.start()
-    channel = DeviceChannel(context, f"tcp://127.0.0.1:{port}", "test GPU", timeout=10.0)
     result = {}
-    try:
+    with channel_to(serve) as channel:
         waiter = threading.Thread(target=lambda: result.update(reply=channel.call({"op": "slow", "tid": 0})[0]))
         waiter.start()
         time.sleep(0.1)  # the slow call is waiting
@@ -101,12 +103,6 @@ def test_posts_made_while_another_thread_waits_are_sent_at_once():
         waiter.join(timeout=10)
         assert result["reply"]["seen_from_1"] == 5
         assert time.monotonic() - started < 2.0, "the launches waited for the other thread's reply"
-    finally:
-        channel.close()
-        stop.set()
-        device.join(timeout=5)
-        router.close(linger=0)
-        context.term()
 
 
 def test_posts_made_during_a_callers_direct_window_keep_their_order(monkeypatch):
@@ -116,16 +112,8 @@ def test_posts_made_during_a_callers_direct_window_keep_their_order(monkeypatch)
     its own reply."""
     from rcuda.client import channel as channel_module
     monkeypatch.setattr(channel_module, "DIRECT_WINDOW_MS", 300)
-    context = zmq.Context()
-    router = context.socket(zmq.ROUTER)
-    router.setsockopt(zmq.LINGER, 0)
-    port = router.bind_to_random_port("tcp://127.0.0.1")
-    stop = threading.Event()
-    device = threading.Thread(target=serve, args=(router, stop), daemon=True)
-    device.start()
-    channel = DeviceChannel(context, f"tcp://127.0.0.1:{port}", "test GPU", timeout=10.0)
     result = {}
-    try:
+    with channel_to(serve) as channel:
         waiter = threading.Thread(target=lambda: result.update(reply=channel.call({"op": "slow", "tid": 0})[0]))
         waiter.start()
         time.sleep(0.1)  # the slow call holds the socket, inside its window
@@ -139,12 +127,6 @@ def test_posts_made_during_a_callers_direct_window_keep_their_order(monkeypatch)
         waiter.join(timeout=10)
         assert result["reply"]["seen_from_1"] == 5
         assert time.monotonic() - started < 2.0, "the other thread's messages waited for the slow reply"
-    finally:
-        channel.close()
-        stop.set()
-        device.join(timeout=5)
-        router.close(linger=0)
-        context.term()
 
 
 def serve_delayed(router: zmq.Socket, stop: threading.Event) -> None:
@@ -178,20 +160,11 @@ def test_replies_to_others_arriving_around_a_direct_call_are_never_lost():
     queued right behind a caller's own: every reply reaches its receiver,
     whichever thread is on the socket when it arrives (the caller, or the
     forwarding thread after the hand-back)."""
-    context = zmq.Context()
-    router = context.socket(zmq.ROUTER)
-    router.setsockopt(zmq.LINGER, 0)
-    port = router.bind_to_random_port("tcp://127.0.0.1")
-    stop = threading.Event()
-    device = threading.Thread(target=serve_delayed, args=(router, stop), daemon=True)
-    device.start()
-    # No heartbeats here: a call not answered within a WAIT_SLICE fails
-    # (ServerTimeout) instead of hanging the test.
-    channel = DeviceChannel(context, f"tcp://127.0.0.1:{port}", "test GPU", timeout=10.0,
-                            liveness=lambda: float("-inf"))
     answered = threading.Semaphore(0)
     delays = [0, 1, 2, 3, 5]
-    try:
+    # No heartbeats here: a call not answered within a WAIT_SLICE fails
+    # (ServerTimeout) instead of hanging the test.
+    with channel_to(serve_delayed, liveness=lambda: float("-inf")) as channel:
         for kind in ("none", "delayed", "held"):
             for callback_delay in delays:
                 for call_delay in delays:
@@ -204,9 +177,3 @@ def test_replies_to_others_arriving_around_a_direct_call_are_never_lost():
                     # Nothing else happens meanwhile that could wake the
                     # forwarding thread: the callback's reply must get through.
                     assert kind == "none" or answered.acquire(timeout=2), f"{case}: callback reply lost"
-    finally:
-        channel.close()
-        stop.set()
-        device.join(timeout=5)
-        router.close(linger=0)
-        context.term()
