@@ -20,6 +20,15 @@ which only signals, and takes the lock before touching the socket; whoever
 holds the lock leaves no reply unread when it lets go, so the descriptor
 signals again for the next one.
 
+Where the server offers one (no --auth), a synchronous call goes on the
+device's lane instead (rcuda/lane.py): a plain TCP connection on which the
+caller sends its request and reads its reply itself, with no ZeroMQ thread
+in between.  It sends what is queued on the socket first and tells the
+server how many messages came before it there (`after`), so the server
+serves those first.  A call takes the lane only when no other reply is
+awaited on the socket (replies are then seen in the order the requests were
+made, e.g. the pieces of a copy) and no gate holds the outbox back.
+
 A call that waits has no fixed deadline (a long kernel is not a failure):
 it fails only when the server has shown no sign of life for `timeout`
 seconds, as judged by the session's heartbeats (`liveness`).
@@ -38,6 +47,7 @@ import collections
 import itertools
 import logging
 import os
+import socket as pysocket
 import threading
 import time
 
@@ -45,6 +55,7 @@ import zmq
 
 from rcuda import protocol
 from rcuda.errors import ProtocolError, ServerTimeout, TransportError
+from rcuda.lane import LANE_MAX_PAYLOAD, Lane, set_timeouts
 
 log = logging.getLogger(__name__)
 
@@ -118,7 +129,9 @@ class DeviceChannel:
     """Owns the socket of one remote device, in a thread of its own."""
 
     def __init__(self, context: zmq.Context, endpoint: str, label: str, timeout: float,
-                 liveness=lambda: time.monotonic(), socket_options: dict | None = None, batch_source=None):
+                 liveness=lambda: time.monotonic(), socket_options: dict | None = None, batch_source=None,
+                 lane_address: tuple[str, int] | None = None, lane_hello: dict | None = None,
+                 lane_spin_us: float = 300.0):
         self.label = label  # "GPU1 (host:port)", for messages
         self.timeout = timeout
         self._liveness = liveness  # -> monotonic time the server was last heard from
@@ -148,6 +161,14 @@ class DeviceChannel:
         for option, value in (socket_options or {}).items():
             self._socket.setsockopt(option, value)
         self._socket.connect(endpoint)
+        self._sent = 0  # messages sent on the socket: a lane request's `after`
+        # The lane, if the server offers one; whoever holds _lane_lock uses it.
+        self._lane_lock = threading.Lock()
+        # How long a caller on the lane busy-polls for its reply before it
+        # sleeps (RCUDA_SPIN_US; rcuda/lane.py, Lane.wait_readable).
+        self._lane_spin = lane_spin_us / 1e6
+        self._lane: Lane | None = self._open_lane(lane_address, lane_hello) if lane_address else None
+        self.lane_calls = 0  # synchronous calls answered on the lane
         self._thread = threading.Thread(target=self._run, name=f"rcuda {label}", daemon=True)
         self._thread.start()
 
@@ -237,6 +258,14 @@ class DeviceChannel:
         op = header["op"]
         if self._failure:
             raise self._failed_call(op)
+        if (self._lane is not None and _payload_bytes(frames) <= LANE_MAX_PAYLOAD
+                and self._lane_lock.acquire(blocking=False)):
+            try:
+                answered = self._call_on_lane(header, frames)
+            finally:
+                self._lane_lock.release()
+            if answered is not None:
+                return answered
         if not self._take_socket():
             return self.finish_call(self.start_call(header, frames), op)
         pending = Pending()
@@ -269,6 +298,102 @@ class DeviceChannel:
             # other threads'): the forwarding thread must watch the socket.
             self.wake()
         return self.finish_call(pending, op)
+
+    # ---------------------------------------------------------- the lane
+
+    def _open_lane(self, address: tuple[str, int], hello: dict) -> Lane | None:
+        """Connect the lane and prove it is this session's; None (calls take
+        the ZeroMQ socket) if that fails."""
+        try:
+            sock = pysocket.create_connection(address, timeout=self.timeout)
+        except OSError as exc:
+            log.info("%s: no lane to %s:%s (synchronous calls take the ZeroMQ socket): %s",
+                     self.label, *address, exc)
+            return None
+        lane = Lane(sock)
+        try:
+            lane.send(dict(hello, op="lane", seq=0))
+            reply, _ = lane.receive()
+        except (OSError, ProtocolError) as exc:
+            log.info("%s: the lane to %s:%s did not answer (synchronous calls take the ZeroMQ socket): %s",
+                     self.label, *address, exc)
+            lane.close()
+            return None
+        if reply.get("err"):
+            log.warning("%s: lane refused by the server: %s", self.label, reply.get("msg"))
+            lane.close()
+            return None
+        set_timeouts(sock, WAIT_SLICE, self.timeout)  # a wait comes back every WAIT_SLICE to check liveness
+        return lane
+
+    def _call_on_lane(self, header: dict, frames) -> tuple[dict, list] | None:
+        """A synchronous call on the lane (under _lane_lock), or None if it
+        must take the socket: replies are awaited there, or a gate holds
+        the outbox.  What is queued goes out on the socket first."""
+        op = header["op"]
+        lane = self._lane
+        if lane is None:  # dropped by a call that failed just now
+            return None
+        with self._socket_lock:
+            if self._socket.closed:
+                return None
+            with self._post_lock:
+                self._seal_batch()
+                if self._pending or any(type(item) is Gate for item in self._outbox):
+                    return None
+                header["seq"] = next(self._seq)
+            if self._outbox:
+                try:
+                    self._send_outbox()
+                except zmq.ZMQError as exc:  # as in the forwarding thread: the device is unusable
+                    log.exception("socket of %s failed", self.label)
+                    self.fail(TransportError(f"socket of {self.label} failed: {exc}"))
+                    raise self._failed_call(op) from None
+                if self.on_notice is not None:
+                    self._receive_replies()  # sending may have taken the fd's signal of a notice
+            header["after"] = self._sent
+        try:
+            lane.send(header, frames)
+            reply, payload = self._await_lane(lane, op)
+        except (OSError, ProtocolError) as exc:  # the request may or may not have been served: no retry
+            self._drop_lane()
+            if not self._failure:
+                self.fail(TransportError(f"lane of {self.label} broke: {exc}"))
+            raise self._failed_call(op) from None
+        except BaseException:  # a timeout, the server lost: the reply would come out of step
+            self._drop_lane()
+            raise
+        if reply.get("seq") != header["seq"]:
+            self._drop_lane()
+            self.fail(TransportError(f"lane of {self.label}: reply to {reply.get('seq')!r}, "
+                                     f"expected {header['seq']}"))
+            raise self._failed_call(op)
+        self.lane_calls += 1
+        return reply, payload
+
+    def _await_lane(self, lane: Lane, op: str) -> tuple[dict, list]:
+        lane.wait_readable(self._lane_spin)
+        while True:
+            try:
+                return lane.receive()
+            except (BlockingIOError, TimeoutError):  # SO_RCVTIMEO: a WAIT_SLICE without the reply
+                if self._failure:
+                    raise self._failed_call(op) from None
+                silent_for = time.monotonic() - self._liveness()
+                if silent_for > self.timeout:
+                    raise ServerTimeout(f"{op} on {self.label}: no reply and no heartbeat for "
+                                        f"{silent_for:.1f}s (RCUDA_TIMEOUT={self.timeout:g}s)") from None
+
+    def _drop_lane(self) -> None:
+        lane, self._lane = self._lane, None
+        if lane is not None:
+            lane.close()
+
+    @property
+    def has_lane(self) -> bool:
+        return self._lane is not None
+
+    # ---------------------------------------------------------- the socket
 
     def _take_socket(self) -> bool:
         """The socket lock, if nobody holds it and the channel is not closing."""
@@ -313,6 +438,8 @@ class DeviceChannel:
         self._closing = True
         os.eventfd_write(self._wake_fd, 1)
         self._thread.join(timeout=self.timeout)
+        with self._lane_lock:
+            self._drop_lane()
 
     def _failed_call(self, op: str) -> TransportError:
         """The failure, naming the call and this device (other devices,
@@ -381,6 +508,7 @@ class DeviceChannel:
             self._socket.send_multipart(frames, copy=False)
         else:
             self._socket.send(protocol.pack(header))
+        self._sent += 1
 
     def _receive_replies(self) -> None:
         """Dispatch every reply that has arrived (under _socket_lock)."""
@@ -414,3 +542,11 @@ class DeviceChannel:
             self.on_notice(header)
         except Exception:  # noqa: BLE001 - a handler's bug must not stop the forwarding thread
             log.exception("%s: handling notice %r failed", self.label, header.get("notice"))
+
+
+def _payload_bytes(frames) -> int:
+    total = 0
+    for frame in frames:
+        view = getattr(frame, "buffer", frame)
+        total += view.nbytes if isinstance(view, memoryview) else len(view)
+    return total

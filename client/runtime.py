@@ -125,9 +125,12 @@ class Runtime:
         result = []
         for ordinal, (session, local_index, props) in enumerate(chosen):
             label = f"GPU{ordinal} ({session.address} GPU{local_index})"
+            lane_address = session.lane_address(local_index) if config.lane else None
             channel = DeviceChannel(self._context, session.endpoint(local_index), label, config.timeout,
                                     liveness=session.liveness, batch_source=self.fast.batch_source(ordinal),
-                                    socket_options=session.socket_options)
+                                    socket_options=session.socket_options, lane_address=lane_address,
+                                    lane_hello={"token": session.token, "dev": local_index},
+                                    lane_spin_us=config.spin_us)
             device = RemoteDevice(ordinal, session, local_index, channel, props, fast=self.fast)
             device.output_sink = self.output_sink
             device.stats = channel.stats = self.stats

@@ -118,8 +118,14 @@ class ServerSession:
             # With --auth: the secret half of the session's peer key, which
             # other servers' workers use to reach the peer socket (rcuda/auth.py).
             self.peer_key: str | None = reply.get("peer_key")
+            # Servers without --auth: a lane port per GPU (rcuda/lane.py).
+            self.lane_ports: list[int] | None = reply.get("lane_ports")
         except (KeyError, TypeError) as exc:
             raise ProtocolError(f"malformed hello reply from {address}: {exc}") from None
+        if self.lane_ports is not None and (not isinstance(self.lane_ports, list)
+                                            or len(self.lane_ports) != len(self.ports)):
+            raise ProtocolError(f"hello reply from {address}: lane_ports {self.lane_ports!r:.60} does not "
+                                f"match its {len(self.ports)} device ports")
         if len(self.ports) != len(self.devices):
             raise ProtocolError(f"hello reply from {address} lists {len(self.devices)} devices "
                                 f"but {len(self.ports)} ports")
@@ -146,6 +152,10 @@ class ServerSession:
 
     def endpoint(self, local_index: int) -> str:
         return self.address.endpoint_for_port(self.ports[local_index])
+
+    def lane_address(self, local_index: int) -> tuple[str, int] | None:
+        """(host, port) of a GPU's lane, if the server offers lanes."""
+        return None if self.lane_ports is None else (self.address.host, self.lane_ports[local_index])
 
     @property
     def peer_endpoint(self) -> str | None:

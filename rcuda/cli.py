@@ -75,6 +75,10 @@ class ServerCommand:
         p.add_argument("--max-sessions", type=int, default=None, metavar="N",
                        help="refuse new sessions while N are open (default: no limit); with --memory-limit it "
                             "bounds what all clients together can hold")
+        p.add_argument("--spin-us", type=float, default=None, metavar="MICROSECONDS",
+                       help="after answering a synchronous call on a lane, busy-poll this long for the next "
+                            "one before sleeping: lower latency for a CPU core's worth of polling (default "
+                            "300; 0: never)")
         p.add_argument("--log-level", default=None, choices=["debug", "info", "warning", "error"])
         p.add_argument("--metrics-port", type=int, default=None, metavar="PORT",
                        help="serve Prometheus metrics on this port of the listen address (0: any free port)")
@@ -106,7 +110,7 @@ class ServerCommand:
         config = {"backend": settings["backend"], "devices": settings["devices"], "kernels": kernels,
                   "memory_limit": settings["memory_limit"], "bind_host": host,
                   "session_timeout": settings["session_timeout"], "log_level": settings["log_level"],
-                  "auth": settings["auth"], "peer_buffer": settings["peer_buffer"]}
+                  "auth": settings["auth"], "peer_buffer": settings["peer_buffer"], "spin_us": settings["spin_us"]}
         daemon = Daemon(listen, config, spares=args.spares, max_sessions=settings["max_sessions"])
         try:
             endpoint = daemon.start()

@@ -14,9 +14,12 @@ environment; `rcuda run` turns its flags into the same variables.
     stats = true                            # print a call summary at exit
     key = "~/.config/rcuda/keys/client.key_secret"   # CURVE key pair (rcuda keys); RCUDA_KEY
     server_key = ["gpu1:7777=~/keys/gpu1.key", "~/keys"]   # servers' public keys; RCUDA_SERVER_KEY
+    lane = true                             # synchronous calls on a TCP lane (rcuda/lane.py); RCUDA_LANE
+    spin_us = 300                           # busy-poll for a lane reply before sleeping; RCUDA_SPIN_US
     [server]
     listen = "tcp://127.0.0.1:7777"
     backend = "auto"
+    spin_us = 300                           # busy-poll for the next lane request (--spin-us)
 """
 from __future__ import annotations
 
@@ -133,6 +136,16 @@ class Setting:
     source: str
 
 
+def _non_negative_float(value, name: str) -> float:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{name} must be a number, got {value!r}") from None
+    if not number >= 0:
+        raise ConfigError(f"{name} must not be negative, got {value!r}")
+    return number
+
+
 def parse_bool(text) -> bool:
     if isinstance(text, bool):
         return text
@@ -179,6 +192,10 @@ CLIENT_SPECS = {
     "timeout": Spec(DEFAULT_TIMEOUT, lambda v: parse_timeout(str(v)), "RCUDA_TIMEOUT"),
     "log": Spec("warning", parse_log_level, "RCUDA_LOG"),
     "stats": Spec(False, parse_bool, "RCUDA_STATS"),
+    # Synchronous calls on a plain TCP lane beside the ZeroMQ socket (rcuda/lane.py),
+    # and how long a call busy-polls for its reply there before it sleeps.
+    "lane": Spec(True, parse_bool, "RCUDA_LANE"),
+    "spin_us": Spec(300.0, lambda v: _non_negative_float(v, "RCUDA_SPIN_US"), "RCUDA_SPIN_US"),
     "key": Spec(None, _optional_path, "RCUDA_KEY"),
     "server_key": Spec([], _path_list, "RCUDA_SERVER_KEY"),
     "visible_devices": Spec(None, lambda v: None if v is None else str(v), "CUDA_VISIBLE_DEVICES"),
@@ -196,6 +213,7 @@ SERVER_SPECS = {
     "insecure": Spec(False, parse_bool),
     "peer_buffer": Spec(None, lambda v: None if v is None else int(v)),
     "max_sessions": Spec(None, lambda v: None if v is None else int(v)),
+    "spin_us": Spec(300.0, lambda v: _non_negative_float(v, "spin_us")),
     "log_level": Spec(None, lambda v: None if v is None else parse_log_level(v), "RCUDA_LOG"),
     "metrics_port": Spec(None, lambda v: None if v is None else int(v)),
 }
@@ -263,6 +281,8 @@ class ClientConfig:
     visible_devices: str | None = None
     log: str = "warning"
     stats: bool = False
+    lane: bool = True
+    spin_us: float = 300.0
     key: str | None = None
     server_key: list[str] = field(default_factory=list)
 

@@ -3,7 +3,11 @@
 Transport: ZeroMQ.  A client process talks to each server's daemon once
 (`hello`), which hands it a session worker; then each of the client's devices
 has its own DEALER socket to the worker's ROUTER socket for that GPU, and one
-more socket per session carries heartbeats.
+more socket per session carries heartbeats.  Servers without --auth also
+offer each device a lane (rcuda/lane.py): a plain TCP connection on which
+synchronous calls travel, the same messages framed by length, a request
+carrying `after` (how many messages the client sent on the socket before
+it, which the server serves first).
 
 Every message is a multipart:
     frame 0     msgpack map, the header: {"op": str, "seq": int, ...}
@@ -20,11 +24,13 @@ the fields each header must carry (checked on receipt by `check_header`).
 
 Daemon (the `--listen` address):
     hello   {version, client}        -> {version, session, token, ports, control_port, devices, server,
-                                         peer_port, peer_token, peer_key}
+                                         peer_port, peer_token, peer_key, lane_ports}
             optional `progress: true`: while no worker is free the daemon
             sends {progress: true, queued: N} now and then (N: hellos ahead);
             the client keeps waiting while N goes down.  peer_key (servers
             with --auth): the secret half of the session's peer key
+            lane_ports (servers without --auth): a lane port per GPU; a lane
+            connection starts with {op: "lane", token, dev} -> {err}
     info    {version}                -> {version, devices, server, backend}
     status  {version}                -> {version, devices, server, backend, gpus, sessions}
                                         what `rcuda smi` shows: per GPU memory used and

@@ -16,7 +16,9 @@ session's set of each, so the backend only ever sees ids that exist.
 """
 from __future__ import annotations
 
+import hmac
 import logging
+import socket as pysocket
 import threading
 import time
 from dataclasses import asdict, dataclass
@@ -24,6 +26,7 @@ from dataclasses import asdict, dataclass
 import zmq
 
 from rcuda import protocol
+from rcuda.lane import LANE_MAX_PAYLOAD, Lane, LaneClosed, set_timeouts
 from rcuda.errors import CudaError, ProtocolError, cudaError, is_sticky
 from rcuda.log import RateLimitedLog
 from rcuda.server.backends.base import ParamLayout
@@ -39,6 +42,13 @@ MAX_2D_BYTES = 1 << 40
 #: How often the GPU thread, waiting for a request, checks whether to stop.
 POLL_MS = 200
 LEGACY_STREAM = 0
+#: How long a lane message may take to arrive whole once it has begun, and
+#: how long a lane connection may take to say whose it is (seconds).
+LANE_READ_TIMEOUT = 5.0
+#: How long a request on the lane waits for the socket messages it must
+#: follow (`after`) before it fails: they were sent before it, so only a
+#: broken connection keeps them away.
+LANE_ORDER_TIMEOUT = 30.0
 
 #: Ops served even after a sticky error: ending or resetting the session, and
 #: the halves of a copy between servers (so the other side is not left waiting).
@@ -62,7 +72,7 @@ FROM_DEVICE_OPS = frozenset({"dtoh", "dtoh2d"})
 
 class DeviceService:
     def __init__(self, context: zmq.Context, backend, index: int, bind_host: str, inbox=None,
-                 peer_token: str | None = None, protect=None):
+                 peer_token: str | None = None, protect=None, lane: bool = False, spin_us: float = 300.0):
         self.backend = backend
         self.index = index
         self.socket = context.socket(zmq.ROUTER)
@@ -73,6 +83,19 @@ class DeviceService:
         if protect is not None:  # --auth: CURVE before bind (rcuda/auth.py)
             protect(self.socket)
         self.port = self.socket.bind_to_random_port(f"tcp://{bind_host}")
+        # The lane (rcuda/lane.py): a TCP listener for the client's one lane
+        # connection, offered only without --auth (it is not encrypted).
+        self._lane: Lane | None = None
+        self._lane_listener: pysocket.socket | None = None
+        self.lane_port: int | None = None
+        if lane:
+            self._lane_listener = _lane_listener(bind_host)
+            self.lane_port = self._lane_listener.getsockname()[1] if self._lane_listener else None
+        self._poller = None  # (what it watches beside the socket, zmq.Poller)
+        self._received = 0  # messages served from the session's socket connection, for lane order
+        # After answering on the lane, how long to busy-poll for the next
+        # request before sleeping (rcuda server --spin-us).
+        self._spin_seconds = spin_us / 1e6
         self.token: str | None = None
         self.closed = threading.Event()
         self._stop = threading.Event()
@@ -125,19 +148,134 @@ class DeviceService:
     def _run(self) -> None:
         try:
             while not self._stop.is_set() and not self.closed.is_set():
-                # A blocking recv (RCVTIMEO), not poll + recv: two system
-                # calls fewer per request, a tenth of a round trip here.
-                try:
-                    parts = self.socket.recv_multipart(copy=False)
-                except zmq.Again:
-                    continue
-                self._serve(parts)
+                if self._lane is None and self._lane_listener is None:
+                    self._serve_next_message()
+                else:
+                    self._serve_socket_and_lane()
         except Exception:  # a bug must end the session, not hang it
             log.exception("GPU%d service stopped", self.index)
             self.closed.set()
         finally:
             self.peer_ops.close()
             self.socket.close(linger=0)
+            self._close_lane()
+
+    def _serve_next_message(self) -> None:
+        """Serve one message from the socket, or return after POLL_MS.  A
+        blocking recv (RCVTIMEO), not poll + recv: two system calls fewer
+        per request, a tenth of a round trip here."""
+        try:
+            parts = self.socket.recv_multipart(copy=False)
+        except zmq.Again:
+            return
+        self._serve(parts)
+
+    def _serve_socket_and_lane(self) -> None:
+        """Wait for the socket and the lane (or its listener) together, and
+        serve what came."""
+        lane_side = self._lane if self._lane is not None else self._lane_listener
+        if self._poller is None or self._poller[0] is not lane_side:
+            poller = zmq.Poller()
+            poller.register(self.socket, zmq.POLLIN)
+            poller.register(lane_side.fileno(), zmq.POLLIN)
+            self._poller = (lane_side, poller)
+        ready = dict(self._poller[1].poll(POLL_MS))
+        if self.socket in ready:
+            while self.socket.getsockopt(zmq.EVENTS) & zmq.POLLIN and not self.closed.is_set():
+                self._serve(self.socket.recv_multipart(copy=False))
+        if lane_side.fileno() in ready:
+            if lane_side is self._lane_listener:
+                self._accept_lane()
+            else:
+                self._serve_lane()
+                if self._lane is not None:
+                    # A program making synchronous calls makes the next one soon:
+                    # stay awake for it a moment (rcuda/lane.py, Lane.wait_readable).
+                    self._lane.wait_readable(self._spin_seconds, also=self._socket_has_message)
+
+    def _socket_has_message(self) -> bool:
+        return bool(self.socket.getsockopt(zmq.EVENTS) & zmq.POLLIN)
+
+    # ---------------------------------------------------------- the lane
+
+    def _accept_lane(self) -> None:
+        """A lane connection: it must name this session and device first."""
+        try:
+            connection, _ = self._lane_listener.accept()
+        except OSError:
+            return
+        set_timeouts(connection, LANE_READ_TIMEOUT, LANE_READ_TIMEOUT)
+        lane = Lane(connection, max_payload=LANE_MAX_PAYLOAD)
+        try:
+            hello, _ = lane.receive()
+            token = hello.get("token")
+            if (hello.get("op") != "lane" or not isinstance(token, str) or self.token is None
+                    or not hmac.compare_digest(token.encode(), self.token.encode()) or hello.get("dev") != self.index):
+                bad_requests.warning("GPU%d: lane connection refused: wrong session token or device", self.index)
+                lane.send({"seq": None, "err": int(cudaError.cudaErrorDevicesUnavailable),
+                           "msg": "wrong session token or device"})
+                lane.close()
+                return
+            lane.send({"seq": hello.get("seq"), "err": 0})
+        except (OSError, ProtocolError) as exc:
+            bad_requests.warning("GPU%d: lane connection dropped during its hello: %s", self.index, exc)
+            lane.close()
+            return
+        self._lane = lane
+        self._lane_listener.close()  # one lane per device and session
+        self._lane_listener = None
+
+    def _serve_lane(self) -> None:
+        """Serve one request from the lane, after the socket messages sent
+        before it."""
+        lane = self._lane
+        try:
+            header_frame, payload = lane.receive_raw()
+        except LaneClosed:
+            self._close_lane()  # the client has gone, or closed its device
+            return
+        except (OSError, ProtocolError) as exc:  # a stream out of step cannot be resynchronised
+            bad_requests.warning("GPU%d: lane closed after a malformed message: %s", self.index, exc)
+            self._close_lane()
+            return
+        try:
+            header = protocol.unpack(header_frame)
+        except ProtocolError as exc:
+            bad_requests.warning("GPU%d: %s", self.index, exc)
+            self._reply(lane, {"seq": None, "err": int(cudaError.cudaErrorInvalidValue), "msg": str(exc)})
+            return
+        after = header.get("after", 0)
+        if not isinstance(after, int) or isinstance(after, bool) or after < 0:
+            self._failed(lane, header.get("seq"), header.get("op"),
+                         ProtocolError("lane request: 'after' must be a non-negative integer"), True)
+            return
+        if not self._catch_up(after):
+            if not self._stop.is_set() and not self.closed.is_set():
+                self._failed(lane, header.get("seq"), header.get("op"), CudaError(
+                    cudaError.cudaErrorDevicesUnavailable,
+                    f"{after - self._received} message(s) sent on the device socket before this request never "
+                    f"arrived"), True)
+            return
+        if header.get("op") == "open":
+            self._failed(lane, header.get("seq"), "open", ProtocolError("open must come on the device socket"),
+                         True)
+            return
+        self._handle(self._peer, header, payload, lane)
+
+    def _catch_up(self, after: int) -> bool:
+        """Serve socket messages until `after` of them have been served."""
+        deadline = time.monotonic() + LANE_ORDER_TIMEOUT
+        while self._received < after:
+            if self._stop.is_set() or self.closed.is_set() or time.monotonic() > deadline:
+                return False
+            self._serve_next_message()
+        return True
+
+    def _close_lane(self) -> None:
+        for side in (self._lane, self._lane_listener):
+            if side is not None:
+                side.close()
+        self._lane = self._lane_listener = None
 
     # -- for server/peer.py, which runs in this thread
 
@@ -155,6 +293,7 @@ class DeviceService:
             self.socket.send_multipart([self._peer, protocol.pack({"seq": None, **message})])
 
     def _serve(self, parts: list) -> None:
+        """One message from the socket."""
         if len(parts) < 2:
             return  # not even a header: nothing to answer
         peer, header_frame, payload = parts[0].bytes, parts[1], parts[2:]
@@ -163,7 +302,14 @@ class DeviceService:
         except ProtocolError as exc:
             bad_requests.warning("GPU%d: %s", self.index, exc)
             self._reply(peer, {"seq": None, "err": int(cudaError.cudaErrorInvalidValue), "msg": str(exc)})
-            return
+        else:
+            self._handle(peer, header, payload, peer)
+        if peer == self._peer:
+            self._received += 1  # the client counts what it sent; the lane's `after` refers to it
+
+    def _handle(self, peer: bytes | None, header: dict, payload: list, reply_to) -> None:
+        """Check and serve one request from `peer`; answer to `reply_to`
+        (the peer's identity on the socket, or the lane)."""
         seq = header.get("seq")
         answer = True
         try:
@@ -184,12 +330,16 @@ class DeviceService:
                 self._count(op, payload, time.perf_counter() - started)
             if op == "open":
                 self._peer = peer  # from now on, only this connection
+                if self._lane is None and self._lane_listener is not None:
+                    # The client opens its lane before its device (client/channel.py),
+                    # so none is coming: back to the plain blocking receive.
+                    self._close_lane()
         except (CudaError, ProtocolError) as exc:
-            self._failed(peer, seq, header.get("op"), exc, answer)
+            self._failed(reply_to, seq, header.get("op"), exc, answer)
             return
         except Exception as exc:  # a backend bug: report it, keep serving
             log.exception("GPU%d: %s failed", self.index, header.get("op"))
-            self._failed(peer, seq, header.get("op"),
+            self._failed(reply_to, seq, header.get("op"),
                          CudaError(cudaError.cudaErrorUnknown, f"server error: {exc}"), answer)
             return
         if not answer:
@@ -201,7 +351,7 @@ class DeviceService:
         if self._deferred is not None:  # an earlier asynchronous failure
             reply["err"], reply["msg"] = int(self._deferred.status), self._deferred.message
             self._deferred = None
-        self._reply(peer, reply, frames)
+        self._reply(reply_to, reply, frames)
 
     def _count(self, op: str, payload, seconds: float) -> None:
         usage = self.usage
@@ -216,7 +366,7 @@ class DeviceService:
         return {"index": self.index, "memory": device.memory_in_use() if device is not None else 0,
                 **asdict(self.usage)}
 
-    def _failed(self, peer: bytes, seq, op, exc, answer: bool) -> None:
+    def _failed(self, peer, seq, op, exc, answer: bool) -> None:
         status = exc.status if isinstance(exc, CudaError) else cudaError.cudaErrorInvalidValue
         if isinstance(exc, ProtocolError):
             bad_requests.warning("GPU%d: %s", self.index, exc)
@@ -230,11 +380,19 @@ class DeviceService:
             return
         self._reply(peer, {"seq": seq, "err": int(status), "msg": str(exc)})
 
-    def _reply(self, peer: bytes, reply: dict, frames=()) -> None:
+    def _reply(self, peer, reply: dict, frames=()) -> None:
+        """Answer on the socket (`peer`: the identity), or on the lane."""
         self._collect_output()
         if self._output:
             reply["out"] = "".join(self._output)
             self._output.clear()
+        if isinstance(peer, Lane):
+            try:
+                peer.send(reply, frames)  # returns once the kernel holds the bytes: frames are free again
+            except OSError as exc:
+                log.warning("GPU%d: the lane broke while answering: %s", self.index, exc)
+                self._close_lane()
+            return
         if not frames:
             self.socket.send_multipart([peer, protocol.pack(reply)])
             return
@@ -496,6 +654,19 @@ class DeviceService:
                 log.exception("GPU%d: error while freeing the session's memory", self.index)
 
 
+
+
+def _lane_listener(bind_host: str) -> pysocket.socket | None:
+    """A TCP listener on the socket's interface (ZeroMQ's "*": all of them),
+    or None if there cannot be one: then calls take the ZeroMQ socket."""
+    host = bind_host.strip("[]")
+    host = "" if host == "*" else host
+    family = pysocket.AF_INET6 if ":" in host else pysocket.AF_INET
+    try:
+        return pysocket.create_server((host, 0), family=family, backlog=4)
+    except OSError as exc:
+        log.warning("no lane on %s (synchronous calls take the ZeroMQ socket): %s", bind_host, exc)
+        return None
 
 
 def _non_negative(header: dict, field: str) -> int:

@@ -58,7 +58,9 @@ class SessionWorker:
         inbox = Inbox(buffer_limit(config.get("memory_limit"), config.get("peer_buffer")))
         self.peer_receiver = PeerReceiver(self.context, host, inbox, protect=protect)
         self.services = [DeviceService(self.context, self.backend, i, host, inbox=self.peer_receiver.inbox,
-                                       peer_token=self.peer_receiver.token, protect=protect) for i in range(count)]
+                                       peer_token=self.peer_receiver.token, protect=protect,
+                                       lane=self.auth is None, spin_us=config.get("spin_us", 300.0))
+                         for i in range(count)]
         for service in self.services:
             service.peer_ops.require_curve = self.auth is not None
         self.control = self.context.socket(zmq.ROUTER)
@@ -86,6 +88,8 @@ class SessionWorker:
         description = {"ports": [s.port for s in self.services], "control_port": self.control_port,
                        "devices": devices, "backend": self.backend.name,
                        "peer_port": self.peer_receiver.port, "peer_token": self.peer_receiver.token}
+        if all(s.lane_port is not None for s in self.services):  # no --auth: synchronous calls may take lanes
+            description["lane_ports"] = [s.lane_port for s in self.services]
         if self.peer_key is not None:
             description["peer_key"] = self.peer_key[1].decode()  # the secret half, for the client
         return description

@@ -218,6 +218,7 @@ def test_every_worker_socket_refuses_strangers(auth_server, keys):
     session = KeyedSession(auth_server.address, mine)
     hello = session.hello
     assert hello.get("peer_key") and len(hello["peer_key"]) == 40
+    assert hello.get("lane_ports") is None  # the lane (rcuda/lane.py) has no encryption: none beside CURVE
     stranger_pair = auth.load_key_pair(keys.stranger_secret)
     stranger = auth.Curve(*stranger_pair, mine.server)
     messages = {

@@ -3,8 +3,10 @@
 The headline figure is `forwarded`: an unmodified CUDA program
 (cuda/latency.cu) timing its own cudaMemGetInfo calls, each a round trip
 through the interposer, the embedded client and an rcuda sim server over
-loopback TCP.  In the same run, in interleaved rounds (these machines are
-shared and noisy), with the same message sizes:
+loopback TCP, on the device's lane (rcuda/lane.py).  `forwarded_socket` is
+the same program with the lane off (RCUDA_LANE=0): every call through
+ZeroMQ.  In the same run, in interleaved rounds (these machines are shared
+and noisy), with the same message sizes:
 
     raw_tcp        a raw TCP socket ping-pong between two Python processes
     pyzmq_tcp      a bare pyzmq DEALER/ROUTER ping-pong between two processes
@@ -12,16 +14,20 @@ shared and noisy), with the same message sizes:
 
 and, to locate rcuda's own costs, a ladder of the layers in between:
 
-    channel        rcuda's DeviceChannel (forwarding thread, eventfd hand-off,
-                   msgpack) against a minimal ROUTER peer that decodes and
-                   answers in msgpack
+    channel        rcuda's DeviceChannel over ZeroMQ alone (no lane) against
+                   a minimal ROUTER peer that decodes and answers in msgpack
     python_client  rcuda's client runtime called from Python (no C, no cffi)
-                   against a real rcuda sim server
+                   against a real rcuda sim server, on the lane
 
 so that forwarded - python_client is the C/cffi entry, python_client -
-channel the server, channel - pyzmq_tcp the client's hand-off and msgpack.
-`local_call` times cudaGetDevice through rcuda, a call that never leaves
-the process: what entering the client from C costs by itself.
+raw_tcp the client's and server's Python on the lane, channel - pyzmq_tcp
+the channel's own cost over ZeroMQ.  `local_call` times cudaGetDevice
+through rcuda, a call that never leaves the process: what entering the
+client from C costs by itself.
+
+Both ends of a lane busy-poll for a moment before they sleep (--spin-us,
+RCUDA_SPIN_US): the CPU time per call (`cpu_us_per_call`) shows what that
+costs.
 """
 from __future__ import annotations
 
@@ -43,10 +49,11 @@ NAME = "latency"
 TITLE = "Synchronous call latency"
 
 LABELS = {
-    "forwarded": "CUDA program via rcuda (cudaMemGetInfo, sim server, tcp)",
+    "forwarded": "CUDA program via rcuda (cudaMemGetInfo, sim server, tcp lane)",
+    "forwarded_socket": "the same, lane off (RCUDA_LANE=0): through ZeroMQ",
     "local_call": "CUDA program via rcuda, cudaGetDevice (no message)",
-    "python_client": "rcuda client from Python (no C entry) -> sim server",
-    "channel": "rcuda DeviceChannel -> minimal msgpack ROUTER peer",
+    "python_client": "rcuda client from Python (no C entry) -> sim server, lane",
+    "channel": "rcuda DeviceChannel over ZeroMQ -> minimal msgpack ROUTER peer",
     "pyzmq_tcp": "bare pyzmq DEALER/ROUTER, tcp",
     "pyzmq_ipc": "bare pyzmq DEALER/ROUTER, ipc",
     "raw_tcp": "raw TCP socket ping-pong (Python)",
@@ -119,9 +126,9 @@ def time_calls(call, n: int, warmup: int) -> np.ndarray:
 
 
 def time_forwarded(binary: Path, server: str, n: int, warmup_ms: int, scratch: Path,
-                   call: str = "meminfo") -> np.ndarray:
+                   call: str = "meminfo", env: dict | None = None) -> np.ndarray:
     out = scratch / "latency.bin"
-    common.run_program([binary, n, warmup_ms, out, call], env=common.rcuda_environment(server))
+    common.run_program([binary, n, warmup_ms, out, call], env=common.rcuda_environment(server, env))
     samples = np.fromfile(out, dtype=np.int64)
     if samples.size != n:
         raise common.BenchmarkError(f"latency program wrote {samples.size} samples, expected {n}")
@@ -209,9 +216,9 @@ def run(ctx: Context) -> dict:
             device = runtime.device(0)
             server.wait_idle()  # our hello made the daemon start a spare worker
 
-            def forwarded():
+            def forwarded(env=None):
                 server.wait_idle()  # the previous program's session did the same
-                return time_forwarded(binary, server.address, n, params["warmup_ms"], scratch)
+                return time_forwarded(binary, server.address, n, params["warmup_ms"], scratch, env=env)
 
             def forwarded_cpu():
                 """The program's CPU time in two runs without warm-up, of n/10
@@ -232,6 +239,7 @@ def run(ctx: Context) -> dict:
 
             measures = {
                 "forwarded": forwarded,
+                "forwarded_socket": lambda: forwarded({"RCUDA_LANE": "0"}),
                 "local_call": lambda: time_forwarded(binary, server.address, n, 0, scratch, "getdevice"),
                 "python_client": lambda: with_cpu("python_client", server,
                                                   lambda: time_calls(device.mem_info, n, warmup)),
@@ -317,6 +325,8 @@ def ratios_and_goals(v: dict) -> dict:
     ratios = {
         "forwarded_p50_over_pyzmq_p50": ratio("forwarded", "pyzmq_tcp"),
         "forwarded_p50_over_raw_tcp_p50": ratio("forwarded", "raw_tcp"),
+        "lane_off_p50_over_lane_p50": ratio("forwarded_socket", "forwarded"),
+        "lane_off_p50_over_pyzmq_p50": ratio("forwarded_socket", "pyzmq_tcp"),
         "pyzmq_p50_over_raw_tcp_p50": ratio("pyzmq_tcp", "raw_tcp"),
         "pyzmq_ipc_p50_over_pyzmq_tcp_p50": ratio("pyzmq_ipc", "pyzmq_tcp"),
         "forwarded_p99_over_forwarded_p50": round(forwarded["p99"] / forwarded["p50"], 3),
@@ -325,9 +335,10 @@ def ratios_and_goals(v: dict) -> dict:
     ladder = {
         "c_entry_alone_cudaGetDevice": best["local_call"],
         "zeromq_over_raw_tcp": best["pyzmq_tcp"] - best["raw_tcp"],
-        "client_channel_and_msgpack_over_bare_pyzmq": best["channel"] - best["pyzmq_tcp"],
-        "rcuda_server_over_minimal_peer": best["python_client"] - best["channel"],
+        "channel_over_bare_pyzmq": best["channel"] - best["pyzmq_tcp"],
+        "lane_client_and_server_over_raw_tcp": best["python_client"] - best["raw_tcp"],
         "c_program_over_python_client": best["forwarded"] - best["python_client"],
+        "zeromq_socket_over_lane": best["forwarded_socket"] - best["forwarded"],
     }
     return {
         "ratios": ratios,
@@ -357,6 +368,7 @@ def headline(result: dict) -> list[str]:
             f"best-round medians (us): {result['best_round_median_us']}",
             f"forwarded/pyzmq p50 {fz['best_rounds']:.2f} best rounds, {fz['paired_median']:.2f} paired median "
             f"(goal <= 1.2); p99/p50 {r['forwarded_p99_over_forwarded_p50']:.2f} (goal <= 3); "
-            f"forwarded/raw TCP {ft['best_rounds']:.2f}",
+            f"forwarded/raw TCP {ft['best_rounds']:.2f}; lane off/on "
+            f"{r['lane_off_p50_over_lane_p50']['best_rounds']:.2f}",
             f"CPU us per call (client, far side): {result['cpu_us_per_call'] or 'not measured in quick mode'}",
             f"pipe round trip between two processes (us): {result['pipe_round_trip_us']}"]

@@ -1,0 +1,198 @@
+"""The lane: a plain TCP connection beside a device's ZeroMQ socket, for
+synchronous calls.
+
+A round trip through ZeroMQ crosses four threads (the caller, ZeroMQ's I/O
+thread on each side, the server's GPU thread); on a small machine each
+hand-off costs tens of microseconds, so a bare pyzmq ping-pong takes ~15x a
+raw TCP one (benchmarks/README.md).  A synchronous call does not need
+ZeroMQ's queueing: its caller waits anyway.  So each device may also have a
+lane, on which the waiting caller itself sends its request and reads the
+reply, and the GPU thread itself reads and answers, with no thread in
+between.  Everything else (asynchronous work, copy trains, notices) stays
+on the ZeroMQ socket.
+
+Order is kept by counting: a request on the lane carries `after`, the number
+of messages the client had sent on the ZeroMQ socket before it, and the
+server serves that many from the socket before the request
+(server/device_service.py).
+
+The lane is offered only where the ZeroMQ socket is not CURVE-protected
+(servers run without --auth), since it carries no encryption of its own; the
+connection proves it belongs to the session with the session's token.
+
+Framing: a message is the same multipart as on the ZeroMQ socket, header
+and payload frames:
+
+    u32 header length, u32 number of payload frames,
+    u64 length of each payload frame,
+    header bytes (msgpack), payload bytes.
+"""
+from __future__ import annotations
+
+import os
+import socket
+import struct
+import time
+
+from rcuda import protocol
+from rcuda.errors import ProtocolError
+
+PREFIX = struct.Struct("<II")
+FRAME_LENGTH = struct.Struct("<Q")
+#: Limits on what a server accepts on a lane (a request's frames are at most
+#: the client's LANE_MAX_PAYLOAD; larger work goes on the ZeroMQ socket).
+MAX_HEADER = 1 << 20
+MAX_FRAMES = 64
+#: What a client sends on the lane at most (bytes of payload frames); larger
+#: requests go on the ZeroMQ socket, which pipelines them.
+LANE_MAX_PAYLOAD = 1 << 20
+#: First read of a message: most replies and requests fit.
+FIRST_READ = 4096
+MSG_PEEK_NOWAIT = socket.MSG_PEEK | socket.MSG_DONTWAIT
+
+
+def set_timeouts(sock: socket.socket, receive_seconds: float, send_seconds: float) -> None:
+    """Blocking, with timeouts kept by the kernel (SO_RCVTIMEO, SO_SNDTIMEO):
+    Python's own socket timeouts poll() before every read and write, a
+    system call more each time and, worse, a sleep where Lane.wait_readable
+    means to spin.  A timed-out read raises BlockingIOError."""
+    sock.settimeout(None)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, _timeval(receive_seconds))
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, _timeval(send_seconds))
+
+
+def _timeval(seconds: float) -> bytes:
+    whole = int(seconds)
+    return struct.pack("ll", whole, int((seconds - whole) * 1e6))
+
+
+class LaneFrame:
+    """A payload frame read from a lane: like a zmq.Frame, it has `.buffer`."""
+
+    __slots__ = ("buffer",)
+
+    def __init__(self, buffer: memoryview):
+        self.buffer = buffer
+
+
+class LaneClosed(ConnectionError):
+    """The other side closed the lane (or it broke)."""
+
+
+class Lane:
+    """One side of a lane: whole messages in, whole messages out.
+
+    Not thread-safe: one thread uses it at a time (the client holds a lock,
+    the server uses it from the GPU thread only)."""
+
+    def __init__(self, sock: socket.socket, max_payload: int | None = None):
+        self.sock = sock
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.max_payload = max_payload  # None: trust the other side (a client reading its server)
+        self._left = b""  # bytes read past the end of the last message
+        self._peek = bytearray(1)
+
+    def fileno(self) -> int:
+        return self.sock.fileno()
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def send(self, header: dict, frames=()) -> None:
+        """One message, in one system call when the kernel takes it all."""
+        head = protocol.pack(header)
+        views = [memoryview(getattr(f, "buffer", f)).cast("B") for f in frames]
+        parts = [PREFIX.pack(len(head), len(views)), *(FRAME_LENGTH.pack(len(v)) for v in views), head, *views]
+        total = sum(len(p) for p in parts)
+        sent = self.sock.sendmsg(parts)
+        if sent < total:  # a full socket buffer: send the rest in order
+            self.sock.sendall(b"".join(bytes(p) for p in parts)[sent:])
+
+    def receive(self) -> tuple[dict, list[LaneFrame]]:
+        """The next message: (header, payload frames); see `receive_raw`."""
+        header, frames = self.receive_raw()
+        return protocol.unpack(header), frames
+
+    def wait_readable(self, spin_seconds: float, also=None) -> bool:
+        """Busy-poll for up to `spin_seconds` until bytes are there to read
+        (or `also()` is true); whether they are.
+
+        Sleeping in recv and being woken costs a scheduler wake-up, which on
+        some machines (virtual ones especially) is tens of microseconds when
+        the other side runs on another CPU: more than the rest of a round
+        trip.  A short spin catches a quick answer awake; sched_yield lets
+        the other side run first when it shares our CPU."""
+        deadline = time.perf_counter() + spin_seconds
+        while True:
+            if self.readable():
+                return True
+            if (also is not None and also()) or time.perf_counter() > deadline:
+                return False
+            os.sched_yield()
+
+    def readable(self) -> bool:
+        """Whether a read would not block (bytes, or the end of the stream)."""
+        if self._left:
+            return True
+        try:
+            self.sock.recv_into(self._peek, 1, MSG_PEEK_NOWAIT)
+            return True
+        except (BlockingIOError, InterruptedError):
+            return False
+        except OSError:
+            return True  # broken: the read will say so
+
+    def receive_raw(self) -> tuple[memoryview, list[LaneFrame]]:
+        """The next message, its header undecoded.  Raises LaneClosed when
+        the other side is gone, ProtocolError for a malformed message, and
+        the socket's timeout (BlockingIOError, TimeoutError) when nothing
+        more has come; then what was read is kept, and it may be called again."""
+        data = self._left
+        if len(data) < PREFIX.size:
+            data = self._read_more(data, PREFIX.size)
+        header_size, count = PREFIX.unpack_from(data)
+        if header_size > MAX_HEADER or count > MAX_FRAMES:
+            raise ProtocolError(f"lane message of {header_size} header bytes and {count} frames is too large")
+        lengths_end = PREFIX.size + FRAME_LENGTH.size * count
+        if len(data) < lengths_end:
+            data = self._read_more(data, lengths_end)
+        lengths = [FRAME_LENGTH.unpack_from(data, PREFIX.size + FRAME_LENGTH.size * i)[0] for i in range(count)]
+        payload = sum(lengths)
+        if self.max_payload is not None and payload > self.max_payload:
+            raise ProtocolError(f"lane message with {payload} payload bytes (at most {self.max_payload})")
+        end = lengths_end + header_size + payload
+        if len(data) < end:
+            data = self._read_more(data, end)
+        view = memoryview(data)
+        self._left = bytes(view[end:]) if len(data) > end else b""
+        header = view[lengths_end:lengths_end + header_size]
+        frames, offset = [], lengths_end + header_size
+        for length in lengths:
+            frames.append(LaneFrame(view[offset:offset + length]))
+            offset += length
+        return header, frames
+
+    def _read_more(self, data, needed: int) -> bytearray:
+        """`data` and what follows it on the socket, at least `needed` bytes
+        in all.  What was read is kept (in `_left`) if the wait times out."""
+        buffer = bytearray(max(needed, FIRST_READ))
+        buffer[:len(data)] = data
+        have = len(data)
+        view = memoryview(buffer)
+        try:
+            while have < needed:
+                got = self.sock.recv_into(view[have:])
+                if got == 0:
+                    raise LaneClosed("the lane was closed by the other side")
+                have += got
+        except (BlockingIOError, TimeoutError, InterruptedError):
+            self._left = bytes(view[:have])
+            raise
+        except OSError as exc:
+            if isinstance(exc, LaneClosed):
+                raise
+            raise LaneClosed(f"the lane broke: {exc}") from None
+        finally:
+            view.release()
+        del buffer[have:]
+        return buffer
