@@ -239,12 +239,7 @@ class DeviceChannel:
 
     def finish_call(self, pending: Pending, op: str) -> tuple[dict, list]:
         while not pending.wait(WAIT_SLICE):
-            if self._failure:
-                raise self._failed_call(op)
-            silent_for = time.monotonic() - self._liveness()
-            if silent_for > self.timeout:
-                raise ServerTimeout(f"{op} on {self.label}: no reply and no heartbeat for "
-                                    f"{silent_for:.1f}s (RCUDA_TIMEOUT={self.timeout:g}s)")
+            self._check_server_alive(op)
         if pending.error:
             raise self._failed_call(op) if pending.error is self._failure else pending.error
         return pending.header, pending.frames
@@ -288,9 +283,8 @@ class DeviceChannel:
                     # Somebody else awaits a reply: leave none unread, so that
                     # the socket's fd signals the next one to the forwarding thread.
                     self._receive_replies()
-        except zmq.ZMQError as exc:  # as in the forwarding thread: the device is unusable, not the program
-            log.exception("socket of %s failed", self.label)
-            self.fail(TransportError(f"socket of {self.label} failed: {exc}"))
+        except zmq.ZMQError as exc:
+            self._socket_failed(exc)
         finally:
             self._socket_lock.release()
         if self._pending:
@@ -345,9 +339,8 @@ class DeviceChannel:
             if self._outbox:
                 try:
                     self._send_outbox()
-                except zmq.ZMQError as exc:  # as in the forwarding thread: the device is unusable
-                    log.exception("socket of %s failed", self.label)
-                    self.fail(TransportError(f"socket of {self.label} failed: {exc}"))
+                except zmq.ZMQError as exc:
+                    self._socket_failed(exc)
                     raise self._failed_call(op) from None
                 if self.on_notice is not None:
                     self._receive_replies()  # sending may have taken the fd's signal of a notice
@@ -377,12 +370,18 @@ class DeviceChannel:
             try:
                 return lane.receive()
             except (BlockingIOError, TimeoutError):  # SO_RCVTIMEO: a WAIT_SLICE without the reply
-                if self._failure:
-                    raise self._failed_call(op) from None
-                silent_for = time.monotonic() - self._liveness()
-                if silent_for > self.timeout:
-                    raise ServerTimeout(f"{op} on {self.label}: no reply and no heartbeat for "
-                                        f"{silent_for:.1f}s (RCUDA_TIMEOUT={self.timeout:g}s)") from None
+                pass
+            self._check_server_alive(op)
+
+    def _check_server_alive(self, op: str) -> None:
+        """Between slices of a wait for `op`'s reply: fail if the device
+        failed, or if the server has been silent for longer than `timeout`."""
+        if self._failure:
+            raise self._failed_call(op)
+        silent_for = time.monotonic() - self._liveness()
+        if silent_for > self.timeout:
+            raise ServerTimeout(f"{op} on {self.label}: no reply and no heartbeat for "
+                                f"{silent_for:.1f}s (RCUDA_TIMEOUT={self.timeout:g}s)")
 
     def _drop_lane(self) -> None:
         lane, self._lane = self._lane, None
@@ -394,6 +393,11 @@ class DeviceChannel:
         return self._lane is not None
 
     # ---------------------------------------------------------- the socket
+
+    def _socket_failed(self, exc: zmq.ZMQError) -> None:
+        """As in the forwarding thread: the device is unusable, not the program."""
+        log.exception("socket of %s failed", self.label)
+        self.fail(TransportError(f"socket of {self.label} failed: {exc}"))
 
     def _take_socket(self) -> bool:
         """The socket lock, if nobody holds it and the channel is not closing."""
@@ -437,8 +441,7 @@ class DeviceChannel:
     def close(self) -> None:
         self._closing = True
         # wake(), which tolerates a closed eventfd: one CI run found it closed
-        # here after every call had succeeded (not reproduced since; see the
-        # closing note of the lanes work).
+        # here after every call had succeeded (cause unknown, not reproduced).
         self.wake()
         self._thread.join(timeout=self.timeout)
         with self._lane_lock:

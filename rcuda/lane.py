@@ -188,9 +188,9 @@ class Lane:
         except (BlockingIOError, TimeoutError, InterruptedError):
             self._left = bytes(view[:have])
             raise
+        except LaneClosed:
+            raise
         except OSError as exc:
-            if isinstance(exc, LaneClosed):
-                raise
             raise LaneClosed(f"the lane broke: {exc}") from None
         finally:
             view.release()

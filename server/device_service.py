@@ -241,8 +241,7 @@ class DeviceService:
         try:
             header = protocol.unpack(header_frame)
         except ProtocolError as exc:
-            bad_requests.warning("GPU%d: %s", self.index, exc)
-            self._reply(lane, {"seq": None, "err": int(cudaError.cudaErrorInvalidValue), "msg": str(exc)})
+            self._undecodable(lane, exc)
             return
         after = header.get("after", 0)
         if not isinstance(after, int) or isinstance(after, bool) or after < 0:
@@ -300,12 +299,16 @@ class DeviceService:
         try:
             header = protocol.unpack(header_frame.buffer)
         except ProtocolError as exc:
-            bad_requests.warning("GPU%d: %s", self.index, exc)
-            self._reply(peer, {"seq": None, "err": int(cudaError.cudaErrorInvalidValue), "msg": str(exc)})
+            self._undecodable(peer, exc)
         else:
             self._handle(peer, header, payload, peer)
         if peer == self._peer:
             self._received += 1  # the client counts what it sent; the lane's `after` refers to it
+
+    def _undecodable(self, reply_to, exc: ProtocolError) -> None:
+        """A header that is not msgpack: answered without a seq (there is none to echo)."""
+        bad_requests.warning("GPU%d: %s", self.index, exc)
+        self._reply(reply_to, {"seq": None, "err": int(cudaError.cudaErrorInvalidValue), "msg": str(exc)})
 
     def _handle(self, peer: bytes | None, header: dict, payload: list, reply_to) -> None:
         """Check and serve one request from `peer`; answer to `reply_to`
