@@ -208,7 +208,8 @@ def memcpy(dst: int, src: int, count: int, kind: int, stream=None, asynchronous:
             device.post_with_callback("dtoh", lambda reply, frames: _write_host(dst, frames),
                                       src=src, size=count, stream=stream_id)
         else:  # into pageable memory CUDA returns only once the copy is complete
-            device.copy_from_device(src, count, stream_id, write=lambda offset, frames: _write_host(dst + offset, frames))
+            device.copy_from_device(src, count, stream_id, into=_host_view(dst, count),
+                                    write=lambda offset, frames: _write_host(dst + offset, frames))
     else:
         dst_device = _device_of(dst, count, "destination")
         src_device = _device_of(src, count, "source")

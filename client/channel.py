@@ -293,6 +293,21 @@ class DeviceChannel:
             self.wake()
         return self.finish_call(pending, op)
 
+    def call_streamed(self, header: dict, frames=(), into=None) -> tuple[dict, list] | None:
+        """A synchronous copy on the lane, whatever its size: the payload
+        goes out from where it is, and a reply's payload of exactly
+        len(into) bytes lands in `into` (writable bytes; the frames returned
+        are then empty).  None when the lane is not free: the caller takes
+        the socket's pipelined path."""
+        if self._failure:
+            raise self._failed_call(header["op"])
+        if self._lane is None or not self._lane_lock.acquire(blocking=False):
+            return None
+        try:
+            return self._call_on_lane(header, frames, into)
+        finally:
+            self._lane_lock.release()
+
     # ---------------------------------------------------------- the lane
 
     def _open_lane(self, address: tuple[str, int], hello: dict) -> Lane | None:
@@ -320,7 +335,7 @@ class DeviceChannel:
         set_timeouts(sock, WAIT_SLICE, self.timeout)  # a wait comes back every WAIT_SLICE to check liveness
         return lane
 
-    def _call_on_lane(self, header: dict, frames) -> tuple[dict, list] | None:
+    def _call_on_lane(self, header: dict, frames, into=None) -> tuple[dict, list] | None:
         """A synchronous call on the lane (under _lane_lock), or None if it
         must take the socket: replies are awaited there, or a gate holds
         the outbox.  What is queued goes out on the socket first."""
@@ -347,7 +362,7 @@ class DeviceChannel:
             header["after"] = self._sent
         try:
             lane.send(header, frames)
-            reply, payload = self._await_lane(lane, op)
+            reply, payload = self._await_lane(lane, op, into)
         except (OSError, ProtocolError) as exc:  # the request may or may not have been served: no retry
             self._drop_lane()
             if not self._failure:
@@ -364,14 +379,24 @@ class DeviceChannel:
         self.lane_calls += 1
         return reply, payload
 
-    def _await_lane(self, lane: Lane, op: str) -> tuple[dict, list]:
+    def _await_lane(self, lane: Lane, op: str, into=None) -> tuple[dict, list]:
         lane.wait_readable(self._lane_spin)
         while True:
             try:
-                return lane.receive()
+                head, lengths = lane.receive_head()
+                break
             except (BlockingIOError, TimeoutError):  # SO_RCVTIMEO: a WAIT_SLICE without the reply
                 pass
             self._check_server_alive(op)
+
+        def still_coming():
+            self._check_server_alive(op)
+
+        reply = protocol.unpack(head)
+        if into is not None and len(lengths) == 1 and lengths[0] == memoryview(into).nbytes:
+            lane.read_into(into, still_coming)
+            return reply, []
+        return reply, lane.read_frames(lengths, still_coming)
 
     def _check_server_alive(self, op: str) -> None:
         """Between slices of a wait for `op`'s reply: fail if the device

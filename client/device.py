@@ -15,6 +15,7 @@ import time
 
 from rcuda import protocol
 from rcuda.errors import CudaError, cudaError, is_sticky
+from rcuda.lane import LaneFrame
 
 log = logging.getLogger(__name__)
 trace = logging.getLogger("rcuda.trace")  # RCUDA_LOG=debug: every forwarded message
@@ -184,12 +185,34 @@ class RemoteDevice:
     def free(self, ptr: int) -> None:
         self.request("free", ptr=ptr)
 
-    # Large copies travel as a train of messages of PIPELINE_PIECE bytes: the
-    # server copies one piece while the next is on the wire, and the client
-    # copies one reply while the next arrives.  Only the last is waited for;
-    # the socket keeps them in order.
+    # A synchronous copy takes the lane when it is free: one message, the
+    # bytes read where they belong at the other end, as a raw socket would.
+    # Otherwise it travels on the ZeroMQ socket as a train of messages of
+    # PIPELINE_PIECE bytes: the server copies one piece while the next is on
+    # the wire, and the client copies one reply while the next arrives.  Only
+    # the last is waited for; the socket keeps them in order.
+
+    def _copy_on_lane(self, op: str, frames=(), into=None, **fields) -> bool:
+        """`request` on the lane (see DeviceChannel.call_streamed); False
+        when the lane is not free."""
+        self._check_usable(op)
+        fields["op"] = op
+        started = time.perf_counter()
+        answered = self.channel.call_streamed(fields, frames, into)
+        if answered is None:
+            return False
+        reply, payload = answered
+        landed = [LaneFrame(memoryview(into))] if into is not None and not payload and not reply.get("err") else []
+        self._account(op, fields, frames, payload or landed, time.perf_counter() - started)
+        self._check_reply(op, reply)
+        self.raise_deferred(op)
+        if into is not None and payload:  # not the bytes asked for
+            _check_length(payload, memoryview(into).nbytes, self.label)
+        return True
 
     def copy_to_device(self, dst: int, data: memoryview, stream: int = 0) -> None:
+        if self._copy_on_lane("htod", [data], dst=dst, size=len(data), stream=stream):
+            return
         pieces = _pieces(len(data))
         for offset, size in pieces[:-1]:
             self.post("htod", [data[offset:offset + size]], dst=dst + offset, size=size, stream=stream)
@@ -197,9 +220,13 @@ class RemoteDevice:
         self.request("htod", protocol.chunks(data[offset:offset + size]), dst=dst + offset, size=size,
                      stream=stream)
 
-    def copy_from_device(self, src: int, size: int, stream: int = 0, write=None) -> list:
+    def copy_from_device(self, src: int, size: int, stream: int = 0, write=None, into=None) -> list:
         """The bytes, as payload frames (each has .buffer); or, with
-        `write(offset, frames)`, handed over piece by piece as they arrive."""
+        `write(offset, frames)`, handed over piece by piece as they arrive;
+        on the lane, with `into` (writable, `size` bytes: the destination),
+        read straight into it."""
+        if into is not None and self._copy_on_lane("dtoh", into=into, src=src, size=size, stream=stream):
+            return []
         if write is None:
             _, frames = self.request("dtoh", src=src, size=size, stream=stream)
             _check_length(frames, size, self.label)

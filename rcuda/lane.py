@@ -74,9 +74,38 @@ class LaneFrame:
     def __init__(self, buffer: memoryview):
         self.buffer = buffer
 
+    def __len__(self) -> int:
+        return len(self.buffer)
+
 
 class LaneClosed(ConnectionError):
     """The other side closed the lane (or it broke)."""
+
+
+class UnreadFrame:
+    """A payload frame still in the lane, `len()` bytes long: whoever serves
+    the request reads it where it belongs (`read_into`), a piece at a time
+    if it likes; what nobody read is dropped afterwards (`drop_rest`)."""
+
+    __slots__ = ("lane", "size", "left", "on_idle")
+
+    def __init__(self, lane: "Lane", size: int, on_idle):
+        self.lane, self.size, self.left, self.on_idle = lane, size, size, on_idle
+
+    def __len__(self) -> int:
+        return self.size
+
+    def read_into(self, target) -> None:
+        """The next len(target) bytes of the frame."""
+        count = memoryview(target).nbytes
+        if count > self.left:
+            raise ValueError(f"{count} bytes asked of a frame with {self.left} left")
+        self.lane.read_into(target, self.on_idle)
+        self.left -= count
+
+    def drop_rest(self) -> None:
+        self.lane.skip(self.left, self.on_idle)
+        self.left = 0
 
 
 class Lane:
@@ -99,14 +128,19 @@ class Lane:
         self.sock.close()
 
     def send(self, header: dict, frames=()) -> None:
-        """One message, in one system call when the kernel takes it all."""
+        """One message, in one system call when the kernel takes it all.
+        Frames go out from where they are (a copy's payload is never copied
+        here), however large."""
         head = protocol.pack(header)
         views = [memoryview(getattr(f, "buffer", f)).cast("B") for f in frames]
         parts = [PREFIX.pack(len(head), len(views)), *(FRAME_LENGTH.pack(len(v)) for v in views), head, *views]
-        total = sum(len(p) for p in parts)
-        sent = self.sock.sendmsg(parts)
-        if sent < total:  # a full socket buffer: send the rest in order
-            self.sock.sendall(b"".join(bytes(p) for p in parts)[sent:])
+        parts = [memoryview(p) for p in parts if len(p)]
+        while parts:
+            sent = self.sock.sendmsg(parts)  # partial when the kernel's buffer filled up
+            while parts and sent >= len(parts[0]):
+                sent -= len(parts.pop(0))
+            if sent:
+                parts[0] = parts[0][sent:]
 
     def receive(self) -> tuple[dict, list[LaneFrame]]:
         """The next message: (header, payload frames); see `receive_raw`."""
@@ -147,16 +181,7 @@ class Lane:
         the other side is gone, ProtocolError for a malformed message, and
         the socket's timeout (BlockingIOError, TimeoutError) when nothing
         more has come; then what was read is kept, and it may be called again."""
-        data = self._left
-        if len(data) < PREFIX.size:
-            data = self._read_more(data, PREFIX.size)
-        header_size, count = PREFIX.unpack_from(data)
-        if header_size > MAX_HEADER or count > MAX_FRAMES:
-            raise ProtocolError(f"lane message of {header_size} header bytes and {count} frames is too large")
-        lengths_end = PREFIX.size + FRAME_LENGTH.size * count
-        if len(data) < lengths_end:
-            data = self._read_more(data, lengths_end)
-        lengths = [FRAME_LENGTH.unpack_from(data, PREFIX.size + FRAME_LENGTH.size * i)[0] for i in range(count)]
+        data, lengths, lengths_end, header_size = self._read_head()
         payload = sum(lengths)
         if self.max_payload is not None and payload > self.max_payload:
             raise ProtocolError(f"lane message with {payload} payload bytes (at most {self.max_payload})")
@@ -171,6 +196,73 @@ class Lane:
             frames.append(LaneFrame(view[offset:offset + length]))
             offset += length
         return header, frames
+
+    # A copy's payload is read where it belongs (device memory on a sim
+    # server, the program's buffer on a client) instead of into a message
+    # buffer first: receive_head, then read_into or skip.
+
+    def receive_head(self) -> tuple[bytes, list[int]]:
+        """The next message's header (undecoded) and the lengths of its
+        payload frames, which are left to read.  Timeouts as receive_raw."""
+        data, lengths, lengths_end, header_size = self._read_head()
+        end = lengths_end + header_size
+        if len(data) < end:
+            data = self._read_more(data, end)
+        self._left = bytes(data[end:])
+        return bytes(data[lengths_end:end]), lengths
+
+    def read_into(self, target, on_idle) -> None:
+        """Fill `target` (writable bytes) from the stream.  `on_idle()` runs
+        whenever a socket timeout passes without a byte; it raises to give up."""
+        view = memoryview(target).cast("B")
+        have = min(len(self._left), len(view))
+        view[:have] = self._left[:have]
+        self._left = self._left[have:]
+        while have < len(view):
+            try:
+                got = self.sock.recv_into(view[have:])
+            except (BlockingIOError, TimeoutError):
+                on_idle()
+                continue
+            except OSError as exc:
+                raise LaneClosed(f"the lane broke: {exc}") from None
+            if got == 0:
+                raise LaneClosed("the lane was closed by the other side")
+            have += got
+
+    def skip(self, count: int, on_idle) -> None:
+        """Read and drop `count` bytes: a payload nobody wants (its request
+        was refused) must still leave the stream, or the next message is lost."""
+        scratch = bytearray(min(count, 1 << 20))
+        while count:
+            piece = min(count, len(scratch))
+            self.read_into(memoryview(scratch)[:piece], on_idle)
+            count -= piece
+
+    def read_frames(self, lengths: list[int], on_idle) -> list[LaneFrame]:
+        """Payload frames of these lengths, read into one new buffer."""
+        buffer = memoryview(bytearray(sum(lengths)))
+        self.read_into(buffer, on_idle)
+        frames, offset = [], 0
+        for length in lengths:
+            frames.append(LaneFrame(buffer[offset:offset + length]))
+            offset += length
+        return frames
+
+    def _read_head(self):
+        """The prefix and frame lengths of the next message: (bytes read so
+        far, lengths, where the header starts, header size)."""
+        data = self._left
+        if len(data) < PREFIX.size:
+            data = self._read_more(data, PREFIX.size)
+        header_size, count = PREFIX.unpack_from(data)
+        if header_size > MAX_HEADER or count > MAX_FRAMES:
+            raise ProtocolError(f"lane message of {header_size} header bytes and {count} frames is too large")
+        lengths_end = PREFIX.size + FRAME_LENGTH.size * count
+        if len(data) < lengths_end:
+            data = self._read_more(data, lengths_end)
+        lengths = [FRAME_LENGTH.unpack_from(data, PREFIX.size + FRAME_LENGTH.size * i)[0] for i in range(count)]
+        return data, lengths, lengths_end, header_size
 
     def _read_more(self, data, needed: int) -> bytearray:
         """`data` and what follows it on the socket, at least `needed` bytes

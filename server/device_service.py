@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass
 import zmq
 
 from rcuda import protocol
-from rcuda.lane import LANE_MAX_PAYLOAD, Lane, LaneClosed, set_timeouts
+from rcuda.lane import LANE_MAX_PAYLOAD, Lane, LaneClosed, UnreadFrame, set_timeouts
 from rcuda.errors import CudaError, ProtocolError, cudaError, is_sticky
 from rcuda.log import RateLimitedLog
 from rcuda.server.backends.base import ParamLayout
@@ -49,6 +49,9 @@ LANE_READ_TIMEOUT = 5.0
 #: follow (`after`) before it fails: they were sent before it, so only a
 #: broken connection keeps them away.
 LANE_ORDER_TIMEOUT = 30.0
+#: A copy on the lane into a backend whose device memory is not in this
+#: process (a GPU) is staged through host memory this many bytes at a time.
+LANE_STAGING_PIECE = 4 << 20
 
 #: Ops served even after a sticky error: ending or resetting the session, and
 #: the halves of a copy between servers (so the other side is not left waiting).
@@ -227,10 +230,12 @@ class DeviceService:
 
     def _serve_lane(self) -> None:
         """Serve one request from the lane, after the socket messages sent
-        before it."""
+        before it.  The payload of an htod is left in the socket for _htod
+        to read straight into device memory; any other payload is small
+        (LANE_MAX_PAYLOAD) and read first."""
         lane = self._lane
         try:
-            header_frame, payload = lane.receive_raw()
+            head, lengths = lane.receive_head()
         except LaneClosed:
             self._close_lane()  # the client has gone, or closed its device
             return
@@ -239,10 +244,34 @@ class DeviceService:
             self._close_lane()
             return
         try:
-            header = protocol.unpack(header_frame)
+            header, undecodable = protocol.unpack(head), None
         except ProtocolError as exc:
-            self._undecodable(lane, exc)
+            header, undecodable = None, exc
+        streamed = header is not None and header.get("op") == "htod" and len(lengths) == 1
+        if not streamed and sum(lengths) > LANE_MAX_PAYLOAD:
+            bad_requests.warning("GPU%d: lane closed: %d payload bytes (at most %d but in an htod)",
+                                 self.index, sum(lengths), LANE_MAX_PAYLOAD)
+            self._close_lane()
             return
+        try:
+            if streamed:
+                payload = [UnreadFrame(lane, lengths[0], self._lane_stalled)]
+            else:
+                payload = lane.read_frames(lengths, self._lane_stalled)
+            if undecodable is not None:
+                self._undecodable(lane, undecodable)
+            else:
+                self._serve_lane_request(lane, header, payload)
+            if streamed and payload[0].left:  # refused before it was read: out of the stream with it
+                payload[0].drop_rest()
+        except LaneClosed as exc:
+            log.warning("GPU%d: lane closed in the middle of a message: %s", self.index, exc)
+            self._close_lane()
+
+    def _lane_stalled(self) -> None:
+        raise LaneClosed(f"no bytes for {LANE_READ_TIMEOUT:g}s in the middle of a message")
+
+    def _serve_lane_request(self, lane: Lane, header: dict, payload: list) -> None:
         after = header.get("after", 0)
         if not isinstance(after, int) or isinstance(after, bool) or after < 0:
             self._failed(lane, header.get("seq"), header.get("op"),
@@ -340,6 +369,8 @@ class DeviceService:
         except (CudaError, ProtocolError) as exc:
             self._failed(reply_to, seq, header.get("op"), exc, answer)
             return
+        except LaneClosed:  # the lane broke under a streamed payload: not the request's fault
+            raise
         except Exception as exc:  # a backend bug: report it, keep serving
             log.exception("GPU%d: %s failed", self.index, header.get("op"))
             self._failed(reply_to, seq, header.get("op"),
@@ -399,6 +430,8 @@ class DeviceService:
         if not frames:
             self.socket.send_multipart([peer, protocol.pack(reply)])
             return
+        # ZeroMQ passes a large reply on in pieces sooner than whole.
+        frames = [piece for frame in frames for piece in protocol.chunks(frame)]
         # Frames may be views of device memory (Device.memcpy_dtoh): ZeroMQ
         # sends them from its own thread, so wait until it is done with them
         # before serving a request that could change them.  Cheaper than a copy.
@@ -459,14 +492,16 @@ class DeviceService:
             raise ProtocolError(f"htod: header says {size} bytes, frames carry {_payload_size(payload)}")
         offset = 0
         for frame in payload:
-            view = frame.buffer
-            self.device.memcpy_htod(header["dst"] + offset, view, stream)
-            offset += len(view)
+            if isinstance(frame, UnreadFrame):
+                land_on_device(frame, self.device, header["dst"] + offset, stream)
+            else:
+                self.device.memcpy_htod(header["dst"] + offset, frame.buffer, stream)
+            offset += len(frame)
 
     def _dtoh(self, header, payload):
         data = self.device.memcpy_dtoh(header["src"], _non_negative(header, "size"), self._stream(header))
         self.usage.bytes_from_device += len(data)
-        return {}, protocol.chunks(_bytes_view(data))
+        return {}, [_bytes_view(data)]
 
     def _dtod(self, header, payload):
         self.device.memcpy_dtod(header["dst"], header["src"], _non_negative(header, "size"), self._stream(header))
@@ -485,7 +520,7 @@ class DeviceService:
         width, height, pitch = _rect(header, "spitch")
         data = self.device.memcpy_dtoh_2d(header["src"], pitch, width, height, self._stream(header))
         self.usage.bytes_from_device += len(data)
-        return {}, protocol.chunks(_bytes_view(data))
+        return {}, [_bytes_view(data)]
 
     def _dtod2d(self, header, payload):
         width, height, dpitch = _rect(header, "dpitch")
@@ -690,8 +725,27 @@ def _rect(header: dict, pitch_field: str) -> tuple[int, int, int]:
     return width, height, pitch
 
 
+def land_on_device(frame: UnreadFrame, device, dst: int, stream: int, piece: int = LANE_STAGING_PIECE) -> None:
+    """An htod payload still in the lane, written to device memory at `dst`:
+    read straight into it when the backend keeps it in this process (the
+    sim), so the bytes are copied once, by the kernel; else staged through
+    host memory `piece` bytes at a time."""
+    device.check_range(dst, len(frame), "cudaMemcpy to device")
+    target = device.host_view(dst, len(frame))
+    if target is not None:
+        frame.read_into(target)
+        return
+    staging = memoryview(bytearray(min(len(frame), piece)))
+    offset = 0
+    while frame.left:
+        chunk = staging[:min(frame.left, len(staging))]
+        frame.read_into(chunk)
+        device.memcpy_htod(dst + offset, chunk, stream)
+        offset += len(chunk)
+
+
 def _payload_size(payload) -> int:
-    return sum(len(f.buffer) for f in payload)
+    return sum(len(f) for f in payload)
 
 
 def _bytes_view(data) -> memoryview:

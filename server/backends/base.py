@@ -86,6 +86,13 @@ class Device(abc.ABC):
         a view of memory that a later operation changes: the caller sends it
         before the device serves anything else."""
 
+    def host_view(self, ptr: int, size: int) -> memoryview | None:
+        """Device memory [ptr, ptr + size) as writable bytes of this
+        process, where the backend keeps it so (the sim); None where it is
+        on a GPU.  A copy arriving on a lane is read straight into it.  The
+        range has been checked (check_range)."""
+        return None
+
     @abc.abstractmethod
     def memcpy_dtod(self, dst: int, src: int, size: int, stream: int = 0) -> None:
         """Copy between two device addresses of this device."""

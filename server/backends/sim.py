@@ -215,6 +215,10 @@ class SimDevice(Device):
         # that could change it (see Device.memcpy_dtoh).
         return memoryview(self._bytes(src, size, "cudaMemcpy from device"))
 
+    def host_view(self, ptr: int, size: int) -> memoryview:
+        # Everything before this in the stream has run (see below): writing now is in order.
+        return memoryview(self._bytes(ptr, size, "cudaMemcpy to device")) if size else memoryview(bytearray())
+
     def memcpy_dtod(self, dst: int, src: int, size: int, stream: int = 0) -> None:
         if size:
             source = self._bytes(src, size, "cudaMemcpy device to device (source)")
