@@ -51,7 +51,7 @@ const char* USAGE =
     "  --train-limit N   use the first N training images (default: all)\n"
     "  --test-limit N    use the first N test images (default: all)\n"
     "  --static-split    equal shares instead of shares by measured throughput\n"
-    "  --warmup-steps N  timed warm-up steps per GPU for the shares (default 3)\n"
+    "  --warmup-steps N  timed warm-up steps per GPU for the shares (default 5)\n"
     "  --log-steps N     print the training loss every N steps\n"
     "  --emulate         no GPU: run the kernels' thread bodies on the CPU (--devices N emulated GPUs)\n"
     "  --cpu-check       check every kernel on the CPU against reference loops, then exit\n";
