@@ -3,7 +3,9 @@ count and time.
 
 It opens a real session (hello, then `open` on a device socket, like a
 client), then sends, on the daemon's socket, the device socket, the
-session's heartbeat socket and its peer socket: random bytes, msgpack
+session's heartbeat socket, its peer socket and its lane (rcuda/lane.py,
+well-framed messages there: a framing error closes a lane, which the run
+does once at the end): random bytes, msgpack
 values that are not maps, headers of every op in rcuda.protocol.OPS with
 fields of wrong types or hostile values (negative, huge, random pointers,
 unknown ids, sometimes the session's real tokens), random payload frames,
@@ -34,6 +36,8 @@ import zmq
 
 from rcuda import auth, protocol
 from rcuda.config import parse_server
+from rcuda.errors import ProtocolError
+from rcuda.lane import FRAME_LENGTH, PREFIX, Lane, LaneClosed, set_timeouts
 
 HOSTILE_INTS = [0, 1, -1, 2**31 - 1, 2**31, 2**32, 2**63 - 1, -(2**63), 2**64 - 1, 4096, 0x7000_0000_0000,
                 0x1000_0000_0000, 0x2000_0000_0000]
@@ -46,6 +50,10 @@ class FuzzReport:
     error_replies: int = 0
     seconds: float = 0.0
     session_ok: bool = False
+    lane_frames_sent: int = 0
+    lane_replies: int = 0
+    lane_timeouts: int = 0
+    lane_closed_on_garbage: bool | None = None  # None: the server offered no lane
 
 
 class Fuzzer:
@@ -62,6 +70,8 @@ class Fuzzer:
         #: sources named by the well-formed peer_waits sent: a wait blocks its GPU
         #: until its transfer comes or is aborted, so they are aborted at the end
         self.wait_sources: set[str] = set()
+        self.lane: Lane | None = None
+        self.device_sent = 0
 
     # ---------------------------------------------------------- sockets
 
@@ -90,12 +100,15 @@ class Fuzzer:
                                     "client": {"host": "fuzzer", "pid": 0, "program": "rcuda.fuzz"}})
         if hello.get("err"):
             raise RuntimeError(f"hello refused: {hello}")
+        self.lane = self._open_lane(hello)
         device = self._socket(self.address.endpoint_for_port(hello["ports"][0]))
         opened = self._call(device, {"op": "open", "seq": 1, "dev": 0, "token": hello["token"], "va_base": None})
         if opened.get("err"):
             raise RuntimeError(f"open refused: {opened}")
         self.report.session_ok = True
+        self.device_sent = 1  # messages on the device socket: a lane request's `after` counts them
         for size in (64, 4096, 1 << 20):
+            self.device_sent += 1
             reply = self._call(device, {"op": "malloc", "seq": 2, "size": size})
             if not reply.get("err"):
                 self.valid_pointers.append(reply["ptr"])
@@ -105,6 +118,68 @@ class Fuzzer:
         self.peer = (self._socket(self.address.endpoint_for_port(hello["peer_port"]))
                      if hello.get("peer_port") else None)
         return daemon, device
+
+    def _open_lane(self, hello: dict) -> Lane | None:
+        """GPU0's lane, as a client connects it (before `open`)."""
+        if not hello.get("lane_ports"):
+            return None
+        sock = socket.create_connection((self.address.host, hello["lane_ports"][0]), timeout=self.timeout)
+        lane = Lane(sock)
+        lane.send({"op": "lane", "seq": 0, "token": hello["token"], "dev": 0})
+        if lane.receive()[0].get("err"):
+            raise RuntimeError("lane refused")
+        set_timeouts(sock, self.timeout, self.timeout)
+        return lane
+
+    def lane_message(self) -> tuple[dict | bytes, list[bytes]]:
+        """A well-framed lane message: a fuzzed request (its `after` mostly
+        right, else of a wrong type or negative: a larger one would only
+        make the server wait for messages that never come), or a header
+        that is not a map; sometimes an htod with a large payload."""
+        if self.rng.random() < 0.05:
+            return msgpack.packb(self._value()), self._frames()
+        header = self._header()
+        header.pop("async", None)
+        header["after"] = self.device_sent if self.rng.random() < 0.9 else self.rng.choice([-1, "x", None, 1.5])
+        frames = self._frames()
+        if self.rng.random() < 0.03:
+            header["op"] = "htod"
+            frames = [self.rng.randbytes(self.rng.choice([1 << 20, 3 << 20]))]
+        return header, frames
+
+    def _send_on_lane(self) -> None:
+        header, frames = self.lane_message()
+        if isinstance(header, bytes):  # not a map: sent as it is
+            head = header
+            self.lane.sock.sendall(PREFIX.pack(len(head), len(frames)) +
+                                   b"".join(FRAME_LENGTH.pack(len(f)) for f in frames) + head + b"".join(frames))
+            answered = True
+        else:
+            self.lane.send(header, frames)
+            try:
+                protocol.check_header(header)
+                answered = protocol.expects_reply(header)
+            except ProtocolError:
+                answered = True  # refused, with a reply
+        self.report.lane_frames_sent += 1
+        if answered:
+            try:
+                self.lane.receive()
+                self.report.lane_replies += 1
+            except (BlockingIOError, TimeoutError):
+                self.report.lane_timeouts += 1
+
+    def _garbage_on_lane(self) -> None:
+        """Bad framing: the server must close the lane (and only the lane)."""
+        self.lane.sock.sendall(PREFIX.pack(1 << 30, 1) + self.rng.randbytes(64))
+        try:
+            while True:
+                self.lane.receive()
+        except LaneClosed:
+            self.report.lane_closed_on_garbage = True
+        except (BlockingIOError, TimeoutError):
+            self.report.lane_closed_on_garbage = False
+        self.lane.close()
 
     def _keep_alive(self) -> None:
         """A valid heartbeat now and then: the worker ends a silent session."""
@@ -194,17 +269,24 @@ class Fuzzer:
         sockets = [device, device, device, daemon, self.control] + ([self.peer] if self.peer is not None else [])
         try:
             while self.report.frames_sent < frames and time.monotonic() - started < seconds:
+                self.report.frames_sent += 1
+                if self.lane is not None and self.rng.random() < 0.15:
+                    self._release_waits()  # a peer_wait holds the GPU thread, and the lane's reply with it
+                    self._send_on_lane()
+                    continue
                 parts = self.message()
                 sock = self.rng.choice(sockets)
                 if parts:
                     sock.send_multipart(parts)
                     if sock is device:
+                        self.device_sent += 1
                         self._note_wait(parts[0])
-                self.report.frames_sent += 1
                 if self.report.frames_sent % 64 == 0:
                     self._keep_alive()
                     self._drain(sockets)
             self._release_waits()
+            if self.lane is not None:
+                self._garbage_on_lane()
             self._settle(daemon, device)
         finally:
             for sock in sockets:
@@ -230,6 +312,7 @@ class Fuzzer:
         for source in self.wait_sources:
             self.peer.send(protocol.pack({"op": "peer_abort", "seq": 0, "token": self.tokens[1], "xfer": None,
                                           "source": source, "upto": 2**64 - 1, "msg": "fuzzing over"}))
+        self.wait_sources.clear()  # later waits for these sources fail at once (upto)
 
     def _settle(self, daemon: zmq.Socket, device: zmq.Socket) -> None:
         """Wait until the server has read everything: its answer to a last

@@ -164,6 +164,11 @@ class Lane:
                 return False
             os.sched_yield()
 
+    @property
+    def buffered(self) -> bool:
+        """Whether bytes of the next message have been read already."""
+        return bool(self._left)
+
     def readable(self) -> bool:
         """Whether a read would not block (bytes, or the end of the stream)."""
         if self._left:

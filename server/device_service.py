@@ -191,6 +191,11 @@ class DeviceService:
                 self._accept_lane()
             else:
                 self._serve_lane()
+                while self._lane is not None and self._lane.buffered:
+                    # The last read took in (part of) the next message too, which
+                    # poll() cannot see: a request answered with nothing (a launch)
+                    # may be followed at once by another.
+                    self._serve_lane()
                 if self._lane is not None:
                     # A program making synchronous calls makes the next one soon:
                     # stay awake for it a moment (rcuda/lane.py, Lane.wait_readable).

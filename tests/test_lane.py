@@ -301,6 +301,11 @@ def test_strangers_and_garbage_on_the_lane_cost_the_session_nothing(sim_server, 
 
         mine.send({"op": "mem_info", "seq": 2, "after": 1})
         assert mine.receive()[0]["total"] > 0
+        # Two requests in one write (a client waits for each reply, a
+        # stranger need not): the second, read along with the first, is served too.
+        two = [protocol.pack({"op": "mem_info", "seq": seq, "after": 1}) for seq in (20, 21)]
+        mine.sock.sendall(b"".join(PREFIX.pack(len(head), 0) + head for head in two))
+        assert [mine.receive()[0]["seq"] for _ in two] == [20, 21]
         mine.send({"op": "open", "seq": 3, "after": 1, "dev": 0, "token": hello["token"], "va_base": None})
         assert "device socket" in mine.receive()[0]["msg"]
         message, logged = BAD_LANE_MESSAGES[bad]
