@@ -112,10 +112,15 @@ class RemoteDevice:
         fields["op"] = op
         started = time.perf_counter()
         reply, payload = self.channel.call(fields, frames)
-        self._account(op, fields, frames, payload, time.perf_counter() - started)
+        self._answered(op, fields, frames, payload, started, reply)
+        return reply, payload
+
+    def _answered(self, op: str, fields: dict, sent, received, started: float, reply: dict) -> None:
+        """After a synchronous call's reply: trace and count it, then raise
+        its error, or an earlier asynchronous one."""
+        self._account(op, fields, sent, received, time.perf_counter() - started)
         self._check_reply(op, reply)
         self.raise_deferred(op)
-        return reply, payload
 
     def post(self, op: str, frames=(), **fields) -> None:
         """An asynchronous call: errors surface at a later synchronous one."""
@@ -203,9 +208,7 @@ class RemoteDevice:
             return False
         reply, payload = answered
         landed = [LaneFrame(memoryview(into))] if into is not None and not payload and not reply.get("err") else []
-        self._account(op, fields, frames, payload or landed, time.perf_counter() - started)
-        self._check_reply(op, reply)
-        self.raise_deferred(op)
+        self._answered(op, fields, frames, payload or landed, started, reply)
         if into is not None and payload:  # not the bytes asked for
             _check_length(payload, memoryview(into).nbytes, self.label)
         return True
