@@ -253,12 +253,8 @@ class DeviceChannel:
         op = header["op"]
         if self._failure:
             raise self._failed_call(op)
-        if (self._lane is not None and _payload_bytes(frames) <= LANE_MAX_PAYLOAD
-                and self._lane_lock.acquire(blocking=False)):
-            try:
-                answered = self._call_on_lane(header, frames)
-            finally:
-                self._lane_lock.release()
+        if _payload_bytes(frames) <= LANE_MAX_PAYLOAD:
+            answered = self.call_streamed(header, frames)
             if answered is not None:
                 return answered
         if not self._take_socket():
@@ -294,11 +290,11 @@ class DeviceChannel:
         return self.finish_call(pending, op)
 
     def call_streamed(self, header: dict, frames=(), into=None) -> tuple[dict, list] | None:
-        """A synchronous copy on the lane, whatever its size: the payload
-        goes out from where it is, and a reply's payload of exactly
-        len(into) bytes lands in `into` (writable bytes; the frames returned
-        are then empty).  None when the lane is not free: the caller takes
-        the socket's pipelined path."""
+        """A synchronous call on the lane, whatever its payload's size (only
+        a copy's may be large): the payload goes out from where it is, and
+        a reply's payload of exactly len(into) bytes lands in `into`
+        (writable bytes; the frames returned are then empty).  None when the
+        lane is not free: the caller takes the socket."""
         if self._failure:
             raise self._failed_call(header["op"])
         if self._lane is None or not self._lane_lock.acquire(blocking=False):

@@ -37,7 +37,7 @@ import zmq
 from rcuda import auth, protocol
 from rcuda.config import parse_server
 from rcuda.errors import ProtocolError
-from rcuda.lane import FRAME_LENGTH, PREFIX, Lane, LaneClosed, set_timeouts
+from rcuda.lane import PREFIX, Lane, LaneClosed, set_timeouts
 
 HOSTILE_INTS = [0, 1, -1, 2**31 - 1, 2**31, 2**32, 2**63 - 1, -(2**63), 2**64 - 1, 4096, 0x7000_0000_0000,
                 0x1000_0000_0000, 0x2000_0000_0000]
@@ -150,9 +150,7 @@ class Fuzzer:
     def _send_on_lane(self) -> None:
         header, frames = self.lane_message()
         if isinstance(header, bytes):  # not a map: sent as it is
-            head = header
-            self.lane.sock.sendall(PREFIX.pack(len(head), len(frames)) +
-                                   b"".join(FRAME_LENGTH.pack(len(f)) for f in frames) + head + b"".join(frames))
+            self.lane.send_raw(header, frames)
             answered = True
         else:
             self.lane.send(header, frames)

@@ -131,7 +131,11 @@ class Lane:
         """One message, in one system call when the kernel takes it all.
         Frames go out from where they are (a copy's payload is never copied
         here), however large."""
-        head = protocol.pack(header)
+        self.send_raw(protocol.pack(header), frames)
+
+    def send_raw(self, head: bytes, frames=()) -> None:
+        """`send` with the header already encoded (or not a header at all:
+        the fuzzer's)."""
         views = [memoryview(getattr(f, "buffer", f)).cast("B") for f in frames]
         parts = [PREFIX.pack(len(head), len(views)), *(FRAME_LENGTH.pack(len(v)) for v in views), head, *views]
         parts = [memoryview(p) for p in parts if len(p)]
@@ -195,12 +199,7 @@ class Lane:
             data = self._read_more(data, end)
         view = memoryview(data)
         self._left = bytes(view[end:]) if len(data) > end else b""
-        header = view[lengths_end:lengths_end + header_size]
-        frames, offset = [], lengths_end + header_size
-        for length in lengths:
-            frames.append(LaneFrame(view[offset:offset + length]))
-            offset += length
-        return header, frames
+        return view[lengths_end:lengths_end + header_size], _frames_of(view, lengths_end + header_size, lengths)
 
     # A copy's payload is read where it belongs (device memory on a sim
     # server, the program's buffer on a client) instead of into a message
@@ -225,15 +224,9 @@ class Lane:
         self._left = self._left[have:]
         while have < len(view):
             try:
-                got = self.sock.recv_into(view[have:])
+                have += self._recv_into(view[have:])
             except (BlockingIOError, TimeoutError):
                 on_idle()
-                continue
-            except OSError as exc:
-                raise LaneClosed(f"the lane broke: {exc}") from None
-            if got == 0:
-                raise LaneClosed("the lane was closed by the other side")
-            have += got
 
     def skip(self, count: int, on_idle) -> None:
         """Read and drop `count` bytes: a payload nobody wants (its request
@@ -248,11 +241,7 @@ class Lane:
         """Payload frames of these lengths, read into one new buffer."""
         buffer = memoryview(bytearray(sum(lengths)))
         self.read_into(buffer, on_idle)
-        frames, offset = [], 0
-        for length in lengths:
-            frames.append(LaneFrame(buffer[offset:offset + length]))
-            offset += length
-        return frames
+        return _frames_of(buffer, 0, lengths)
 
     def _read_head(self):
         """The prefix and frame lengths of the next message: (bytes read so
@@ -278,18 +267,33 @@ class Lane:
         view = memoryview(buffer)
         try:
             while have < needed:
-                got = self.sock.recv_into(view[have:])
-                if got == 0:
-                    raise LaneClosed("the lane was closed by the other side")
-                have += got
+                have += self._recv_into(view[have:])
         except (BlockingIOError, TimeoutError, InterruptedError):
             self._left = bytes(view[:have])
             raise
-        except LaneClosed:
-            raise
-        except OSError as exc:
-            raise LaneClosed(f"the lane broke: {exc}") from None
         finally:
             view.release()
         del buffer[have:]
         return buffer
+
+    def _recv_into(self, view: memoryview) -> int:
+        """One read into `view`: how many bytes came.  The socket's timeouts
+        pass through; an end or a break of the stream is LaneClosed."""
+        try:
+            got = self.sock.recv_into(view)
+        except (BlockingIOError, TimeoutError, InterruptedError):
+            raise
+        except OSError as exc:
+            raise LaneClosed(f"the lane broke: {exc}") from None
+        if got == 0:
+            raise LaneClosed("the lane was closed by the other side")
+        return got
+
+
+def _frames_of(view: memoryview, offset: int, lengths: list[int]) -> list[LaneFrame]:
+    """Consecutive payload frames of these lengths in `view` from `offset`."""
+    frames = []
+    for length in lengths:
+        frames.append(LaneFrame(view[offset:offset + length]))
+        offset += length
+    return frames
