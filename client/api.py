@@ -285,14 +285,9 @@ def cudaRuntimeGetVersion(runtimeVersion):
 # ------------------------------------------------------------------ errors
 
 
-@cuda()
-def cudaGetLastError():
-    return rt.take_last_error()
-
-
-@cuda()
-def cudaPeekAtLastError():
-    return rt.peek_last_error()
+# cudaGetLastError and cudaPeekAtLastError are answered in C while nothing
+# has failed (native/last_error.c); otherwise client/entrypoints.py asks
+# rt.take_last_error() / rt.peek_last_error().
 
 
 @cuda()

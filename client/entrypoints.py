@@ -60,24 +60,14 @@ def attach(ffi, lib) -> None:
         entry = guarded(name, row["result"], body) if body else not_supported(name, row["result"])
         ffi.def_extern(name=f"rcuda_py_{name}")(entry)
     attach_launch_slow_path(ffi)
+    attach_last_error_slow_path(ffi)
     attach_lifecycle(ffi)
-
-
-#: Functions that report the last error rather than fail: what they return
-#: must not become the last error again.
-ERROR_QUERIES = frozenset({"cudaGetLastError", "cudaPeekAtLastError"})
 
 
 def guarded(name: str, result: str, body):
     """Run `body`; turn any exception into a status (recorded as the thread's
     last error) or, for functions that return no status, a log line."""
-    if name in ERROR_QUERIES:
-        def entry(*args):
-            try:
-                return body(*args)
-            except Exception as exc:  # noqa: BLE001 - the C boundary
-                return failed(name, exc)
-    elif result == "cudaError_t":
+    if result == "cudaError_t":
         def entry(*args):
             if in_host_function():
                 return refused_in_host_function(name)
@@ -179,6 +169,26 @@ def attach_launch_slow_path(ffi) -> None:
     if runtime.stats is not None:
         body = timed("cudaLaunchKernel (through Python)", body, runtime.stats)
     ffi.def_extern(name="rcuda_py_launch")(guarded("cudaLaunchKernel", "cudaError_t", body))
+
+
+def attach_last_error_slow_path(ffi) -> None:
+    """cudaGetLastError (take=1) and cudaPeekAtLastError (take=0) when C
+    cannot answer (native/last_error.c).  They report the last error rather
+    than fail: what they return does not become the last error again."""
+    names = {0: "cudaPeekAtLastError", 1: "cudaGetLastError"}
+
+    def body(take):
+        return runtime.take_last_error() if take else runtime.peek_last_error()
+
+    if runtime.stats is not None:
+        body = timed("cudaGetLastError/cudaPeekAtLastError (through Python)", body, runtime.stats)
+
+    @ffi.def_extern(name="rcuda_py_last_error")
+    def entry(take):
+        try:
+            return body(take)
+        except Exception as exc:  # noqa: BLE001 - the C boundary
+            return failed(names.get(take, "cudaGetLastError"), exc)
 
 
 def attach_lifecycle(ffi) -> None:

@@ -1,4 +1,5 @@
-"""The Python side of the launch fast path (native/launch_fast_path.c).
+"""The Python side of the launch fast path (native/launch_fast_path.c) and
+of the error check in C (native/last_error.c).
 
 C records a launch by itself when it knows the kernel's parameter layout and
 its id on the device, the stream, and the limits to check; Python teaches it
@@ -26,6 +27,7 @@ class NullFastPath:
 
     def device_opened(self, device, wake_fd: int) -> None: ...
     def set_usable(self, device, usable: bool) -> None: ...
+    def errors_changed(self) -> None: ...
     def device_reset(self, device) -> None: ...
     def kernel_ready(self, host_fun: int, kernel, device, fn: int, attrs: dict) -> None: ...
     def stream_created(self, stream) -> None: ...
@@ -59,6 +61,13 @@ class FastPath(NullFastPath):
 
     def set_usable(self, device, usable: bool) -> None:
         self._lib.rcuda_fast_set_usable(device.ordinal, int(usable))
+        if not usable:  # a sticky error or a lost server: cudaGetLastError must ask Python again
+            self.errors_changed()
+
+    def errors_changed(self) -> None:
+        """An error was recorded (native/last_error.c answers cudaGetLastError
+        without Python only while none has been since it last asked)."""
+        self._lib.rcuda_errors_changed()
 
     def device_reset(self, device) -> None:
         """The server forgot the device's kernels and streams: so does C

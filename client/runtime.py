@@ -189,6 +189,7 @@ class Runtime:
         """A call failed: remember it as this thread's last error."""
         if status:
             self._threads.last_error = status
+            self.fast.errors_changed()
 
     def peek_last_error(self) -> int:
         status = getattr(self._threads, "last_error", 0)

@@ -60,6 +60,13 @@ static int rcuda_get_current_device(void);
 static void rcuda_set_current_device(int device);
 """
 
+# cudaGetLastError/cudaPeekAtLastError in C (native/last_error.c): Python
+# says when an error was recorded; the slow path asks Python.
+LAST_ERROR_CDEF = """
+extern "Python" cudaError_t rcuda_py_last_error(int take);
+static void rcuda_errors_changed(void);
+"""
+
 # Runs once, in the embedded interpreter, on the first call into Python.
 INIT_CODE = r'''
 import os, site, sys
@@ -115,6 +122,7 @@ def make_ffi(extra_link_args: list[str]) -> cffi.FFI:
     ffi.cdef(python_entry_points(load_api_table()))
     ffi.cdef(LIFECYCLE_CDEF)
     ffi.cdef(FAST_PATH_CDEF)
+    ffi.cdef(LAST_ERROR_CDEF)
     ffi.embedding_api("")
     source = "\n".join([
         "#include <stddef.h>",
@@ -123,6 +131,7 @@ def make_ffi(extra_link_args: list[str]) -> cffi.FFI:
         '#include "cudart_layout.h"',
         '#include "interposer.c"',
         '#include "launch_fast_path.c"',
+        '#include "last_error.c"',
         '#include "cudart_exports.c"',
     ])
     # The interpreter the library starts (native/interposer.c): this one.

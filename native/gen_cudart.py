@@ -95,9 +95,9 @@ cudaError_t __cudaRegisterUnifiedTable(void);
 cudaError_t __cudaGetProcAddress(void);
 """
 
-# Hot paths written by hand in native/interposer.c and
-# native/launch_fast_path.c (they run on every <<<>>> launch); everything
-# else goes to Python.
+# Hot paths written by hand in native/interposer.c, native/launch_fast_path.c
+# and native/last_error.c (they run on every <<<>>> launch and the error
+# check that follows it); everything else goes to Python.
 C_FAST_PATH = {
     "__cudaPushCallConfiguration",
     "__cudaPopCallConfiguration",
@@ -106,6 +106,8 @@ C_FAST_PATH = {
     "__cudaLaunchKernel_ptsz",
     "cudaLaunchKernel",
     "cudaLaunchKernel_ptsz",
+    "cudaGetLastError",       # native/last_error.c
+    "cudaPeekAtLastError",
 }
 
 # `_ptsz` (per-thread default stream) and `_ptds` variants share the base

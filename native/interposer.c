@@ -189,11 +189,13 @@ static void after_fork_parent(void)
     PyGILState_Release(fork_gil_state);
 }
 
-static void fast_path_after_fork(void); /* native/launch_fast_path.c */
+static void fast_path_after_fork(void);   /* native/launch_fast_path.c */
+static void last_error_after_fork(void);  /* native/last_error.c */
 
 static void after_fork_child(void)
 {
     fast_path_after_fork();
+    last_error_after_fork();
     if (!python_started)
         return;
     PyOS_AfterFork_Child();

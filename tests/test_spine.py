@@ -137,6 +137,22 @@ def test_invalid_device_ordinal(compile_cuda, sim_server):
     assert "device=0" in result.stdout
 
 
+def test_last_error_is_answered_in_c_until_something_fails(compile_cuda, server_factory):
+    """native/last_error.c: the launch-and-check loop never enters Python;
+    an error of this thread, of another thread, or sticky on another GPU is
+    reported exactly as the Python runtime reports it."""
+    server = server_factory("--backend", "sim", "--devices", "2", "--kernels", str(CUDA_SOURCES / "sim_kernels.py"))
+    launches = 2000
+    result = run_program(compile_cuda("last_error.cu"), server, str(launches), env_extra={"RCUDA_STATS": "1"})
+    assert result.returncode == 0 and "PASSED" in result.stdout, result.stdout + result.stderr
+    through_python = [line for line in result.stderr.splitlines()
+                      if "cudaGetLastError/cudaPeekAtLastError (through Python)" in line]
+    # The program checks more than `launches` times; Python answers only the
+    # first check of each thread and device, and those after an error.
+    calls = int(through_python[0].split()[2]) if through_python else 0
+    assert 0 < calls <= 20, through_python
+
+
 def test_embedded_interpreter_failure_aborts_loudly(compile_cuda, sim_server, tmp_path):
     # An rcuda package that cannot be imported, found before the real one.
     (tmp_path / "rcuda").mkdir()

@@ -1,12 +1,13 @@
 // Asynchronous launch throughput from one host thread.
 //
-//   launch LAUNCHES REPEATS [empty|params]
+//   launch LAUNCHES REPEATS [empty|params|checked]
 //
 // Each repeat launches a kernel LAUNCHES times, then synchronises.  Prints
 // one RESULT line (JSON) with, per repeat, the seconds the launch loop took
 // (what the program waits for) and the seconds until the device was done.
 // `params` launches a kernel with four parameters (two pointers, a float, an
-// int) to show what packing arguments costs.
+// int) to show what packing arguments costs; `checked` follows every launch
+// of the empty kernel with cudaGetLastError, as careful programs do.
 #include <cstring>
 #include "bench_common.h"
 
@@ -18,23 +19,29 @@ __global__ void params_kernel(float *y, const float *x, float a, int n) {
 
 int main(int argc, char **argv) {
     if (argc < 3) {
-        fprintf(stderr, "usage: %s LAUNCHES REPEATS [empty|params]\n", argv[0]);
+        fprintf(stderr, "usage: %s LAUNCHES REPEATS [empty|params|checked]\n", argv[0]);
         return 2;
     }
     long launches = atol(argv[1]);
     int repeats = atoi(argv[2]);
-    bool with_params = argc > 3 && strcmp(argv[3], "params") == 0;
+    const char *kind = argc > 3 ? argv[3] : "empty";
+    bool with_params = strcmp(kind, "params") == 0, checked = strcmp(kind, "checked") == 0;
     float *buffer = nullptr;
     CHECK(cudaMalloc(&buffer, 2 * 256 * sizeof(float)));
     // Warm-up: the first launch of a kernel registers it (a round trip in rcuda).
     empty_kernel<<<1, 1>>>();
     params_kernel<<<1, 1>>>(buffer, buffer + 256, 2.0f, 256);
     CHECK(cudaDeviceSynchronize());
-    printf("RESULT {\"kernel\": \"%s\", \"launches\": %ld, \"loop_s\": [", with_params ? "params" : "empty", launches);
+    printf("RESULT {\"kernel\": \"%s\", \"launches\": %ld, \"loop_s\": [", kind, launches);
     for (int r = 0; r < repeats; r++) {
         long long started = now_ns();
         if (with_params)
             for (long i = 0; i < launches; i++) params_kernel<<<1, 32>>>(buffer, buffer + 256, 2.0f, (int)i);
+        else if (checked)
+            for (long i = 0; i < launches; i++) {
+                empty_kernel<<<1, 32>>>();
+                CHECK(cudaGetLastError());
+            }
         else
             for (long i = 0; i < launches; i++) empty_kernel<<<1, 32>>>();
         long long looped = now_ns();

@@ -5,7 +5,8 @@ launching a kernel that does nothing, LAUNCHES times in a loop, then
 cudaDeviceSynchronize.  Two rates: the loop alone (what the program waits
 for, the figure the goal is about) and loop plus synchronize (until the sim
 server has taken every launch).  `params` passes four arguments, to show
-what packing them costs.
+what packing them costs; `checked` calls cudaGetLastError after every launch,
+as careful programs do (answered in C, native/last_error.c).
 
 In the same run, to locate the costs of one launch:
 
@@ -107,6 +108,7 @@ def time_pyzmq(endpoint: str, launches: int, repeats: int) -> dict:
 LABELS = {
     "rcuda_empty": "CUDA program via rcuda, empty kernel",
     "rcuda_params": "CUDA program via rcuda, 4-parameter kernel",
+    "rcuda_checked": "CUDA program via rcuda, empty kernel + cudaGetLastError",
     "channel_post": "rcuda DeviceChannel.post from Python -> msgpack peer",
     "pyzmq_send": "bare pyzmq send of the same messages",
 }
@@ -122,6 +124,7 @@ def run(ctx: Context) -> dict:
         measures = {
             "rcuda_empty": lambda: time_rcuda(binary, server, n, repeats, "empty"),
             "rcuda_params": lambda: time_rcuda(binary, server, n, repeats, "params"),
+            "rcuda_checked": lambda: time_rcuda(binary, server, n, repeats, "checked"),
             "channel_post": lambda: time_channel(msgpack_peer.address, n, repeats),
             "pyzmq_send": lambda: time_pyzmq(msgpack_peer.address, n, repeats),
         }
@@ -135,6 +138,7 @@ def run(ctx: Context) -> dict:
                                           - results["pyzmq_send"]["loop_us_per_launch"],
         "zeromq_send_us": results["pyzmq_send"]["loop_us_per_launch"],
         "four_parameters_us": results["rcuda_params"]["loop_us_per_launch"] - empty["loop_us_per_launch"],
+        "cudaGetLastError_us": results["rcuda_checked"]["loop_us_per_launch"] - empty["loop_us_per_launch"],
     }
     return {"parameters": {**params, "statistic": "best of repeats"}, "variants": results,
             "loop_us_breakdown": {k: round(v, 2) for k, v in per_launch.items()},

@@ -113,7 +113,6 @@ static const char * rcuda_py_cudaGetErrorString(cudaError_t error);
 static cudaError_t rcuda_py_cudaGetExportTable(const void ** ppExportTable, const cudaUUID_t * pExportTableId);
 static cudaError_t rcuda_py_cudaGetFuncBySymbol(cudaFunction_t * functionPtr, const void * symbolPtr);
 static cudaError_t rcuda_py_cudaGetKernel(cudaKernel_t * kernelPtr, const void * entryFuncAddr);
-static cudaError_t rcuda_py_cudaGetLastError(void);
 static cudaError_t rcuda_py_cudaGetMipmappedArrayLevel(cudaArray_t * levelArray, cudaMipmappedArray_const_t mipmappedArray, unsigned int level);
 static cudaError_t rcuda_py_cudaGetSurfaceObjectResourceDesc(struct cudaResourceDesc * pResDesc, cudaSurfaceObject_t surfObject);
 static cudaError_t rcuda_py_cudaGetSymbolAddress(void ** devPtr, const void * symbol);
@@ -360,7 +359,6 @@ static cudaError_t rcuda_py_cudaOccupancyMaxActiveBlocksPerMultiprocessor(int * 
 static cudaError_t rcuda_py_cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int * numBlocks, const void * func, int blockSize, size_t dynamicSMemSize, unsigned int flags);
 static cudaError_t rcuda_py_cudaOccupancyMaxActiveClusters(int * numClusters, const void * func, const cudaLaunchConfig_t * launchConfig);
 static cudaError_t rcuda_py_cudaOccupancyMaxPotentialClusterSize(int * clusterSize, const void * func, const cudaLaunchConfig_t * launchConfig);
-static cudaError_t rcuda_py_cudaPeekAtLastError(void);
 static cudaError_t rcuda_py_cudaPointerGetAttributes(struct cudaPointerAttributes * attributes, const void * ptr);
 static cudaError_t rcuda_py_cudaProfilerStart(void);
 static cudaError_t rcuda_py_cudaProfilerStop(void);
@@ -1077,12 +1075,6 @@ RCUDA_EXPORT cudaError_t cudaGetKernel(cudaKernel_t * kernelPtr, const void * en
 {
     rcuda_ensure_started();
     return rcuda_py_cudaGetKernel(kernelPtr, entryFuncAddr);
-}
-
-RCUDA_EXPORT cudaError_t cudaGetLastError(void)
-{
-    rcuda_ensure_started();
-    return rcuda_py_cudaGetLastError();
 }
 
 RCUDA_EXPORT cudaError_t cudaGetMipmappedArrayLevel(cudaArray_t * levelArray, cudaMipmappedArray_const_t mipmappedArray, unsigned int level)
@@ -2559,12 +2551,6 @@ RCUDA_EXPORT cudaError_t cudaOccupancyMaxPotentialClusterSize(int * clusterSize,
 {
     rcuda_ensure_started();
     return rcuda_py_cudaOccupancyMaxPotentialClusterSize(clusterSize, func, launchConfig);
-}
-
-RCUDA_EXPORT cudaError_t cudaPeekAtLastError(void)
-{
-    rcuda_ensure_started();
-    return rcuda_py_cudaPeekAtLastError();
 }
 
 RCUDA_EXPORT cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes * attributes, const void * ptr)
