@@ -137,3 +137,75 @@ def test_module_symbols_and_kernels(device, module_image):
     device.synchronize()
     assert (np.frombuffer(bytes(device.memcpy_dtoh(out, 400)), np.int32) == 42).all()
 
+
+
+# ---------------------------------------------------------------- the sim's modelled GPU time
+
+QUEUE_PLUGIN = '''
+import time
+
+def no_params(launch):
+    time.sleep(launch.block[0] / 1000)  # simulating it takes block.x ms of the CPU
+
+KERNELS = {"noParams": no_params}
+COSTS = {"noParams": lambda launch: launch.grid[0] / 1000}  # the emulated GPU takes grid.x ms
+'''
+
+
+@pytest.fixture
+def modelled(tmp_path, module_image):
+    """A sim device whose kernel noParams<<<G, B>>> takes G ms of emulated GPU time
+    and B ms of the CPU to simulate; launch(G, B) returns when the launch call did."""
+    plugin = tmp_path / "queue_kernels.py"
+    plugin.write_text(QUEUE_PLUGIN)
+    device = create_backend("sim", 1, [str(plugin)]).open_device(0, VA_BASE)
+    device.load_module("m", module_image)
+    function = device.get_function("m", "_Z8noParamsv", ParamLayout((), ()))
+
+    def launch(gpu_ms: int, cpu_ms: int = 1) -> None:
+        device.launch(function, (gpu_ms, 1, 1), (cpu_ms, 1, 1), b"", 0, 0)
+
+    yield device, launch
+    device.close()
+
+
+def test_sim_modelled_time_is_a_queue_waited_for_by_whatever_observes_the_device(modelled):
+    import time
+    device, launch = modelled
+    started = time.perf_counter()
+    launch(300)
+    assert time.perf_counter() - started < 0.15  # the launch itself does not wait
+    assert device.stream_query(0) is False
+    device.synchronize()
+    assert time.perf_counter() - started >= 0.3
+    assert device.stream_query(0) is True
+
+    started = time.perf_counter()
+    launch(150)
+    launch(150)  # queued behind the first
+    out = device.malloc(4)
+    device.memcpy_dtoh(out, 4)  # a copy waits for the queue
+    assert time.perf_counter() - started >= 0.3
+
+    start, end = 1, 2
+    device.event_create(start, 0)
+    device.event_create(end, 0)
+    device.event_record(start, 0)
+    launch(200)
+    device.event_record(end, 0)
+    assert device.event_query(end) is False
+    assert 0.19 <= device.event_elapsed_ms(start, end) / 1000 < 0.35  # the modelled time
+    assert device.event_query(end) is True
+
+
+def test_sim_simulation_overlaps_the_modelled_time_of_earlier_kernels(modelled):
+    """A GPU runs queued kernels while the host goes on: simulating a kernel
+    on the CPU overlaps the modelled time of the kernels before it (before,
+    each launch took max(simulated, modelled) on its own: 400 ms here)."""
+    import time
+    device, launch = modelled
+    started = time.perf_counter()
+    launch(200, cpu_ms=1)   # 200 ms of emulated GPU time, queued
+    launch(50, cpu_ms=200)  # simulated meanwhile, then 50 ms more of GPU time
+    device.synchronize()
+    assert 0.24 <= time.perf_counter() - started < 0.34

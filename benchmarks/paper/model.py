@@ -4,10 +4,12 @@ model of the MNIST demo's sim kernels, and its calibration on a real GPU.
 examples/mnist_dp/sim_kernels.py reads three knobs from the SERVER's
 environment when the server loads the plugin (each session worker inherits
 it): RCUDA_SIM_GFLOPS, RCUDA_SIM_GBPS, RCUDA_SIM_LAUNCH_US.  With them every
-launch takes max(numpy's own time, LAUNCH_US + flops / GFLOPS + bytes /
-GBPS) in the sim device thread (server/backends/sim.py, _model_gpu_time),
-plus the sim server's own per-launch handling, which no model can remove.
-So an emulated GPU can be slower than numpy on this machine, never faster:
+launch keeps the emulated GPU busy for LAUNCH_US + flops / GFLOPS + bytes /
+GBPS, queued behind the launches before it as on a GPU, while the sim device
+thread computes its result with numpy meanwhile (server/backends/sim.py,
+_queue_gpu_time): a run of launches takes about max(numpy's time, the
+modelled time), and the next copy or synchronisation waits for it.  So an
+emulated GPU can be slower than numpy on this machine, never faster:
 `sim_check` measures what a model really gives, with the same program the
 calibration uses.
 

@@ -3,7 +3,15 @@
 Device memory is host memory (one numpy byte array per allocation) at fake,
 disjoint addresses; kernels are Python functions from plugin files
 (sim_plugins.py).  A launch runs its kernel at once, in the device's thread,
-so there is never anything to wait for in `synchronize`.
+so its results are always there when anything reads them.
+
+A kernel with a modelled time (the plugin's COSTS) also occupies the emulated
+GPU for that time, queued behind the kernels before it, as on a GPU: the
+device is busy until `_busy_until`, and whatever observes the device (a
+copy, a synchronisation, an event) first waits for that.  Simulating the
+kernel on the CPU overlaps the modelled time instead of adding to it, so an
+emulated GPU keeps its speed when the host's CPUs are busy (four emulated
+GPUs on a two-core machine), as a real GPU does.
 """
 from __future__ import annotations
 
@@ -142,6 +150,7 @@ class SimDevice(Device):
         self._properties = sim_properties(index, memory_bytes, identity)
         self._output: list[str] = []
         self._output_lock = threading.Lock()
+        self._busy_until = 0.0  # perf_counter() time the emulated GPU's queued work ends (COSTS)
 
     # ---------------------------------------------------------- properties
 
@@ -201,6 +210,7 @@ class SimDevice(Device):
     def free(self, ptr: int) -> None:
         if ptr == 0:
             return  # cudaFree(NULL) does nothing
+        self._settle()  # cudaFree waits for the device, as on a GPU
         self._memory.remove(ptr)
 
     def memcpy_htod(self, dst: int, data: memoryview, stream: int = 0) -> None:
@@ -229,6 +239,8 @@ class SimDevice(Device):
             self._bytes(ptr, size, "cudaMemset")[:] = value & 0xFF
 
     def _bytes(self, ptr: int, size: int, what: str) -> np.ndarray:
+        """Device memory for a copy or a memset, after the queued kernels."""
+        self._settle()
         allocation = self._memory.require(ptr, size, what)
         offset = ptr - allocation.start
         return allocation.memory[offset:offset + size]
@@ -346,12 +358,9 @@ class SimDevice(Device):
         launch = Launch(name=function.name, demangled=function.demangled, grid=grid, block=block,
                         shared_mem=shared_mem, stream=stream, device=self.index, params=params,
                         layout=function.layout, memory=self._memory, symbols=function.symbols)
-        if function.implementation.cost is None:
-            self._run(function, launch)
-        else:
-            started = time.perf_counter()
-            self._run(function, launch)
-            self._model_gpu_time(function, launch, time.perf_counter() - started)
+        arrived = time.perf_counter()
+        self._run(function, launch)
+        self._queue_gpu_time(function, launch, arrived)
 
     def _check_launch(self, function: SimFunction, grid, block, shared_mem: int) -> None:
         check_launch_configuration(self._properties, grid, block, shared_mem)
@@ -396,10 +405,12 @@ class SimDevice(Device):
             if printed:
                 self._keep_output(printed)
 
-    def _model_gpu_time(self, function: SimFunction, launch: Launch, elapsed: float) -> None:
-        """COSTS: make the launch take the modelled GPU time.  The Python
-        kernel's own run time counts towards it, so a launch takes about
-        max(real, modelled) seconds."""
+    def _queue_gpu_time(self, function: SimFunction, launch: Launch, arrived: float) -> None:
+        """COSTS: the kernel keeps the emulated GPU busy for its modelled
+        time, from when it arrived or the work before it ends, whichever is
+        later.  Nobody waits here: the next thing that observes the device
+        does (`_settle`).  Work simulated more slowly than modelled just
+        finishes later: a run of kernels takes about max(simulated, modelled)."""
         cost = function.implementation.cost
         if cost is None:
             return
@@ -410,16 +421,22 @@ class SimDevice(Device):
             raise CudaError(cudaError.cudaErrorLaunchFailure,
                             f"the COSTS function of kernel {function.describe()} raised "
                             f"{type(exc).__name__}: {exc}") from None
-        if seconds > elapsed:
-            time.sleep(seconds - elapsed)
+        self._busy_until = max(self._busy_until, arrived) + max(seconds, 0.0)
+
+    def _settle(self) -> None:
+        """Wait until the emulated GPU has finished its queued work."""
+        delay = self._busy_until - time.perf_counter()
+        if delay > 0:
+            time.sleep(delay)
 
     # ---------------------------------------------------------- streams, events
     # Everything runs at once, in order, in the device thread: by the time a
-    # request is read, all earlier work of every stream is done.  Waiting is
-    # never needed and every order CUDA promises is kept.
+    # request is read, all earlier work of every stream has run, and every
+    # order CUDA promises is kept.  Waiting is only for modelled time: one
+    # queue for all streams (_busy_until).
 
     def synchronize(self) -> None:
-        pass
+        self._settle()
 
     def stream_create(self, stream: int, flags: int, priority: int) -> None:
         pass
@@ -428,10 +445,10 @@ class SimDevice(Device):
         pass
 
     def stream_synchronize(self, stream: int) -> None:
-        pass
+        self._settle()
 
     def stream_query(self, stream: int) -> bool:
-        return True
+        return time.perf_counter() >= self._busy_until
 
     def stream_wait_event(self, stream: int, event: int) -> None:
         pass
@@ -443,13 +460,20 @@ class SimDevice(Device):
         self._events.pop(event, None)
 
     def event_record(self, event: int, stream: int) -> None:
-        self._events[event].recorded_at = time.perf_counter()
+        # The event completes when the queue reaches it.
+        self._events[event].recorded_at = max(time.perf_counter(), self._busy_until)
 
     def event_synchronize(self, event: int) -> None:
-        pass
+        self._wait_for(self._events[event])
 
     def event_query(self, event: int) -> bool:
-        return True
+        recorded = self._events[event].recorded_at
+        return recorded is None or time.perf_counter() >= recorded
+
+    def _wait_for(self, event: SimEvent) -> None:
+        delay = (event.recorded_at or 0.0) - time.perf_counter()
+        if delay > 0:
+            time.sleep(delay)
 
     def event_elapsed_ms(self, start: int, end: int) -> float:
         times = []
@@ -461,6 +485,7 @@ class SimDevice(Device):
             if e.recorded_at is None:
                 raise CudaError(cudaError.cudaErrorInvalidResourceHandle,
                                 "cudaEventElapsedTime: an event was never recorded")
+            self._wait_for(e)
             times.append(e.recorded_at)
         return (times[1] - times[0]) * 1000.0
 
