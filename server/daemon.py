@@ -33,6 +33,14 @@ bad_requests = RateLimitedLog(log)
 
 WORKER_START_TIMEOUT = 120.0  # seconds; cupy's first CUDA context can take a while
 
+#: How a worker process starts: as `python -m rcuda.server.worker`, but
+#: without the current directory first on sys.path, where a folder named
+#: `rcuda` (a clone of this repository, say) would hide the installed package.
+WORKER_MAIN = ("import sys\n"
+               "del sys.path[0]\n"
+               "from rcuda.server.worker import main\n"
+               "sys.exit(main())\n")
+
 
 class WorkerError(RuntimeError):
     """A session worker could not start (bad plugin file, no GPU, ...)."""
@@ -51,7 +59,7 @@ class Worker:
 
     @classmethod
     def spawn(cls, config: dict) -> "Worker":
-        process = subprocess.Popen([sys.executable, "-m", "rcuda.server.worker", json.dumps(config)],
+        process = subprocess.Popen([sys.executable, "-c", WORKER_MAIN, json.dumps(config)],
                                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1,
                                    env=worker_environment())
         worker = cls(process)

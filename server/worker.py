@@ -13,7 +13,8 @@ is answered without waiting for a process and a backend to start.  A worker:
      closes).  Ending frees everything the session allocated; being a
      process of its own, a crash or sticky error here touches no one else.
 
-Run by the daemon as `python -m rcuda.server.worker CONFIG_JSON`.
+Run by the daemon as `python -m rcuda.server.worker CONFIG_JSON` would (see
+server/daemon.py, WORKER_MAIN).
 """
 from __future__ import annotations
 

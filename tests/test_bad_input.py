@@ -2,7 +2,11 @@
 speaking different protocol versions (a clear error at connect, both ways)."""
 from __future__ import annotations
 
+import re
+import subprocess
+import sys
 import threading
+from pathlib import Path
 
 import zmq
 
@@ -81,3 +85,25 @@ def test_a_program_gets_the_version_mismatch_as_a_cuda_error(compile_cuda):
     result = run_program(compile_cuda("errors.cu"), address, "count")
     assert "cudaGetDeviceCount(&n) -> 46 cudaErrorDevicesUnavailable" in result.stdout
     assert "install the same rcuda version on both sides" in result.stderr
+
+
+@requires_nvcc
+def test_a_server_started_beside_a_folder_named_rcuda_still_starts_its_workers(compile_cuda, tmp_path):
+    """Started from a clone of this repository (or any folder holding one
+    named `rcuda`), the daemon's session workers must import the installed
+    rcuda, not the folder: they used to fail to start, every session refused."""
+    (tmp_path / "rcuda").mkdir()
+    (tmp_path / "rcuda" / "__init__.py").write_text("raise ImportError('the wrong rcuda')\n")
+    rcuda = Path(sys.executable).with_name("rcuda")  # the console script, as a user runs it
+    process = subprocess.Popen([str(rcuda), "server", "--listen", "tcp://127.0.0.1:0", "--backend", "sim",
+                                "--kernels", str(CUDA_SOURCES / "sim_kernels.py")], cwd=tmp_path,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        line = process.stdout.readline()
+        address = re.search(r"ready on tcp://(\S+:\d+)", line)
+        assert address, f"server did not start from {tmp_path}: {line!r} {process.stderr.read()}"
+        result = run_program(compile_cuda("vector_add.cu"), address[1])
+        assert "PASSED" in result.stdout, result.stdout + result.stderr
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
