@@ -9,9 +9,9 @@
 //
 // Synchronisation (--sync):
 //   host  the paper's way: each thread copies its device's gradient sums to
-//         the host (cudaMemcpy); the leader thread adds them, updates the
-//         parameters on the CPU, and every thread copies them back to its
-//         device (cudaMemcpy).
+//         the host (cudaMemcpy); the threads add them and update the
+//         parameters on the CPU, each thread a slice of them, and every
+//         thread copies them back to its device (cudaMemcpy).
 //   peer  the gradient sums go to GPU0 with cudaMemcpyPeer and are added
 //         there by a kernel; GPU0 updates the parameters (sgd_momentum) and
 //         every other device pulls them with cudaMemcpyPeer.
@@ -187,11 +187,10 @@ private:
                     dev.download(r.host_grads.data(), r.grads, grad_floats() * sizeof(float));
                 busy_[d] += seconds_since(busy_start);
                 barrier_.wait();
-                if (leader(d)) {
-                    if (opt_.sync == "peer")
-                        reduce_on_gpu0(rows);
-                    else
-                        reduce_on_host(rows);
+                if (opt_.sync == "peer") {
+                    if (leader(d)) reduce_on_gpu0(rows);
+                } else {
+                    reduce_on_host(d, rows);
                 }
                 barrier_.wait();
                 if (opt_.sync == "peer") {
@@ -316,18 +315,22 @@ private:
         step_rows_ = 0;
     }
 
-    // Host mode, leader: add the devices' gradient sums (in device order),
-    // then SGD on the host's parameters (the formula of sgd_momentum_thread).
-    void reduce_on_host(int rows) {
+    // Host mode, every device thread: add the devices' gradient sums (in
+    // device order) and run SGD on the host's parameters (the formula of
+    // sgd_momentum_thread), for this thread's slice of the parameters; the
+    // slices are disjoint, and each element is computed as one thread would.
+    void reduce_on_host(int d, int rows) {
+        long long n = (long long)devices_.size(), first = P() * d / n, last = P() * (d + 1) / n;
         float scale = 1.0f / (float)rows, momentum = (float)opt_.momentum, decay = (float)opt_.weight_decay;
-        for (long long i = 0; i < P(); ++i) {
+        for (long long i = first; i < last; ++i) {
             float sum = replicas_[0].host_grads[i];
-            for (size_t d = 1; d < replicas_.size(); ++d) sum += replicas_[d].host_grads[i];
+            for (size_t p = 1; p < replicas_.size(); ++p) sum += replicas_[p].host_grads[i];
             float g = sum * scale + decay * params_[i];
             float v = momentum * velocity_[i] + g;
             velocity_[i] = v;
             params_[i] = params_[i] - lr_ * v;
         }
+        if (!leader(d)) return;
         double loss = 0, correct = 0;
         for (const Replica& r : replicas_) loss += r.host_grads[P()], correct += r.host_grads[P() + 1];
         account(rows, loss, correct);
@@ -414,7 +417,7 @@ private:
     Barrier barrier_;
     std::mutex mutex_;
     std::vector<Replica> replicas_;
-    // Leader-owned state.
+    // Leader-owned state, except the master copy: each thread updates its slice.
     std::vector<float> params_, velocity_;  // host mode: the master copy
     std::vector<int> order_;
     std::unique_ptr<SplitMix64> shuffle_rng_;
