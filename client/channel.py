@@ -68,6 +68,10 @@ WAIT_SLICE = 0.2
 #: meanwhile goes out when a reply arrives or the window ends, in order.
 DIRECT_WINDOW_MS = 2
 
+#: How long a synchronous call waits for the lane while the forwarding
+#: thread posts launches on it (a single write) rather than take the socket.
+LANE_POST_WAIT = 0.005
+
 
 class Pending:
     """One synchronous call waiting for its reply."""
@@ -161,9 +165,15 @@ class DeviceChannel:
         for option, value in (socket_options or {}).items():
             self._socket.setsockopt(option, value)
         self._socket.connect(endpoint)
-        self._sent = 0  # messages sent on the socket: a lane request's `after`
-        # The lane, if the server offers one; whoever holds _lane_lock uses it.
+        self._sent = 0  # messages sent on the socket: a lane message's `after`
+        # Messages sent on the lane: a socket message's `lane_after`.  Both
+        # counts move under _socket_lock, so together they give the server
+        # one order over the two channels.
+        self._lane_sent = 0
+        # The lane, if the server offers one; whoever holds _lane_lock uses it
+        # (for a whole call, or a moment to post launches: _lane_posting).
         self._lane_lock = threading.Lock()
+        self._lane_posting = False
         # How long a caller on the lane busy-polls for its reply before it
         # sleeps (RCUDA_SPIN_US; rcuda/lane.py, Lane.wait_readable).
         self._lane_spin = lane_spin_us / 1e6
@@ -202,13 +212,22 @@ class DeviceChannel:
 
     def _seal_batch(self) -> None:
         """Move the launches C recorded into the outbox (under _post_lock)."""
-        if self._batch_source is not None:
-            taken = self._batch_source()
-            if taken is not None:
-                count, data = taken
-                self._outbox.append(({"op": "launches", "count": count, "seq": next(self._seq)}, [data]))
-                if self.stats is not None:
-                    self.stats.fast_launches(self.label, count)
+        batch = self._take_batch()
+        if batch is not None:
+            self._outbox.append(batch)
+
+    def _take_batch(self) -> tuple[dict, list] | None:
+        """The launches C recorded since the last call, as one `launches`
+        message (under _post_lock), or None."""
+        if self._batch_source is None:
+            return None
+        taken = self._batch_source()
+        if taken is None:
+            return None
+        count, data = taken
+        if self.stats is not None:
+            self.stats.fast_launches(self.label, count)
+        return {"op": "launches", "count": count, "seq": next(self._seq)}, [data]
 
     def start_call(self, header: dict, frames=()) -> Pending:
         """Send a request whose reply will be waited for with `finish_call`."""
@@ -297,12 +316,19 @@ class DeviceChannel:
         lane is not free: the caller takes the socket."""
         if self._failure:
             raise self._failed_call(header["op"])
-        if self._lane is None or not self._lane_lock.acquire(blocking=False):
+        if self._lane is None or not self._take_lane():
             return None
         try:
             return self._call_on_lane(header, frames, into)
         finally:
             self._lane_lock.release()
+
+    def _take_lane(self) -> bool:
+        """The lane lock, unless another call holds it (then the socket is
+        the way): a post of launches holds it only a moment, worth waiting."""
+        if self._lane_lock.acquire(blocking=False):
+            return True
+        return self._lane_posting and self._lane_lock.acquire(timeout=LANE_POST_WAIT)
 
     # ---------------------------------------------------------- the lane
 
@@ -334,7 +360,9 @@ class DeviceChannel:
     def _call_on_lane(self, header: dict, frames, into=None) -> tuple[dict, list] | None:
         """A synchronous call on the lane (under _lane_lock), or None if it
         must take the socket: replies are awaited there, or a gate holds
-        the outbox.  What is queued goes out on the socket first."""
+        the outbox.  What is queued goes out on the socket first; the
+        launches C recorded just before the call go on the lane with it, in
+        the same write (no thread hand-off: programs launch, then copy)."""
         op = header["op"]
         lane = self._lane
         if lane is None:  # dropped by a call that failed just now
@@ -343,9 +371,12 @@ class DeviceChannel:
             if self._socket.closed:
                 return None
             with self._post_lock:
-                self._seal_batch()
                 if self._pending or any(type(item) is Gate for item in self._outbox):
                     return None
+                launches = self._take_batch()
+                if launches is not None and (_payload_bytes(launches[1]) > LANE_MAX_PAYLOAD):
+                    self._outbox.append(launches)  # a long train of launches: the socket pipelines it
+                    launches = None
                 header["seq"] = next(self._seq)
             if self._outbox:
                 try:
@@ -356,8 +387,17 @@ class DeviceChannel:
                 if self.on_notice is not None:
                     self._receive_replies()  # sending may have taken the fd's signal of a notice
             header["after"] = self._sent
+            if launches is not None:
+                launches[0]["after"] = self._sent
+                self._lane_sent += 1
+            self._lane_sent += 1
+            if self.stats is not None:
+                self.stats.on_lane(self.label, 1 if launches is None else 2)
         try:
-            lane.send(header, frames)
+            if launches is not None:
+                lane.send_all([launches, (header, frames)])
+            else:
+                lane.send(header, frames)
             reply, payload = self._await_lane(lane, op, into)
         except (OSError, ProtocolError) as exc:  # the request may or may not have been served: no retry
             self._drop_lane()
@@ -518,7 +558,9 @@ class DeviceChannel:
             pass
 
     def _send_outbox(self) -> None:
-        """Send what is queued, in order, up to a closed gate (under _socket_lock)."""
+        """Send what is queued, in order, up to a closed gate (under _socket_lock).
+        Launches take the lane when it is free: it reaches the server's GPU
+        thread without ZeroMQ's I/O threads, and they need no reply."""
         outbox = self._outbox
         while outbox:
             item = outbox[0]
@@ -527,9 +569,41 @@ class DeviceChannel:
                     return  # the gate's opening wakes us again
                 outbox.popleft()
                 continue
-            self._send(*outbox.popleft())
+            header, frames = outbox.popleft()
+            if header["op"] == "launches" and self._post_on_lane(header, frames):
+                continue
+            self._send(header, frames)
+
+    def _post_on_lane(self, header: dict, frames) -> bool:
+        """Send a message that gets no reply on the lane, after everything
+        sent on the socket so far (under _socket_lock); False if the lane is
+        busy, absent or the message too large: then it takes the socket."""
+        if self._lane is None or _payload_bytes(frames) > LANE_MAX_PAYLOAD:
+            return False
+        if not self._lane_lock.acquire(blocking=False):
+            return False
+        self._lane_posting = True
+        try:
+            lane = self._lane
+            if lane is None:
+                return False
+            header["after"] = self._sent
+            self._lane_sent += 1
+            if self.stats is not None:
+                self.stats.on_lane(self.label, 1)
+            try:
+                lane.send(header, frames)
+            except OSError as exc:  # it may or may not have arrived: the device cannot go on
+                self._drop_lane()
+                self.fail(TransportError(f"lane of {self.label} broke: {exc}"))
+            return True
+        finally:
+            self._lane_posting = False
+            self._lane_lock.release()
 
     def _send(self, header: dict, frames) -> None:
+        if self._lane_sent:
+            header["lane_after"] = self._lane_sent  # served after the lane's messages before it
         if frames:
             self._socket.send(protocol.pack(header), zmq.SNDMORE)
             self._socket.send_multipart(frames, copy=False)

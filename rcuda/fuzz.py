@@ -72,6 +72,7 @@ class Fuzzer:
         self.wait_sources: set[str] = set()
         self.lane: Lane | None = None
         self.device_sent = 0
+        self.lane_sent = 0  # well-framed messages on the lane: a socket message's `lane_after` counts them
 
     # ---------------------------------------------------------- sockets
 
@@ -160,6 +161,7 @@ class Fuzzer:
             except ProtocolError:
                 answered = True  # refused, with a reply
         self.report.lane_frames_sent += 1
+        self.lane_sent += 1
         if answered:
             try:
                 self.lane.receive()
@@ -218,6 +220,8 @@ class Fuzzer:
             header["async"] = self._value() if self.rng.random() < 0.5 else True
         if self.rng.random() < 0.1:
             header[self.rng.choice(["extra", "token", "dev"])] = self._value()
+        if self.rng.random() < 0.05:  # order with the lane: mostly right (a larger one would only make it wait)
+            header["lane_after"] = self.lane_sent if self.rng.random() < 0.8 else self.rng.choice([-1, "x", None, 2.5])
         return header
 
     def _plausible(self, kind):

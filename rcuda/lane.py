@@ -1,5 +1,5 @@
 """The lane: a plain TCP connection beside a device's ZeroMQ socket, for
-synchronous calls.
+synchronous calls and launches.
 
 A round trip through ZeroMQ crosses four threads (the caller, ZeroMQ's I/O
 thread on each side, the server's GPU thread); on a small machine each
@@ -8,13 +8,17 @@ raw TCP one (benchmarks/README.md).  A synchronous call does not need
 ZeroMQ's queueing: its caller waits anyway.  So each device may also have a
 lane, on which the waiting caller itself sends its request and reads the
 reply, and the GPU thread itself reads and answers, with no thread in
-between.  Everything else (asynchronous work, copy trains, notices) stays
-on the ZeroMQ socket.
+between.  Launches recorded in C go there too: with the synchronous call
+that follows them (programs launch, then copy), or posted by the forwarding
+thread while the lane is free; they need no reply.  Everything else
+(asynchronous copies, copy trains, notices) stays on the ZeroMQ socket.
 
-Order is kept by counting: a request on the lane carries `after`, the number
-of messages the client had sent on the ZeroMQ socket before it, and the
-server serves that many from the socket before the request
-(server/device_service.py).
+Order is kept by counting, both ways: a message on the lane carries
+`after`, the number of messages the client had sent on the ZeroMQ socket
+before it, and a message on the socket carries `lane_after`, the number it
+had sent on the lane; the server serves that many from the other channel
+first (server/device_service.py).  The client moves both counts under one
+lock, so they never wait for each other.
 
 The lane is offered only where the ZeroMQ socket is not CURVE-protected
 (servers run without --auth), since it carries no encryption of its own; the
@@ -131,16 +135,23 @@ class Lane:
         """One message, in one system call when the kernel takes it all.
         Frames go out from where they are (a copy's payload is never copied
         here), however large."""
-        self.send_raw(protocol.pack(header), frames)
+        self.send_all([(header, frames)])
+
+    def send_all(self, messages) -> None:
+        """Several messages [(header, frames), ...], one after the other, in
+        one system call when the kernel takes them all."""
+        self._send_parts([part for header, frames in messages for part in _parts(protocol.pack(header), frames)])
 
     def send_raw(self, head: bytes, frames=()) -> None:
         """`send` with the header already encoded (or not a header at all:
         the fuzzer's)."""
-        views = [memoryview(getattr(f, "buffer", f)).cast("B") for f in frames]
-        parts = [PREFIX.pack(len(head), len(views)), *(FRAME_LENGTH.pack(len(v)) for v in views), head, *views]
+        self._send_parts(_parts(head, frames))
+
+    def _send_parts(self, parts: list) -> None:
         parts = [memoryview(p) for p in parts if len(p)]
         while parts:
-            sent = self.sock.sendmsg(parts)  # partial when the kernel's buffer filled up
+            # MSG_NOSIGNAL: a closed lane is an error here, not a SIGPIPE that kills the program.
+            sent = self.sock.sendmsg(parts, (), socket.MSG_NOSIGNAL)  # partial when the buffer filled up
             while parts and sent >= len(parts[0]):
                 sent -= len(parts.pop(0))
             if sent:
@@ -288,6 +299,13 @@ class Lane:
         if got == 0:
             raise LaneClosed("the lane was closed by the other side")
         return got
+
+
+def _parts(head: bytes, frames) -> list:
+    """One message's pieces, in the order they go out: prefix, frame lengths,
+    header, frames."""
+    views = [memoryview(getattr(f, "buffer", f)).cast("B") for f in frames]
+    return [PREFIX.pack(len(head), len(views)), *(FRAME_LENGTH.pack(len(v)) for v in views), head, *views]
 
 
 def _frames_of(view: memoryview, offset: int, lengths: list[int]) -> list[LaneFrame]:

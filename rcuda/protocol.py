@@ -5,9 +5,11 @@ Transport: ZeroMQ.  A client process talks to each server's daemon once
 has its own DEALER socket to the worker's ROUTER socket for that GPU, and one
 more socket per session carries heartbeats.  Servers without --auth also
 offer each device a lane (rcuda/lane.py): a plain TCP connection on which
-synchronous calls travel, the same messages framed by length, a request
-carrying `after` (how many messages the client sent on the socket before
-it, which the server serves first).
+synchronous calls and launches travel, the same messages framed by length.
+The two channels make one order: a lane message carries `after` (how many
+messages the client sent on the socket before it), a socket message
+`lane_after` once the lane has been used (how many it sent on the lane
+before it); the server serves those first.
 
 Every message is a multipart:
     frame 0     msgpack map, the header: {"op": str, "seq": int, ...}

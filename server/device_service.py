@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hmac
 import logging
+import select
 import socket as pysocket
 import threading
 import time
@@ -96,6 +97,7 @@ class DeviceService:
             self.lane_port = self._lane_listener.getsockname()[1] if self._lane_listener else None
         self._poller = None  # (what it watches beside the socket, zmq.Poller)
         self._received = 0  # messages served from the session's socket connection, for lane order
+        self._lane_received = 0  # messages read from the lane: a socket message's `lane_after` refers to it
         # After answering on the lane, how long to busy-poll for the next
         # request before sleeping (rcuda server --spin-us).
         self._spin_seconds = spin_us / 1e6
@@ -189,7 +191,7 @@ class DeviceService:
         if lane_side.fileno() in ready:
             if lane_side is self._lane_listener:
                 self._accept_lane()
-            else:
+            elif lane_side is self._lane and lane_side.readable():  # socket messages may have read it meanwhile
                 self._serve_lane()
                 while self._lane is not None and self._lane.buffered:
                     # The last read took in (part of) the next message too, which
@@ -248,6 +250,7 @@ class DeviceService:
             bad_requests.warning("GPU%d: lane closed after a malformed message: %s", self.index, exc)
             self._close_lane()
             return
+        self._lane_received += 1
         try:
             header, undecodable = protocol.unpack(head), None
         except ProtocolError as exc:
@@ -304,6 +307,18 @@ class DeviceService:
             self._serve_next_message()
         return True
 
+    def _catch_up_lane(self, count: int) -> bool:
+        """Serve lane messages until `count` of them have been read: a socket
+        message that the client sent after them (its `lane_after`) waits."""
+        deadline = time.monotonic() + LANE_ORDER_TIMEOUT
+        while self._lane_received < count:
+            lane = self._lane
+            if lane is None or self._stop.is_set() or self.closed.is_set() or time.monotonic() > deadline:
+                return False
+            if lane.buffered or select.select([lane.fileno()], [], [], POLL_MS / 1000)[0]:
+                self._serve_lane()
+        return True
+
     def _close_lane(self) -> None:
         for side in (self._lane, self._lane_listener):
             if side is not None:
@@ -335,9 +350,32 @@ class DeviceService:
         except ProtocolError as exc:
             self._undecodable(peer, exc)
         else:
-            self._handle(peer, header, payload, peer)
+            if self._in_order_with_the_lane(peer, header):
+                self._handle(peer, header, payload, peer)
         if peer == self._peer:
             self._received += 1  # the client counts what it sent; the lane's `after` refers to it
+
+    def _in_order_with_the_lane(self, peer: bytes, header: dict) -> bool:
+        """A socket message carries `lane_after`, how many messages its
+        client had sent on the lane before it (launches may go there): those
+        are served first.  False (the request answered with an error) if
+        they do not come."""
+        after = header.get("lane_after", 0)
+        if after == 0 or peer != self._peer:
+            return True
+        if not isinstance(after, int) or isinstance(after, bool) or after < 0:
+            self._failed(peer, header.get("seq"), header.get("op"),
+                         ProtocolError("'lane_after' must be a non-negative integer"),
+                         _answered(header))
+            return False
+        if self._catch_up_lane(after):
+            return True
+        if not self._stop.is_set() and not self.closed.is_set():
+            self._failed(peer, header.get("seq"), header.get("op"), CudaError(
+                cudaError.cudaErrorDevicesUnavailable,
+                f"{after - self._lane_received} message(s) sent on the device's lane before this request never "
+                f"arrived"), _answered(header))
+        return False
 
     def _undecodable(self, reply_to, exc: ProtocolError) -> None:
         """A header that is not msgpack: answered without a seq (there is none to echo)."""
@@ -763,3 +801,12 @@ def _dims(header: dict, field: str) -> tuple[int, int, int]:
     if len(value) != 3 or not all(isinstance(v, int) and 0 < v < 2**32 for v in value):
         raise ProtocolError(f"launch: {field} must be three positive 32-bit integers")
     return tuple(value)
+
+
+def _answered(header: dict) -> bool:
+    """Whether a request gets a reply, when its header may be malformed."""
+    try:
+        protocol.check_header(header)
+        return protocol.expects_reply(header)
+    except ProtocolError:
+        return True

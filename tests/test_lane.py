@@ -3,6 +3,7 @@ beside each device's ZeroMQ socket.  Its framing, its order with the
 socket's traffic, and what a server does with strangers and garbage on it."""
 from __future__ import annotations
 
+import re
 import socket
 import threading
 import time
@@ -16,6 +17,8 @@ from rcuda.client.runtime import Runtime
 from rcuda.config import ClientConfig, parse_server
 from rcuda.errors import CudaError, ProtocolError, cudaError
 from rcuda.lane import FRAME_LENGTH, PREFIX, Lane, LaneClosed, UnreadFrame, set_timeouts
+
+from conftest import requires_nvcc, run_program
 
 
 @pytest.fixture
@@ -245,6 +248,21 @@ def test_large_copies_take_the_lane_and_land_whole_in_order(runtime):
     device.copy_from_device(ptr, 16, into=head)
     assert bytes(head) == b"\x03" * 16 and device.channel.has_lane
     assert device.channel.lane_calls == calls + 6
+
+
+@requires_nvcc
+def test_program_order_holds_across_the_socket_and_the_lane(compile_cuda, sim_server):
+    """Launches recorded in C take the lane (with the synchronous call that
+    follows them, or posted by the forwarding thread while the lane is
+    free); asynchronous copies and memsets take the socket.  Each socket
+    message carries how many lane messages came before it (`lane_after`),
+    so the server still runs everything in program order, also with two
+    threads sharing the device's launch batches (this fails, every time,
+    without `lane_after`)."""
+    result = run_program(compile_cuda("stream_order.cu"), sim_server, "300", env_extra={"RCUDA_STATS": "1"})
+    assert result.returncode == 0 and "PASSED" in result.stdout, result.stdout + result.stderr[-3000:]
+    on_lane = int(re.search(r"GPU0 \(\S+ GPU0\)\s+(.+)$", result.stderr, re.M)[1].split()[-1])
+    assert on_lane > 2 * 300, "the launches did not take the lane: the test proves nothing"
 
 
 def test_RCUDA_LANE_off_uses_the_socket_alone(runtime):
