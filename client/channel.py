@@ -370,6 +370,9 @@ class DeviceChannel:
         with self._socket_lock:
             if self._socket.closed:
                 return None
+            # Under _post_lock until the lane messages are counted: what another
+            # thread posts meanwhile comes after the launches taken here, so
+            # it must not go out first, nor without counting them.
             with self._post_lock:
                 if self._pending or any(type(item) is Gate for item in self._outbox):
                     return None
@@ -378,19 +381,18 @@ class DeviceChannel:
                     self._outbox.append(launches)  # a long train of launches: the socket pipelines it
                     launches = None
                 header["seq"] = next(self._seq)
-            if self._outbox:
                 try:
                     self._send_outbox()
                 except zmq.ZMQError as exc:
                     self._socket_failed(exc)
                     raise self._failed_call(op) from None
-                if self.on_notice is not None:
-                    self._receive_replies()  # sending may have taken the fd's signal of a notice
-            header["after"] = self._sent
-            if launches is not None:
-                launches[0]["after"] = self._sent
+                header["after"] = self._sent
+                if launches is not None:
+                    launches[0]["after"] = self._sent
+                    self._lane_sent += 1
                 self._lane_sent += 1
-            self._lane_sent += 1
+            if self.on_notice is not None:
+                self._receive_replies()  # sending may have taken the fd's signal of a notice
             if self.stats is not None:
                 self.stats.on_lane(self.label, 1 if launches is None else 2)
         try:
