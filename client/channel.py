@@ -55,7 +55,7 @@ import zmq
 
 from rcuda import protocol
 from rcuda.errors import ProtocolError, ServerTimeout, TransportError
-from rcuda.lane import LANE_MAX_PAYLOAD, Lane, set_timeouts
+from rcuda.lane import LANE_MAX_PAYLOAD, Lane, SpinPolicy, set_timeouts
 
 log = logging.getLogger(__name__)
 
@@ -176,7 +176,7 @@ class DeviceChannel:
         self._lane_posting = False
         # How long a caller on the lane busy-polls for its reply before it
         # sleeps (RCUDA_SPIN_US; rcuda/lane.py, Lane.wait_readable).
-        self._lane_spin = lane_spin_us / 1e6
+        self._lane_spin = SpinPolicy(lane_spin_us / 1e6)  # per op, under _lane_lock
         self._lane: Lane | None = self._open_lane(lane_address, lane_hello) if lane_address else None
         self.lane_calls = 0  # synchronous calls answered on the lane
         self._thread = threading.Thread(target=self._run, name=f"rcuda {label}", daemon=True)
@@ -418,7 +418,8 @@ class DeviceChannel:
         return reply, payload
 
     def _await_lane(self, lane: Lane, op: str, into=None) -> tuple[dict, list]:
-        lane.wait_readable(self._lane_spin)
+        sent = time.perf_counter()
+        lane.wait_readable(self._lane_spin.window(op))
         while True:
             try:
                 head, lengths = lane.receive_head()
@@ -426,6 +427,7 @@ class DeviceChannel:
             except (BlockingIOError, TimeoutError):  # SO_RCVTIMEO: a WAIT_SLICE without the reply
                 pass
             self._check_server_alive(op)
+        self._lane_spin.waited(op, time.perf_counter() - sent)
 
         def still_coming():
             self._check_server_alive(op)

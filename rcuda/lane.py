@@ -70,6 +70,41 @@ def _timeval(seconds: float) -> bytes:
     return struct.pack("ll", whole, int((seconds - whole) * 1e6))
 
 
+class SpinPolicy:
+    """How long to busy-poll for the other side before sleeping, learnt per
+    kind of wait (a client keys its waits by the call, a server by the
+    message it served last).
+
+    Spinning pays when the answer comes within the window: no wake-up, which
+    costs tens of microseconds on some machines.  When it comes later, the
+    window was burnt for nothing, and on a busy machine (several GPUs' calls
+    and servers on few cores) it takes the CPU from those doing work.  So,
+    as the kernel's haltpoll governor does: a wait that ended within
+    `max_seconds` sets its kind's window to the whole of it; one that
+    outlasted it halves the window, down to none.  A program's waits of one
+    kind usually look alike (a copy after kernels waits for the kernels; a
+    query is answered at once), and a kind that changes is relearnt at its
+    first short wait."""
+
+    SHRINK_BELOW = 1 / 16  # a window under this share of the maximum becomes none
+
+    def __init__(self, max_seconds: float):
+        self.max_seconds = max(max_seconds, 0.0)
+        self._windows: dict = {}
+
+    def window(self, kind) -> float:
+        """Seconds to spin before sleeping, for a wait of this kind."""
+        return self._windows.get(kind, self.max_seconds)
+
+    def waited(self, kind, seconds: float) -> None:
+        """A wait of this kind took `seconds` until the other side answered."""
+        if seconds <= self.max_seconds:
+            self._windows[kind] = self.max_seconds
+        else:
+            halved = self.window(kind) / 2
+            self._windows[kind] = halved if halved >= self.max_seconds * self.SHRINK_BELOW else 0.0
+
+
 class LaneFrame:
     """A payload frame read from a lane: like a zmq.Frame, it has `.buffer`."""
 

@@ -27,7 +27,7 @@ from dataclasses import asdict, dataclass
 import zmq
 
 from rcuda import protocol
-from rcuda.lane import LANE_MAX_PAYLOAD, Lane, LaneClosed, UnreadFrame, set_timeouts
+from rcuda.lane import LANE_MAX_PAYLOAD, Lane, LaneClosed, SpinPolicy, UnreadFrame, set_timeouts
 from rcuda.errors import CudaError, ProtocolError, cudaError, is_sticky
 from rcuda.log import RateLimitedLog
 from rcuda.server.backends.base import ParamLayout
@@ -100,7 +100,8 @@ class DeviceService:
         self._lane_received = 0  # messages read from the lane: a socket message's `lane_after` refers to it
         # After answering on the lane, how long to busy-poll for the next
         # request before sleeping (rcuda server --spin-us).
-        self._spin_seconds = spin_us / 1e6
+        self._spin = SpinPolicy(spin_us / 1e6)  # keyed by the op served last on the lane
+        self._lane_served: tuple[str, float] | None = None  # (op, when) of the last lane message
         self.token: str | None = None
         self.closed = threading.Event()
         self._stop = threading.Event()
@@ -198,10 +199,12 @@ class DeviceService:
                     # poll() cannot see: a request answered with nothing (a launch)
                     # may be followed at once by another.
                     self._serve_lane()
-                if self._lane is not None:
-                    # A program making synchronous calls makes the next one soon:
-                    # stay awake for it a moment (rcuda/lane.py, Lane.wait_readable).
-                    self._lane.wait_readable(self._spin_seconds, also=self._socket_has_message)
+                if self._lane is not None and self._lane_served is not None:
+                    # A program making synchronous calls often makes the next one
+                    # soon: stay awake for it a moment, if that paid after this
+                    # kind of message lately (rcuda/lane.py, SpinPolicy).
+                    self._lane.wait_readable(self._spin.window(self._lane_served[0]),
+                                             also=self._socket_has_message)
 
     def _socket_has_message(self) -> bool:
         return bool(self.socket.getsockopt(zmq.EVENTS) & zmq.POLLIN)
@@ -251,6 +254,8 @@ class DeviceService:
             self._close_lane()
             return
         self._lane_received += 1
+        if self._lane_served is not None:
+            self._spin.waited(self._lane_served[0], time.perf_counter() - self._lane_served[1])
         try:
             header, undecodable = protocol.unpack(head), None
         except ProtocolError as exc:
@@ -272,6 +277,8 @@ class DeviceService:
                 self._serve_lane_request(lane, header, payload)
             if streamed and payload[0].left:  # refused before it was read: out of the stream with it
                 payload[0].drop_rest()
+            op = header.get("op") if header is not None else None
+            self._lane_served = (op if isinstance(op, str) and op in protocol.OPS else "?", time.perf_counter())
         except LaneClosed as exc:
             log.warning("GPU%d: lane closed in the middle of a message: %s", self.index, exc)
             self._close_lane()

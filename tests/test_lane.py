@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import socket
+import subprocess
 import threading
 import time
 
@@ -19,6 +20,8 @@ from rcuda.errors import CudaError, ProtocolError, cudaError
 from rcuda.lane import FRAME_LENGTH, PREFIX, Lane, LaneClosed, UnreadFrame, set_timeouts
 
 from conftest import requires_nvcc, run_program
+
+TESTS = __import__('pathlib').Path(__file__).resolve().parent
 
 
 @pytest.fixture
@@ -366,3 +369,57 @@ def test_spin_settings_are_checked():
     assert ClientConfig.load({"RCUDA_SPIN_US": "50", "RCUDA_CONFIG": "/dev/null"}).spin_us == 50
     with pytest.raises(ConfigError, match="RCUDA_SPIN_US must not be negative"):
         ClientConfig.load({"RCUDA_SPIN_US": "-1", "RCUDA_CONFIG": "/dev/null"})
+
+
+def test_the_spin_window_is_learnt_per_kind_of_wait():
+    """rcuda.lane.SpinPolicy: a kind of wait that outlasts the window stops
+    spinning (halving, then none); one answered within it spins again."""
+    from rcuda.lane import SpinPolicy
+
+    spin = SpinPolicy(300e-6)
+    assert spin.window("dtoh") == spin.window("mem_info") == 300e-6  # unknown kinds: the whole window
+    windows = []
+    for _ in range(6):  # a copy behind 20 ms of kernels, over and over
+        spin.waited("dtoh", 0.020)
+        windows.append(spin.window("dtoh"))
+    assert windows[:4] == pytest.approx([150e-6, 75e-6, 37.5e-6, 18.75e-6]) and windows[4:] == [0.0, 0.0]
+    spin.waited("mem_info", 40e-6)
+    assert spin.window("mem_info") == 300e-6  # other kinds keep theirs
+    spin.waited("dtoh", 100e-6)  # answered within the window: worth spinning again
+    assert spin.window("dtoh") == 300e-6
+    off = SpinPolicy(0.0)
+    off.waited("x", 1e-6)
+    assert off.window("x") == 0.0
+
+
+@requires_nvcc
+def test_a_client_stops_spinning_for_replies_that_wait_for_the_gpu(server_factory, tmp_path):
+    """Copies behind a long kernel: the caller learns not to spin for them,
+    while copies answered at once still get the spin (on a busy machine a
+    useless spin takes the CPU from the threads and servers doing work)."""
+    plugin = tmp_path / "slow_kernels.py"
+    plugin.write_text("def slow(launch):\n    pass\n\nKERNELS = {'noParams': slow}\n"
+                      "COSTS = {'noParams': lambda launch: 0.02}\n")  # 20 ms of emulated GPU time
+    image = tmp_path / "kernels.fatbin"
+    subprocess.run(["nvcc", "-fatbin", "-o", str(image), str(TESTS / "cuda_sources" / "fatbin_kernels.cu")],
+                   check=True, capture_output=True, timeout=300)
+    server = server_factory("--backend", "sim", "--kernels", str(plugin))
+    rt = Runtime(ClientConfig(servers=[parse_server(server.address)], timeout=10.0))
+    try:
+        device = rt.device(0)
+        spin = device.channel._lane_spin
+        ptr = device.malloc(64)
+        for _ in range(5):
+            device.copy_from_device(ptr, 64)
+        assert spin.window("dtoh") > 0  # answered at once: keeps spinning (a slow one only halves it)
+        device.request("module", [image.read_bytes()], module="m")
+        device.request("function", fn=1, module="m", name="_Z8noParamsv", offsets=[], sizes=[])
+        for _ in range(6):
+            device.post("launch", [b""], fn=1, grid=[1, 1, 1], block=[1, 1, 1], shmem=0, stream=0)
+            device.copy_from_device(ptr, 64)
+        assert spin.window("dtoh") == 0.0
+        for _ in range(3):
+            device.mem_info()
+        assert spin.window("mem_info") > 0
+    finally:
+        rt.shutdown()
