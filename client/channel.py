@@ -592,14 +592,16 @@ class DeviceChannel:
             if lane is None:
                 return False
             header["after"] = self._sent
-            self._lane_sent += 1
-            if self.stats is not None:
-                self.stats.on_lane(self.label, 1)
             try:
-                lane.send(header, frames)
+                if not lane.try_send(header, frames):
+                    del header["after"]
+                    return False  # the server is not reading now: the socket queues without limit
             except OSError as exc:  # it may or may not have arrived: the device cannot go on
                 self._drop_lane()
                 self.fail(TransportError(f"lane of {self.label} broke: {exc}"))
+            self._lane_sent += 1
+            if self.stats is not None:
+                self.stats.on_lane(self.label, 1)
             return True
         finally:
             self._lane_posting = False

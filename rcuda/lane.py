@@ -182,15 +182,29 @@ class Lane:
         the fuzzer's)."""
         self._send_parts(_parts(head, frames))
 
-    def _send_parts(self, parts: list) -> None:
+    def try_send(self, header: dict, frames=()) -> bool:
+        """`send`, unless the connection cannot take any of it now (the other
+        side has stopped reading for a while: a long kernel): then False and
+        nothing sent.  A message it has begun is finished, waiting if need be."""
+        return self._send_parts(_parts(protocol.pack(header), frames), wait_to_start=False)
+
+    def _send_parts(self, parts: list, wait_to_start: bool = True) -> bool:
         parts = [memoryview(p) for p in parts if len(p)]
+        # MSG_NOSIGNAL: a closed lane is an error here, not a SIGPIPE that kills the program.
+        flags = socket.MSG_NOSIGNAL | (0 if wait_to_start else socket.MSG_DONTWAIT)
         while parts:
-            # MSG_NOSIGNAL: a closed lane is an error here, not a SIGPIPE that kills the program.
-            sent = self.sock.sendmsg(parts, (), socket.MSG_NOSIGNAL)  # partial when the buffer filled up
+            try:
+                sent = self.sock.sendmsg(parts, (), flags)  # partial when the buffer filled up
+            except BlockingIOError:
+                if flags & socket.MSG_DONTWAIT:  # nothing of it went out
+                    return False
+                raise
+            flags = socket.MSG_NOSIGNAL
             while parts and sent >= len(parts[0]):
                 sent -= len(parts.pop(0))
             if sent:
                 parts[0] = parts[0][sent:]
+        return True
 
     def receive(self) -> tuple[dict, list[LaneFrame]]:
         """The next message: (header, payload frames); see `receive_raw`."""

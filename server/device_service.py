@@ -185,26 +185,34 @@ class DeviceService:
             poller.register(self.socket, zmq.POLLIN)
             poller.register(lane_side.fileno(), zmq.POLLIN)
             self._poller = (lane_side, poller)
-        ready = dict(self._poller[1].poll(POLL_MS))
+        # Lane bytes read already (with the message before them) are invisible
+        # to poll(): then only look, do not wait.
+        ready = dict(self._poller[1].poll(0 if self._lane_buffered() else POLL_MS))
         if self.socket in ready:
             while self.socket.getsockopt(zmq.EVENTS) & zmq.POLLIN and not self.closed.is_set():
                 self._serve(self.socket.recv_multipart(copy=False))
-        if lane_side.fileno() in ready:
-            if lane_side is self._lane_listener:
+        if lane_side is self._lane_listener:
+            if lane_side.fileno() in ready:
                 self._accept_lane()
-            elif lane_side is self._lane and lane_side.readable():  # socket messages may have read it meanwhile
+        elif lane_side is self._lane and (self._lane_buffered() or (lane_side.fileno() in ready
+                                                                     and lane_side.readable())):
+            # (Serving socket messages may have read the lane meanwhile, for
+            # order: so it may be buffered though poll() did not say, or
+            # drained though it did.)
+            self._serve_lane()
+            while self._lane_buffered():
+                # The last read took in (part of) the next message too, which
+                # poll() cannot see: a request answered with nothing (a launch)
+                # may be followed at once by another.
                 self._serve_lane()
-                while self._lane is not None and self._lane.buffered:
-                    # The last read took in (part of) the next message too, which
-                    # poll() cannot see: a request answered with nothing (a launch)
-                    # may be followed at once by another.
-                    self._serve_lane()
-                if self._lane is not None and self._lane_served is not None:
-                    # A program making synchronous calls often makes the next one
-                    # soon: stay awake for it a moment, if that paid after this
-                    # kind of message lately (rcuda/lane.py, SpinPolicy).
-                    self._lane.wait_readable(self._spin.window(self._lane_served[0]),
-                                             also=self._socket_has_message)
+            if self._lane is not None and self._lane_served is not None:
+                # A program making synchronous calls often makes the next one
+                # soon: stay awake for it a moment, if that paid after this
+                # kind of message lately (rcuda/lane.py, SpinPolicy).
+                self._lane.wait_readable(self._spin.window(self._lane_served[0]), also=self._socket_has_message)
+
+    def _lane_buffered(self) -> bool:
+        return self._lane is not None and self._lane.buffered
 
     def _socket_has_message(self) -> bool:
         return bool(self.socket.getsockopt(zmq.EVENTS) & zmq.POLLIN)

@@ -75,6 +75,44 @@ def test_pieces_and_runs_of_messages_are_reassembled(lane_pair):
     assert not right.readable()
 
 
+class SocketTakingPieces:
+    """A socket whose kernel buffer takes `room` bytes, then a piece at a
+    time; with MSG_DONTWAIT and no room at all, EAGAIN."""
+
+    def __init__(self, room: int):
+        self.room, self.data, self.calls = room, bytearray(), []
+
+    def setsockopt(self, *args):
+        pass
+
+    def sendmsg(self, parts, ancillary=(), flags=0):
+        self.calls.append(flags)
+        if self.room == 0:
+            if flags & socket.MSG_DONTWAIT:
+                raise BlockingIOError(11, "Resource temporarily unavailable")
+            self.room = 7  # a blocking send: the reader made some room
+        taken = b"".join(bytes(p) for p in parts)[:self.room]
+        self.room -= len(taken)
+        self.data += taken
+        return len(taken)
+
+
+def test_try_send_sends_whole_messages_or_nothing():
+    """A post that would wait for a reader who has stopped reading is not
+    sent at all (it goes on the ZeroMQ socket, which queues); one begun is
+    finished, in pieces if need be."""
+    full = SocketTakingPieces(room=0)
+    assert Lane(full).try_send({"op": "launches", "count": 1}, [b"x" * 100]) is False
+    assert full.data == b"" and full.calls == [socket.MSG_NOSIGNAL | socket.MSG_DONTWAIT]
+
+    some_room = SocketTakingPieces(room=10)
+    assert Lane(some_room).try_send({"op": "launches", "count": 1}, [b"x" * 100]) is True
+    expected = PREFIX.pack(len(protocol.pack({"op": "launches", "count": 1})), 1) + FRAME_LENGTH.pack(100) \
+        + protocol.pack({"op": "launches", "count": 1}) + b"x" * 100
+    assert bytes(some_room.data) == expected  # whole, after waiting for room
+    assert some_room.calls[0] & socket.MSG_DONTWAIT and not any(f & socket.MSG_DONTWAIT for f in some_room.calls[1:])
+
+
 def test_a_timed_out_read_loses_nothing(lane_pair):
     left, right = lane_pair
     set_timeouts(right.sock, 0.05, 1.0)
@@ -275,6 +313,53 @@ def test_RCUDA_LANE_off_uses_the_socket_alone(runtime):
     device.memset(ptr, 7, 64)
     assert bytes(device.copy_from_device(ptr, 64)[0].buffer) == b"\x07" * 64
     assert device.channel.lane_calls == 0
+
+
+def raw_session(address: str, context):
+    """A session spoken by hand: (its hello, GPU0's lane, GPU0's socket, opened)."""
+    host, port = address.rsplit(":", 1)
+    daemon = context.socket(zmq.DEALER)
+    daemon.setsockopt(zmq.LINGER, 0)
+    daemon.connect(f"tcp://{host}:{port}")
+    daemon.send(protocol.pack({"op": "hello", "seq": 1, "version": protocol.PROTOCOL_VERSION,
+                               "client": {"program": "test"}}))
+    assert daemon.poll(20000)
+    hello = protocol.unpack(daemon.recv())
+    daemon.close()
+    lane = Lane(socket.create_connection((host, hello["lane_ports"][0]), timeout=10))
+    lane.send({"op": "lane", "seq": 0, "token": hello["token"], "dev": 0})
+    assert lane.receive()[0]["err"] == 0
+    gpu = context.socket(zmq.DEALER)
+    gpu.setsockopt(zmq.LINGER, 0)
+    gpu.connect(f"tcp://{host}:{hello['ports'][0]}")
+    gpu.send(protocol.pack({"op": "open", "seq": 1, "dev": 0, "token": hello["token"], "va_base": None}))
+    assert gpu.poll(20000) and protocol.unpack(gpu.recv())["err"] == 0
+    return hello, lane, gpu
+
+
+def test_a_lane_request_read_ahead_while_keeping_order_is_still_served(sim_server):
+    """A socket message whose lane messages have not arrived yet makes the
+    server read the lane for them; a request written along with them is
+    then in the lane's buffer, where poll() does not see it, and must be
+    served all the same (a 4-GPU --sync peer run hung on this, 3 in 8)."""
+    context = zmq.Context()
+    _, lane, gpu = raw_session(sim_server.address, context)
+    try:
+        # Lane message 1 (no reply) is counted before socket message 2, which
+        # arrives first; the lane then carries it and a request, in one write.
+        gpu.send(protocol.pack({"op": "mem_info", "seq": 2, "lane_after": 1}))
+        time.sleep(0.3)  # the server is now waiting for lane message 1
+        lane.send_all([({"op": "memset", "seq": 3, "after": 1, "async": True, "ptr": 0, "value": 0, "size": 0,
+                         "stream": 0}, []),
+                       ({"op": "mem_info", "seq": 4, "after": 2}, [])])
+        assert gpu.poll(10000) and protocol.unpack(gpu.recv())["seq"] == 2
+        set_timeouts(lane.sock, 10.0, 10.0)
+        reply, _ = lane.receive()  # timed out (BlockingIOError) before the fix
+        assert reply["seq"] == 4 and reply["err"] == 0
+    finally:
+        gpu.close(linger=0)
+        lane.close()
+        context.term()
 
 
 BAD_LANE_MESSAGES = {
