@@ -315,8 +315,8 @@ def test_RCUDA_LANE_off_uses_the_socket_alone(runtime):
     assert device.channel.lane_calls == 0
 
 
-def raw_session(address: str, context):
-    """A session spoken by hand: (its hello, GPU0's lane, GPU0's socket, opened)."""
+def raw_hello(address: str, context) -> tuple[str, dict]:
+    """A session opened by hand with the daemon: (host, its hello reply)."""
     host, port = address.rsplit(":", 1)
     daemon = context.socket(zmq.DEALER)
     daemon.setsockopt(zmq.LINGER, 0)
@@ -326,15 +326,25 @@ def raw_session(address: str, context):
     assert daemon.poll(20000)
     hello = protocol.unpack(daemon.recv())
     daemon.close()
+    return host, hello
+
+
+def raw_lane(host: str, hello: dict, token: str | None = None) -> tuple[Lane, dict]:
+    """GPU0's lane connected by hand (with the session's token unless another
+    is given): (the lane, the server's answer to its hello)."""
     lane = Lane(socket.create_connection((host, hello["lane_ports"][0]), timeout=10))
-    lane.send({"op": "lane", "seq": 0, "token": hello["token"], "dev": 0})
-    assert lane.receive()[0]["err"] == 0
+    lane.send({"op": "lane", "seq": 0, "token": token or hello["token"], "dev": 0})
+    return lane, lane.receive()[0]
+
+
+def raw_open(host: str, hello: dict, context):
+    """GPU0's device socket, opened by hand."""
     gpu = context.socket(zmq.DEALER)
     gpu.setsockopt(zmq.LINGER, 0)
     gpu.connect(f"tcp://{host}:{hello['ports'][0]}")
     gpu.send(protocol.pack({"op": "open", "seq": 1, "dev": 0, "token": hello["token"], "va_base": None}))
     assert gpu.poll(20000) and protocol.unpack(gpu.recv())["err"] == 0
-    return hello, lane, gpu
+    return gpu
 
 
 def test_a_lane_request_read_ahead_while_keeping_order_is_still_served(sim_server):
@@ -343,7 +353,10 @@ def test_a_lane_request_read_ahead_while_keeping_order_is_still_served(sim_serve
     then in the lane's buffer, where poll() does not see it, and must be
     served all the same (a 4-GPU --sync peer run hung on this, 3 in 8)."""
     context = zmq.Context()
-    _, lane, gpu = raw_session(sim_server.address, context)
+    host, hello = raw_hello(sim_server.address, context)
+    lane, answer = raw_lane(host, hello)
+    assert answer["err"] == 0
+    gpu = raw_open(host, hello, context)
     try:
         # Lane message 1 (no reply) is counted before socket message 2, which
         # arrives first; the lane then carries it and a request, in one write.
@@ -375,35 +388,17 @@ BAD_LANE_MESSAGES = {
 def test_strangers_and_garbage_on_the_lane_cost_the_session_nothing(sim_server, bad):
     """A wrong token is refused; garbage on the session's own lane closes
     that lane only: the device socket keeps serving."""
-    host, port = sim_server.address.rsplit(":", 1)
     context = zmq.Context()
     try:
-        daemon = context.socket(zmq.DEALER)
-        daemon.setsockopt(zmq.LINGER, 0)
-        daemon.connect(f"tcp://{host}:{port}")
-        daemon.send(protocol.pack({"op": "hello", "seq": 1, "version": protocol.PROTOCOL_VERSION,
-                                   "client": {"program": "test"}}))
-        assert daemon.poll(20000)
-        hello = protocol.unpack(daemon.recv())
-        daemon.close()
-        address = (host, hello["lane_ports"][0])
-
-        stranger = Lane(socket.create_connection(address, timeout=10))
-        stranger.send({"op": "lane", "seq": 0, "token": "0" * 32, "dev": 0})
-        refused, _ = stranger.receive()
+        host, hello = raw_hello(sim_server.address, context)
+        stranger, refused = raw_lane(host, hello, token="0" * 32)
         assert refused["err"] and "token" in refused["msg"]
         with pytest.raises(LaneClosed):
             stranger.receive()
 
-        mine = Lane(socket.create_connection(address, timeout=10))
-        mine.send({"op": "lane", "seq": 0, "token": hello["token"], "dev": 0})
-        assert mine.receive()[0]["err"] == 0
-
-        gpu = context.socket(zmq.DEALER)
-        gpu.setsockopt(zmq.LINGER, 0)
-        gpu.connect(f"tcp://{host}:{hello['ports'][0]}")
-        gpu.send(protocol.pack({"op": "open", "seq": 1, "dev": 0, "token": hello["token"], "va_base": None}))
-        assert gpu.poll(20000) and protocol.unpack(gpu.recv())["err"] == 0
+        mine, answer = raw_lane(host, hello)
+        assert answer["err"] == 0
+        gpu = raw_open(host, hello, context)
 
         mine.send({"op": "mem_info", "seq": 2, "after": 1})
         assert mine.receive()[0]["total"] > 0
