@@ -337,6 +337,31 @@ def process_group_cpu_seconds(pgid: int) -> float:
     return total_ns / 1e9
 
 
+def process_group_cpu(pgid: int) -> dict[int, float]:
+    """Per process of a process group: the CPU seconds it used so far, its
+    reaped children's included (a session worker ends with its session and
+    its time moves to the daemon).  Clock ticks (10 ms) are the resolution."""
+    tick = os.sysconf("SC_CLK_TCK")
+    used = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            if int(fields[2]) == pgid:  # after the name: state ppid pgrp ...; then utime stime cutime cstime
+                used[int(entry.name)] = sum(int(x) for x in fields[11:15]) / tick
+        except (OSError, ValueError, IndexError):
+            continue  # a process that just ended
+    return used
+
+
+def cpu_used_between(before: dict[int, float], after: dict[int, float]) -> float:
+    """CPU seconds a process group used between two `process_group_cpu`
+    readings, leaving out processes that started in between and are still
+    there (a daemon's next spare worker, importing its libraries)."""
+    return sum(after.values()) - sum(before.values()) - sum(t for pid, t in after.items() if pid not in before)
+
+
 def wait_idle(pgid: int, quiet: float = 0.2, timeout: float = 10.0) -> bool:
     deadline = time.monotonic() + timeout
     used = process_group_cpu_seconds(pgid)

@@ -155,9 +155,25 @@ def _config_args(cfg) -> list[str]:
 
 
 def _run_remote(bed: testbeds.Testbed, binary: Path, args: list[str], cfg) -> dict:
+    """One run through rcuda, with the CPU time the program and the servers
+    (daemons and session workers) used for it, start-up and warm-up included."""
     bed.wait_idle()
     env = common.rcuda_environment(bed.servers, {"RCUDA_TIMEOUT": "120"})
-    return common.run_program([*bed.prefix, binary, *args, *_config_args(cfg)], env=env)
+    servers_before, program_before = _servers_cpu(bed), _children_cpu()
+    result = common.run_program([*bed.prefix, binary, *args, *_config_args(cfg)], env=env)
+    result["program_cpu_s"] = round(_children_cpu() - program_before, 3)
+    result["servers_cpu_s"] = round(sum(common.cpu_used_between(before, after) for before, after
+                                        in zip(servers_before, _servers_cpu(bed))), 3)
+    return result
+
+
+def _children_cpu() -> float:
+    times = os.times()
+    return times.children_user + times.children_system
+
+
+def _servers_cpu(bed: testbeds.Testbed) -> list[dict[int, float]]:
+    return [common.process_group_cpu(pid) for pid in bed.server_pids]
 
 
 def _cpu_rows(data: Path, p: dict) -> list[dict]:
@@ -181,6 +197,20 @@ def _repeated(p: dict, configs: list, run_one, key: str, label: str, emulated: b
                 f"{result['train_seconds'] / result['steps'] * 1000:.1f} ms per step, CPUs "
                 f"{100 * result['machine_cpu_busy']:.0f}% busy (round {round_ + 1}/{p['repeats']})")
     return [_row(key, label, emulated, cfg, runs, p) for cfg, runs in results.items()]
+
+
+def _cpu_per_step(runs: list[dict]) -> dict | None:
+    """CPU milliseconds per step, median over the runs: the program's while
+    it trained (its own figure, every thread), and the servers' (daemons and
+    session workers) over the whole run, start-up and warm-up spread over
+    its steps: what emulated GPUs take from the program's cores when they
+    share a machine with it."""
+    figures = {}
+    if all("train_cpu_seconds" in r for r in runs):
+        figures["program_training"] = statistics.median(r["train_cpu_seconds"] / r["steps"] for r in runs)
+    if all("servers_cpu_s" in r for r in runs):
+        figures["servers_whole_run"] = statistics.median(r["servers_cpu_s"] / r["steps"] for r in runs)
+    return {who: round(seconds * 1000, 2) for who, seconds in figures.items()} or None
 
 
 def _cpu_times() -> tuple[int, int]:
@@ -213,6 +243,7 @@ def _row(key: str, label: str, emulated: bool, cfg, runs: list[dict], p: dict) -
                                                                   if "machine_cpu_busy" in r]) else None,
         "test_accuracy": runs[-1]["test_accuracy"], "parameters": runs[-1]["parameters"],
         "busy_seconds": runs[-1].get("busy_seconds"), "shares": runs[-1].get("shares"),
+        "cpu_ms_per_step": _cpu_per_step(runs),
         "device_names": runs[-1].get("device_names"),
     }
 

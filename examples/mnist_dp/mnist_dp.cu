@@ -221,6 +221,7 @@ int main(int argc, char** argv) {
     result += ",\"test_accuracies\":" + json_list(epochs, [](const EpochResult& e) { return number(e.test_accuracy); });
     result += ",\"epoch_seconds\":" + json_list(epochs, [](const EpochResult& e) { return number(e.seconds); });
     result += ",\"train_seconds\":" + number(train_seconds);
+    result += ",\"train_cpu_seconds\":" + number(trainer.train_cpu_seconds());
     result += ",\"total_seconds\":" + number(trainer.total_seconds());
     result += ",\"samples_per_second\":" + number(train.count * (double)o.train.epochs / std::max(train_seconds, 1e-9));
     result += ",\"shares\":" + json_list(trainer.shares(), [](double s) { return number(s); });

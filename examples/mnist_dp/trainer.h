@@ -23,6 +23,7 @@
 #pragma once
 
 #include <chrono>
+#include <ctime>
 #include <cmath>
 #include <condition_variable>
 #include <memory>
@@ -78,6 +79,14 @@ inline double seconds_since(Clock::time_point start) {
     return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
+// CPU seconds the whole process has used (every thread: the device threads
+// and, through rcuda, its client's).
+inline double process_cpu_seconds() {
+    timespec t{};
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
 // `total` rows split by `shares` (largest remainder; ties to the lower device).
 inline std::vector<int> split_rows(int total, const std::vector<double>& shares) {
     size_t n = shares.size();
@@ -104,6 +113,7 @@ inline std::vector<int> split_rows(int total, const std::vector<double>& shares)
 struct EpochResult {
     double train_loss = 0, test_loss = 0, test_accuracy = 0, train_accuracy = 0;
     double seconds = 0, train_seconds = 0;
+    double train_cpu_seconds = 0;  // CPU the whole process used while training (all its threads)
 };
 
 class Trainer {
@@ -136,6 +146,11 @@ public:
     double train_seconds() const {  // the epochs' training, without their evaluation
         double total = 0;
         for (const auto& e : results_) total += e.train_seconds;
+        return total;
+    }
+    double train_cpu_seconds() const {  // the process's CPU time over those same spans
+        double total = 0;
+        for (const auto& e : results_) total += e.train_cpu_seconds;
         return total;
     }
 
@@ -171,6 +186,7 @@ private:
             if (leader(d)) start_epoch(epoch);
             barrier_.wait();
             Clock::time_point epoch_start = Clock::now();
+            if (leader(d)) epoch_cpu_start_ = process_cpu_seconds();
             Replica& r = replicas_[d];
             dev.upload(r.order, order_.data(), order_.size() * sizeof(int));
             int steps = (train_.count + opt_.batch - 1) / opt_.batch;
@@ -203,7 +219,10 @@ private:
             }
             if (opt_.sync == "peer") dev.synchronize();  // the last parameters have arrived
             barrier_.wait();
-            if (leader(d)) train_seconds_ = seconds_since(epoch_start);
+            if (leader(d)) {
+                train_seconds_ = seconds_since(epoch_start);
+                train_cpu_seconds_ = process_cpu_seconds() - epoch_cpu_start_;
+            }
             evaluate(d);
             barrier_.wait();
             if (leader(d)) finish_epoch(epoch, seconds_since(epoch_start));
@@ -400,6 +419,7 @@ private:
         e.test_accuracy = test_correct_ / test_.count;
         e.seconds = seconds;
         e.train_seconds = train_seconds_;
+        e.train_cpu_seconds = train_cpu_seconds_;
         results_.push_back(e);
         test_loss_sum_ = test_correct_ = 0;
         std::printf("epoch %d/%d  loss %.6f  train %.2f%%  test %.2f%% (loss %.4f)  time %.2f s  %.0f samples/s  "
@@ -428,4 +448,5 @@ private:
     long long step_rows_ = 0, steps_ = 0;
     double test_loss_sum_ = 0, test_correct_ = 0;
     double train_seconds_ = 0, total_seconds_ = 0;
+    double epoch_cpu_start_ = 0, train_cpu_seconds_ = 0;
 };
