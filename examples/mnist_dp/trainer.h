@@ -340,14 +340,22 @@ private:
     // slices are disjoint, and each element is computed as one thread would.
     void reduce_on_host(int d, int rows) {
         long long n = (long long)devices_.size(), first = P() * d / n, last = P() * (d + 1) / n;
-        float scale = 1.0f / (float)rows, momentum = (float)opt_.momentum, decay = (float)opt_.weight_decay;
+        float scale = 1.0f / (float)rows, momentum = (float)opt_.momentum, decay = (float)opt_.weight_decay, lr = lr_;
+        // Added device by device into GPU0's copy (the same order of additions
+        // for every element, in loops the compiler vectorises); that copy is
+        // not read again before the next step's download overwrites it.
+        float* __restrict sum = replicas_[0].host_grads.data();
+        for (size_t p = 1; p < replicas_.size(); ++p) {
+            const float* __restrict g = replicas_[p].host_grads.data();
+            for (long long i = first; i < last; ++i) sum[i] += g[i];
+        }
+        float* __restrict params = params_.data();
+        float* __restrict velocity = velocity_.data();
         for (long long i = first; i < last; ++i) {
-            float sum = replicas_[0].host_grads[i];
-            for (size_t p = 1; p < replicas_.size(); ++p) sum += replicas_[p].host_grads[i];
-            float g = sum * scale + decay * params_[i];
-            float v = momentum * velocity_[i] + g;
-            velocity_[i] = v;
-            params_[i] = params_[i] - lr_ * v;
+            float g = sum[i] * scale + decay * params[i];
+            float v = momentum * velocity[i] + g;
+            velocity[i] = v;
+            params[i] = params[i] - lr * v;
         }
         if (!leader(d)) return;
         double loss = 0, correct = 0;
