@@ -1,5 +1,6 @@
 """Packaging for rcuda.  `pip install .` also builds the native interposer
 (native/build.py) into rcuda/_lib/, linked against this Python's libpython."""
+import compileall
 import importlib.util
 from pathlib import Path
 
@@ -20,6 +21,13 @@ class BuildWithInterposer(build_py):
         target = HERE / "rcuda" / "_lib" if self.editable_mode else Path(self.build_lib) / "rcuda" / "_lib"
         for path in builder.build(target):
             self.announce(f"built {path}", level=2)
+        if self.editable_mode:
+            # Every CUDA program starts an interpreter that imports the client:
+            # compiled now, it is not compiled again in each program (nor, with
+            # PYTHONDONTWRITEBYTECODE set, in every run).  pip does this itself
+            # for a normal install.
+            for folder in ("rcuda", "client", "server"):
+                compileall.compile_dir(str(HERE / folder), quiet=1)
 
 
 setup(

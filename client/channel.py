@@ -335,8 +335,12 @@ class DeviceChannel:
     def _open_lane(self, address: tuple[str, int], hello: dict) -> Lane | None:
         """Connect the lane and prove it is this session's; None (calls take
         the ZeroMQ socket) if that fails."""
+        host, port = address
         try:
-            sock = pysocket.create_connection(address, timeout=self.timeout)
+            # An ASCII host as bytes: getaddrinfo() would otherwise load the
+            # IDNA codec first, 2 ms of every program's start-up.
+            sock = pysocket.create_connection((host.encode() if host.isascii() else host, port),
+                                              timeout=self.timeout)
         except OSError as exc:
             log.info("%s: no lane to %s:%s (synchronous calls take the ZeroMQ socket): %s",
                      self.label, *address, exc)

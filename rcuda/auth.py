@@ -45,15 +45,16 @@ from __future__ import annotations
 import logging
 import os
 import stat
+import struct
 import threading
 from dataclasses import dataclass
 from pathlib import Path
 
 import zmq
-import zmq.auth
 from zmq.utils import z85
 
 from rcuda.config import ConfigError, ServerAddress, config_file
+from rcuda.errors import ProtocolError
 
 log = logging.getLogger(__name__)
 
@@ -99,11 +100,18 @@ def create_key_pair(directory: str | os.PathLike, name: str, force: bool = False
     try:
         for path in (public, secret):
             path.unlink(missing_ok=True)
-        zmq.auth.create_certificates(str(directory), name)
+        _zmq_auth().create_certificates(str(directory), name)
     finally:
         os.umask(old_umask)
     public.chmod(0o644)
     return public, secret
+
+
+def _zmq_auth():
+    """zmq.auth, imported when keys are used (it costs every program's
+    start-up a few milliseconds otherwise)."""
+    import zmq.auth
+    return zmq.auth
 
 
 def _check_z85(key: bytes | None, path, what: str) -> bytes:
@@ -118,7 +126,7 @@ def _check_z85(key: bytes | None, path, what: str) -> bytes:
 
 def load_public_key(path: str | os.PathLike) -> bytes:
     try:
-        public, _ = zmq.auth.load_certificate(str(path))
+        public, _ = _zmq_auth().load_certificate(str(path))
     except (OSError, ValueError) as exc:
         raise KeyFileError(f"cannot read public key {path}: {exc}") from None
     return _check_z85(public, path, "public")
@@ -130,7 +138,7 @@ def load_key_pair(path: str | os.PathLike, role: str = "key") -> tuple[bytes, by
     if path.suffix == PUBLIC_SUFFIX and path.with_suffix(SECRET_SUFFIX).exists():
         path = path.with_suffix(SECRET_SUFFIX)  # the user named the public half
     try:
-        public, secret = zmq.auth.load_certificate(str(path))
+        public, secret = _zmq_auth().load_certificate(str(path))
     except (OSError, ValueError) as exc:
         raise KeyFileError(f"cannot read {role} {path}: {exc} ({KEY_HELP})") from None
     if secret is None:
@@ -274,13 +282,12 @@ class HandshakeWatch:
 
     def read(self) -> tuple[int, int] | None:
         """Take the monitor's pending events; the latest failure, if any."""
-        from zmq.utils.monitor import recv_monitor_message
         while self.monitor.poll(0):
-            message = recv_monitor_message(self.monitor)
-            if message["event"] == zmq.EVENT_HANDSHAKE_SUCCEEDED:
+            event, value = parse_monitor_event(self.monitor.recv_multipart())
+            if event == zmq.EVENT_HANDSHAKE_SUCCEEDED:
                 self.succeeded = True
-            elif message["event"] & _HANDSHAKE_FAILED:
-                self.failure = (message["event"], message["value"])
+            elif event & _HANDSHAKE_FAILED:
+                self.failure = (event, value)
         return self.failure
 
     def close(self) -> None:
@@ -289,6 +296,15 @@ class HandshakeWatch:
         except zmq.ZMQError:
             pass
         self.monitor.close(linger=0)
+
+
+def parse_monitor_event(frames: list[bytes]) -> tuple[int, int]:
+    """(event, value) of a ZeroMQ monitor message: a 16-bit event and a
+    32-bit value, then the endpoint.  (pyzmq's zmq.utils.monitor does the
+    same but imports asyncio, 25 ms of every CUDA program's start-up.)"""
+    if len(frames) != 2 or len(frames[0]) != 6:
+        raise ProtocolError(f"malformed ZeroMQ monitor message: {frames!r:.80}")
+    return struct.unpack("=hi", frames[0])
 
 
 def explain_handshake_failure(failure: tuple[int, int], address, curve: Curve | None) -> str:

@@ -231,15 +231,18 @@ def config_file(environ=os.environ) -> Path:
 def read_config_file(path: Path, explicit: bool = False) -> dict:
     """The file's sections; {} when it does not exist (an error when the
     user named it with RCUDA_CONFIG)."""
-    import tomllib  # only when there is a file to read: start-up cost otherwise
     try:
         with open(path, "rb") as f:
-            data = tomllib.load(f)
+            import tomllib  # only when there is a file to read: every program's start-up otherwise
+            try:
+                data = tomllib.load(f)
+            except tomllib.TOMLDecodeError as exc:
+                raise ConfigError(f"cannot read config file {path}: {exc}") from None
     except FileNotFoundError:
         if explicit:
             raise ConfigError(f"RCUDA_CONFIG={path}: no such file") from None
         return {}
-    except (OSError, tomllib.TOMLDecodeError) as exc:
+    except OSError as exc:
         raise ConfigError(f"cannot read config file {path}: {exc}") from None
     for section, values in data.items():
         specs = SECTIONS.get(section)

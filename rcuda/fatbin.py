@@ -27,7 +27,6 @@ Parameter layouts come from a cubin's `.nv.info.<kernel>` section
 """
 from __future__ import annotations
 
-import argparse
 import io
 import logging
 import re
@@ -666,6 +665,7 @@ def dump(fatbin: Fatbin, container_sizes: list[int], out=None) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """`python -m rcuda.fatbin FILE`: dump what a program's fatbinary holds."""
+    import argparse  # here: the client imports this module in every program's start-up
     parser = argparse.ArgumentParser(prog="python -m rcuda.fatbin",
                                      description="Show the device code images, kernel parameter layouts "
                                                  "and variables in a CUDA program or raw .fatbin file.")

@@ -127,6 +127,11 @@ PROTOCOL_VERSION = 2
 #: messages above ~32 MiB (fresh buffers page-fault), see CUDA-NOTES.
 CHUNK_SIZE = 1 << 20
 
+#: Each device's allocations live inside a window of this size, starting at a
+#: base the client assigns (the open op's va_base), so pointers never collide
+#: across devices.
+VA_WINDOW_SIZE = 1 << 40
+
 #: Seconds between heartbeats on a session's heartbeat socket.
 HEARTBEAT_INTERVAL = 1.0
 

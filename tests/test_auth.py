@@ -21,6 +21,7 @@ from multi_helpers import MULTI_KERNELS
 from rcuda import auth, protocol
 from rcuda.auth import ClientKeys, KeyFileError
 from rcuda.config import ClientConfig, parse_server
+from rcuda.errors import ProtocolError
 
 SIM_KERNELS = str(CUDA_SOURCES / "sim_kernels.py")
 
@@ -165,6 +166,15 @@ def test_refused_clients_fail_at_connect_saying_why(auth_server, keys, compile_c
     assert complaint in result.stderr, result.stderr
     assert "cudaErrorDevicesUnavailable" in result.stdout
     assert time.monotonic() - started < 15, "a refused key is reported at once, not after RCUDA_TIMEOUT"
+
+
+def test_monitor_events_are_read_without_pyzmqs_asyncio_helper():
+    import struct
+    event, value = auth.parse_monitor_event([struct.pack("=hi", zmq.EVENT_HANDSHAKE_FAILED_AUTH, 400),
+                                             b"tcp://127.0.0.1:1"])
+    assert (event, value) == (zmq.EVENT_HANDSHAKE_FAILED_AUTH, 400)
+    with pytest.raises(ProtocolError, match="malformed ZeroMQ monitor message"):
+        auth.parse_monitor_event([b"\x01\x00"])
 
 
 @requires_nvcc

@@ -99,3 +99,20 @@ def test_stats_summary_at_exit(compile_cuda, server_factory):
     traffic = re.search(r"GPU0 \(\S+ GPU0\)\s+(.+)$", summary, re.M)[1].split()
     assert traffic[-2] == "3999"  # C launches; then the messages that took the lane
     assert int(traffic[-1]) >= 4 + 1  # at least the synchronous calls (the program's and the exit's)
+
+
+def test_the_clients_start_leaves_out_what_it_does_not_use(tmp_path):
+    """Every CUDA program imports the client: modules only some programs
+    need (a config file's parser, key files, pyzmq's asyncio helpers, the
+    fatbin dump's command line, the server) stay out of its start-up."""
+    code = ("import sys; from rcuda.client import entrypoints; "
+            "print(' '.join(sorted(m for m in sys.modules)))")
+    env = dict(os.environ, XDG_CONFIG_HOME=str(tmp_path), RCUDA_CONFIG="")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60,
+                            cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    loaded = set(result.stdout.split())
+    assert "rcuda.client.runtime" in loaded  # it did import the client
+    for module in ("tomllib", "zmq.auth", "asyncio", "zmq.utils.monitor", "argparse", "rcuda.server",
+                   "numpy"):
+        assert module not in loaded, f"{module} is imported at every program's start"

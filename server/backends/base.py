@@ -17,10 +17,7 @@ import functools
 from dataclasses import dataclass
 
 from rcuda.errors import CudaError, cudaError
-
-#: Each device's allocations live inside a window of this size, starting at a
-#: base the client assigns, so pointers never collide across devices.
-VA_WINDOW_SIZE = 1 << 40
+from rcuda.protocol import VA_WINDOW_SIZE  # noqa: F401 - the backends' import of it
 
 #: cudaMalloc's guaranteed alignment.
 ALLOCATION_ALIGNMENT = 256
