@@ -31,10 +31,6 @@ from rcuda.errors import AuthenticationError, ProtocolError, TransportError, Ver
 
 log = logging.getLogger(__name__)
 
-#: How often the heartbeat thread checks whether the session is closing (ms).
-STOP_CHECK_MS = 20
-
-
 def client_description() -> dict:
     """Who is asking, for the server's logs and `rcuda smi`."""
     try:
@@ -132,6 +128,8 @@ class ServerSession:
         self.last_heard = time.monotonic()
         self._on_failure = []
         self._stop = threading.Event()
+        self._wake_read, self._wake_write = os.pipe()
+        self._wake_lock = threading.Lock()
         self.failure: TransportError | None = None
         self._heartbeat = threading.Thread(target=self._heartbeat_loop, args=(control_port,),
                                            name=f"rcuda heartbeat {address}", daemon=True)
@@ -174,10 +172,14 @@ class ServerSession:
     def stop_heartbeat(self) -> None:
         """Stop pinging without waiting (the worker ends once the client has
         closed its devices, and must then not be taken for a lost server)."""
-        self._stop.set()
+        with self._wake_lock:  # the thread closes the pipe as it ends
+            if not self._stop.is_set():
+                self._stop.set()
+                if self._wake_write is not None:
+                    os.write(self._wake_write, b"x")
 
     def close(self) -> None:
-        self._stop.set()
+        self.stop_heartbeat()
         self._heartbeat.join(timeout=2 * protocol.HEARTBEAT_INTERVAL)
 
     def _heartbeat_loop(self, control_port: int) -> None:
@@ -185,6 +187,11 @@ class ServerSession:
         sock.setsockopt(zmq.LINGER, 0)
         auth.apply(sock, self.curve)
         sock.connect(self.address.endpoint_for_port(control_port))
+        # The wake-up pipe: stop_heartbeat() ends the wait at once, so the
+        # program's exit is not kept waiting for the rest of an interval.
+        poller = zmq.Poller()
+        poller.register(sock, zmq.POLLIN)
+        poller.register(self._wake_read, zmq.POLLIN)
         seq = 0
         try:
             while not self._stop.is_set():
@@ -192,9 +199,7 @@ class ServerSession:
                 sock.send(protocol.pack({"op": "ping", "seq": seq, "token": self.token}))
                 deadline = time.monotonic() + protocol.HEARTBEAT_INTERVAL
                 while (left := deadline - time.monotonic()) > 0 and not self._stop.is_set():
-                    # In short slices, so that close() (at the program's exit) is not kept
-                    # waiting for the rest of the interval.
-                    if sock.poll(min(int(left * 1000) + 1, STOP_CHECK_MS), zmq.POLLIN):
+                    if sock in dict(poller.poll(int(left * 1000) + 1)):
                         sock.recv()
                         self.last_heard = time.monotonic()
                 silent = time.monotonic() - self.last_heard
@@ -205,6 +210,10 @@ class ServerSession:
                     return
         finally:
             sock.close(linger=0)
+            with self._wake_lock:
+                os.close(self._wake_read)
+                os.close(self._wake_write)
+                self._wake_write = None
 
     def _lost(self, error: TransportError) -> None:
         log.error("%s", error)
