@@ -86,8 +86,10 @@ def _python_path():
         folder = os.path.dirname(folder)
     return []
 
-_paths = _python_path()
-sys.path[:0] = [p for p in _paths if p not in sys.path]
+# Folders this interpreter's own site set up already are left alone (their
+# .pth files ran: running them again costs start-up and repeats their hooks).
+_paths = [p for p in _python_path() if p not in sys.path]
+sys.path[:0] = _paths
 for _p in _paths:
     site.addsitedir(_p)  # also runs .pth files (editable installs)
 if not getattr(sys, "argv", None):

@@ -33,7 +33,6 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from rcuda import auth
 from rcuda.netns import Network, NetnsError, remove_network, unavailable_reason
 
 log = logging.getLogger(__name__)
@@ -75,12 +74,14 @@ class Hosts:
         """What a client needs besides RCUDA_SERVERS: its keys, with --auth."""
         if not self.auth:
             return {}
+        from rcuda import auth  # here: every `rcuda` command builds this module's parser
         client = self.keys_dir / "client"
         return {"RCUDA_KEY": str(client / f"client{auth.SECRET_SUFFIX}"), "RCUDA_SERVER_KEY": str(client)}
 
     def _make_keys(self) -> None:
         """A key pair per host server and one for the client; each server
         accepts the client's key, the client knows each server's key."""
+        from rcuda import auth
         client_dir = self.keys_dir / "client"
         client_public, _ = auth.create_key_pair(client_dir, "client", force=True)
         for host in self.network.hosts:
