@@ -135,6 +135,7 @@ def make_ffi(extra_link_args: list[str]) -> cffi.FFI:
         '#include "launch_fast_path.c"',
         '#include "last_error.c"',
         '#include "cudart_exports.c"',
+        '#include "registrations.c"',
     ])
     # The interpreter the library starts (native/interposer.c): this one.
     executable = '"' + sys.executable.replace("\\", "\\\\").replace('"', '\\"') + '"'

@@ -110,6 +110,18 @@ C_FAST_PATH = {
     "cudaPeekAtLastError",
 }
 
+# Module registration: exported by hand in native/registrations.c, which
+# keeps it in C until the program's first real CUDA call and then hands it
+# to these functions' Python entry points (route 'python': the client
+# implements them).
+REGISTRATION_EXPORTS = {
+    "__cudaRegisterFatBinary",
+    "__cudaRegisterFatBinaryEnd",
+    "__cudaRegisterFunction",
+    "__cudaRegisterVar",
+    "__cudaUnregisterFatBinary",
+}
+
 # `_ptsz` (per-thread default stream) and `_ptds` variants share the base
 # function's signature; the headers only declare them through macros.
 VARIANT_SUFFIXES = ("_ptsz", "_ptds")
@@ -396,7 +408,7 @@ def write_exports(path: Path, functions: list[Function], note: str) -> None:
         out.append(f"static {f.result} rcuda_py_{f.name}({f.c_params});")
     out.append("")
     for f in functions:
-        if f.name in C_FAST_PATH:
+        if f.name in C_FAST_PATH or f.name in REGISTRATION_EXPORTS:
             continue
         ret = "" if f.result == "void" else "return "
         out.append(f"RCUDA_EXPORT {f.result} {f.name}({f.c_params})\n{{\n"

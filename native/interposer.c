@@ -65,6 +65,10 @@ static void initialize_python(void)
     PyEval_SaveThread(); /* release the GIL, as cffi expects */
 }
 
+static void replay_registrations(void);       /* native/registrations.c */
+static void registrations_before_fork(void);
+static void registrations_after_fork(void);
+
 static void start_python_client(void)
 {
     initialize_python();
@@ -80,6 +84,7 @@ static void start_python_client(void)
         fflush(stderr);
         abort();
     }
+    replay_registrations(); /* the modules the program registered before this first call */
     python_started = 1;
 }
 
@@ -175,6 +180,7 @@ static PyGILState_STATE fork_gil_state;
 
 static void before_fork(void)
 {
+    registrations_before_fork();
     if (!python_started)
         return;
     fork_gil_state = PyGILState_Ensure();
@@ -183,10 +189,11 @@ static void before_fork(void)
 
 static void after_fork_parent(void)
 {
-    if (!python_started)
-        return;
-    PyOS_AfterFork_Parent();
-    PyGILState_Release(fork_gil_state);
+    if (python_started) {
+        PyOS_AfterFork_Parent();
+        PyGILState_Release(fork_gil_state);
+    }
+    registrations_after_fork();
 }
 
 static void fast_path_after_fork(void);   /* native/launch_fast_path.c */
@@ -196,6 +203,7 @@ static void after_fork_child(void)
 {
     fast_path_after_fork();
     last_error_after_fork();
+    registrations_after_fork();
     if (!python_started)
         return;
     PyOS_AfterFork_Child();

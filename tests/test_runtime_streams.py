@@ -108,6 +108,12 @@ def test_fork_gives_the_child_its_own_context(program, server):
     assert "ok fork" in result.stdout, result.stdout + result.stderr
 
 
+def test_fork_before_the_first_call_gives_both_the_kernels(program, server):
+    result = run(program, server, "fork_first")
+    assert "child ok" in result.stdout
+    assert "ok fork_first" in result.stdout, result.stdout + result.stderr
+
+
 def test_threads_racing_to_initialise_the_runtime(program, server):
     result = run(program, server, "threads")
     assert "ok threads" in result.stdout, result.stdout + result.stderr

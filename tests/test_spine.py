@@ -153,6 +153,21 @@ def test_last_error_is_answered_in_c_until_something_fails(compile_cuda, server_
     assert 0 < calls <= 20, through_python
 
 
+def test_a_program_that_makes_no_cuda_call_does_not_start_the_client(compile_cuda, sim_server):
+    """Kernels are registered before main in every run; the client (the
+    embedded interpreter, ~100 ms) starts only at the first real call.
+    PYTHONPROFILEIMPORTTIME makes the embedded interpreter report its
+    imports, which shows whether it started."""
+    program = compile_cuda("vector_add.cu")
+    env = {"PYTHONPROFILEIMPORTTIME": "1"}
+    idle = run_program(program, sim_server, "--help", via="preload", env_extra=env)
+    assert "usage" in (idle.stdout + idle.stderr).lower()
+    assert "import time:" not in idle.stderr, idle.stderr[-2000:]
+    used = run_program(program, sim_server, "1000", via="preload", env_extra=env)
+    assert "PASSED" in used.stdout, used.stdout + used.stderr
+    assert "import time:" in used.stderr and "rcuda.client.entrypoints" in used.stderr
+
+
 def test_embedded_interpreter_failure_aborts_loudly(compile_cuda, sim_server, tmp_path):
     # An rcuda package that cannot be imported, found before the real one.
     (tmp_path / "rcuda").mkdir()

@@ -429,24 +429,6 @@ RCUDA_EXPORT char __cudaInitModule(void ** fatCubinHandle)
     return rcuda_py___cudaInitModule(fatCubinHandle);
 }
 
-RCUDA_EXPORT void ** __cudaRegisterFatBinary(void * fatCubin)
-{
-    rcuda_ensure_started();
-    return rcuda_py___cudaRegisterFatBinary(fatCubin);
-}
-
-RCUDA_EXPORT void __cudaRegisterFatBinaryEnd(void ** fatCubinHandle)
-{
-    rcuda_ensure_started();
-    rcuda_py___cudaRegisterFatBinaryEnd(fatCubinHandle);
-}
-
-RCUDA_EXPORT void __cudaRegisterFunction(void ** fatCubinHandle, const char * hostFun, char * deviceFun, const char * deviceName, int thread_limit, uint3 * tid, uint3 * bid, dim3 * bDim, dim3 * gDim, int * wSize)
-{
-    rcuda_ensure_started();
-    rcuda_py___cudaRegisterFunction(fatCubinHandle, hostFun, deviceFun, deviceName, thread_limit, tid, bid, bDim, gDim, wSize);
-}
-
 RCUDA_EXPORT cudaError_t __cudaRegisterHostVar(void)
 {
     rcuda_ensure_started();
@@ -463,18 +445,6 @@ RCUDA_EXPORT cudaError_t __cudaRegisterUnifiedTable(void)
 {
     rcuda_ensure_started();
     return rcuda_py___cudaRegisterUnifiedTable();
-}
-
-RCUDA_EXPORT void __cudaRegisterVar(void ** fatCubinHandle, char * hostVar, char * deviceAddress, const char * deviceName, int ext, size_t size, int constant, int global)
-{
-    rcuda_ensure_started();
-    rcuda_py___cudaRegisterVar(fatCubinHandle, hostVar, deviceAddress, deviceName, ext, size, constant, global);
-}
-
-RCUDA_EXPORT void __cudaUnregisterFatBinary(void ** fatCubinHandle)
-{
-    rcuda_ensure_started();
-    rcuda_py___cudaUnregisterFatBinary(fatCubinHandle);
 }
 
 RCUDA_EXPORT cudaError_t cudaArrayGetInfo(struct cudaChannelFormatDesc * desc, struct cudaExtent * extent, unsigned int * flags, cudaArray_t array)

@@ -340,6 +340,33 @@ static void forking() {
     printf("ok fork\n");
 }
 
+// fork() before the program's first CUDA call: the client has not started
+// (its module registrations wait in C), so parent and child each start their
+// own, each with the program's kernels.
+static void forking_first() {
+    int h[N];
+    fflush(stdout);
+    pid_t child = fork();
+    if (child == 0) {
+        int *c;
+        CHECK(cudaMalloc(&c, N * sizeof(int)));
+        fillKernel<<<N / 256, 256>>>(c, 5, N);
+        CHECK(cudaMemcpy(h, c, sizeof(h), cudaMemcpyDeviceToHost));
+        for (int i = 0; i < N; i++) REQUIRE(h[i] == 5);
+        printf("child ok\n");
+        exit(0);
+    }
+    int status = -1, *d;
+    waitpid(child, &status, 0);
+    REQUIRE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    CHECK(cudaMalloc(&d, N * sizeof(int)));
+    fillKernel<<<N / 256, 256>>>(d, 6, N);
+    addKernel<<<N / 256, 256>>>(d, 1, N);
+    CHECK(cudaMemcpy(h, d, sizeof(h), cudaMemcpyDeviceToHost));
+    for (int i = 0; i < N; i++) REQUIRE(h[i] == 7);
+    printf("ok fork_first\n");
+}
+
 int main(int argc, char **argv) {
     const char *what = argc > 1 ? argv[1] : "streams";
     if (!strcmp(what, "streams")) streams();
@@ -351,6 +378,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(what, "printing")) printing();
     else if (!strcmp(what, "exit")) exit_without_sync(argc > 2 ? atoi(argv[2]) : 100);
     else if (!strcmp(what, "fork")) forking();
+    else if (!strcmp(what, "fork_first")) forking_first();
     else if (!strcmp(what, "sync_long")) sync_long(argc > 2 ? atoi(argv[2]) : 1000);
     else if (!strcmp(what, "exit_long")) { sleepKernel<<<1, 1>>>(0); cudaDeviceSynchronize();
         sleepKernel<<<1, 1>>>(argc > 2 ? atoi(argv[2]) : 1000); printf("exiting\n"); fflush(stdout); }

@@ -1,6 +1,7 @@
 // The classic: an ordinary CUDA program, nothing rcuda-specific in it.
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <cuda_runtime.h>
 
 #define CHECK(call)                                                              \
@@ -19,6 +20,10 @@ __global__ void vectorAdd(const float *a, const float *b, float *c, int n) {
 }
 
 int main(int argc, char **argv) {
+    if (argc > 1 && strcmp(argv[1], "--help") == 0) {  // a run that makes no CUDA call
+        printf("usage: %s [N]: adds two vectors of N floats on GPU0\n", argv[0]);
+        return 0;
+    }
     int n = argc > 1 ? atoi(argv[1]) : 50000;
     size_t bytes = n * sizeof(float);
     float *a = (float *)malloc(bytes), *b = (float *)malloc(bytes), *c = (float *)malloc(bytes);
