@@ -60,6 +60,9 @@ class KeyedSession:
     def socket(self, port: int, curve="mine") -> zmq.Socket:
         sock = self.context.socket(zmq.DEALER)
         sock.setsockopt(zmq.LINGER, 0)
+        # A refused handshake can take the connection's pipe away before a
+        # send: then the send would wait forever instead of raising zmq.Again.
+        sock.setsockopt(zmq.SNDTIMEO, 5000)
         auth.apply(sock, self.curve if curve == "mine" else curve)
         sock.connect(f"tcp://{self.host}:{port}")
         return sock
