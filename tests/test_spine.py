@@ -168,6 +168,16 @@ def test_a_program_that_makes_no_cuda_call_does_not_start_the_client(compile_cud
     assert "import time:" in used.stderr and "rcuda.client.entrypoints" in used.stderr
 
 
+def test_cuda_modules_loaded_and_closed_before_and_after_the_first_call(compile_cuda, sim_server):
+    """A library's module closed before the first call never reaches the
+    client; one loaded after it is registered at once, used, and forgotten
+    on dlclose, while the program's own module stays."""
+    library = compile_cuda("module_library.cu", "-shared", "-Xcompiler", "-fPIC")
+    program = compile_cuda("dlopen_modules.cu", "-ldl")
+    result = run_program(program, sim_server, str(library), via="preload")
+    assert "PASSED dlopen_modules" in result.stdout, result.stdout + result.stderr
+
+
 def test_embedded_interpreter_failure_aborts_loudly(compile_cuda, sim_server, tmp_path):
     # An rcuda package that cannot be imported, found before the real one.
     (tmp_path / "rcuda").mkdir()
