@@ -303,7 +303,11 @@ def test_program_order_holds_across_the_socket_and_the_lane(compile_cuda, sim_se
     result = run_program(compile_cuda("stream_order.cu"), sim_server, "300", env_extra={"RCUDA_STATS": "1"})
     assert result.returncode == 0 and "PASSED" in result.stdout, result.stdout + result.stderr[-3000:]
     on_lane = int(re.search(r"GPU0 \(\S+ GPU0\)\s+(.+)$", result.stderr, re.M)[1].split()[-1])
-    assert on_lane > 2 * 300, "the launches did not take the lane: the test proves nothing"
+    # How many take the lane depends on timing (a synchronous copy takes the
+    # socket while async copies' replies are outstanding): 972-1532 of the
+    # 600 rounds' messages on an idle 2-core VM, 537 once in a loaded CI run.
+    # A few hundred already interleave the two paths in every phase.
+    assert on_lane > 300, "the launches did not take the lane: the test proves nothing"
 
 
 def test_RCUDA_LANE_off_uses_the_socket_alone(runtime):
