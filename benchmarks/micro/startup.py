@@ -7,9 +7,11 @@ cudaGetDeviceCount fails at once with "insufficient driver") and with rcuda
 
     plain          no kernel in the binary, no CUDA call: loading the library
     kernel         a kernel registered by the program's constructors, no
-                   call: starts the embedded Python and imports the client
-    kernel_count   the same, then one cudaGetDeviceCount: also connects to
-                   the server (hello, session, open) and closes at exit
+                   call: the registration waits in C (native/registrations.c),
+                   so this should cost about what `plain` does
+    kernel_count   the same, then one cudaGetDeviceCount: starts the embedded
+                   Python, imports the client, connects to the server (hello,
+                   session, open) and closes at exit
     rcuda_run      kernel_count started through `rcuda run` (a Python CLI
                    that execs the program)
 
