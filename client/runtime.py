@@ -16,9 +16,9 @@ import threading
 import zmq
 
 from rcuda.auth import ClientKeys
-from rcuda.protocol import VA_WINDOW_SIZE
 from rcuda.config import ClientConfig, ConfigError, select_visible
 from rcuda.errors import CudaError, RcudaError, cudaError, is_sticky
+from rcuda.protocol import VA_WINDOW_SIZE
 
 from .allocations import AllocationMap
 from .callbacks import HostCallbacks

@@ -43,20 +43,21 @@ static pthread_mutex_t registrations_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct registration *queue_head = NULL, **queue_tail = &queue_head;
 static int registrations_live = 0;
 
+/* Hand one registration to the client.  A module's fills our handle's slot
+ * with the client's handle, which its functions and variables then carry. */
 static void forward(const struct registration *r)
 {
-    void **python_handle = (void **)*r->handle;
     switch (r->kind) {
     case REGISTER_MODULE:
         *r->handle = rcuda_py___cudaRegisterFatBinary(r->fat_cubin);
         break;
     case REGISTER_FUNCTION:
-        rcuda_py___cudaRegisterFunction(python_handle, r->host_fun, r->device_fun, r->device_name,
+        rcuda_py___cudaRegisterFunction((void **)*r->handle, r->host_fun, r->device_fun, r->device_name,
                                         r->thread_limit, NULL, NULL, NULL, NULL, NULL);
         break;
     case REGISTER_VARIABLE:
-        rcuda_py___cudaRegisterVar(python_handle, r->host_var, r->device_address, r->device_name, r->ext,
-                                   r->size, r->constant, r->global);
+        rcuda_py___cudaRegisterVar((void **)*r->handle, r->host_var, r->device_address, r->device_name,
+                                   r->ext, r->size, r->constant, r->global);
         break;
     }
 }
