@@ -220,12 +220,12 @@ def rcuda_environment(servers: str, extra: dict | None = None) -> dict:
     return env
 
 
-def run_program(cmd: list, env: dict | None = None, timeout: float = PROGRAM_TIMEOUT) -> dict:
-    """Run a benchmark program; returns the JSON of its `RESULT {...}` line.
-    A failure raises BenchmarkError with the program's output."""
+def run_program(cmd: list, env: dict | None = None, timeout: float = PROGRAM_TIMEOUT, pass_fds=()) -> dict:
+    """Run a benchmark program (giving it `pass_fds`); returns the JSON of its
+    `RESULT {...}` line.  A failure raises BenchmarkError with the program's output."""
     try:
         result = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, timeout=timeout,
-                                env=env)
+                                env=env, pass_fds=pass_fds)
     except subprocess.TimeoutExpired:
         raise BenchmarkError(f"{' '.join(map(str, cmd))} did not finish within {timeout:.0f}s") from None
     lines = [line for line in result.stdout.splitlines() if line.startswith("RESULT ")]

@@ -44,6 +44,7 @@ Two more things ride in the outbox's order:
 from __future__ import annotations
 
 import collections
+import contextlib
 import itertools
 import logging
 import os
@@ -71,6 +72,15 @@ DIRECT_WINDOW_MS = 2
 #: How long a synchronous call waits for the lane while the forwarding
 #: thread posts launches on it (a single write) rather than take the socket.
 LANE_POST_WAIT = 0.005
+
+
+class LaneLoan:
+    """A lane lent out by `DeviceChannel.lane_on_loan`."""
+
+    def __init__(self, fd: int, after: int):
+        self.fd = fd  # the connection's descriptor
+        self.after = after  # `after` for the borrower's requests: socket messages before them
+        self.sent = 0  # messages the borrower sent, told back by it
 
 
 class Pending:
@@ -460,6 +470,32 @@ class DeviceChannel:
     @property
     def has_lane(self) -> bool:
         return self._lane is not None
+
+    @contextlib.contextmanager
+    def lane_on_loan(self):
+        """The lane's connection, lent to another process for a while (the
+        latency benchmark's C loop: how fast a client in C could be against
+        this server).  Yields a `LaneLoan` holding the descriptor and the
+        `after` its requests must carry; the borrower sets its `sent` to the
+        messages it sent, and must have read every reply when it gives the
+        lane back.  No call takes the lane meanwhile."""
+        with self._lane_lock:
+            lane = self._lane
+            if lane is None or lane.buffered:
+                raise TransportError(f"{self.label} has no lane to lend")
+            with self._socket_lock, self._post_lock:
+                if self._pending or any(type(item) is Gate for item in self._outbox):
+                    raise TransportError(f"{self.label}: replies are awaited on the socket, or a gate holds it")
+                self._seal_batch()
+                self._send_outbox()  # what was posted before goes first, on the socket
+                loan = LaneLoan(lane.fileno(), self._sent)
+                try:
+                    yield loan
+                except BaseException:
+                    self._drop_lane()  # replies may be left unread: the lane is out of step
+                    raise
+                finally:
+                    self._lane_sent += loan.sent  # later socket messages come after them
 
     # ---------------------------------------------------------- the socket
 

@@ -261,6 +261,33 @@ def test_synchronous_calls_take_the_lane_after_the_socket_traffic_before_them(ru
     assert device.channel.lane_calls >= 201
 
 
+def test_a_lent_lane_comes_back_in_step(runtime):
+    """The latency benchmark lends a device's lane to a C loop
+    (DeviceChannel.lane_on_loan).  Requests sent on it by the borrower are
+    counted, so the socket's later messages still come after them and the
+    lane's later calls see them; a loan that fails leaves calls on the socket."""
+    device = runtime().device(0)
+    ptr = device.malloc(64)
+    device.post("memset", ptr=ptr, value=1, size=64, stream=0)
+    with device.channel.lane_on_loan() as loan:
+        with socket.socket(fileno=socket.dup(loan.fd)) as borrowed:
+            head = protocol.pack({"op": "mem_info", "seq": 77, "after": loan.after})
+            for _ in range(3):
+                borrowed.sendall(PREFIX.pack(len(head), 0) + head)
+                loan.sent += 1
+                reply, _ = Lane(borrowed).receive()
+                assert reply["seq"] == 77 and reply["err"] == 0 and reply["free"] > 0
+    device.post("memset", ptr=ptr, value=2, size=64, stream=0)  # socket: after the three
+    lane_calls = device.channel.lane_calls
+    assert b"".join(bytes(f.buffer) for f in device.copy_from_device(ptr, 64)) == b"\2" * 64
+    assert device.channel.lane_calls == lane_calls + 1
+    with pytest.raises(RuntimeError):
+        with device.channel.lane_on_loan():
+            raise RuntimeError("the borrower failed")
+    assert not device.channel.has_lane
+    assert device.mem_info()[0] > 0  # through the socket
+
+
 def test_large_copies_take_the_lane_and_land_whole_in_order(runtime):
     """Synchronous copies larger than a lane message may otherwise carry
     (and than a pipeline piece) go on the lane whole, each after the

@@ -18,9 +18,15 @@ and, to locate rcuda's own costs, a ladder of the layers in between:
                    a minimal ROUTER peer that decodes and answers in msgpack
     python_client  rcuda's client runtime called from Python (no C, no cffi)
                    against a real rcuda sim server, on the lane
+    c_lane         a C loop (cuda/lane_pingpong.cu) on that client's lane,
+                   lent to it, resending the request the client encodes: no
+                   Python on the client's side at all, the same server.
+                   What a fast path in C for small synchronous calls could
+                   reach at most, without a faster server
 
 so that forwarded - python_client is the C/cffi entry, python_client -
-raw_tcp the client's and server's Python on the lane, channel - pyzmq_tcp
+raw_tcp the client's and server's Python on the lane (python_client -
+c_lane the client's, c_lane - raw_tcp the server's), channel - pyzmq_tcp
 the channel's own cost over ZeroMQ.  `local_call` times cudaGetDevice
 through rcuda, a call that never leaves the process: what entering the
 client from C costs by itself.
@@ -53,6 +59,7 @@ LABELS = {
     "forwarded_socket": "the same, lane off (RCUDA_LANE=0): through ZeroMQ",
     "local_call": "CUDA program via rcuda, cudaGetDevice (no message)",
     "python_client": "rcuda client from Python (no C entry) -> sim server, lane",
+    "c_lane": "C loop on that client's lane -> sim server: a C client's floor",
     "channel": "rcuda DeviceChannel over ZeroMQ -> minimal msgpack ROUTER peer",
     "pyzmq_tcp": "bare pyzmq DEALER/ROUTER, tcp",
     "pyzmq_ipc": "bare pyzmq DEALER/ROUTER, ipc",
@@ -135,6 +142,28 @@ def time_forwarded(binary: Path, server: str, n: int, warmup_ms: int, scratch: P
     return samples
 
 
+def time_c_lane(binary: Path, channel, n: int, warmup_ms: int, spin_us: float, scratch: Path) -> np.ndarray:
+    """cudaMemGetInfo's request, as the client encodes it, sent again and
+    again by a C program on the client's own lane (lent for the while)."""
+    from rcuda import protocol
+    from rcuda.lane import PREFIX
+
+    request, out, last = scratch / "request.bin", scratch / "c_lane.bin", scratch / "c_lane_reply.bin"
+    with channel.lane_on_loan() as loan:
+        head = protocol.pack({"op": "mem_info", "seq": 1, "after": loan.after})
+        request.write_bytes(PREFIX.pack(len(head), 0) + head)
+        result = common.run_program([binary, loan.fd, request, n, warmup_ms, int(spin_us), out, last],
+                                    pass_fds=(loan.fd,))
+        loan.sent = result["sent"]
+    reply = protocol.unpack(last.read_bytes())
+    if reply.get("err") != 0 or reply.get("seq") != 1 or "free" not in reply:
+        raise common.BenchmarkError(f"the C loop's last reply was not a mem_info answer: {reply}")
+    samples = np.fromfile(out, dtype=np.int64)
+    if samples.size != n:
+        raise common.BenchmarkError(f"lane_pingpong wrote {samples.size} samples, expected {n}")
+    return samples
+
+
 def wakeup_round_trip_us(cpus: tuple[int, int] | None, n: int = 3000) -> float:
     """Median round trip of one byte to another process over pipes, with
     the two pinned to `cpus` (None: wherever the scheduler puts them).  Each
@@ -200,6 +229,7 @@ def run(ctx: Context) -> dict:
     request, reply_bytes = message_sizes()
     ctx.progress("building cuda/latency.cu")
     binary = common.compile_cuda("latency.cu")
+    lane_pingpong = common.compile_cuda("lane_pingpong.cu")
     samples: dict[str, list] = {name: [] for name in LABELS}
     cpu = CpuLedger()
     ipc_dir = tempfile.TemporaryDirectory(prefix="rcuda-bench-")
@@ -211,7 +241,8 @@ def run(ctx: Context) -> dict:
             common.peer("zmq-msgpack", "tcp://127.0.0.1:0") as msgpack_peer:
         scratch = Path(scratch)
         channel = DeviceChannel(zmq.Context.instance(), msgpack_peer.address, "bench peer", timeout=10.0)
-        runtime = Runtime(ClientConfig(servers=[parse_server(server.address)], timeout=10.0))
+        config = ClientConfig(servers=[parse_server(server.address)], timeout=10.0)
+        runtime = Runtime(config)
         try:
             device = runtime.device(0)
             server.wait_idle()  # our hello made the daemon start a spare worker
@@ -243,6 +274,8 @@ def run(ctx: Context) -> dict:
                 "local_call": lambda: time_forwarded(binary, server.address, n, 0, scratch, "getdevice"),
                 "python_client": lambda: with_cpu("python_client", server,
                                                   lambda: time_calls(device.mem_info, n, warmup)),
+                "c_lane": lambda: time_c_lane(lane_pingpong, device.channel, n, params["warmup_ms"],
+                                              config.spin_us, scratch),
                 "channel": lambda: time_calls(lambda: channel.call({"op": "mem_info"}), n, warmup),
                 "pyzmq_tcp": lambda: with_cpu("pyzmq_tcp", zmq_tcp, lambda: time_pyzmq(zmq_tcp.address, request, n,
                                                                                    warmup)),
@@ -328,6 +361,8 @@ def ratios_and_goals(v: dict) -> dict:
         "lane_off_p50_over_lane_p50": ratio("forwarded_socket", "forwarded"),
         "lane_off_p50_over_pyzmq_p50": ratio("forwarded_socket", "pyzmq_tcp"),
         "pyzmq_p50_over_raw_tcp_p50": ratio("pyzmq_tcp", "raw_tcp"),
+        "forwarded_p50_over_c_lane_p50": ratio("forwarded", "c_lane"),
+        "c_lane_p50_over_raw_tcp_p50": ratio("c_lane", "raw_tcp"),
         "pyzmq_ipc_p50_over_pyzmq_tcp_p50": ratio("pyzmq_ipc", "pyzmq_tcp"),
         "forwarded_p99_over_forwarded_p50": round(forwarded["p99"] / forwarded["p50"], 3),
     }
@@ -338,6 +373,8 @@ def ratios_and_goals(v: dict) -> dict:
         "channel_over_bare_pyzmq": best["channel"] - best["pyzmq_tcp"],
         "lane_client_and_server_over_raw_tcp": best["python_client"] - best["raw_tcp"],
         "c_program_over_python_client": best["forwarded"] - best["python_client"],
+        "client_python_over_c_loop": best["python_client"] - best["c_lane"],
+        "server_over_raw_tcp_under_c_loop": best["c_lane"] - best["raw_tcp"],
         "zeromq_socket_over_lane": best["forwarded_socket"] - best["forwarded"],
     }
     return {
@@ -369,6 +406,7 @@ def headline(result: dict) -> list[str]:
             f"forwarded/pyzmq p50 {fz['best_rounds']:.2f} best rounds, {fz['paired_median']:.2f} paired median "
             f"(goal <= 1.2); p99/p50 {r['forwarded_p99_over_forwarded_p50']:.2f} (goal <= 3); "
             f"forwarded/raw TCP {ft['best_rounds']:.2f}; lane off/on "
-            f"{r['lane_off_p50_over_lane_p50']['best_rounds']:.2f}",
+            f"{r['lane_off_p50_over_lane_p50']['best_rounds']:.2f}; forwarded/C loop on the lane "
+            f"{r['forwarded_p50_over_c_lane_p50']['best_rounds']:.2f} (what a client in C could gain)",
             f"CPU us per call (client, far side): {result['cpu_us_per_call'] or 'not measured in quick mode'}",
             f"pipe round trip between two processes (us): {result['pipe_round_trip_us']}"]
