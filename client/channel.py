@@ -59,6 +59,9 @@ from rcuda.errors import ProtocolError, ServerTimeout, TransportError
 from rcuda.lane import LANE_MAX_PAYLOAD, Lane, SpinPolicy, set_timeouts
 
 log = logging.getLogger(__name__)
+#: Plain ints for the checks made on every message (pyzmq's are enum members,
+#: a microsecond a time to combine).
+ZMQ_EVENTS, ZMQ_POLLIN = int(zmq.EVENTS), int(zmq.POLLIN)
 
 #: How often a waiting call re-checks the server's liveness.
 WAIT_SLICE = 0.2
@@ -442,11 +445,13 @@ class DeviceChannel:
                 pass
             self._check_server_alive(op)
         self._lane_spin.waited(op, time.perf_counter() - sent)
+        reply = protocol.unpack(head)
+        if not lengths:  # most replies: the header is all
+            return reply, []
 
         def still_coming():
             self._check_server_alive(op)
 
-        reply = protocol.unpack(head)
         if into is not None and len(lengths) == 1 and lengths[0] == memoryview(into).nbytes:
             lane.read_into(into, still_coming)
             return reply, []
@@ -661,7 +666,7 @@ class DeviceChannel:
         """Dispatch every reply that has arrived (under _socket_lock)."""
         socket = self._socket
         # ZMQ_EVENTS, not recv until zmq.Again: the exception cost ~4 us a reply.
-        while socket.getsockopt(zmq.EVENTS) & zmq.POLLIN:
+        while socket.getsockopt(ZMQ_EVENTS) & ZMQ_POLLIN:
             self._dispatch(socket.recv_multipart(copy=False))
 
     def _dispatch(self, parts: list) -> None:

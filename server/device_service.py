@@ -35,6 +35,9 @@ from rcuda.server.peer import PeerOps
 
 log = logging.getLogger(__name__)
 bad_requests = RateLimitedLog(log)
+#: Plain ints for the checks made on every message (pyzmq's are enum members,
+#: a microsecond a time to combine).
+ZMQ_EVENTS, ZMQ_POLLIN = int(zmq.EVENTS), int(zmq.POLLIN)
 
 #: CUDA's limit on a kernel's parameter buffer (bytes).
 MAX_PARAM_BYTES = 32764
@@ -189,7 +192,7 @@ class DeviceService:
         # to poll(): then only look, do not wait.
         ready = dict(self._poller[1].poll(0 if self._lane_buffered() else POLL_MS))
         if self.socket in ready:
-            while self.socket.getsockopt(zmq.EVENTS) & zmq.POLLIN and not self.closed.is_set():
+            while self.socket.getsockopt(ZMQ_EVENTS) & ZMQ_POLLIN and not self.closed.is_set():
                 self._serve(self.socket.recv_multipart(copy=False))
         if lane_side is self._lane_listener:
             if lane_side.fileno() in ready:
@@ -215,7 +218,7 @@ class DeviceService:
         return self._lane is not None and self._lane.buffered
 
     def _socket_has_message(self) -> bool:
-        return bool(self.socket.getsockopt(zmq.EVENTS) & zmq.POLLIN)
+        return bool(self.socket.getsockopt(ZMQ_EVENTS) & ZMQ_POLLIN)
 
     # ---------------------------------------------------------- the lane
 
