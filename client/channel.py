@@ -298,7 +298,7 @@ class DeviceChannel:
                 # Only when no other reply is awaited: a train of copy replies
                 # is the forwarding thread's to receive (taking turns on the
                 # socket and the GIL with it would cost more than a hand-off).
-                direct = not self._pending and not any(type(item) is Gate for item in self._outbox)
+                direct = not self._socket_awaits_or_gated()
                 self._register(header, pending)
                 if direct:
                     self._send_outbox()
@@ -335,6 +335,12 @@ class DeviceChannel:
             return self._call_on_lane(header, frames, into)
         finally:
             self._lane_lock.release()
+
+    def _socket_awaits_or_gated(self) -> bool:
+        """Whether replies are awaited on the socket or a gate holds the
+        outbox (under _post_lock): then a synchronous call must not jump
+        ahead of them, on the lane or by waiting on the socket itself."""
+        return bool(self._pending) or any(type(item) is Gate for item in self._outbox)
 
     def _take_lane(self) -> bool:
         """The lane lock, unless another call holds it (then the socket is
@@ -391,7 +397,7 @@ class DeviceChannel:
             # thread posts meanwhile comes after the launches taken here, so
             # it must not go out first, nor without counting them.
             with self._post_lock:
-                if self._pending or any(type(item) is Gate for item in self._outbox):
+                if self._socket_awaits_or_gated():
                     return None
                 launches = self._take_batch()
                 if launches is not None and (_payload_bytes(launches[1]) > LANE_MAX_PAYLOAD):
@@ -489,7 +495,7 @@ class DeviceChannel:
             if lane is None or lane.buffered:
                 raise TransportError(f"{self.label} has no lane to lend")
             with self._socket_lock, self._post_lock:
-                if self._pending or any(type(item) is Gate for item in self._outbox):
+                if self._socket_awaits_or_gated():
                     raise TransportError(f"{self.label}: replies are awaited on the socket, or a gate holds it")
                 self._seal_batch()
                 self._send_outbox()  # what was posted before goes first, on the socket

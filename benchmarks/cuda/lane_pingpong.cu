@@ -53,7 +53,8 @@ static void read_more(int fd, long long spin_until) {
 }
 
 // One reply, whole: u32 header length, u32 frame count, u64 per frame, header, frames.
-// Returns the header's offset and length in `buffer`, and drops the message after the caller used it.
+// Returns the message's length; its header's offset and length in `buffer` go to
+// *header_at and *header_length.  The message stays in `buffer` until consume().
 static size_t read_reply(int fd, long long spin_until, size_t *header_at, size_t *header_length) {
     while (have < 8)
         read_more(fd, spin_until);
