@@ -58,6 +58,8 @@ from rcuda import protocol
 from rcuda.errors import ProtocolError, ServerTimeout, TransportError
 from rcuda.lane import LANE_MAX_PAYLOAD, Lane, SpinPolicy, set_timeouts
 
+from .lane_share import LaneShare
+
 log = logging.getLogger(__name__)
 #: Plain ints for the checks made on every message (pyzmq's are enum members,
 #: a microsecond a time to combine).
@@ -71,6 +73,11 @@ WAIT_SLICE = 0.2
 #: answered within a millisecond; what other threads post to this device
 #: meanwhile goes out when a reply arrives or the window ends, in order.
 DIRECT_WINDOW_MS = 2
+
+#: How C's call on the lane failed (native/sync_fast_path.c, enum lane_failure).
+LANE_FAILURES = {1: "cannot send or receive", 2: "closed by the server", 3: "malformed reply",
+                 4: "reply out of step", 5: "server silent"}
+LANE_BAD_REPLY, LANE_WRONG_SEQ, LANE_SERVER_SILENT = 3, 4, 5
 
 #: How long a synchronous call waits for the lane while the forwarding
 #: thread posts launches on it (a single write) rather than take the socket.
@@ -148,7 +155,7 @@ class DeviceChannel:
     def __init__(self, context: zmq.Context, endpoint: str, label: str, timeout: float,
                  liveness=lambda: time.monotonic(), socket_options: dict | None = None, batch_source=None,
                  lane_address: tuple[str, int] | None = None, lane_hello: dict | None = None,
-                 lane_spin_us: float = 300.0):
+                 lane_spin_us: float = 300.0, lane_share: LaneShare | None = None):
         self.label = label  # "GPU1 (host:port)", for messages
         self.timeout = timeout
         self._liveness = liveness  # -> monotonic time the server was last heard from
@@ -178,19 +185,23 @@ class DeviceChannel:
         for option, value in (socket_options or {}).items():
             self._socket.setsockopt(option, value)
         self._socket.connect(endpoint)
-        self._sent = 0  # messages sent on the socket: a lane message's `after`
-        # Messages sent on the lane: a socket message's `lane_after`.  Both
-        # counts move under _socket_lock, so together they give the server
-        # one order over the two channels.
-        self._lane_sent = 0
-        # The lane, if the server offers one; whoever holds _lane_lock uses it
-        # (for a whole call, or a moment to post launches: _lane_posting).
-        self._lane_lock = threading.Lock()
+        # The messages sent on the socket (a lane message's `after`) and on
+        # the lane (a socket message's `lane_after`), counted together so
+        # they give the server one order over the two channels; and the
+        # lane's lock: whoever holds it uses the lane (for a whole call, or a
+        # moment to post launches: _lane_posting).  Inside the interposer C
+        # shares both, for the synchronous calls it makes itself.
+        self._share = lane_share or LaneShare()
+        self._lane_lock = self._share
         self._lane_posting = False
         # How long a caller on the lane busy-polls for its reply before it
         # sleeps (RCUDA_SPIN_US; rcuda/lane.py, Lane.wait_readable).
         self._lane_spin = SpinPolicy(lane_spin_us / 1e6)  # per op, under _lane_lock
         self._lane: Lane | None = self._open_lane(lane_address, lane_hello) if lane_address else None
+        if self._lane is not None:
+            with self._lane_lock:
+                self._share.attach(self._lane.fileno(), lane_spin_us / 1e6)
+            self._publish_open()
         self.lane_calls = 0  # synchronous calls answered on the lane
         self._thread = threading.Thread(target=self._run, name=f"rcuda {label}", daemon=True)
         self._thread.start()
@@ -211,6 +222,7 @@ class DeviceChannel:
 
     def _enqueue(self, item, receiver=None) -> None:
         with self._post_lock:
+            self._share.set_open(False)  # C's calls must not overtake it
             self._seal_batch()
             if type(item) is not Gate:
                 self._register(item[0], receiver)
@@ -294,6 +306,7 @@ class DeviceChannel:
         pending = Pending()
         try:
             with self._post_lock:
+                self._share.set_open(False)  # a reply is awaited on the socket
                 self._seal_batch()
                 # Only when no other reply is awaited: a train of copy replies
                 # is the forwarding thread's to receive (taking turns on the
@@ -311,6 +324,8 @@ class DeviceChannel:
                     # Somebody else awaits a reply: leave none unread, so that
                     # the socket's fd signals the next one to the forwarding thread.
                     self._receive_replies()
+            with self._post_lock:
+                self._publish_open()
         except zmq.ZMQError as exc:
             self._socket_failed(exc)
         finally:
@@ -341,6 +356,14 @@ class DeviceChannel:
         outbox (under _post_lock): then a synchronous call must not jump
         ahead of them, on the lane or by waiting on the socket itself."""
         return bool(self._pending) or any(type(item) is Gate for item in self._outbox)
+
+    def _publish_open(self) -> None:
+        """Tell C whether it may make synchronous calls on the lane now
+        (under _socket_lock and _post_lock, so nothing is being sent): when
+        nothing is queued or awaited on the socket, as `_call_on_lane` asks."""
+        if (self._lane is not None and not self._outbox and not self._pending and self._failure is None
+                and not self._closing):
+            self._share.set_open(True)
 
     def _take_lane(self) -> bool:
         """The lane lock, unless another call holds it (then the socket is
@@ -409,11 +432,10 @@ class DeviceChannel:
                 except zmq.ZMQError as exc:
                     self._socket_failed(exc)
                     raise self._failed_call(op) from None
-                header["after"] = self._sent
+                header["after"] = self._share.lane_messages(1 if launches is None else 2)
                 if launches is not None:
-                    launches[0]["after"] = self._sent
-                    self._lane_sent += 1
-                self._lane_sent += 1
+                    launches[0]["after"] = header["after"]
+                self._publish_open()
             if self.on_notice is not None:
                 self._receive_replies()  # sending may have taken the fd's signal of a notice
             if self.stats is not None:
@@ -474,9 +496,39 @@ class DeviceChannel:
                                 f"{silent_for:.1f}s (RCUDA_TIMEOUT={self.timeout:g}s)")
 
     def _drop_lane(self) -> None:
+        """(Under _lane_lock.)"""
         lane, self._lane = self._lane, None
         if lane is not None:
+            self._share.set_open(False)
+            self._share.attach(-1, 0)
             lane.close()
+
+    # C's synchronous calls on the lane (native/sync_fast_path.c) come here
+    # for what they leave to Python.
+
+    def check_alive(self, call: str) -> bool:
+        """Whether the server still answers, for C waiting for `call`'s reply."""
+        try:
+            self._check_server_alive(call)
+        except TransportError:
+            return False
+        return True
+
+    def lane_failed(self, call: str, failure: int, error_number: int = 0) -> None:
+        """C's `call` on the lane failed; the lane is out of step, so it goes
+        (C has stopped using it).  Raises what the Python lane call raises."""
+        with self._lane_lock:
+            self._drop_lane()
+        if failure == LANE_SERVER_SILENT:  # as on the Python lane: the device may go on, on the socket
+            self._check_server_alive(call)
+            raise ServerTimeout(f"{call} on {self.label}: no reply and no heartbeat for over "
+                                f"{self.timeout:g}s (RCUDA_TIMEOUT)")
+        reason = LANE_FAILURES.get(failure, f"failure {failure}")
+        if error_number:
+            reason += f": {os.strerror(error_number)}"
+        if not self._failure:
+            self.fail(TransportError(f"lane of {self.label} broke: {reason}"))
+        raise self._failed_call(call)
 
     @property
     def has_lane(self) -> bool:
@@ -499,14 +551,14 @@ class DeviceChannel:
                     raise TransportError(f"{self.label}: replies are awaited on the socket, or a gate holds it")
                 self._seal_batch()
                 self._send_outbox()  # what was posted before goes first, on the socket
-                loan = LaneLoan(lane.fileno(), self._sent)
+                loan = LaneLoan(lane.fileno(), self._share.lane_messages(0))
                 try:
                     yield loan
                 except BaseException:
                     self._drop_lane()  # replies may be left unread: the lane is out of step
                     raise
                 finally:
-                    self._lane_sent += loan.sent  # later socket messages come after them
+                    self._share.lane_messages(loan.sent)  # later socket messages come after them
 
     # ---------------------------------------------------------- the socket
 
@@ -549,6 +601,7 @@ class DeviceChannel:
         """The server is gone: fail every waiting and future call."""
         if self._failure is None:
             self._failure = error
+        self._share.set_open(False)
         for seq in list(self._pending):
             pending = self._pending.pop(seq, None)
             if pending:
@@ -556,6 +609,7 @@ class DeviceChannel:
 
     def close(self) -> None:
         self._closing = True
+        self._share.set_open(False)
         # wake(), which tolerates a closed eventfd: one CI run found it closed
         # here after every call had succeeded (cause unknown, not reproduced).
         self.wake()
@@ -596,6 +650,8 @@ class DeviceChannel:
                     # Always, not only when the fd signalled: sending may have
                     # consumed the signal of a reply that arrived meanwhile.
                     self._receive_replies()
+                    with self._post_lock:
+                        self._publish_open()
             with self._socket_lock:
                 self._send_outbox()
         except Exception as exc:  # a bug here must not hang the application
@@ -642,7 +698,9 @@ class DeviceChannel:
             lane = self._lane
             if lane is None:
                 return False
-            header["after"] = self._sent
+            # Both counts hold still meanwhile: the socket's moves under
+            # _socket_lock, the lane's under the lane's lock; both are ours.
+            header["after"] = self._share.lane_messages(0)
             try:
                 if not lane.try_send(header, frames):
                     del header["after"]
@@ -650,7 +708,7 @@ class DeviceChannel:
             except OSError as exc:  # it may or may not have arrived: the device cannot go on
                 self._drop_lane()
                 self.fail(TransportError(f"lane of {self.label} broke: {exc}"))
-            self._lane_sent += 1
+            self._share.lane_messages(1)
             if self.stats is not None:
                 self.stats.on_lane(self.label, 1)
             return True
@@ -659,14 +717,14 @@ class DeviceChannel:
             self._lane_lock.release()
 
     def _send(self, header: dict, frames) -> None:
-        if self._lane_sent:
-            header["lane_after"] = self._lane_sent  # served after the lane's messages before it
+        lane_after = self._share.socket_message()
+        if lane_after:
+            header["lane_after"] = lane_after  # served after the lane's messages before it
         if frames:
             self._socket.send(protocol.pack(header), zmq.SNDMORE)
             self._socket.send_multipart(frames, copy=False)
         else:
             self._socket.send(protocol.pack(header))
-        self._sent += 1
 
     def _receive_replies(self) -> None:
         """Dispatch every reply that has arrived (under _socket_lock)."""

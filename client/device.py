@@ -79,11 +79,21 @@ class RemoteDevice:
         """What this process created on the GPU (reset by cudaDeviceReset)."""
         self.generation += 1
         self.sticky: CudaError | None = None
-        self.deferred: CudaError | None = None  # an asynchronous failure not yet reported
+        self.deferred = None  # an asynchronous failure not yet reported
         self._function_ids: dict = {}   # Kernel -> id on this device
         self._function_attrs: dict = {}  # Kernel -> cudaFuncAttributes fields
         self._sent_modules: set[str] = set()
         self._symbols: dict = {}        # (module key, name) -> (address, size)
+
+    @property
+    def deferred(self) -> CudaError | None:
+        return self._deferred
+
+    @deferred.setter
+    def deferred(self, error: CudaError | None) -> None:
+        self._deferred = error
+        # C makes synchronous calls only while there is none to report with them.
+        self.fast.device_clean(self, error is None)
 
     def describe(self, properties: dict, attributes: dict) -> None:
         """Take the server's description of the GPU, minus what rcuda cannot
@@ -114,6 +124,13 @@ class RemoteDevice:
         reply, payload = self.channel.call(fields, frames)
         self._answered(op, fields, frames, payload, started, reply)
         return reply, payload
+
+    def answered(self, op: str, reply: dict) -> None:
+        """A reply to a synchronous call C made (native/sync_fast_path.c) that
+        C leaves to Python: raise its error, or an earlier asynchronous one;
+        show its device output."""
+        self._check_reply(op, reply)
+        self.raise_deferred(op)
 
     def _answered(self, op: str, fields: dict, sent, received, started: float, reply: dict) -> None:
         """After a synchronous call's reply: trace and count it, then raise

@@ -13,13 +13,15 @@ import logging
 import sys
 import time
 
+from rcuda import protocol
 from rcuda._generated.cudart_api import FUNCTIONS
 from rcuda.config import ClientConfig, ConfigError
-from rcuda.errors import CudaError, RcudaError, TransportError, cudaError, to_cuda_status
+from rcuda.errors import CudaError, ProtocolError, RcudaError, TransportError, cudaError, to_cuda_status
 from rcuda.log import setup_client_logging
 
 from . import api, api_memory, api_queries, api_streams  # noqa: F401 - they register their functions
 from .callbacks import in_host_function
+from .channel import LANE_BAD_REPLY, LANE_WRONG_SEQ
 from .fast_path import FastPath
 from .stats import Stats
 from .runtime import Runtime
@@ -46,7 +48,7 @@ def attach(ffi, lib) -> None:
     else:
         setup_client_logging(config.log)
     runtime = Runtime(config)
-    runtime.use_fast_path(FastPath(ffi, lib))
+    runtime.use_fast_path(FastPath(ffi, lib, sync_in_c=config is not None and config.sync_in_c))
     if config is not None and config.stats:
         runtime.stats = Stats()
     runtime.output_sink = lambda text: _write_stdout(ffi, lib, text)
@@ -61,6 +63,7 @@ def attach(ffi, lib) -> None:
         ffi.def_extern(name=f"rcuda_py_{name}")(entry)
     attach_launch_slow_path(ffi)
     attach_last_error_slow_path(ffi)
+    attach_sync_slow_paths(ffi)
     attach_lifecycle(ffi)
 
 
@@ -189,6 +192,50 @@ def attach_last_error_slow_path(ffi) -> None:
             return body(take)
         except Exception as exc:  # noqa: BLE001 - the C boundary
             return failed(names.get(take, "cudaGetLastError"), exc)
+
+
+def attach_sync_slow_paths(ffi) -> None:
+    """What native/sync_fast_path.c leaves to Python of the synchronous calls
+    it makes on a device's lane: replies with an error or device output, a
+    lane that failed, and the server's liveness while it waits."""
+
+    def lane_entry(body):
+        def entry(ordinal, call, *rest):
+            name = ffi.string(call).decode()
+            try:
+                status = body(runtime.device(ordinal), name, *rest)
+            except Exception as exc:  # noqa: BLE001 - the C boundary
+                status = failed(name, exc)
+            if status:
+                runtime.record_error(status)
+            return status
+        return entry
+
+    @ffi.def_extern(name="rcuda_py_lane_alive")
+    def alive(ordinal, call):
+        try:
+            return int(runtime.device(ordinal).channel.check_alive(ffi.string(call).decode()))
+        except Exception:  # noqa: BLE001 - the C boundary: "not alive" ends the wait, and Python explains
+            log.exception("liveness check failed")
+            return 0
+
+    def lane_failed(device, name, failure, error_number):
+        device.channel.lane_failed(name, failure, error_number)
+        return int(cudaError.cudaErrorUnknown)  # not reached: lane_failed raises
+
+    def lane_reply(device, name, op, seq, header, size):
+        op = ffi.string(op).decode()
+        try:
+            reply = protocol.unpack(ffi.buffer(header, size)[:])
+        except ProtocolError:
+            device.channel.lane_failed(name, LANE_BAD_REPLY)
+        if reply.get("seq") != seq:
+            device.channel.lane_failed(name, LANE_WRONG_SEQ)
+        device.answered(op, reply)
+        return int(cudaError.cudaSuccess)
+
+    ffi.def_extern(name="rcuda_py_lane_failed")(lane_entry(lane_failed))
+    ffi.def_extern(name="rcuda_py_lane_reply")(lane_entry(lane_reply))
 
 
 def attach_lifecycle(ffi) -> None:

@@ -8,12 +8,22 @@ creation, device opening) and ships the recorded batches.  When C does not
 know enough, or the device is unusable (sticky error, lost server), the
 launch comes to Python, which explains the refusal or sends it itself.
 
+Small synchronous calls (cudaDeviceSynchronize, cudaStreamSynchronize,
+cudaMemGetInfo) are made in C too, on the device's lane, while the channel
+and the device say nothing stands in the way (native/sync_fast_path.c;
+`NativeLaneShare` is the channel's side of that, `device_clean` the device's).
+
 `NullFastPath` stands in where there is no interposer (the runtime used from
 Python, in tests): every launch then takes the Python path.
 """
 from __future__ import annotations
 
+import logging
 import threading
+
+from .lane_share import LaneShare
+
+trace = logging.getLogger("rcuda.trace")
 
 
 class NullFastPath:
@@ -33,14 +43,23 @@ class NullFastPath:
     def stream_created(self, stream) -> None: ...
     def stream_destroyed(self, stream) -> None: ...
     def per_thread_stream(self, stream) -> None: ...
+    def device_clean(self, device, clean: bool) -> None: ...
 
     def batch_source(self, ordinal: int):
         return None
 
+    def lane_share(self, ordinal: int) -> LaneShare:
+        return LaneShare()
+
+    def calls_in_c(self, ordinal: int) -> int | None:
+        """How many synchronous calls C made on the device's lane (None: no C side)."""
+        return None
+
 
 class FastPath(NullFastPath):
-    def __init__(self, ffi, lib):
+    def __init__(self, ffi, lib, sync_in_c: bool = True):
         self._ffi, self._lib = ffi, lib
+        self.sync_in_c = sync_in_c  # RCUDA_SYNC_IN_C
         self._known_kernels: set[int] = set()
         self._lock = threading.Lock()
 
@@ -58,6 +77,7 @@ class FastPath(NullFastPath):
         self._lib.rcuda_fast_device(device.ordinal, wake_fd, self._ffi.new(u32, list(props["maxThreadsDim"])),
                                     self._ffi.new(u32, [min(v, 2**32 - 1) for v in props["maxGridSize"]]),
                                     props["maxThreadsPerBlock"], max_shared, device.generation)
+        self.device_clean(device, device.deferred is None)
 
     def set_usable(self, device, usable: bool) -> None:
         self._lib.rcuda_fast_set_usable(device.ordinal, int(usable))
@@ -101,6 +121,21 @@ class FastPath(NullFastPath):
         """Called in the thread whose default stream it is (C keeps it per thread)."""
         self._lib.rcuda_fast_per_thread_stream(stream.device.ordinal, stream.id, stream.device.generation)
 
+    def device_clean(self, device, clean: bool) -> None:
+        """Whether C may make the device's synchronous calls: no asynchronous
+        error waits to be reported, and nothing (statistics, a trace of every
+        message) needs to see each call in Python."""
+        clean = clean and self.sync_in_c and device.stats is None and not trace.isEnabledFor(logging.DEBUG)
+        self._lib.rcuda_lane_clean(device.ordinal, int(clean))
+
+    def lane_share(self, ordinal: int) -> LaneShare:
+        if ordinal >= self._lib.FAST_MAX_DEVICES:  # beyond C's tables: Python alone
+            return LaneShare()
+        return NativeLaneShare(self._lib, ordinal)
+
+    def calls_in_c(self, ordinal: int) -> int | None:
+        return self._lib.rcuda_lane_calls_in_c(ordinal)
+
     def batch_source(self, ordinal: int):
         """A function returning (count, bytes) of the launches C recorded for
         device `ordinal` since the last call, or None."""
@@ -118,3 +153,40 @@ class FastPath(NullFastPath):
                 lib.rcuda_fast_free(data_out[0])
 
         return take
+
+
+class NativeLaneShare(LaneShare):
+    """The lane's lock and counts kept in C (native/sync_fast_path.c), where
+    the interposer's synchronous calls take them too.  The lock is the C
+    mutex behind a Python one: Python threads queue on the Python lock (with
+    its timeouts), and only its holder contends with C."""
+
+    def __init__(self, lib, ordinal: int):
+        super().__init__()
+        self._lib, self._ordinal = lib, ordinal
+
+    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
+        if not self._lock.acquire(blocking, timeout):
+            return False
+        # C holds it for a whole call (a long kernel, maybe): only an
+        # unbounded wait waits for it; the others take the socket meanwhile.
+        if self._lib.rcuda_lane_take(self._ordinal, int(blocking and timeout < 0)):
+            return True
+        self._lock.release()
+        return False
+
+    def release(self) -> None:
+        self._lib.rcuda_lane_give(self._ordinal)
+        self._lock.release()
+
+    def socket_message(self) -> int:
+        return self._lib.rcuda_count_socket_message(self._ordinal)
+
+    def lane_messages(self, count: int) -> int:
+        return self._lib.rcuda_count_lane_messages(self._ordinal, count)
+
+    def attach(self, fd: int, spin_seconds: float) -> None:
+        self._lib.rcuda_lane_attach(self._ordinal, fd, int(spin_seconds * 1e9))
+
+    def set_open(self, open_: bool) -> None:
+        self._lib.rcuda_lane_open(self._ordinal, int(open_))

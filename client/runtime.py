@@ -130,7 +130,7 @@ class Runtime:
                                     liveness=session.liveness, batch_source=self.fast.batch_source(ordinal),
                                     socket_options=session.socket_options, lane_address=lane_address,
                                     lane_hello={"token": session.token, "dev": local_index},
-                                    lane_spin_us=config.spin_us)
+                                    lane_spin_us=config.spin_us, lane_share=self.fast.lane_share(ordinal))
             device = RemoteDevice(ordinal, session, local_index, channel, props, fast=self.fast)
             device.output_sink = self.output_sink
             device.stats = channel.stats = self.stats
@@ -218,6 +218,9 @@ class Runtime:
         asynchronous work reached the server), then the sessions."""
         devices = self._devices or []
         for i, device in enumerate(devices):
+            made_in_c = self.fast.calls_in_c(device.ordinal)
+            if made_in_c is not None:
+                log.info("%s: %d synchronous call(s) made in C on the lane", device.label, made_in_c)
             try:
                 device.close()
             except RcudaError as exc:

@@ -60,6 +60,25 @@ static int rcuda_get_current_device(void);
 static void rcuda_set_current_device(int device);
 """
 
+# Small synchronous calls on the lane in C (native/sync_fast_path.c): the
+# lane's lock, its message counts and Python's word on when C may call;
+# Python explains replies and failures C does not handle.
+SYNC_PATH_CDEF = """
+#define FAST_MAX_DEVICES ...
+extern "Python" int rcuda_py_lane_alive(int device, const char *call);
+extern "Python" cudaError_t rcuda_py_lane_failed(int device, const char *call, int failure, int error_number);
+extern "Python" cudaError_t rcuda_py_lane_reply(int device, const char *call, const char *op, uint64_t seq,
+                                                const char *header, size_t size);
+static void rcuda_lane_attach(int device, int fd, long long spin_max_ns);
+static int rcuda_lane_take(int device, int wait);
+static void rcuda_lane_give(int device);
+static void rcuda_lane_open(int device, int open);
+static void rcuda_lane_clean(int device, int clean);
+static uint64_t rcuda_count_socket_message(int device);
+static uint64_t rcuda_count_lane_messages(int device, uint64_t count);
+static uint64_t rcuda_lane_calls_in_c(int device);
+"""
+
 # cudaGetLastError/cudaPeekAtLastError in C (native/last_error.c): Python
 # says when an error was recorded; the slow path asks Python.
 LAST_ERROR_CDEF = """
@@ -124,6 +143,7 @@ def make_ffi(extra_link_args: list[str]) -> cffi.FFI:
     ffi.cdef(python_entry_points(load_api_table()))
     ffi.cdef(LIFECYCLE_CDEF)
     ffi.cdef(FAST_PATH_CDEF)
+    ffi.cdef(SYNC_PATH_CDEF)
     ffi.cdef(LAST_ERROR_CDEF)
     ffi.embedding_api("")
     source = "\n".join([
@@ -133,6 +153,7 @@ def make_ffi(extra_link_args: list[str]) -> cffi.FFI:
         '#include "cudart_layout.h"',
         '#include "interposer.c"',
         '#include "launch_fast_path.c"',
+        '#include "sync_fast_path.c"',
         '#include "last_error.c"',
         '#include "cudart_exports.c"',
         '#include "registrations.c"',

@@ -110,6 +110,17 @@ C_FAST_PATH = {
     "cudaPeekAtLastError",
 }
 
+# Small synchronous calls that C makes itself when it can, on the device's
+# lane (native/sync_fast_path.c: rcuda_c_<name> returns 1 when it did);
+# otherwise, and for everything they need explained, Python makes them
+# (route 'python': the client implements them too).
+C_BEFORE_PYTHON = {
+    "cudaDeviceSynchronize",
+    "cudaStreamSynchronize",
+    "cudaStreamSynchronize_ptsz",
+    "cudaMemGetInfo",
+}
+
 # Module registration: exported by hand in native/registrations.c, which
 # keeps it in C until the program's first real CUDA call and then hands it
 # to these functions' Python entry points (route 'python': the client
@@ -411,8 +422,13 @@ def write_exports(path: Path, functions: list[Function], note: str) -> None:
         if f.name in C_FAST_PATH or f.name in REGISTRATION_EXPORTS:
             continue
         ret = "" if f.result == "void" else "return "
+        c_first = ""
+        if f.name in C_BEFORE_PYTHON:
+            c_first = (f"    cudaError_t status;\n"
+                       f"    if (rcuda_c_{f.name}({f.c_args}{', ' if f.params else ''}&status))\n"
+                       f"        return status;\n")
         out.append(f"RCUDA_EXPORT {f.result} {f.name}({f.c_params})\n{{\n"
-                   f"    rcuda_ensure_started();\n    {ret}rcuda_py_{f.name}({f.c_args});\n}}\n")
+                   f"    rcuda_ensure_started();\n{c_first}    {ret}rcuda_py_{f.name}({f.c_args});\n}}\n")
     path.write_text("\n".join(out))
 
 

@@ -170,6 +170,8 @@ static void rcuda_fast_set_usable(int device, int usable)
         __atomic_store_n(&devices[device].usable, usable, __ATOMIC_SEQ_CST);
 }
 
+static void sync_lane_batch_sealed(int device);  /* native/sync_fast_path.c */
+
 /* The recorded launches of a device, taken out (malloc'ed; free with
  * rcuda_fast_free).  Returns the byte count; *count gets the launches. */
 static size_t rcuda_fast_take(int device, char **data, uint32_t *count)
@@ -183,6 +185,7 @@ static size_t rcuda_fast_take(int device, char **data, uint32_t *count)
     pthread_mutex_lock(&d->lock);
     size_t used = d->used;
     if (used) {
+        sync_lane_batch_sealed(device);  /* queued in Python now: C's synchronous calls must not overtake it */
         *data = d->batch;
         *count = d->count;
         d->batch = NULL;
@@ -293,6 +296,28 @@ static void rcuda_set_current_device(int device) { current_device = device; }
 #define LEGACY_HANDLE ((uintptr_t)1)
 #define PER_THREAD_HANDLE ((uintptr_t)2)
 
+/* The device and id of a stream C knows (for a launch, or a synchronisation
+ * in sync_fast_path.c); 0 when Python must resolve it. */
+static int resolve_stream(void *stream, int per_thread, int *device, uint64_t *id)
+{
+    uintptr_t handle = (uintptr_t)stream;
+    if (handle == 0)
+        handle = per_thread ? PER_THREAD_HANDLE : LEGACY_HANDLE;
+    if (handle != LEGACY_HANDLE && handle != PER_THREAD_HANDLE)
+        return find_stream(handle, device, id);
+    *device = current_device;
+    if (*device < 0 || *device >= FAST_MAX_DEVICES)
+        return 0;
+    if (handle == LEGACY_HANDLE) {
+        *id = 0;
+        return 1;
+    }
+    if (!per_thread_stream[*device] || per_thread_generation[*device] != devices[*device].generation)
+        return 0;  /* not created yet in this thread, or the device was reset */
+    *id = per_thread_stream[*device];
+    return 1;
+}
+
 /* 1 when the launch was recorded; 0 when Python must take it. */
 static int record_launch(const void *host_fun, dim3 grid, dim3 block, void **args, size_t shared_mem,
                          void *stream, int per_thread)
@@ -304,21 +329,10 @@ static int record_launch(const void *host_fun, dim3 grid, dim3 block, void **arg
     if (!__atomic_load_n(&d->usable, __ATOMIC_ACQUIRE))
         return 0;
 
-    uintptr_t handle = (uintptr_t)stream;
+    int stream_device;
     uint64_t stream_id;
-    if (handle == 0)
-        handle = per_thread ? PER_THREAD_HANDLE : LEGACY_HANDLE;
-    if (handle == LEGACY_HANDLE) {
-        stream_id = 0;
-    } else if (handle == PER_THREAD_HANDLE) {
-        if (!per_thread_stream[device] || per_thread_generation[device] != d->generation)
-            return 0;  /* not created yet in this thread, or the device was reset */
-        stream_id = per_thread_stream[device];
-    } else {
-        int stream_device;
-        if (!find_stream(handle, &stream_device, &stream_id) || stream_device != device)
-            return 0;
-    }
+    if (!resolve_stream(stream, per_thread, &stream_device, &stream_id) || stream_device != device)
+        return 0;
 
     uint32_t threads = block.x * block.y * block.z;
     if (!grid.x || !grid.y || !grid.z || !block.x || !block.y || !block.z || block.x > d->max_block[0] ||

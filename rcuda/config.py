@@ -16,6 +16,7 @@ environment; `rcuda run` turns its flags into the same variables.
     server_key = ["gpu1:7777=~/keys/gpu1.key", "~/keys"]   # servers' public keys; RCUDA_SERVER_KEY
     lane = true                             # synchronous calls on a TCP lane (rcuda/lane.py); RCUDA_LANE
     spin_us = 300                           # busy-poll for a lane reply before sleeping; RCUDA_SPIN_US
+    sync_in_c = true                        # small synchronous calls made in C on the lane; RCUDA_SYNC_IN_C
     [server]
     listen = "tcp://127.0.0.1:7777"
     backend = "auto"
@@ -196,6 +197,10 @@ CLIENT_SPECS = {
     # and how long a call busy-polls for its reply there before it sleeps.
     "lane": Spec(True, parse_bool, "RCUDA_LANE"),
     "spin_us": Spec(300.0, lambda v: _non_negative_float(v, "RCUDA_SPIN_US"), "RCUDA_SPIN_US"),
+    # cudaDeviceSynchronize, cudaStreamSynchronize and cudaMemGetInfo made in C
+    # on the lane, without Python, when nothing stands in the way
+    # (native/sync_fast_path.c); off: always through the Python client.
+    "sync_in_c": Spec(True, parse_bool, "RCUDA_SYNC_IN_C"),
     "key": Spec(None, _optional_path, "RCUDA_KEY"),
     "server_key": Spec([], _path_list, "RCUDA_SERVER_KEY"),
     "visible_devices": Spec(None, lambda v: None if v is None else str(v), "CUDA_VISIBLE_DEVICES"),
@@ -286,6 +291,7 @@ class ClientConfig:
     stats: bool = False
     lane: bool = True
     spin_us: float = 300.0
+    sync_in_c: bool = True
     key: str | None = None
     server_key: list[str] = field(default_factory=list)
 

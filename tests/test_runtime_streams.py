@@ -158,6 +158,27 @@ def test_a_frozen_server_fails_synchronisation_within_the_timeout(program, serve
     assert waited < 10 and server.address in err  # within RCUDA_TIMEOUT (+ slack), naming the server
 
 
+def test_a_server_that_dies_fails_synchronisation_at_once(program, server):
+    """The server goes away while the program waits in cudaDeviceSynchronize
+    (made in C on the lane, native/sync_fast_path.c: the kernel is known and
+    nothing else is in flight): the lane closes under the wait, and the call
+    fails at once, naming itself, the GPU and the server."""
+    process = subprocess.Popen([*RCUDA, "run", "--servers", server.address, "--", str(program), "sync_long",
+                                "30000"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert process.stdout.readline().strip() == "syncing"
+        time.sleep(0.3)  # into the wait
+        os.killpg(server.process.pid, signal.SIGKILL)  # the daemon and its session worker, at once
+        started = time.monotonic()
+        out, err = process.communicate(timeout=30)
+        waited = time.monotonic() - started
+    finally:
+        process.kill()
+    assert "sync -> cudaErrorDevicesUnavailable" in out, out + err
+    assert waited < 5, f"{waited:.1f} s to notice\n" + out + err
+    assert re.search(rf"cudaDeviceSynchronize on GPU0 \({re.escape(server.address)} GPU0\)", err), err
+
+
 def test_a_frozen_server_does_not_hang_the_exit(program, server):
     _, _, waited = run_until_frozen(program, server, "exit_long", "exiting")
     assert waited < 10

@@ -690,6 +690,9 @@ RCUDA_EXPORT cudaError_t cudaDeviceSetSharedMemConfig(enum cudaSharedMemConfig c
 RCUDA_EXPORT cudaError_t cudaDeviceSynchronize(void)
 {
     rcuda_ensure_started();
+    cudaError_t status;
+    if (rcuda_c_cudaDeviceSynchronize(&status))
+        return status;
     return rcuda_py_cudaDeviceSynchronize();
 }
 
@@ -1992,6 +1995,9 @@ RCUDA_EXPORT cudaError_t cudaMemGetDefaultMemPool(cudaMemPool_t * memPool, struc
 RCUDA_EXPORT cudaError_t cudaMemGetInfo(size_t * free, size_t * total)
 {
     rcuda_ensure_started();
+    cudaError_t status;
+    if (rcuda_c_cudaMemGetInfo(free, total, &status))
+        return status;
     return rcuda_py_cudaMemGetInfo(free, total);
 }
 
@@ -2784,12 +2790,18 @@ RCUDA_EXPORT cudaError_t cudaStreamSetAttribute_ptsz(cudaStream_t hStream, cudaL
 RCUDA_EXPORT cudaError_t cudaStreamSynchronize(cudaStream_t stream)
 {
     rcuda_ensure_started();
+    cudaError_t status;
+    if (rcuda_c_cudaStreamSynchronize(stream, &status))
+        return status;
     return rcuda_py_cudaStreamSynchronize(stream);
 }
 
 RCUDA_EXPORT cudaError_t cudaStreamSynchronize_ptsz(cudaStream_t stream)
 {
     rcuda_ensure_started();
+    cudaError_t status;
+    if (rcuda_c_cudaStreamSynchronize_ptsz(stream, &status))
+        return status;
     return rcuda_py_cudaStreamSynchronize_ptsz(stream);
 }
 

@@ -1,0 +1,62 @@
+"""Small synchronous calls made in C on the device's lane
+(native/sync_fast_path.c), run through real programs and servers."""
+import re
+from pathlib import Path
+
+import pytest
+
+from conftest import CUDA_SOURCES, requires_nvcc, run_program
+from rcuda.lane import LANE_MAX_PAYLOAD
+
+SYNC_KERNELS = str(CUDA_SOURCES / "sync_kernels.py")
+
+
+def calls_made_in_c(stderr: str) -> int:
+    """From the client's exit report (RCUDA_LOG=info)."""
+    found = re.search(r"GPU0 \(.*\): (\d+) synchronous call\(s\) made in C", stderr)
+    assert found, "no report of the calls made in C:\n" + stderr[-3000:]
+    return int(found[1])
+
+
+@requires_nvcc
+@pytest.mark.parametrize("flags", [(), ("--default-stream", "per-thread")], ids=["legacy", "per-thread"])
+def test_calls_made_in_c_keep_program_order_results_output_and_errors(compile_cuda, server_factory, flags):
+    """Socket traffic (asynchronous copies) before launches and a
+    synchronisation lands first; results, device output and a kernel's fault
+    come back as CUDA reports them, whoever made the call; and C makes the
+    calls of a loop that only launches and synchronises.  Bursts of launches
+    longer than a lane message may carry go by the socket (C sending them on
+    the lane failed this in two runs of three: whether a burst is still
+    whole at its synchronisation depends on when the forwarding thread runs)."""
+    server = server_factory("--backend", "sim", "--kernels", SYNC_KERNELS)
+    loop = 300
+    result = run_program(compile_cuda("sync_in_c.cu", *flags), server, "30", str(loop),
+                         env_extra={"RCUDA_LOG": "info"})
+    assert result.returncode == 0 and "PASSED" in result.stdout, result.stdout + result.stderr[-3000:]
+    assert "say 1\nsay 2\nsay 3\n" in result.stdout
+    assert re.search(r"cudaDeviceSynchronize: sync on GPU0 \(127.0.0.1:\d+ GPU0\): .*outOfBounds", result.stderr), \
+        result.stderr[-3000:]
+    # The loop makes 3 synchronous calls a round; a few may find the
+    # forwarding thread sealing the round's launches and go to Python.
+    made = calls_made_in_c(result.stderr)
+    assert made >= 0.8 * 3 * loop, f"only {made} of the loop's {3 * loop} calls were made in C"
+
+
+@requires_nvcc
+@pytest.mark.parametrize("setting", [{"RCUDA_STATS": "1"}, {"RCUDA_SYNC_IN_C": "0"}], ids=["stats", "off"])
+def test_statistics_or_the_setting_leave_every_call_to_python(compile_cuda, server_factory, setting):
+    """RCUDA_STATS counts each call in Python, so C leaves them all to it;
+    and RCUDA_SYNC_IN_C=0 turns C's calls off."""
+    server = server_factory("--backend", "sim", "--kernels", SYNC_KERNELS)
+    result = run_program(compile_cuda("sync_in_c.cu"), server, "3", "20",
+                         env_extra={"RCUDA_LOG": "info", **setting})
+    assert result.returncode == 0 and "PASSED" in result.stdout, result.stdout + result.stderr[-3000:]
+    assert calls_made_in_c(result.stderr) == 0
+
+
+def test_c_and_python_agree_on_what_a_lane_message_may_carry():
+    """C leaves a longer train of launches to the socket, as Python does; a
+    server closes a lane that carries more."""
+    source = (Path(__file__).parents[1] / "native" / "sync_fast_path.c").read_text()
+    shift = re.search(r"#define SYNC_LANE_MAX_PAYLOAD \(1u << (\d+)\)", source)
+    assert shift and 1 << int(shift[1]) == LANE_MAX_PAYLOAD
