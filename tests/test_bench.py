@@ -59,8 +59,8 @@ def test_latency_quick(tmp_path):
     assert "micro/latency: round 1/1" in run.stderr  # progress is shown
     result = check_outputs(tmp_path, "latency")
     variants = result["variants"]
-    assert set(variants) == {"forwarded", "forwarded_socket", "local_call", "python_client", "c_lane", "channel",
-                             "pyzmq_tcp", "pyzmq_ipc", "raw_tcp"}
+    assert set(variants) == {"forwarded", "forwarded_python", "forwarded_socket", "local_call", "python_client",
+                             "c_lane", "channel", "pyzmq_tcp", "pyzmq_ipc", "raw_tcp"}
     for stats in variants.values():
         assert stats["n"] == result["parameters"]["iterations_per_round"]
         assert 0 < stats["min"] <= stats["p50"] <= stats["p99"] <= stats["p99.9"] <= stats["max"]

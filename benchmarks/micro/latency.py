@@ -2,10 +2,11 @@
 
 The headline figure is `forwarded`: an unmodified CUDA program
 (cuda/latency.cu) timing its own cudaMemGetInfo calls, each a round trip
-through the interposer, the embedded client and an rcuda sim server over
-loopback TCP, on the device's lane (rcuda/lane.py).  `forwarded_socket` is
-the same program with the lane off (RCUDA_LANE=0): every call through
-ZeroMQ.  In the same run, in interleaved rounds (these machines are shared
+through the interposer and an rcuda sim server over loopback TCP, on the
+device's lane (rcuda/lane.py), made in C (native/sync_fast_path.c).
+`forwarded_python` is the same program with that off (RCUDA_SYNC_IN_C=0):
+each call through the embedded Python client; `forwarded_socket` with the
+lane off too (RCUDA_LANE=0): every call through ZeroMQ.  In the same run, in interleaved rounds (these machines are shared
 and noisy), with the same message sizes:
 
     raw_tcp        a raw TCP socket ping-pong between two Python processes
@@ -20,11 +21,11 @@ and, to locate rcuda's own costs, a ladder of the layers in between:
                    against a real rcuda sim server, on the lane
     c_lane         a C loop (cuda/lane_pingpong.cu) on that client's lane,
                    lent to it, resending the request the client encodes: no
-                   Python on the client's side at all, the same server.
-                   What a fast path in C for small synchronous calls could
-                   reach at most, without a faster server
+                   Python on the client's side at all, the same server:
+                   the floor of a client in C (forwarded's fast path)
 
-so that forwarded - python_client is the C/cffi entry, python_client -
+so that forwarded - c_lane is what the C fast path costs over a bare C
+loop, forwarded_python - python_client the C/cffi entry, python_client -
 raw_tcp the client's and server's Python on the lane (python_client -
 c_lane the client's, c_lane - raw_tcp the server's), channel - pyzmq_tcp
 the channel's own cost over ZeroMQ.  `local_call` times cudaGetDevice
@@ -56,6 +57,7 @@ TITLE = "Synchronous call latency"
 
 LABELS = {
     "forwarded": "CUDA program via rcuda (cudaMemGetInfo, sim server, tcp lane)",
+    "forwarded_python": "the same through the Python client (RCUDA_SYNC_IN_C=0)",
     "forwarded_socket": "the same, lane off (RCUDA_LANE=0): through ZeroMQ",
     "local_call": "CUDA program via rcuda, cudaGetDevice (no message)",
     "python_client": "rcuda client from Python (no C entry) -> sim server, lane",
@@ -270,6 +272,7 @@ def run(ctx: Context) -> dict:
 
             measures = {
                 "forwarded": forwarded,
+                "forwarded_python": lambda: forwarded({"RCUDA_SYNC_IN_C": "0"}),
                 "forwarded_socket": lambda: forwarded({"RCUDA_LANE": "0"}),
                 "local_call": lambda: time_forwarded(binary, server.address, n, 0, scratch, "getdevice"),
                 "python_client": lambda: with_cpu("python_client", server,
@@ -362,6 +365,7 @@ def ratios_and_goals(v: dict) -> dict:
         "lane_off_p50_over_pyzmq_p50": ratio("forwarded_socket", "pyzmq_tcp"),
         "pyzmq_p50_over_raw_tcp_p50": ratio("pyzmq_tcp", "raw_tcp"),
         "forwarded_p50_over_c_lane_p50": ratio("forwarded", "c_lane"),
+        "python_client_path_p50_over_c_path_p50": ratio("forwarded_python", "forwarded"),
         "c_lane_p50_over_raw_tcp_p50": ratio("c_lane", "raw_tcp"),
         "pyzmq_ipc_p50_over_pyzmq_tcp_p50": ratio("pyzmq_ipc", "pyzmq_tcp"),
         "forwarded_p99_over_forwarded_p50": round(forwarded["p99"] / forwarded["p50"], 3),
@@ -372,7 +376,8 @@ def ratios_and_goals(v: dict) -> dict:
         "zeromq_over_raw_tcp": best["pyzmq_tcp"] - best["raw_tcp"],
         "channel_over_bare_pyzmq": best["channel"] - best["pyzmq_tcp"],
         "lane_client_and_server_over_raw_tcp": best["python_client"] - best["raw_tcp"],
-        "c_program_over_python_client": best["forwarded"] - best["python_client"],
+        "c_program_over_python_client": best["forwarded_python"] - best["python_client"],
+        "c_fast_path_over_c_loop": best["forwarded"] - best["c_lane"],
         "client_python_over_c_loop": best["python_client"] - best["c_lane"],
         "server_over_raw_tcp_under_c_loop": best["c_lane"] - best["raw_tcp"],
         "zeromq_socket_over_lane": best["forwarded_socket"] - best["forwarded"],
@@ -407,6 +412,7 @@ def headline(result: dict) -> list[str]:
             f"(goal <= 1.2); p99/p50 {r['forwarded_p99_over_forwarded_p50']:.2f} (goal <= 3); "
             f"forwarded/raw TCP {ft['best_rounds']:.2f}; lane off/on "
             f"{r['lane_off_p50_over_lane_p50']['best_rounds']:.2f}; forwarded/C loop on the lane "
-            f"{r['forwarded_p50_over_c_lane_p50']['best_rounds']:.2f} (what a client in C could gain)",
+            f"{r['forwarded_p50_over_c_lane_p50']['best_rounds']:.2f}; through the Python client/in C "
+            f"{r['python_client_path_p50_over_c_path_p50']['best_rounds']:.2f}",
             f"CPU us per call (client, far side): {result['cpu_us_per_call'] or 'not measured in quick mode'}",
             f"pipe round trip between two processes (us): {result['pipe_round_trip_us']}"]
