@@ -74,13 +74,7 @@ def guarded(name: str, result: str, body):
         def entry(*args):
             if in_host_function():
                 return refused_in_host_function(name)
-            try:
-                status = body(*args)
-            except Exception as exc:  # noqa: BLE001 - the C boundary
-                status = failed(name, exc)
-            if status and status != NOT_READY:
-                runtime.record_error(status)
-            return status
+            return status_of(name, body, *args)
     else:
         def entry(*args):
             try:
@@ -90,6 +84,18 @@ def guarded(name: str, result: str, body):
                 return fallback_value(result)
     entry.__name__ = name
     return entry
+
+
+def status_of(name: str, body, *args) -> int:
+    """`body(*args)`'s status, or its exception's; an error is recorded as
+    the thread's last error ("not ready" is a status, not an error)."""
+    try:
+        status = body(*args)
+    except Exception as exc:  # noqa: BLE001 - the C boundary
+        status = failed(name, exc)
+    if status and status != NOT_READY:
+        runtime.record_error(status)
+    return status
 
 
 def timed(name: str, body, stats: Stats):
@@ -202,13 +208,7 @@ def attach_sync_slow_paths(ffi) -> None:
     def lane_entry(body):
         def entry(ordinal, call, *rest):
             name = ffi.string(call).decode()
-            try:
-                status = body(runtime.device(ordinal), name, *rest)
-            except Exception as exc:  # noqa: BLE001 - the C boundary
-                status = failed(name, exc)
-            if status:
-                runtime.record_error(status)
-            return status
+            return status_of(name, lambda: body(runtime.device(ordinal), name, *rest))
         return entry
 
     @ffi.def_extern(name="rcuda_py_lane_alive")

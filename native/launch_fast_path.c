@@ -172,6 +172,21 @@ static void rcuda_fast_set_usable(int device, int usable)
 
 static void sync_lane_batch_sealed(int device);  /* native/sync_fast_path.c */
 
+/* Take a device's recorded launches out, under d->lock: the batch (malloc'ed,
+ * NULL if empty), its launch count in *count; returns its size in bytes. */
+static size_t detach_batch(struct fast_device *d, char **data, uint32_t *count)
+{
+    size_t used = d->used;
+    *data = used ? d->batch : NULL;
+    *count = d->count;
+    if (used) {
+        d->batch = NULL;
+        d->used = d->capacity = 0;
+        d->count = 0;
+    }
+    return used;
+}
+
 /* The recorded launches of a device, taken out (malloc'ed; free with
  * rcuda_fast_free).  Returns the byte count; *count gets the launches. */
 static size_t rcuda_fast_take(int device, char **data, uint32_t *count)
@@ -186,11 +201,7 @@ static size_t rcuda_fast_take(int device, char **data, uint32_t *count)
     size_t used = d->used;
     if (used) {
         sync_lane_batch_sealed(device);  /* queued in Python now: C's synchronous calls must not overtake it */
-        *data = d->batch;
-        *count = d->count;
-        d->batch = NULL;
-        d->used = d->capacity = 0;
-        d->count = 0;
+        detach_batch(d, data, count);
     }
     pthread_mutex_unlock(&d->lock);
     return used;

@@ -360,7 +360,7 @@ static void read_reply(const unsigned char *header, size_t size, struct sync_rep
             reply->has_seq = kind == 0;
             reply->seq = (uint64_t)value;
         } else if (kind != 0) {
-            reply->simple = 0; /* a string or nil: "msg", "out" */
+            reply->simple = 0; /* a string or nil: "msg", "out" (device printf output) */
         } else if (key_is(key, length, "err")) {
             if (value != 0)
                 reply->simple = 0;
@@ -369,7 +369,7 @@ static void read_reply(const unsigned char *header, size_t size, struct sync_rep
         } else if (key_is(key, length, "total")) {
             reply->total = (uint64_t)value;
         } else {
-            reply->simple = 0; /* a field C does not know ("out": device printf output) */
+            reply->simple = 0; /* an integer field C does not know */
         }
     }
     reply->readable = r.ok && r.at == r.end;
@@ -472,14 +472,9 @@ static int lane_call(int device, const char *call, enum sync_op op, uint64_t str
         pthread_mutex_unlock(&l->use);
         return 0;
     }
-    char *batch = d->batch;
-    size_t batch_size = d->used;
-    uint32_t batch_count = d->count;
-    if (batch_size) {
-        d->batch = NULL;
-        d->used = d->capacity = 0;
-        d->count = 0;
-    }
+    char *batch;
+    uint32_t batch_count;
+    size_t batch_size = detach_batch(d, &batch, &batch_count);
     pthread_mutex_unlock(&d->lock);
     uint64_t after = l->socket_sent;
     l->lane_sent += batch_size ? 2 : 1;
