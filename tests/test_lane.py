@@ -515,7 +515,10 @@ def test_a_client_stops_spinning_for_replies_that_wait_for_the_gpu(server_factor
     subprocess.run(["nvcc", "-fatbin", "-o", str(image), str(TESTS / "cuda_sources" / "fatbin_kernels.cu")],
                    check=True, capture_output=True, timeout=300)
     server = server_factory("--backend", "sim", "--kernels", str(plugin))
-    rt = Runtime(ClientConfig(servers=[parse_server(server.address)], timeout=10.0))
+    # A 5 ms window: replies "at once" come well within it even on a loaded
+    # 2-core CI machine (300 us did not, five times running), while copies
+    # behind a 20 ms kernel never do.
+    rt = Runtime(ClientConfig(servers=[parse_server(server.address)], timeout=10.0, spin_us=5000.0))
     try:
         device = rt.device(0)
         spin = device.channel._lane_spin
