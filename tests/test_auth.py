@@ -181,7 +181,11 @@ def test_monitor_events_are_read_without_pyzmqs_asyncio_helper():
 def test_client_with_a_key_against_a_server_without_auth(sim_server, keys, compile_cuda):
     result = run_program(compile_cuda("vector_add.cu"), sim_server, "1000", env_extra=keys.env())
     assert "PASSED" not in result.stdout
-    assert "does it run with --auth?" in result.stderr, result.stderr
+    # ZeroMQ reports the mechanism mismatch, or (the side that fails first
+    # just closes) only that the handshake failed: both explanations name --auth.
+    # (A run on a loaded machine saw the first; the test used to accept only the second.)
+    assert ("does not use authentication (it runs without --auth), but this client has a key" in result.stderr
+            or "does it run with --auth?" in result.stderr), result.stderr
 
 
 def test_rcuda_devices_and_smi_use_the_clients_keys(auth_server, keys):
