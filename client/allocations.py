@@ -5,7 +5,8 @@ and structs carry raw pointers, so the client could not translate them).
 Every device allocates in its own address window, so one map answers "whose
 is this address?" for cudaMemcpyDefault, cudaPointerGetAttributes and
 cross-device copies, and lets the client reject bad pointers before they
-travel.
+travel.  Inside the interposer C keeps a copy (native/allocation_table.c),
+told of every change, so that cudaMemcpy can be made in C.
 """
 from __future__ import annotations
 
@@ -35,6 +36,16 @@ class AllocationMap:
         self._lock = threading.Lock()
         self._bases: list[int] = []  # sorted
         self._by_base: dict[int, Allocation] = {}
+        self._watcher = None  # told of every change, in order (under _lock)
+
+    def watch(self, watcher) -> None:
+        """From now on tell `watcher` of every change: allocation_added(a),
+        allocation_removed(base), allocations_cleared(); the allocations
+        already here first."""
+        with self._lock:
+            self._watcher = watcher
+            for allocation in self._by_base.values():
+                watcher.allocation_added(allocation)
 
     def add(self, base: int, size: int, device) -> Allocation:
         allocation = Allocation(base, max(size, 1), device)
@@ -48,6 +59,8 @@ class AllocationMap:
                                     f"{other.device}: servers must allocate inside their address windows")
             self._bases.insert(i, base)
             self._by_base[base] = allocation
+            if self._watcher is not None:
+                self._watcher.allocation_added(allocation)
         return allocation
 
     def remove(self, base: int) -> Allocation | None:
@@ -55,6 +68,8 @@ class AllocationMap:
             allocation = self._by_base.pop(base, None)
             if allocation is not None:
                 del self._bases[bisect.bisect_left(self._bases, base)]
+                if self._watcher is not None:
+                    self._watcher.allocation_removed(base)
             return allocation
 
     def find(self, address: int, length: int = 1) -> Allocation | None:
@@ -74,3 +89,5 @@ class AllocationMap:
         with self._lock:
             self._bases.clear()
             self._by_base.clear()
+            if self._watcher is not None:
+                self._watcher.allocations_cleared()

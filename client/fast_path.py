@@ -9,9 +9,11 @@ know enough, or the device is unusable (sticky error, lost server), the
 launch comes to Python, which explains the refusal or sends it itself.
 
 Small synchronous calls (cudaDeviceSynchronize, cudaStreamSynchronize,
-cudaMemGetInfo) are made in C too, on the device's lane, while the channel
-and the device say nothing stands in the way (native/sync_fast_path.c;
-`NativeLaneShare` is the channel's side of that, `device_clean` the device's).
+cudaMemGetInfo, cudaMemcpy between the program and a device) are made in C
+too, on the device's lane, while the channel and the device say nothing
+stands in the way (native/sync_fast_path.c; `NativeLaneShare` is the
+channel's side of that, `device_clean` the device's, `allocation_added` and
+its kin keep C's copy of the allocation map).
 
 `NullFastPath` stands in where there is no interposer (the runtime used from
 Python, in tests): every launch then takes the Python path.
@@ -127,6 +129,16 @@ class FastPath(NullFastPath):
         message) needs to see each call in Python."""
         clean = clean and self.sync_in_c and device.stats is None and not trace.isEnabledFor(logging.DEBUG)
         self._lib.rcuda_lane_clean(device.ordinal, int(clean))
+
+    # C's copy of the allocation map (native/allocation_table.c), for cudaMemcpy in C.
+    def allocation_added(self, allocation) -> None:
+        self._lib.rcuda_allocation_added(allocation.base, allocation.size, allocation.device.ordinal)
+
+    def allocation_removed(self, base: int) -> None:
+        self._lib.rcuda_allocation_removed(base)
+
+    def allocations_cleared(self) -> None:
+        self._lib.rcuda_allocations_cleared()
 
     def lane_share(self, ordinal: int) -> LaneShare:
         if ordinal >= self._lib.FAST_MAX_DEVICES:  # beyond C's tables: Python alone

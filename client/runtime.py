@@ -89,6 +89,7 @@ class Runtime:
         """Inside the interposer: launches are recorded in C (client/fast_path.py)."""
         self.fast = fast
         self.streams.fast = fast
+        self.allocations.watch(fast)  # C makes cudaMemcpy where it knows the pointers
 
     def opened_devices(self) -> list[RemoteDevice]:
         """The devices, if the runtime has been initialised; else none."""

@@ -60,9 +60,11 @@ static int rcuda_get_current_device(void);
 static void rcuda_set_current_device(int device);
 """
 
-# Small synchronous calls on the lane in C (native/sync_fast_path.c): the
-# lane's lock, its message counts and Python's word on when C may call;
-# Python explains replies and failures C does not handle.
+# Small synchronous calls and cudaMemcpy on the lane in C
+# (native/sync_fast_path.c): the lane's lock, its message counts, Python's
+# word on when C may call and the allocations it knows of
+# (native/allocation_table.c); Python explains replies and failures C does
+# not handle.
 SYNC_PATH_CDEF = """
 #define FAST_MAX_DEVICES ...
 extern "Python" int rcuda_py_lane_alive(int device, const char *call);
@@ -77,6 +79,9 @@ static void rcuda_lane_clean(int device, int clean);
 static uint64_t rcuda_count_socket_message(int device);
 static uint64_t rcuda_count_lane_messages(int device, uint64_t count);
 static uint64_t rcuda_lane_calls_in_c(int device);
+static void rcuda_allocation_added(uint64_t base, uint64_t size, int device);
+static void rcuda_allocation_removed(uint64_t base);
+static void rcuda_allocations_cleared(void);
 """
 
 # cudaGetLastError/cudaPeekAtLastError in C (native/last_error.c): Python
@@ -153,6 +158,7 @@ def make_ffi(extra_link_args: list[str]) -> cffi.FFI:
         '#include "cudart_layout.h"',
         '#include "interposer.c"',
         '#include "launch_fast_path.c"',
+        '#include "allocation_table.c"',
         '#include "sync_fast_path.c"',
         '#include "last_error.c"',
         '#include "cudart_exports.c"',

@@ -119,6 +119,8 @@ C_BEFORE_PYTHON = {
     "cudaStreamSynchronize",
     "cudaStreamSynchronize_ptsz",
     "cudaMemGetInfo",
+    "cudaMemcpy",
+    "cudaMemcpy_ptds",
 }
 
 # Module registration: exported by hand in native/registrations.c, which

@@ -1,12 +1,16 @@
-/* Small synchronous calls in C: cudaDeviceSynchronize, cudaStreamSynchronize
- * and cudaMemGetInfo on the device's lane (rcuda/lane.py), without Python.
+/* Small synchronous calls in C: cudaDeviceSynchronize, cudaStreamSynchronize,
+ * cudaMemGetInfo and cudaMemcpy between the program's memory and a device,
+ * on the device's lane (rcuda/lane.py), without Python.
  *
  * Through the Python client such a call costs about twice what a C loop on
  * the same lane costs (benchmarks/README.md, "What a fast path in C would
  * buy"): Python's share is encoding, locks and the wake-up of a thread that
  * holds the GIL.  Here the calling thread encodes the request (a few msgpack
- * fields), sends it with the launches C recorded before it, busy-polls for
- * the reply as the Python client does, and reads it.
+ * fields), sends it with the launches C recorded before it (and a copy's
+ * bytes from where the program keeps them), busy-polls for the reply as the
+ * Python client does, and reads it (a copy's bytes straight into the
+ * program's buffer).  Which device a copy's pointer belongs to, C looks up
+ * in its copy of the allocation map (native/allocation_table.c).
  *
  * The Python client stays in charge; C takes a call only while
  *   - the lane is attached (Python connected it) and C holds its `use` lock,
@@ -37,14 +41,15 @@
 
 /* C's request numbers: never the Python client's, which count up from 1. */
 #define SYNC_SEQ_BASE (1ull << 48)
-#define SYNC_REPLY_MAX 4096 /* these calls' replies are a few fields; a longer one goes to Python */
+#define SYNC_REPLY_MAX 4096 /* a reply header read on the stack: a few fields, unless device output came */
+#define SYNC_REPLY_HEADER_MAX (1u << 20) /* rcuda/lane.py's MAX_HEADER: a longer one is not a reply */
 /* rcuda/lane.py's LANE_MAX_PAYLOAD: a server refuses more in one lane message
  * (and closes the lane).  A longer train of launches takes the socket, which
  * pipelines it: Python's call does that. */
 #define SYNC_LANE_MAX_PAYLOAD (1u << 20)
 
-enum sync_op { SYNC_DEVICE, SYNC_STREAM, SYNC_MEM_INFO, SYNC_OPS };
-static const char *const sync_op_names[SYNC_OPS] = {"sync", "stream_sync", "mem_info"};
+enum sync_op { SYNC_DEVICE, SYNC_STREAM, SYNC_MEM_INFO, SYNC_HTOD, SYNC_DTOH, SYNC_OPS };
+static const char *const sync_op_names[SYNC_OPS] = {"sync", "stream_sync", "mem_info", "htod", "dtoh"};
 
 /* How a call on the lane went wrong (rcuda_py_lane_failed explains it). */
 enum lane_failure { LANE_IO_ERROR = 1, LANE_CLOSED, LANE_BAD_REPLY, LANE_WRONG_SEQ, LANE_SERVER_SILENT };
@@ -386,8 +391,11 @@ static long long monotonic_ns(void)
     return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
-/* Write all of `parts` (MSG_NOSIGNAL: a closed lane is an error, not a SIGPIPE). */
-static int send_parts(int fd, struct iovec *parts, int count)
+/* Write all of `parts` (MSG_NOSIGNAL: a closed lane is an error, not a
+ * SIGPIPE), asking Python between the lane's SO_SNDTIMEO slices whether a
+ * server that reads nothing is alive (it reads its lane between requests:
+ * behind a long kernel a large copy waits).  0, or an enum lane_failure. */
+static int send_parts(int device, const char *call, int fd, struct iovec *parts, int count, int *error_number)
 {
     while (count) {
         struct msghdr message = {0};
@@ -395,9 +403,15 @@ static int send_parts(int fd, struct iovec *parts, int count)
         message.msg_iovlen = (size_t)count;
         ssize_t sent = sendmsg(fd, &message, MSG_NOSIGNAL);
         if (sent < 0) {
-            if (errno == EINTR || errno == EAGAIN)
-                continue; /* EAGAIN: SO_SNDTIMEO; the server reads its lane between requests */
-            return -1;
+            if (errno == EINTR)
+                continue;
+            if (errno == EAGAIN || errno == EWOULDBLOCK) {
+                if (!rcuda_py_lane_alive(device, call))
+                    return LANE_SERVER_SILENT;
+                continue;
+            }
+            *error_number = errno;
+            return LANE_IO_ERROR;
         }
         while (count && (size_t)sent >= parts->iov_len) {
             sent -= (ssize_t)parts->iov_len;
@@ -442,11 +456,79 @@ static int receive_exactly(int device, const char *call, int fd, unsigned char *
     return 0;
 }
 
+/* What C sends and receives for one call. */
+struct sync_call {
+    enum sync_op op;
+    uint64_t stream;      /* stream_sync and the copies */
+    uint64_t address;     /* the copies: the device address (dst of an htod, src of a dtoh) */
+    uint64_t size;        /* the copies' bytes */
+    const void *outgoing; /* htod: the program's bytes, sent from where they are */
+    void *incoming;       /* dtoh: where the bytes land */
+    size_t free, total;   /* mem_info's answer */
+};
+
+/* The request's header (rcuda/protocol.py's fields for `op`). */
+static void write_request(struct writer *w, const struct sync_call *call, uint64_t seq, uint64_t after)
+{
+    int copy = call->op == SYNC_HTOD || call->op == SYNC_DTOH;
+    put_byte(w, copy ? 0x86 : call->op == SYNC_STREAM ? 0x84 : 0x83);
+    put_str(w, "op");
+    put_str(w, sync_op_names[call->op]);
+    put_str(w, "seq");
+    put_uint(w, seq);
+    put_str(w, "after");
+    put_uint(w, after);
+    if (copy) {
+        put_str(w, call->op == SYNC_HTOD ? "dst" : "src");
+        put_uint(w, call->address);
+        put_str(w, "size");
+        put_uint(w, call->size);
+    }
+    if (copy || call->op == SYNC_STREAM) {
+        put_str(w, "stream");
+        put_uint(w, call->stream);
+    }
+}
+
+/* The reply (u32 header length, u32 frame count, u64 per frame, header,
+ * frames): its header into `*header` (the stack's `small` buffer, or one
+ * malloc'ed when longer: device output can be long), a dtoh's bytes into
+ * the program's buffer.  0, or an enum lane_failure. */
+static int read_lane_reply(int device, const char *name, int fd, struct sync_call *call, long long spin_until,
+                           unsigned char *small, unsigned char **header, uint32_t *header_size, int *error_number)
+{
+    uint32_t prefix[2];
+    int failure = receive_exactly(device, name, fd, (unsigned char *)prefix, sizeof prefix, spin_until, error_number);
+    if (failure)
+        return failure;
+    /* One frame only in a dtoh's answer, of the bytes asked for; none in an error's. */
+    uint64_t frame = 0;
+    if (prefix[1] > 1 || (prefix[1] == 1 && call->op != SYNC_DTOH) || prefix[0] == 0 ||
+        prefix[0] > SYNC_REPLY_HEADER_MAX)
+        return LANE_BAD_REPLY;
+    if (prefix[1] == 1) {
+        failure = receive_exactly(device, name, fd, (unsigned char *)&frame, sizeof frame, 0, error_number);
+        if (failure)
+            return failure;
+        if (frame != call->size)
+            return LANE_BAD_REPLY;
+    }
+    *header = prefix[0] <= SYNC_REPLY_MAX ? small : malloc(prefix[0]);
+    if (!*header)
+        return LANE_BAD_REPLY;
+    *header_size = prefix[0];
+    failure = receive_exactly(device, name, fd, *header, prefix[0], 0, error_number);
+    if (!failure && frame)
+        failure = receive_exactly(device, name, fd, call->incoming, frame, 0, error_number);
+    if (!failure && call->op == SYNC_DTOH && !frame)
+        call->incoming = NULL; /* nothing landed: an error reply (Python reads it), else a bad one */
+    return failure;
+}
+
 /* One synchronous request on the lane, with the launches recorded before
  * it.  Returns 0 when C cannot take the call (Python makes it); else 1 with
- * *status set, and for mem_info the two sizes. */
-static int lane_call(int device, const char *call, enum sync_op op, uint64_t stream, cudaError_t *status,
-                     size_t *free_out, size_t *total_out)
+ * *status set, and the call's answer in *call. */
+static int lane_call(int device, const char *name, struct sync_call *call, cudaError_t *status)
 {
     struct sync_lane *l = lane_of(device);
     if (!l || !__atomic_load_n(&l->open, __ATOMIC_ACQUIRE) || !__atomic_load_n(&l->clean, __ATOMIC_ACQUIRE) ||
@@ -482,12 +564,13 @@ static int lane_call(int device, const char *call, enum sync_op op, uint64_t str
     uint64_t seq = l->next_seq++;
     pthread_mutex_unlock(&l->order);
 
-    /* [launches: prefix, frame length, header] [request: prefix, header] (rcuda/lane.py's framing) */
-    unsigned char launches_head[96], request_head[96];
+    /* [launches: prefix, frame length, header, batch] [request: prefix, (frame length), header, (bytes)]
+     * (rcuda/lane.py's framing) */
+    unsigned char launches_head[96], request_head[128];
     struct writer w = {launches_head, launches_head + sizeof launches_head};
     uint32_t launches_prefix[2], request_prefix[2];
-    uint64_t launches_frame = batch_size;
-    struct iovec parts[6];
+    uint64_t launches_frame = batch_size, request_frame = call->size;
+    struct iovec parts[8];
     int count = 0;
     if (batch_size) {
         put_byte(&w, 0x84);
@@ -507,72 +590,62 @@ static int lane_call(int device, const char *call, enum sync_op op, uint64_t str
         parts[count++] = (struct iovec){batch, batch_size};
     }
     w = (struct writer){request_head, request_head + sizeof request_head};
-    put_byte(&w, op == SYNC_STREAM ? 0x84 : 0x83);
-    put_str(&w, "op");
-    put_str(&w, sync_op_names[op]);
-    put_str(&w, "seq");
-    put_uint(&w, seq);
-    put_str(&w, "after");
-    put_uint(&w, after);
-    if (op == SYNC_STREAM) {
-        put_str(&w, "stream");
-        put_uint(&w, stream);
-    }
+    write_request(&w, call, seq, after);
+    int sends_bytes = call->op == SYNC_HTOD;
     request_prefix[0] = (uint32_t)(w.at - request_head);
-    request_prefix[1] = 0;
+    request_prefix[1] = sends_bytes;
     parts[count++] = (struct iovec){request_prefix, 8};
+    if (sends_bytes)
+        parts[count++] = (struct iovec){&request_frame, 8};
     parts[count++] = (struct iovec){request_head, request_prefix[0]};
+    if (sends_bytes)
+        parts[count++] = (struct iovec){(void *)call->outgoing, call->size};
 
     __atomic_add_fetch(&l->calls, 1, __ATOMIC_RELAXED);
     long long started = monotonic_ns();
-    int failure = 0, error_number = 0;
-    if (send_parts(fd, parts, count) != 0) {
-        failure = LANE_IO_ERROR;
-        error_number = errno;
-    }
+    int error_number = 0;
+    int failure = send_parts(device, name, fd, parts, count, &error_number);
     free(batch);
 
-    /* The reply: u32 header length, u32 frame count (0 for these calls), header. */
-    unsigned char reply_head[SYNC_REPLY_MAX];
-    uint32_t prefix[2] = {0, 0};
+    unsigned char small_header[SYNC_REPLY_MAX], *header = NULL;
+    uint32_t header_size = 0;
     if (!failure) {
-        long long spin = l->spin_ns[op];
-        failure = receive_exactly(device, call, fd, (unsigned char *)prefix, sizeof prefix,
-                                  spin ? started + spin : 0, &error_number);
+        long long spin = l->spin_ns[call->op];
+        failure = read_lane_reply(device, name, fd, call, spin ? started + spin : 0, small_header, &header,
+                                  &header_size, &error_number);
         /* As SpinPolicy: an answer within the window keeps it whole; a later one halves it. */
         long long waited = monotonic_ns() - started;
         if (waited <= l->spin_max_ns)
-            l->spin_ns[op] = l->spin_max_ns;
+            l->spin_ns[call->op] = l->spin_max_ns;
         else
-            l->spin_ns[op] = spin / 2 >= l->spin_max_ns / 16 ? spin / 2 : 0;
+            l->spin_ns[call->op] = spin / 2 >= l->spin_max_ns / 16 ? spin / 2 : 0;
     }
-    if (!failure && (prefix[1] != 0 || prefix[0] == 0 || prefix[0] > SYNC_REPLY_MAX))
-        failure = LANE_BAD_REPLY; /* payload frames, or a header too long for these calls' replies */
-    if (!failure)
-        failure = receive_exactly(device, call, fd, reply_head, prefix[0], 0, &error_number);
     struct sync_reply reply;
     if (!failure) {
-        read_reply(reply_head, prefix[0], &reply);
+        read_reply(header, header_size, &reply);
         if (reply.readable && (!reply.has_seq || reply.seq != seq))
             failure = LANE_WRONG_SEQ;
+        else if (reply.simple && call->op == SYNC_DTOH && !call->incoming)
+            failure = LANE_BAD_REPLY; /* a dtoh's success without its bytes */
     }
     if (failure) {
+        if (header != small_header)
+            free(header);
         l->fd = -1; /* out of step: no call here uses it again; Python closes it */
         pthread_mutex_unlock(&l->use);
-        *status = rcuda_py_lane_failed(device, call, failure, error_number);
+        *status = rcuda_py_lane_failed(device, name, failure, error_number);
         return 1;
     }
     pthread_mutex_unlock(&l->use);
-    if (!reply.simple) { /* an error, device output, or a reply C cannot read */
-        *status = rcuda_py_lane_reply(device, call, sync_op_names[op], seq, (const char *)reply_head, prefix[0]);
-        if (*status != cudaSuccess)
-            return 1;
-    }
-    if (op == SYNC_MEM_INFO) {
-        *free_out = (size_t)reply.free;
-        *total_out = (size_t)reply.total;
-    }
     *status = cudaSuccess;
+    if (!reply.simple) /* an error, device output, or a reply C cannot read */
+        *status = rcuda_py_lane_reply(device, name, sync_op_names[call->op], seq, (const char *)header, header_size);
+    if (header != small_header)
+        free(header);
+    if (*status == cudaSuccess && call->op == SYNC_MEM_INFO) {
+        call->free = (size_t)reply.free;
+        call->total = (size_t)reply.total;
+    }
     return 1;
 }
 
@@ -583,16 +656,17 @@ static int lane_call(int device, const char *call, enum sync_op op, uint64_t str
 
 static int rcuda_c_cudaDeviceSynchronize(cudaError_t *status)
 {
-    return lane_call(current_device, "cudaDeviceSynchronize", SYNC_DEVICE, 0, status, NULL, NULL);
+    struct sync_call call = {.op = SYNC_DEVICE};
+    return lane_call(current_device, "cudaDeviceSynchronize", &call, status);
 }
 
-static int stream_synchronize(cudaStream_t stream, int per_thread, const char *call, cudaError_t *status)
+static int stream_synchronize(cudaStream_t stream, int per_thread, const char *name, cudaError_t *status)
 {
     int device;
-    uint64_t id;
-    if (!resolve_stream(stream, per_thread, &device, &id))
+    struct sync_call call = {.op = SYNC_STREAM};
+    if (!resolve_stream(stream, per_thread, &device, &call.stream))
         return 0;
-    return lane_call(device, call, SYNC_STREAM, id, status, NULL, NULL);
+    return lane_call(device, name, &call, status);
 }
 
 static int rcuda_c_cudaStreamSynchronize(cudaStream_t stream, cudaError_t *status)
@@ -609,5 +683,55 @@ static int rcuda_c_cudaMemGetInfo(size_t *free, size_t *total, cudaError_t *stat
 {
     if (free == NULL || total == NULL)
         return 0; /* Python names the NULL */
-    return lane_call(current_device, "cudaMemGetInfo", SYNC_MEM_INFO, 0, status, free, total);
+    struct sync_call call = {.op = SYNC_MEM_INFO};
+    if (!lane_call(current_device, "cudaMemGetInfo", &call, status))
+        return 0;
+    if (*status == cudaSuccess) {
+        *free = call.free;
+        *total = call.total;
+    }
+    return 1;
+}
+
+/* cudaMemcpy between the program's memory and one device's, in the legacy
+ * stream as client/api_memory.py's memcpy makes it (the _ptds export too).
+ * Only the plain cases: both pointers set, the device side inside one
+ * allocation C knows, the host side outside all of them.  Anything else
+ * (host to host, device to device, a pointer Python must explain) is Python's. */
+static int memcpy_in_c(const char *name, void *dst, const void *src, size_t count, enum cudaMemcpyKind kind,
+                       cudaError_t *status)
+{
+    if (count == 0 || dst == NULL || src == NULL)
+        return 0;
+    int dst_device = device_holding((uintptr_t)dst, count), src_device = device_holding((uintptr_t)src, count);
+    if (kind == cudaMemcpyDefault)
+        kind = dst_device >= 0 && src_device < 0 ? cudaMemcpyHostToDevice
+             : src_device >= 0 && dst_device < 0 ? cudaMemcpyDeviceToHost : cudaMemcpyHostToHost;
+    struct sync_call call = {.size = count};
+    int device;
+    if (kind == cudaMemcpyHostToDevice && dst_device >= 0 && src_device < 0) {
+        call.op = SYNC_HTOD;
+        call.address = (uintptr_t)dst;
+        call.outgoing = src;
+        device = dst_device;
+    } else if (kind == cudaMemcpyDeviceToHost && src_device >= 0 && dst_device < 0) {
+        call.op = SYNC_DTOH;
+        call.address = (uintptr_t)src;
+        call.incoming = dst;
+        device = src_device;
+    } else {
+        return 0;
+    }
+    return lane_call(device, name, &call, status);
+}
+
+static int rcuda_c_cudaMemcpy(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind, cudaError_t *status)
+{
+    return memcpy_in_c("cudaMemcpy", dst, src, count, kind, status);
+}
+
+static int rcuda_c_cudaMemcpy_ptds(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind,
+                                   cudaError_t *status)
+{
+    return memcpy_in_c("cudaMemcpy_ptds", dst, src, count, kind, status); /* named as Python names it */
 }

@@ -74,6 +74,10 @@ def test_copy_quick(tmp_path):
     assert run.returncode == 0, run.stderr
     result = check_outputs(tmp_path, "copy")
     sizes = result["parameters"]["sizes"]
+    assert set(result["series"]) == {f"{who}_{direction}" for who in ("rcuda", "rcuda_python") for direction in
+                                     ("htod", "dtoh")} | {"raw_tcp_upload", "raw_tcp_download", "pyzmq_upload",
+                                                           "pyzmq_download"}
+    assert set(result["ratios"]["htod_c_over_python_client"]) == {str(s) for s in sizes}
     for series in result["series"].values():
         assert [p["bytes"] for p in series["points"]] == sizes
         assert all(p["gb_per_s"] > 0 and p["repeats"] >= 3 for p in series["points"])

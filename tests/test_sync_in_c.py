@@ -1,5 +1,6 @@
-"""Small synchronous calls made in C on the device's lane
-(native/sync_fast_path.c), run through real programs and servers."""
+"""Small synchronous calls and cudaMemcpy made in C on the device's lane
+(native/sync_fast_path.c, native/allocation_table.c), run through real
+programs and servers."""
 import re
 from pathlib import Path
 
@@ -40,6 +41,30 @@ def test_calls_made_in_c_keep_program_order_results_output_and_errors(compile_cu
     # forwarding thread sealing the round's launches and go to Python.
     made = calls_made_in_c(result.stderr)
     assert made >= 0.8 * 3 * loop, f"only {made} of the loop's {3 * loop} calls were made in C"
+
+
+@requires_nvcc
+@pytest.mark.parametrize("flags", [(), ("--default-stream", "per-thread")], ids=["legacy", "per-thread"])
+def test_copies_made_in_c_keep_bytes_order_and_errors(compile_cuda, server_factory, flags):
+    """cudaMemcpy both ways from 1 byte to 3 MiB (more than the socket
+    takes at once), at offsets, with explicit and inferred kinds; after an
+    upload on the socket and kernels recorded in C; from two threads at
+    once; next to copies C must leave to Python (past an allocation's end,
+    freed memory, host to host, NULL, device to device); with device output
+    longer than a small reply; and a kernel's fault reported by the next
+    copy, sticky afterwards.  C makes most of the copies."""
+    server = server_factory("--backend", "sim", "--kernels", SYNC_KERNELS)
+    loop = 200
+    result = run_program(compile_cuda("memcpy_in_c.cu", *flags), server, str(loop),
+                         env_extra={"RCUDA_LOG": "info"})
+    assert result.returncode == 0 and "PASSED" in result.stdout, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "".join(f"say {i}\n" for i in range(700)) in result.stdout
+    assert re.search(r"cudaMemcpy(_ptds)?: dtoh on GPU0 \(127.0.0.1:\d+ GPU0\): kernel outOfBounds", result.stderr), \
+        result.stderr[-3000:]
+    # Of the ordered loop's 1.5 copies a round, those after an upload on the
+    # socket go to Python; so do some of the threads' (one waits for the other).
+    made = calls_made_in_c(result.stderr)
+    assert made >= loop, f"only {made} calls were made in C"
 
 
 @requires_nvcc

@@ -2118,6 +2118,9 @@ RCUDA_EXPORT cudaError_t cudaMemSetMemPool(struct cudaMemLocation * location, en
 RCUDA_EXPORT cudaError_t cudaMemcpy(void * dst, const void * src, size_t count, enum cudaMemcpyKind kind)
 {
     rcuda_ensure_started();
+    cudaError_t status;
+    if (rcuda_c_cudaMemcpy(dst, src, count, kind, &status))
+        return status;
     return rcuda_py_cudaMemcpy(dst, src, count, kind);
 }
 
@@ -2412,6 +2415,9 @@ RCUDA_EXPORT cudaError_t cudaMemcpyToSymbol_ptds(const void * symbol, const void
 RCUDA_EXPORT cudaError_t cudaMemcpy_ptds(void * dst, const void * src, size_t count, enum cudaMemcpyKind kind)
 {
     rcuda_ensure_started();
+    cudaError_t status;
+    if (rcuda_c_cudaMemcpy_ptds(dst, src, count, kind, &status))
+        return status;
     return rcuda_py_cudaMemcpy_ptds(dst, src, count, kind);
 }
 
