@@ -34,7 +34,7 @@ def test_calls_made_in_c_keep_program_order_results_output_and_errors(compile_cu
     result = run_program(compile_cuda("sync_in_c.cu", *flags), server, "30", str(loop),
                          env_extra={"RCUDA_LOG": "info"})
     assert result.returncode == 0 and "PASSED" in result.stdout, result.stdout + result.stderr[-3000:]
-    assert "say 1\nsay 2\nsay 3\n" in result.stdout
+    assert "say 1\nsay 2\nsay 3\n" + "".join(f"say {i}\n" for i in range(1000, 1700)) in result.stdout
     assert re.search(r"cudaDeviceSynchronize: sync on GPU0 \(127.0.0.1:\d+ GPU0\): .*outOfBounds", result.stderr), \
         result.stderr[-3000:]
     # The loop makes 3 synchronous calls a round; a few may find the

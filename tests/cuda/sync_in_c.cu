@@ -96,6 +96,11 @@ int main(int argc, char **argv) {
         CHECK(cudaDeviceSynchronize());
         fflush(stdout);
     }
+    // Output longer than a small reply (4 KiB): the first C version called
+    // such a reply malformed and failed the device.
+    for (int i = 1000; i < 1700; i++) say<<<1, 1>>>(i);
+    CHECK(cudaDeviceSynchronize());
+    fflush(stdout);
 
     // A kernel's fault reported by a synchronisation, and then by every call (sticky).
     float *f = nullptr;
