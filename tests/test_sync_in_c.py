@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from conftest import CUDA_SOURCES, requires_nvcc, run_program
-from rcuda.lane import LANE_MAX_PAYLOAD
+from rcuda.lane import LANE_MAX_PAYLOAD, MAX_HEADER
 
 SYNC_KERNELS = str(CUDA_SOURCES / "sync_kernels.py")
 
@@ -85,3 +85,6 @@ def test_c_and_python_agree_on_what_a_lane_message_may_carry():
     source = (Path(__file__).parents[1] / "native" / "sync_fast_path.c").read_text()
     shift = re.search(r"#define SYNC_LANE_MAX_PAYLOAD \(1u << (\d+)\)", source)
     assert shift and 1 << int(shift[1]) == LANE_MAX_PAYLOAD
+    # and reads a reply header as long as Python's lane reads one
+    shift = re.search(r"#define SYNC_REPLY_HEADER_MAX \(1u << (\d+)\)", source)
+    assert shift and 1 << int(shift[1]) == MAX_HEADER
