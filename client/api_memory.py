@@ -162,6 +162,15 @@ def _stream_on(device, stream) -> int:
     return 0
 
 
+def _after_downloads_into(device, ptr: int, count: int) -> None:
+    """An upload from pinned memory that asynchronous downloads still in
+    flight will write (their bytes land when their replies arrive): hold
+    the device's later messages back until they have (client/host_memory.py)."""
+    gate = rt().pending_downloads.gate_for(ptr, count)
+    if gate is not None:
+        device.channel.add_gate(gate)
+
+
 def _host_view(ptr: int, count: int) -> memoryview:
     return memoryview(ffi().buffer(ffi().cast("char *", ptr), count))
 
@@ -193,11 +202,14 @@ def memcpy(dst: int, src: int, count: int, kind: int, stream=None, asynchronous:
     elif kind == HOST_TO_DEVICE:
         device = _device_of(dst, count, "destination")
         stream_id = _stream_on(device, stream)
+        pinned = _pinned(src, count)
+        if pinned:  # read as the message goes out: after the downloads into it that came before
+            _after_downloads_into(device, src, count)
         if asynchronous:
-            # Pinned: read when the message goes out, as CUDA may read it
-            # any time before the copy completes.  Pageable: the program may
+            # Pinned: read when the message goes out, as CUDA may read it any
+            # time before the copy completes.  Pageable: the program may
             # reuse it once we return.
-            data = _host_view(src, count) if _pinned(src, count) else memoryview(bytes(_host_view(src, count)))
+            data = _host_view(src, count) if pinned else memoryview(bytes(_host_view(src, count)))
             device.post("htod", protocol.chunks(data), dst=dst, size=count, stream=stream_id)
         else:
             device.copy_to_device(dst, _host_view(src, count), stream_id)
@@ -205,8 +217,10 @@ def memcpy(dst: int, src: int, count: int, kind: int, stream=None, asynchronous:
         device = _device_of(src, count, "source")
         stream_id = _stream_on(device, stream)
         if asynchronous and _pinned(dst, count):
+            pending = rt().pending_downloads
+            token = pending.started(dst, count)
             device.post_with_callback("dtoh", lambda reply, frames: _write_host(dst, frames),
-                                      src=src, size=count, stream=stream_id)
+                                      finally_=lambda: pending.landed(token), src=src, size=count, stream=stream_id)
         else:  # into pageable memory CUDA returns only once the copy is complete
             device.copy_from_device(src, count, stream_id, into=_host_view(dst, count),
                                     write=lambda offset, frames: _write_host(dst + offset, frames))

@@ -148,9 +148,10 @@ class RemoteDevice:
         self.channel.post(fields, frames)
         self._account(op, fields, frames, (), None)
 
-    def post_with_callback(self, op: str, on_success, frames=(), **fields) -> None:
+    def post_with_callback(self, op: str, on_success, frames=(), finally_=None, **fields) -> None:
         """Asynchronous, but answered: `on_success(reply, payload)` runs in the
-        thread that receives the reply; a failure is kept for the next synchronous call."""
+        thread that receives the reply; a failure is kept for the next
+        synchronous call.  `finally_()` runs after either."""
         self._check_usable(op)
         fields["op"] = op
 
@@ -166,6 +167,9 @@ class RemoteDevice:
             except Exception as exc:  # noqa: BLE001 - a transport error, kept for the next call
                 self.deferred = self.deferred or CudaError(getattr(exc, "status", cudaError.cudaErrorUnknown),
                                                            f"{op} on {self.label}: {exc}")
+            finally:
+                if finally_ is not None:
+                    finally_()
 
         self.channel.post_with_callback(fields, frames, receive)
 

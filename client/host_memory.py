@@ -21,6 +21,8 @@ from dataclasses import dataclass
 
 from rcuda.errors import CudaError, cudaError
 
+from .channel import Gate
+
 _libc = ctypes.CDLL(None, use_errno=True)
 _libc.mmap.restype = ctypes.c_void_p
 _libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
@@ -98,3 +100,53 @@ class HostMemory:
             del self._ranges[address]
             del self._bases[bisect.bisect_left(self._bases, address)]
             return found
+
+
+class PendingDownloads:
+    """Asynchronous downloads into pinned memory whose bytes have not landed.
+
+    Such a copy writes the program's buffer when its reply arrives, and an
+    upload from pinned memory reads the buffer as its message goes out; in
+    one stream CUDA runs the two in order, so an upload that overlaps a
+    download still in flight must wait for its bytes.  It waits behind a
+    `Gate` in its device's outbox (client/channel.py): later messages to that
+    device wait too, never wrongly, and the program is not held up."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._pending: dict[int, tuple[int, int, list]] = {}  # token -> (base, size, callbacks when landed)
+        self._tokens = iter(range(1, 1 << 62))
+
+    def started(self, base: int, size: int) -> int:
+        """A download into [base, base + size) is on its way: its token."""
+        with self._lock:
+            token = next(self._tokens)
+            self._pending[token] = (base, size, [])
+        return token
+
+    def landed(self, token: int) -> None:
+        """Its bytes are written (or it failed: nothing more will come)."""
+        with self._lock:
+            _, _, waiting = self._pending.pop(token, (0, 0, []))
+        for callback in waiting:
+            callback()
+
+    def gate_for(self, base: int, size: int) -> Gate | None:
+        """A gate that opens when every download overlapping [base, base +
+        size) has landed, or None when none is in flight."""
+        with self._lock:
+            overlapping = [waiting for b, s, waiting in self._pending.values() if b < base + size and base < b + s]
+            if not overlapping:
+                return None
+            gate, left = Gate(), [len(overlapping)]
+
+            def one_landed():
+                with self._lock:
+                    left[0] -= 1
+                    done = left[0] == 0
+                if done:
+                    gate.open()
+
+            for waiting in overlapping:
+                waiting.append(one_landed)
+        return gate

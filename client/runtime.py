@@ -25,7 +25,7 @@ from .callbacks import HostCallbacks
 from .channel import DeviceChannel
 from .device import RemoteDevice
 from .fast_path import NullFastPath
-from .host_memory import HostMemory
+from .host_memory import HostMemory, PendingDownloads
 from .modules import KernelRegistry
 from .peer import PeerCopies
 from .session import ServerSession
@@ -49,6 +49,7 @@ class Runtime:
         self.kernels = KernelRegistry()
         self.allocations = AllocationMap()
         self.host_memory = HostMemory()
+        self.pending_downloads = PendingDownloads()  # asynchronous copies into pinned memory in flight
         self.streams = StreamTable()
         self.callbacks = HostCallbacks()
         self.limits: dict[str, int] = {}  # cudaDeviceSetLimit, per process as in CUDA
@@ -257,5 +258,6 @@ class Runtime:
         self.allocations.clear()
         self.streams.clear()
         self.callbacks = HostCallbacks()
+        self.pending_downloads = PendingDownloads()  # the parent's land in the parent
         self.peer_copies = PeerCopies()
         self._threads = threading.local()
