@@ -48,7 +48,8 @@ def attach(ffi, lib) -> None:
     else:
         setup_client_logging(config.log)
     runtime = Runtime(config)
-    runtime.use_fast_path(FastPath(ffi, lib, sync_in_c=config is not None and config.sync_in_c))
+    runtime.use_fast_path(FastPath(ffi, lib, sync_in_c=config is not None and config.sync_in_c,
+                                   async_in_c=config is not None and config.async_in_c))
     if config is not None and config.stats:
         runtime.stats = Stats()
     runtime.output_sink = lambda text: _write_stdout(ffi, lib, text)

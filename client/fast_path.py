@@ -8,6 +8,9 @@ creation, device opening) and ships the recorded batches.  When C does not
 know enough, or the device is unusable (sticky error, lost server), the
 launch comes to Python, which explains the refusal or sends it itself.
 
+Asynchronous memsets and small copies join the launches in C's batch
+(native/async_fast_path.c) while Python welcomes them (`rcuda_fast_record_ops`).
+
 Small synchronous calls (cudaDeviceSynchronize, cudaStreamSynchronize,
 cudaMemGetInfo, cudaMemcpy between the program and a device) are made in C
 too, on the device's lane, while the channel and the device say nothing
@@ -57,11 +60,16 @@ class NullFastPath:
         """How many synchronous calls C made on the device's lane (None: no C side)."""
         return None
 
+    def records_in_c(self, ordinal: int) -> int | None:
+        """How many asynchronous memsets and copies C recorded for the device (None: no C side)."""
+        return None
+
 
 class FastPath(NullFastPath):
-    def __init__(self, ffi, lib, sync_in_c: bool = True):
+    def __init__(self, ffi, lib, sync_in_c: bool = True, async_in_c: bool = True):
         self._ffi, self._lib = ffi, lib
         self.sync_in_c = sync_in_c  # RCUDA_SYNC_IN_C
+        self.async_in_c = async_in_c  # RCUDA_ASYNC_IN_C
         self._known_kernels: set[int] = set()
         self._lock = threading.Lock()
 
@@ -80,6 +88,10 @@ class FastPath(NullFastPath):
                                     self._ffi.new(u32, [min(v, 2**32 - 1) for v in props["maxGridSize"]]),
                                     props["maxThreadsPerBlock"], max_shared, device.generation)
         self.device_clean(device, device.deferred is None)
+        # Memsets and copies C records are not seen by statistics or a trace
+        # of every call: with those on, each goes through Python.
+        self._lib.rcuda_fast_record_ops(device.ordinal, int(self.async_in_c and device.stats is None
+                                                            and not trace.isEnabledFor(logging.DEBUG)))
 
     def set_usable(self, device, usable: bool) -> None:
         self._lib.rcuda_fast_set_usable(device.ordinal, int(usable))
@@ -140,6 +152,13 @@ class FastPath(NullFastPath):
     def allocations_cleared(self) -> None:
         self._lib.rcuda_allocations_cleared()
 
+    # and of the pinned host memory (client/host_memory.py), for the copies it records.
+    def pinned_added(self, found) -> None:
+        self._lib.rcuda_pinned_added(found.base, found.size)
+
+    def pinned_removed(self, base: int) -> None:
+        self._lib.rcuda_pinned_removed(base)
+
     def lane_share(self, ordinal: int) -> LaneShare:
         if ordinal >= self._lib.FAST_MAX_DEVICES:  # beyond C's tables: Python alone
             return LaneShare()
@@ -147,6 +166,9 @@ class FastPath(NullFastPath):
 
     def calls_in_c(self, ordinal: int) -> int | None:
         return self._lib.rcuda_lane_calls_in_c(ordinal)
+
+    def records_in_c(self, ordinal: int) -> int | None:
+        return self._lib.rcuda_fast_records_made(ordinal)
 
     def batch_source(self, ordinal: int):
         """A function returning (count, bytes) of the launches C recorded for

@@ -46,6 +46,16 @@ class HostMemory:
         self._lock = threading.Lock()
         self._bases: list[int] = []
         self._ranges: dict[int, HostRange] = {}
+        self._watcher = None  # told of every change, in order (under _lock)
+
+    def watch(self, watcher) -> None:
+        """From now on tell `watcher` of every change: pinned_added(range),
+        pinned_removed(base); the ranges already here first.  (C records
+        asynchronous uploads from pageable memory only: native/async_fast_path.c.)"""
+        with self._lock:
+            self._watcher = watcher
+            for found in self._ranges.values():
+                watcher.pinned_added(found)
 
     def allocate(self, size: int, flags: int) -> int:
         if size == 0:
@@ -89,6 +99,8 @@ class HostMemory:
         with self._lock:
             bisect.insort(self._bases, found.base)
             self._ranges[found.base] = found
+            if self._watcher is not None:
+                self._watcher.pinned_added(found)
 
     def _remove(self, address: int, allocated: bool, what: str) -> HostRange:
         with self._lock:
@@ -99,6 +111,8 @@ class HostMemory:
                                 f"{'cudaHostAlloc/cudaMallocHost' if allocated else 'cudaHostRegister'}")
             del self._ranges[address]
             del self._bases[bisect.bisect_left(self._bases, address)]
+            if self._watcher is not None:
+                self._watcher.pinned_removed(address)
             return found
 
 

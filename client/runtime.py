@@ -91,6 +91,7 @@ class Runtime:
         self.fast = fast
         self.streams.fast = fast
         self.allocations.watch(fast)  # C makes cudaMemcpy where it knows the pointers
+        self.host_memory.watch(fast)  # and records uploads from pageable memory only
 
     def opened_devices(self) -> list[RemoteDevice]:
         """The devices, if the runtime has been initialised; else none."""
@@ -222,7 +223,8 @@ class Runtime:
         for i, device in enumerate(devices):
             made_in_c = self.fast.calls_in_c(device.ordinal)
             if made_in_c is not None:
-                log.info("%s: %d synchronous call(s) made in C on the lane", device.label, made_in_c)
+                log.info("%s: %d synchronous call(s) made in C on the lane, %d asynchronous memset(s) and "
+                         "copies recorded in C", device.label, made_in_c, self.fast.records_in_c(device.ordinal))
             try:
                 device.close()
             except RcudaError as exc:

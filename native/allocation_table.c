@@ -1,13 +1,16 @@
-/* Which device owns an address: C's copy of the client's allocation map
- * (client/allocations.py), so that a cudaMemcpy can be made in C
- * (native/sync_fast_path.c) without asking Python where its pointers point.
+/* Where an address points: C's copies of the client's allocation map
+ * (client/allocations.py: which device owns a device address) and of its
+ * pinned host memory (client/host_memory.py), so that a cudaMemcpy can be
+ * made in C (native/sync_fast_path.c) and an asynchronous copy recorded
+ * there (native/async_fast_path.c) without asking Python.
  *
- * Python stays the authority: it adds and removes every allocation here as
- * it does in its own map (cudaMalloc, cudaFree, symbols, cudaDeviceReset,
- * a fork).  A pointer not found here goes to Python, which explains it.
+ * Python stays the authority: it adds and removes every range here as it
+ * does in its own maps (cudaMalloc, cudaFree, symbols, cudaDeviceReset,
+ * cudaHostAlloc, cudaHostRegister, a fork).  A pointer not found here goes
+ * to Python, which explains it.
  *
- * A sorted array under a read-write lock: copies look up far more often
- * than programs allocate.
+ * Each table is a sorted array under a read-write lock: calls look up far
+ * more often than programs allocate.
  *
  * Included into the cffi module before sync_fast_path.c.
  */
@@ -16,24 +19,27 @@
 #include <stdlib.h>
 #include <string.h>
 
-struct device_range {
+struct range {
     uint64_t base, end; /* [base, end) */
-    int device;
+    int owner;          /* the device (allocations); 0 (pinned memory) */
 };
 
-static struct {
+struct range_table {
     pthread_rwlock_t lock;
-    struct device_range *ranges; /* sorted by base; they never overlap (Python checks) */
+    struct range *ranges; /* sorted by base; they never overlap (Python checks) */
     size_t count, capacity;
-} allocation_table = {PTHREAD_RWLOCK_INITIALIZER, NULL, 0, 0};
+};
+
+static struct range_table allocation_table = {PTHREAD_RWLOCK_INITIALIZER, NULL, 0, 0};
+static struct range_table pinned_table = {PTHREAD_RWLOCK_INITIALIZER, NULL, 0, 0};
 
 /* The index of the first range whose base is above `address`. */
-static size_t ranges_above(uint64_t address)
+static size_t ranges_above(const struct range_table *t, uint64_t address)
 {
-    size_t low = 0, high = allocation_table.count;
+    size_t low = 0, high = t->count;
     while (low < high) {
         size_t middle = low + (high - low) / 2;
-        if (allocation_table.ranges[middle].base <= address)
+        if (t->ranges[middle].base <= address)
             low = middle + 1;
         else
             high = middle;
@@ -41,37 +47,62 @@ static size_t ranges_above(uint64_t address)
     return low;
 }
 
-static void rcuda_allocation_added(uint64_t base, uint64_t size, int device)
+static void range_add(struct range_table *t, uint64_t base, uint64_t size, int owner)
 {
-    pthread_rwlock_wrlock(&allocation_table.lock);
-    if (allocation_table.count == allocation_table.capacity) {
-        size_t capacity = allocation_table.capacity ? 2 * allocation_table.capacity : 64;
-        struct device_range *grown = realloc(allocation_table.ranges, capacity * sizeof *grown);
-        if (!grown) { /* not known here: Python makes this allocation's copies */
-            pthread_rwlock_unlock(&allocation_table.lock);
+    pthread_rwlock_wrlock(&t->lock);
+    if (t->count == t->capacity) {
+        size_t capacity = t->capacity ? 2 * t->capacity : 64;
+        struct range *grown = realloc(t->ranges, capacity * sizeof *grown);
+        if (!grown) { /* unknown here: an allocation's calls go to Python, pinned memory counts as pageable */
+            pthread_rwlock_unlock(&t->lock);
             return;
         }
-        allocation_table.ranges = grown;
-        allocation_table.capacity = capacity;
+        t->ranges = grown;
+        t->capacity = capacity;
     }
-    size_t at = ranges_above(base);
-    memmove(&allocation_table.ranges[at + 1], &allocation_table.ranges[at],
-            (allocation_table.count - at) * sizeof *allocation_table.ranges);
-    allocation_table.ranges[at] = (struct device_range){base, base + (size ? size : 1), device};
-    allocation_table.count++;
-    pthread_rwlock_unlock(&allocation_table.lock);
+    size_t at = ranges_above(t, base);
+    memmove(&t->ranges[at + 1], &t->ranges[at], (t->count - at) * sizeof *t->ranges);
+    t->ranges[at] = (struct range){base, base + (size ? size : 1), owner};
+    t->count++;
+    pthread_rwlock_unlock(&t->lock);
+}
+
+static void range_remove(struct range_table *t, uint64_t base)
+{
+    pthread_rwlock_wrlock(&t->lock);
+    size_t at = ranges_above(t, base);
+    if (at > 0 && t->ranges[at - 1].base == base) {
+        memmove(&t->ranges[at - 1], &t->ranges[at], (t->count - at) * sizeof *t->ranges);
+        t->count--;
+    }
+    pthread_rwlock_unlock(&t->lock);
+}
+
+/* The owner of the range holding [address, address + length), or -1. */
+static int range_owner(struct range_table *t, uint64_t address, uint64_t length)
+{
+    int owner = -1;
+    pthread_rwlock_rdlock(&t->lock);
+    size_t at = ranges_above(t, address);
+    if (at > 0) {
+        const struct range *range = &t->ranges[at - 1];
+        if (address + (length ? length : 1) <= range->end && address + length >= address)
+            owner = range->owner;
+    }
+    pthread_rwlock_unlock(&t->lock);
+    return owner;
+}
+
+/* ------------------------------------------------------------ Python's side */
+
+static void rcuda_allocation_added(uint64_t base, uint64_t size, int device)
+{
+    range_add(&allocation_table, base, size, device);
 }
 
 static void rcuda_allocation_removed(uint64_t base)
 {
-    pthread_rwlock_wrlock(&allocation_table.lock);
-    size_t at = ranges_above(base);
-    if (at > 0 && allocation_table.ranges[at - 1].base == base) {
-        memmove(&allocation_table.ranges[at - 1], &allocation_table.ranges[at],
-                (allocation_table.count - at) * sizeof *allocation_table.ranges);
-        allocation_table.count--;
-    }
-    pthread_rwlock_unlock(&allocation_table.lock);
+    range_remove(&allocation_table, base);
 }
 
 static void rcuda_allocations_cleared(void)
@@ -81,24 +112,35 @@ static void rcuda_allocations_cleared(void)
     pthread_rwlock_unlock(&allocation_table.lock);
 }
 
+static void rcuda_pinned_added(uint64_t base, uint64_t size)
+{
+    range_add(&pinned_table, base, size, 0);
+}
+
+static void rcuda_pinned_removed(uint64_t base)
+{
+    range_remove(&pinned_table, base);
+}
+
+/* ------------------------------------------------------------ lookups */
+
 /* The device whose allocation holds [address, address + length), or -1. */
 static int device_holding(uint64_t address, uint64_t length)
 {
-    int device = -1;
-    pthread_rwlock_rdlock(&allocation_table.lock);
-    size_t at = ranges_above(address);
-    if (at > 0) {
-        const struct device_range *range = &allocation_table.ranges[at - 1];
-        if (address + (length ? length : 1) <= range->end && address + length >= address)
-            device = range->device;
-    }
-    pthread_rwlock_unlock(&allocation_table.lock);
-    return device;
+    return range_owner(&allocation_table, address, length);
 }
 
-/* In a forked child the lock may have been held by a thread that is gone. */
+/* Whether [address, address + length) lies in memory the program pinned. */
+static int pinned(uint64_t address, uint64_t length)
+{
+    return range_owner(&pinned_table, address, length) >= 0;
+}
+
+/* In a forked child a lock may have been held by a thread that is gone.  The
+ * parent's allocations are not the child's; its pinned memory still is. */
 static void allocation_table_after_fork(void)
 {
     pthread_rwlock_init(&allocation_table.lock, NULL);
     allocation_table.count = 0;
+    pthread_rwlock_init(&pinned_table.lock, NULL);
 }

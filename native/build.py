@@ -41,7 +41,9 @@ static void rcuda_write_stdout(const char *data, size_t size);
 """
 
 # The launch fast path (native/launch_fast_path.c): tables Python fills, the
-# batches it ships, the current device it shares, and its slow path.
+# batches it ships, the current device it shares, and its slow path; and
+# whether asynchronous memsets and copies may join the batches
+# (native/async_fast_path.c).
 FAST_PATH_CDEF = """
 extern "Python" cudaError_t rcuda_py_launch(const void *host_fun, dim3 grid, dim3 block, void **args,
                                             size_t shared_mem, void *stream, int per_thread);
@@ -58,6 +60,8 @@ static void rcuda_fast_stream(uintptr_t handle, int device, uint64_t id, int add
 static void rcuda_fast_per_thread_stream(int device, uint64_t id, uint64_t generation);
 static int rcuda_get_current_device(void);
 static void rcuda_set_current_device(int device);
+static void rcuda_fast_record_ops(int device, int welcome);
+static uint64_t rcuda_fast_records_made(int device);
 """
 
 # Small synchronous calls and cudaMemcpy on the lane in C
@@ -82,6 +86,8 @@ static uint64_t rcuda_lane_calls_in_c(int device);
 static void rcuda_allocation_added(uint64_t base, uint64_t size, int device);
 static void rcuda_allocation_removed(uint64_t base);
 static void rcuda_allocations_cleared(void);
+static void rcuda_pinned_added(uint64_t base, uint64_t size);
+static void rcuda_pinned_removed(uint64_t base);
 """
 
 # cudaGetLastError/cudaPeekAtLastError in C (native/last_error.c): Python
@@ -159,6 +165,7 @@ def make_ffi(extra_link_args: list[str]) -> cffi.FFI:
         '#include "interposer.c"',
         '#include "launch_fast_path.c"',
         '#include "allocation_table.c"',
+        '#include "async_fast_path.c"',
         '#include "sync_fast_path.c"',
         '#include "last_error.c"',
         '#include "cudart_exports.c"',

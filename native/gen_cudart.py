@@ -110,10 +110,11 @@ C_FAST_PATH = {
     "cudaPeekAtLastError",
 }
 
-# Small synchronous calls that C makes itself when it can, on the device's
-# lane (native/sync_fast_path.c: rcuda_c_<name> returns 1 when it did);
-# otherwise, and for everything they need explained, Python makes them
-# (route 'python': the client implements them too).
+# Calls that C makes itself when it can (rcuda_c_<name> returns 1 when it
+# did): small synchronous ones on the device's lane (native/sync_fast_path.c),
+# asynchronous memsets and small copies recorded with the launches
+# (native/async_fast_path.c); otherwise, and for everything they need
+# explained, Python makes them (route 'python': the client implements them too).
 C_BEFORE_PYTHON = {
     "cudaDeviceSynchronize",
     "cudaStreamSynchronize",
@@ -121,6 +122,10 @@ C_BEFORE_PYTHON = {
     "cudaMemGetInfo",
     "cudaMemcpy",
     "cudaMemcpy_ptds",
+    "cudaMemsetAsync",
+    "cudaMemsetAsync_ptsz",
+    "cudaMemcpyAsync",
+    "cudaMemcpyAsync_ptsz",
 }
 
 # Module registration: exported by hand in native/registrations.c, which

@@ -200,10 +200,12 @@ static void fast_path_after_fork(void);   /* native/launch_fast_path.c */
 static void last_error_after_fork(void);  /* native/last_error.c */
 static void sync_path_after_fork(void);   /* native/sync_fast_path.c */
 static void allocation_table_after_fork(void); /* native/allocation_table.c */
+static void async_path_after_fork(void);  /* native/async_fast_path.c */
 
 static void after_fork_child(void)
 {
     fast_path_after_fork();
+    async_path_after_fork();
     sync_path_after_fork();
     allocation_table_after_fork();
     last_error_after_fork();

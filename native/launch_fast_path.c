@@ -131,7 +131,7 @@ struct fast_device {
     uint64_t generation;        /* bumped by cudaDeviceReset: per-thread streams of older ones are gone */
     char *batch;
     size_t used, capacity;
-    uint32_t count;
+    uint32_t count;             /* records in the batch */
 };
 
 static struct fast_device devices[FAST_MAX_DEVICES];
@@ -329,6 +329,56 @@ static int resolve_stream(void *stream, int per_thread, int *device, uint64_t *i
     return 1;
 }
 
+/* A record's size in a batch: header, parameters, padding to 8 bytes. */
+static size_t record_size(const struct launch_record *r)
+{
+    return (RECORD_HEADER + r->param_bytes + 7) & ~(size_t)7;
+}
+
+/* Room for record `r` and its r->param_bytes at the end of device d's
+ * batch, with d->lock held: the header is written and the padding after the
+ * parameters zeroed; returns where the parameters go, or NULL (out of
+ * memory: d->lock is still held, and finish_record gives it back either way). */
+static char *start_record(struct fast_device *d, const struct launch_record *r)
+{
+    size_t need = record_size(r);
+    if (d->used + need > d->capacity) {
+        size_t capacity = d->capacity ? d->capacity * 2 : FAST_BATCH_INITIAL;
+        while (capacity < d->used + need)
+            capacity *= 2;
+        char *grown = realloc(d->batch, capacity);
+        if (!grown)
+            return NULL;
+        d->batch = grown;
+        d->capacity = capacity;
+    }
+    char *at = d->batch + d->used;
+    memcpy(at, r, RECORD_HEADER);
+    memset(at + RECORD_HEADER + r->param_bytes, 0, need - RECORD_HEADER - r->param_bytes);
+    return at + RECORD_HEADER;
+}
+
+/* Record `r`, which start_record made room for, is complete (`recorded`),
+ * or not to be kept: d->lock is released, and the device's forwarding
+ * thread woken when the batch was empty (it ships the batch).  Returns
+ * `recorded`. */
+static int finish_record(struct fast_device *d, const struct launch_record *r, int recorded)
+{
+    int wake = 0, wake_fd = d->wake_fd;
+    if (recorded) {
+        wake = d->used == 0;
+        d->used += record_size(r);
+        d->count++;
+    }
+    pthread_mutex_unlock(&d->lock);
+    if (wake && wake_fd >= 0) {
+        uint64_t one = 1;
+        ssize_t ignored = write(wake_fd, &one, sizeof one);
+        (void)ignored;
+    }
+    return recorded;
+}
+
 /* 1 when the launch was recorded; 0 when Python must take it. */
 static int record_launch(const void *host_fun, dim3 grid, dim3 block, void **args, size_t shared_mem,
                          void *stream, int per_thread)
@@ -357,43 +407,17 @@ static int record_launch(const void *host_fun, dim3 grid, dim3 block, void **arg
         pthread_rwlock_unlock(&kernels_lock);
         return 0;
     }
-    size_t need = (RECORD_HEADER + k->buffer_size + 7) & ~(size_t)7;
-
-    pthread_mutex_lock(&d->lock);
-    if (d->used + need > d->capacity) {
-        size_t capacity = d->capacity ? d->capacity * 2 : FAST_BATCH_INITIAL;
-        while (capacity < d->used + need)
-            capacity *= 2;
-        char *grown = realloc(d->batch, capacity);
-        if (!grown) {
-            pthread_mutex_unlock(&d->lock);
-            pthread_rwlock_unlock(&kernels_lock);
-            return 0;
-        }
-        d->batch = grown;
-        d->capacity = capacity;
-    }
-    char *at = d->batch + d->used;
     struct launch_record r = {k->fn[device], (uint32_t)shared_mem, {grid.x, grid.y, grid.z},
                               {block.x, block.y, block.z}, stream_id, k->buffer_size};
-    memcpy(at, &r, RECORD_HEADER);
-    char *params = at + RECORD_HEADER;
-    memset(params, 0, need - RECORD_HEADER);
-    for (uint32_t i = 0; i < k->nparams; i++)
-        memcpy(params + k->offsets[i], args[i], k->sizes[i]);
-    int was_empty = d->used == 0;
-    d->used += need;
-    d->count++;
-    int wake_fd = d->wake_fd;
-    pthread_mutex_unlock(&d->lock);
-    pthread_rwlock_unlock(&kernels_lock);
-
-    if (was_empty && wake_fd >= 0) {
-        uint64_t one = 1;
-        ssize_t ignored = write(wake_fd, &one, sizeof one);  /* the forwarding thread ships the batch */
-        (void)ignored;
+    pthread_mutex_lock(&d->lock);
+    char *params = start_record(d, &r);
+    if (params) {
+        memset(params, 0, k->buffer_size); /* the gaps between parameters */
+        for (uint32_t i = 0; i < k->nparams; i++)
+            memcpy(params + k->offsets[i], args[i], k->sizes[i]);
     }
-    return 1;
+    pthread_rwlock_unlock(&kernels_lock);
+    return finish_record(d, &r, params != NULL);
 }
 
 /* The slow path: the Python client (client/api.py, `launch`). */

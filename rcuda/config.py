@@ -17,6 +17,7 @@ environment; `rcuda run` turns its flags into the same variables.
     lane = true                             # synchronous calls on a TCP lane (rcuda/lane.py); RCUDA_LANE
     spin_us = 300                           # busy-poll for a lane reply before sleeping; RCUDA_SPIN_US
     sync_in_c = true                        # small synchronous calls made in C on the lane; RCUDA_SYNC_IN_C
+    async_in_c = true                       # async memsets and small copies recorded in C; RCUDA_ASYNC_IN_C
     [server]
     listen = "tcp://127.0.0.1:7777"
     backend = "auto"
@@ -201,6 +202,10 @@ CLIENT_SPECS = {
     # on the lane, without Python, when nothing stands in the way
     # (native/sync_fast_path.c); off: always through the Python client.
     "sync_in_c": Spec(True, parse_bool, "RCUDA_SYNC_IN_C"),
+    # cudaMemsetAsync and small cudaMemcpyAsync uploads (and copies within a
+    # device) recorded in C with the launches (native/async_fast_path.c);
+    # off: through the Python client.
+    "async_in_c": Spec(True, parse_bool, "RCUDA_ASYNC_IN_C"),
     "key": Spec(None, _optional_path, "RCUDA_KEY"),
     "server_key": Spec([], _path_list, "RCUDA_SERVER_KEY"),
     "visible_devices": Spec(None, lambda v: None if v is None else str(v), "CUDA_VISIBLE_DEVICES"),
@@ -292,6 +297,7 @@ class ClientConfig:
     lane: bool = True
     spin_us: float = 300.0
     sync_in_c: bool = True
+    async_in_c: bool = True
     key: str | None = None
     server_key: list[str] = field(default_factory=list)
 

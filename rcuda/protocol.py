@@ -62,7 +62,10 @@ legacy default stream):
     launch        {fn, grid, block, shmem, stream} + parameter buffer   (never answered)
     launches      {count} + records, one frame       (never answered)   launches recorded in C:
                   per launch LAUNCH_RECORD (fn, shmem, grid xyz, block xyz, stream, nbytes),
-                  then nbytes of parameters, padded to 8 bytes
+                  then nbytes of parameters, padded to 8 bytes; a record whose fn is
+                  RECORD_MEMSET, RECORD_HTOD or RECORD_DTOD is that memory operation
+                  in the stream, recorded in C with the launches, its nbytes its
+                  fields (MEMSET_FIELDS, HTOD_FIELDS then the bytes, DTOD_FIELDS)
     sync          {}                                  -> {}        cudaDeviceSynchronize
     stream_create {stream, flags, priority}           -> {}
     stream_destroy{stream}                            -> {}
@@ -121,7 +124,7 @@ import msgpack
 
 from rcuda.errors import ProtocolError
 
-PROTOCOL_VERSION = 2
+PROTOCOL_VERSION = 3
 
 #: Bulk copies are split into frames of this size: ZeroMQ slows down on
 #: messages above ~32 MiB (fresh buffers page-fault), see CUDA-NOTES.
@@ -200,6 +203,17 @@ ALWAYS_ASYNC = frozenset({"launch", "launches", "peer_push", "peer_wait"})
 #: launch_record): fn, shared memory, grid x/y/z, block x/y/z, stream id,
 #: parameter bytes; the parameters follow, the record is padded to 8 bytes.
 LAUNCH_RECORD = struct.Struct("<IIIIIIIIQI")
+
+#: Records that are not launches: asynchronous memory operations recorded in
+#: C in the same batch (native/async_fast_path.c), run in the batch's order.
+#: Function ids at or above RECORD_FIRST_OP are never a kernel's.
+RECORD_FIRST_OP = 0xFFFFFF00
+RECORD_MEMSET = 0xFFFFFFFF  # cudaMemsetAsync
+RECORD_HTOD = 0xFFFFFFFE    # cudaMemcpyAsync from the program's memory (the bytes follow the fields)
+RECORD_DTOD = 0xFFFFFFFD    # cudaMemcpyAsync within one device
+MEMSET_FIELDS = struct.Struct("<QQI")  # ptr, size, value
+HTOD_FIELDS = struct.Struct("<Q")      # dst
+DTOD_FIELDS = struct.Struct("<QQQ")    # dst, src, size
 
 #: Ops that may carry `"async": true` (sent without waiting, no reply).
 MAY_BE_ASYNC = frozenset({

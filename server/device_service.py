@@ -614,6 +614,8 @@ class DeviceService:
                 or any(s == 0 for s in sizes)):
             raise ProtocolError("function: offsets and sizes must be lists of equal length of "
                                 "non-negative integers (sizes positive)")
+        if not isinstance(header["fn"], int) or not 0 < header["fn"] < protocol.RECORD_FIRST_OP:
+            raise ProtocolError(f"function: id {header['fn']!r} is not below {protocol.RECORD_FIRST_OP:#x}")
         layout = ParamLayout(tuple(offsets), tuple(sizes))
         if layout.buffer_size > MAX_PARAM_BYTES:
             raise CudaError(cudaError.cudaErrorInvalidValue, f"kernel parameters take {layout.buffer_size} "
@@ -657,6 +659,9 @@ class DeviceService:
             params = bytes(data[offset + record.size:offset + record.size + nbytes])
             offset += (record.size + nbytes + 7) & ~7
             try:
+                if fn >= protocol.RECORD_FIRST_OP:
+                    self._recorded_op(fn, params, stream)
+                    continue
                 entry = self._functions.get(fn)
                 if entry is None:
                     raise CudaError(cudaError.cudaErrorInvalidResourceHandle, f"launches: unknown function id {fn}")
@@ -674,6 +679,25 @@ class DeviceService:
         self.usage.calls += header["count"] - 1  # each launch is a call (the message counted one)
         if first_error is not None:
             raise first_error
+
+    def _recorded_op(self, kind: int, fields: bytes, stream: int) -> None:
+        """A memory operation recorded in C among the launches
+        (native/async_fast_path.c): checked as its own message would be."""
+        if stream not in self._streams:
+            raise CudaError(cudaError.cudaErrorInvalidResourceHandle, f"launches: unknown stream {stream}")
+        if kind == protocol.RECORD_MEMSET and len(fields) == protocol.MEMSET_FIELDS.size:
+            ptr, size, value = protocol.MEMSET_FIELDS.unpack(fields)
+            self.device.memset(ptr, value, size, stream)
+        elif kind == protocol.RECORD_DTOD and len(fields) == protocol.DTOD_FIELDS.size:
+            dst, src, size = protocol.DTOD_FIELDS.unpack(fields)
+            self.device.memcpy_dtod(dst, src, size, stream)
+        elif kind == protocol.RECORD_HTOD and len(fields) >= protocol.HTOD_FIELDS.size:
+            (dst,) = protocol.HTOD_FIELDS.unpack_from(fields)
+            data = memoryview(fields)[protocol.HTOD_FIELDS.size:]
+            self.device.memcpy_htod(dst, data, stream)
+            self.usage.bytes_to_device += len(data)
+        else:
+            raise ProtocolError(f"launches: a record of kind {kind:#x} with {len(fields)} bytes of fields")
 
     # ---------------------------------------------------------- streams, events
 

@@ -2283,12 +2283,18 @@ RCUDA_EXPORT cudaError_t cudaMemcpyArrayToArray_ptds(cudaArray_t dst, size_t wOf
 RCUDA_EXPORT cudaError_t cudaMemcpyAsync(void * dst, const void * src, size_t count, enum cudaMemcpyKind kind, cudaStream_t stream)
 {
     rcuda_ensure_started();
+    cudaError_t status;
+    if (rcuda_c_cudaMemcpyAsync(dst, src, count, kind, stream, &status))
+        return status;
     return rcuda_py_cudaMemcpyAsync(dst, src, count, kind, stream);
 }
 
 RCUDA_EXPORT cudaError_t cudaMemcpyAsync_ptsz(void * dst, const void * src, size_t count, enum cudaMemcpyKind kind, cudaStream_t stream)
 {
     rcuda_ensure_started();
+    cudaError_t status;
+    if (rcuda_c_cudaMemcpyAsync_ptsz(dst, src, count, kind, stream, &status))
+        return status;
     return rcuda_py_cudaMemcpyAsync_ptsz(dst, src, count, kind, stream);
 }
 
@@ -2478,12 +2484,18 @@ RCUDA_EXPORT cudaError_t cudaMemset3D_ptds(struct cudaPitchedPtr pitchedDevPtr, 
 RCUDA_EXPORT cudaError_t cudaMemsetAsync(void * devPtr, int value, size_t count, cudaStream_t stream)
 {
     rcuda_ensure_started();
+    cudaError_t status;
+    if (rcuda_c_cudaMemsetAsync(devPtr, value, count, stream, &status))
+        return status;
     return rcuda_py_cudaMemsetAsync(devPtr, value, count, stream);
 }
 
 RCUDA_EXPORT cudaError_t cudaMemsetAsync_ptsz(void * devPtr, int value, size_t count, cudaStream_t stream)
 {
     rcuda_ensure_started();
+    cudaError_t status;
+    if (rcuda_c_cudaMemsetAsync_ptsz(devPtr, value, count, stream, &status))
+        return status;
     return rcuda_py_cudaMemsetAsync_ptsz(devPtr, value, count, stream);
 }
 

@@ -63,14 +63,18 @@ int main(int argc, char **argv) {
     }
 
     // Order with the socket and with recorded launches: an asynchronous copy
-    // from pageable memory (the socket), kernels (recorded in C), then a copy
-    // back in C must see both.
-    int *x = nullptr;
+    // from pinned memory (the socket) or pageable memory (recorded in C), or
+    // a copy made in C, then kernels (recorded in C), then a copy back in C
+    // must see both.
+    int *x = nullptr, *pinned = nullptr;
     CHECK(cudaMalloc(&x, N * sizeof(int)));
+    CHECK(cudaMallocHost(&pinned, N * sizeof(int)));
     std::vector<int> h(N);
     for (int r = 0; r < loop; r++) {
-        for (int i = 0; i < N; i++) h[i] = r;
-        if (r % 2)
+        for (int i = 0; i < N; i++) h[i] = pinned[i] = r;
+        if (r % 3 == 1)
+            CHECK(cudaMemcpyAsync(x, pinned, N * sizeof(int), cudaMemcpyHostToDevice, 0));
+        else if (r % 3 == 2)
             CHECK(cudaMemcpyAsync(x, h.data(), N * sizeof(int), cudaMemcpyHostToDevice, 0));
         else
             CHECK(cudaMemcpy(x, h.data(), N * sizeof(int), cudaMemcpyHostToDevice));

@@ -24,7 +24,7 @@ static int one_thread(int rounds, int n) {
         CHECK(cudaMemcpyAsync(pinned, d, n * sizeof(int), cudaMemcpyDeviceToHost, 0));               // socket
         fill<int><<<2, 128>>>(d, 3 * r + 1, n);                                                      // launch
         CHECK(cudaMemcpyAsync(pinned + n, d, n * sizeof(int), cudaMemcpyDeviceToHost, 0));           // socket
-        CHECK(cudaMemsetAsync(d, 0, n * sizeof(int), 0));                                            // socket
+        CHECK(cudaMemsetAsync(d, 0, n * sizeof(int), 0));                                            // recorded
         fill<int><<<2, 128>>>(d, 3 * r + 2, n);                                                      // launch
         CHECK(cudaMemcpy(pinned + 2 * n, d, n * sizeof(int), cudaMemcpyDeviceToHost));               // lane
         for (int k = 0; k < 3; ++k)

@@ -1,8 +1,10 @@
 // Synchronous calls the interposer makes in C on the device's lane
 // (native/sync_fast_path.c: cudaDeviceSynchronize, cudaStreamSynchronize,
 // cudaMemGetInfo), mixed with work that takes the Python client and the
-// ZeroMQ socket (asynchronous copies, synchronous copies).  Whoever makes
-// each call, program order must hold and every result must be right.
+// ZeroMQ socket (asynchronous copies from pinned memory, synchronous copies)
+// or is recorded in C with the launches (asynchronous copies from pageable
+// memory).  Whoever makes each call, program order must hold and every
+// result must be right.
 //
 //   sync_in_c ROUNDS LOOP
 //
@@ -41,13 +43,17 @@ int main(int argc, char **argv) {
     cudaStream_t s;
     CHECK(cudaStreamCreate(&s));
     std::vector<int> h(N);
+    int *pinned = nullptr;
+    CHECK(cudaMallocHost(&pinned, N * sizeof(int)));
     size_t free_bytes = 0, total_bytes = 0;
 
-    // Socket traffic (an asynchronous copy from pageable memory) before
-    // launches and a synchronisation: the copy must land first.
+    // An asynchronous copy before launches and a synchronisation must land
+    // first: from pinned memory (socket traffic) or pageable memory
+    // (recorded in C with the launches).
     for (int r = 0; r < rounds; r++) {
-        for (int i = 0; i < N; i++) h[i] = r;
-        CHECK(cudaMemcpyAsync(d, h.data(), N * sizeof(int), cudaMemcpyHostToDevice, 0));
+        int *source = r % 2 ? pinned : h.data();
+        for (int i = 0; i < N; i++) source[i] = r;
+        CHECK(cudaMemcpyAsync(d, source, N * sizeof(int), cudaMemcpyHostToDevice, 0));
         addOne<<<1, N>>>(d, N);
         CHECK(cudaGetLastError());
         switch (r % 3) {

@@ -1,0 +1,163 @@
+/* Asynchronous memsets and small copies recorded in C, with the launches.
+ *
+ * Through the Python client, cudaMemsetAsync costs a program about as much
+ * as a synchronous call (tens of microseconds: the GIL, a message built in
+ * Python), and cudaMemcpyAsync from host memory more; a launch recorded in C
+ * costs a tenth of a microsecond.  Programs interleave them (zero a buffer,
+ * upload the next input, launch), so here they go into the device's batch
+ * of launches (launch_fast_path.c) as records of their own kind, in one
+ * order with the launches, shipped and sealed the same way; the server runs
+ * them in that order (server/device_service.py, `launches`).
+ *
+ * Only the plain cases, the others go to Python, which explains errors:
+ *   cudaMemsetAsync   the range inside one allocation C knows (allocation_table.c)
+ *   cudaMemcpyAsync   host to device from pageable memory (outside every
+ *                     allocation and the pinned ranges, at most
+ *                     RECORD_HTOD_MAX bytes), copied into the batch now, as
+ *                     CUDA stages pageable memory before the call returns;
+ *                     or device to device within one device.  Pinned memory
+ *                     is read when the copy runs, in stream order (an
+ *                     earlier copy or host function in the stream may fill
+ *                     it): Python's, which reads it as the message goes out.
+ * in a stream C knows on the memory's device, while the device is usable
+ * and Python said records are welcome (not with statistics or a trace,
+ * which count each call in Python; RCUDA_ASYNC_IN_C=0).  A copy to the
+ * program's memory (device to host) must land there before a later
+ * synchronisation returns: Python's, for now.
+ *
+ * Included into the cffi module after launch_fast_path.c and allocation_table.c.
+ */
+
+/* Record kinds: a launch record's `fn` at or above RECORD_FIRST_OP is an
+ * operation, its parameters the operation's (rcuda/protocol.py's twins). */
+#define RECORD_FIRST_OP 0xFFFFFF00u
+#define RECORD_MEMSET 0xFFFFFFFFu /* ptr u64, size u64, value u32 */
+#define RECORD_HTOD 0xFFFFFFFEu   /* dst u64, then the bytes */
+#define RECORD_DTOD 0xFFFFFFFDu   /* dst u64, src u64, size u64 */
+
+/* Larger uploads take Python's path, which streams them in pipelined
+ * chunks instead of copying them into the batch first. */
+#define RECORD_HTOD_MAX (64u << 10)
+/* Bytes of uploads a batch may hold before the forwarding thread ships it:
+ * beyond, a program that uploads faster than the link carries goes to
+ * Python, where the outbox holds what waits. */
+#define RECORD_BATCH_DATA_MAX (8u << 20)
+
+static int record_ops_welcome[FAST_MAX_DEVICES]; /* Python's word (rcuda_fast_record_ops) */
+static uint64_t records_made[FAST_MAX_DEVICES];  /* for the client's exit report */
+
+static void rcuda_fast_record_ops(int device, int welcome)
+{
+    if (device >= 0 && device < FAST_MAX_DEVICES)
+        __atomic_store_n(&record_ops_welcome[device], welcome, __ATOMIC_SEQ_CST);
+}
+
+static uint64_t rcuda_fast_records_made(int device)
+{
+    if (device < 0 || device >= FAST_MAX_DEVICES)
+        return 0;
+    return __atomic_load_n(&records_made[device], __ATOMIC_RELAXED);
+}
+
+/* In a forked child: the parent's devices are not the child's; Python
+ * welcomes records again as the child opens its own. */
+static void async_path_after_fork(void)
+{
+    memset(record_ops_welcome, 0, sizeof record_ops_welcome);
+    memset(records_made, 0, sizeof records_made);
+}
+
+/* Append an operation (`head` then `data`) to `device`'s batch, in
+ * `stream`; 1 when recorded. */
+static int record_op(int device, void *stream, int per_thread, uint32_t kind, const void *head, uint32_t head_size,
+                     const void *data, uint32_t data_size)
+{
+    struct fast_device *d = &devices[device];
+    if (!__atomic_load_n(&d->usable, __ATOMIC_ACQUIRE) || !__atomic_load_n(&record_ops_welcome[device],
+                                                                          __ATOMIC_ACQUIRE))
+        return 0;
+    int stream_device;
+    uint64_t stream_id;
+    if (!resolve_stream(stream, per_thread, &stream_device, &stream_id) || stream_device != device)
+        return 0; /* another device's stream: Python orders the two */
+    struct launch_record r = {kind, 0, {0, 0, 0}, {0, 0, 0}, stream_id, head_size + data_size};
+    pthread_mutex_lock(&d->lock);
+    if (data_size && d->used + data_size > RECORD_BATCH_DATA_MAX)
+        return finish_record(d, &r, 0);
+    char *params = start_record(d, &r);
+    if (params) {
+        memcpy(params, head, head_size);
+        if (data_size)
+            memcpy(params + head_size, data, data_size);
+        __atomic_add_fetch(&records_made[device], 1, __ATOMIC_RELAXED);
+    }
+    return finish_record(d, &r, params != NULL);
+}
+
+static int memset_async_in_c(void *ptr, int value, size_t count, void *stream, int per_thread)
+{
+    if (count == 0)
+        return 0;
+    int device = device_holding((uintptr_t)ptr, count);
+    if (device < 0)
+        return 0;
+    struct {
+        uint64_t ptr, size;
+        uint32_t value;
+    } __attribute__((packed)) head = {(uintptr_t)ptr, count, (uint32_t)value};
+    return record_op(device, stream, per_thread, RECORD_MEMSET, &head, sizeof head, NULL, 0);
+}
+
+static int memcpy_async_in_c(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind, void *stream,
+                             int per_thread)
+{
+    if (count == 0 || dst == NULL || src == NULL)
+        return 0;
+    int dst_device = device_holding((uintptr_t)dst, count), src_device = device_holding((uintptr_t)src, count);
+    if (kind == cudaMemcpyDefault)
+        kind = dst_device >= 0 && src_device < 0   ? cudaMemcpyHostToDevice
+             : dst_device >= 0 && src_device >= 0 ? cudaMemcpyDeviceToDevice
+                                                   : cudaMemcpyHostToHost;
+    if (kind == cudaMemcpyHostToDevice && dst_device >= 0 && src_device < 0 && count <= RECORD_HTOD_MAX &&
+        !pinned((uintptr_t)src, count)) {
+        uint64_t head = (uintptr_t)dst;
+        return record_op(dst_device, stream, per_thread, RECORD_HTOD, &head, sizeof head, src, (uint32_t)count);
+    }
+    if (kind == cudaMemcpyDeviceToDevice && dst_device >= 0 && dst_device == src_device) {
+        uint64_t head[3] = {(uintptr_t)dst, (uintptr_t)src, count};
+        return record_op(dst_device, stream, per_thread, RECORD_DTOD, head, sizeof head, NULL, 0);
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------ the exports' C side */
+
+/* Each returns 1 with *status set when C recorded the call; 0 sends it to
+ * Python (native/generated/cudart_exports.c). */
+
+static int rcuda_c_cudaMemsetAsync(void *ptr, int value, size_t count, cudaStream_t stream, cudaError_t *status)
+{
+    *status = cudaSuccess;
+    return memset_async_in_c(ptr, value, count, stream, 0);
+}
+
+static int rcuda_c_cudaMemsetAsync_ptsz(void *ptr, int value, size_t count, cudaStream_t stream,
+                                        cudaError_t *status)
+{
+    *status = cudaSuccess;
+    return memset_async_in_c(ptr, value, count, stream, 1);
+}
+
+static int rcuda_c_cudaMemcpyAsync(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind,
+                                   cudaStream_t stream, cudaError_t *status)
+{
+    *status = cudaSuccess;
+    return memcpy_async_in_c(dst, src, count, kind, stream, 0);
+}
+
+static int rcuda_c_cudaMemcpyAsync_ptsz(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind,
+                                        cudaStream_t stream, cudaError_t *status)
+{
+    *status = cudaSuccess;
+    return memcpy_async_in_c(dst, src, count, kind, stream, 1);
+}
