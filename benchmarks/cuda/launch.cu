@@ -1,6 +1,6 @@
 // Asynchronous launch throughput from one host thread.
 //
-//   launch LAUNCHES REPEATS [empty|params|checked]
+//   launch LAUNCHES REPEATS [empty|params|checked|memset|upload|step]
 //
 // Each repeat launches a kernel LAUNCHES times, then synchronises.  Prints
 // one RESULT line (JSON) with, per repeat, the seconds the launch loop took
@@ -8,6 +8,10 @@
 // `params` launches a kernel with four parameters (two pointers, a float, an
 // int) to show what packing arguments costs; `checked` follows every launch
 // of the empty kernel with cudaGetLastError, as careful programs do.
+// `memset` and `upload` make the loop's call a 4 KiB cudaMemsetAsync or
+// cudaMemcpyAsync from pageable memory instead, and `step` all three in a
+// row (a memset, an upload, a launch: a training loop's pattern), LAUNCHES
+// calls in all.
 #include <cstring>
 #include "bench_common.h"
 
@@ -26,8 +30,12 @@ int main(int argc, char **argv) {
     int repeats = atoi(argv[2]);
     const char *kind = argc > 3 ? argv[3] : "empty";
     bool with_params = strcmp(kind, "params") == 0, checked = strcmp(kind, "checked") == 0;
+    bool memsets = strcmp(kind, "memset") == 0, uploads = strcmp(kind, "upload") == 0, steps = strcmp(kind, "step") == 0;
     float *buffer = nullptr;
     CHECK(cudaMalloc(&buffer, 2 * 256 * sizeof(float)));
+    const size_t bytes = 4096;
+    char *target = nullptr, *source = (char *)calloc(bytes, 1);
+    CHECK(cudaMalloc(&target, bytes));
     // Warm-up: the first launch of a kernel registers it (a round trip in rcuda).
     empty_kernel<<<1, 1>>>();
     params_kernel<<<1, 1>>>(buffer, buffer + 256, 2.0f, 256);
@@ -42,6 +50,16 @@ int main(int argc, char **argv) {
                 empty_kernel<<<1, 32>>>();
                 CHECK(cudaGetLastError());
             }
+        else if (memsets)
+            for (long i = 0; i < launches; i++) CHECK(cudaMemsetAsync(target, (int)i, bytes, 0));
+        else if (uploads)
+            for (long i = 0; i < launches; i++) CHECK(cudaMemcpyAsync(target, source, bytes, cudaMemcpyHostToDevice, 0));
+        else if (steps)
+            for (long i = 0; i < launches; i += 3) {
+                CHECK(cudaMemsetAsync(target, 0, bytes, 0));
+                CHECK(cudaMemcpyAsync(target, source, bytes, cudaMemcpyHostToDevice, 0));
+                empty_kernel<<<1, 32>>>();
+            }
         else
             for (long i = 0; i < launches; i++) empty_kernel<<<1, 32>>>();
         long long looped = now_ns();
@@ -52,5 +70,7 @@ int main(int argc, char **argv) {
     }
     printf("]}\n");
     CHECK(cudaFree(buffer));
+    CHECK(cudaFree(target));
+    free(source);
     return 0;
 }

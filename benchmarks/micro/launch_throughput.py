@@ -8,6 +8,13 @@ server has taken every launch).  `params` passes four arguments, to show
 what packing them costs; `checked` calls cudaGetLastError after every launch,
 as careful programs do (answered in C, native/last_error.c).
 
+The other calls a launch loop makes, as the same program's loop of LAUNCHES
+calls: `rcuda_memset` (cudaMemsetAsync of 4 KiB), `rcuda_upload`
+(cudaMemcpyAsync of 4 KiB from pageable memory) and `rcuda_step` (a memset,
+an upload and a launch in turn), recorded in C with the launches
+(native/async_fast_path.c); each `_python` twin is the same program with
+RCUDA_ASYNC_IN_C=0, the calls made by the Python client, in the same run.
+
 In the same run, to locate the costs of one launch:
 
     channel_post   rcuda's DeviceChannel.post of a launch message (header
@@ -31,6 +38,8 @@ NAME = "launch"
 TITLE = "Asynchronous tiny-launch throughput"
 
 GOAL_PER_S = 150_000
+ASYNC_CALLS = ("memset", "upload", "step")  # launch.cu's loops of other asynchronous calls
+PYTHON_CLIENT = {"RCUDA_ASYNC_IN_C": "0"}
 
 
 def parameters(quick: bool) -> dict:
@@ -42,9 +51,11 @@ def launch_message() -> tuple[dict, bytes]:
     return {"op": "launch", "fn": 2, "grid": [1, 1, 1], "block": [32, 1, 1], "shmem": 0, "stream": 0}, bytes(24)
 
 
-def time_rcuda(binary: Path, server: common.Server, launches: int, repeats: int, kernel: str) -> dict:
+def time_rcuda(binary: Path, server: common.Server, launches: int, repeats: int, kernel: str,
+               env_extra: dict | None = None) -> dict:
     server.wait_idle()
-    result = common.run_program([binary, launches, repeats, kernel], env=common.rcuda_environment(server.address))
+    result = common.run_program([binary, launches, repeats, kernel],
+                                env=common.rcuda_environment(server.address, env_extra))
     loops = [loop for loop, _ in result["loop_s"]]
     totals = [total for _, total in result["loop_s"]]
     return {"loop_per_s": launches / min(loops), "total_per_s": launches / min(totals),
@@ -109,6 +120,12 @@ LABELS = {
     "rcuda_empty": "CUDA program via rcuda, empty kernel",
     "rcuda_params": "CUDA program via rcuda, 4-parameter kernel",
     "rcuda_checked": "CUDA program via rcuda, empty kernel + cudaGetLastError",
+    "rcuda_memset": "CUDA program via rcuda, cudaMemsetAsync 4 KiB (recorded in C)",
+    "rcuda_memset_python": "CUDA program via rcuda, cudaMemsetAsync 4 KiB (Python client)",
+    "rcuda_upload": "CUDA program via rcuda, cudaMemcpyAsync 4 KiB upload (recorded in C)",
+    "rcuda_upload_python": "CUDA program via rcuda, cudaMemcpyAsync 4 KiB upload (Python client)",
+    "rcuda_step": "CUDA program via rcuda, memset + upload + launch (recorded in C)",
+    "rcuda_step_python": "CUDA program via rcuda, memset + upload + launch (Python client)",
     "channel_post": "rcuda DeviceChannel.post from Python -> msgpack peer",
     "pyzmq_send": "bare pyzmq send of the same messages",
 }
@@ -125,6 +142,8 @@ def run(ctx: Context) -> dict:
             "rcuda_empty": lambda: time_rcuda(binary, server, n, repeats, "empty"),
             "rcuda_params": lambda: time_rcuda(binary, server, n, repeats, "params"),
             "rcuda_checked": lambda: time_rcuda(binary, server, n, repeats, "checked"),
+            **{f"rcuda_{kind}{suffix}": (lambda kind=kind, env=env: time_rcuda(binary, server, n, repeats, kind, env))
+               for kind in ASYNC_CALLS for suffix, env in (("", None), ("_python", PYTHON_CLIENT))},
             "channel_post": lambda: time_channel(msgpack_peer.address, n, repeats),
             "pyzmq_send": lambda: time_pyzmq(msgpack_peer.address, n, repeats),
         }
@@ -140,8 +159,15 @@ def run(ctx: Context) -> dict:
         "four_parameters_us": results["rcuda_params"]["loop_us_per_launch"] - empty["loop_us_per_launch"],
         "cudaGetLastError_us": results["rcuda_checked"]["loop_us_per_launch"] - empty["loop_us_per_launch"],
     }
+    python_over_c = {f"{kind}_loop_python_over_c": round(results[f"rcuda_{kind}_python"]["loop_us_per_launch"]
+                                                         / results[f"rcuda_{kind}"]["loop_us_per_launch"], 2)
+                     for kind in ASYNC_CALLS}
+    python_over_c.update({f"{kind}_until_synchronised_python_over_c":
+                          round(results[f"rcuda_{kind}_python"]["total_us_per_launch"]
+                                / results[f"rcuda_{kind}"]["total_us_per_launch"], 2) for kind in ASYNC_CALLS})
     return {"parameters": {**params, "statistic": "best of repeats"}, "variants": results,
             "loop_us_breakdown": {k: round(v, 2) for k, v in per_launch.items()},
+            "ratios": python_over_c,
             "goals": {"launches/s from the program's view (empty kernel)":
                       goal(empty["loop_per_s"], ">=", GOAL_PER_S)}}
 
@@ -163,4 +189,5 @@ def headline(result: dict) -> list[str]:
     v = result["variants"]
     return [f"{name}: {x['loop_per_s']:,.0f}/s loop ({x['loop_us_per_launch']:.1f} us/launch), "
             f"{x['total_per_s']:,.0f}/s until synchronised" for name, x in v.items()] + \
-           [f"per-launch breakdown (us): {result['loop_us_breakdown']}"]
+           [f"per-launch breakdown (us): {result['loop_us_breakdown']}",
+            f"memsets and uploads, Python client over recorded in C: {result.get('ratios')}"]
