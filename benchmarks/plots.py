@@ -94,7 +94,7 @@ def bars(result: dict, path: Path, bars_: list[tuple[str, float]], ylabel: str, 
     """Labelled bars (values written on them), with an optional goal line:
     launch rates, start-up times, and the paper table's scaling."""
     plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(8, 4.5))
+    fig, ax = plt.subplots(figsize=(10, max(4.5, 1.5 + 0.25 * len(bars_))))  # a bar's label stays legible
     labels = [label for label, _ in bars_]
     values = [value for _, value in bars_]
     drawn = ax.barh(range(len(values)), values, color="tab:blue")

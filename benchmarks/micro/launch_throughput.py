@@ -178,10 +178,11 @@ def plot(result: dict, out_dir: Path) -> list[Path]:
     path = out_dir / "micro_launch.png"
     bars = []
     for name, v in result["variants"].items():
-        bars.append((f"{v['label']}: launch loop", v["loop_per_s"]))
-        bars.append((f"{v['label']}: until synchronised", v["total_per_s"]))
-    plots.bars(result, path, bars, "launches per second", "Tiny asynchronous launches from one thread",
-               goal=(f"goal {GOAL_PER_S:,}/s", GOAL_PER_S), log=True)
+        label = v["label"].replace("CUDA program via rcuda, ", "")
+        bars.append((f"{label}: loop", v["loop_per_s"]))
+        bars.append((f"{label}: until synchronised", v["total_per_s"]))
+    plots.bars(result, path, bars, "calls per second", "Tiny asynchronous calls from one program thread via rcuda",
+               goal=(f"launches: goal {GOAL_PER_S:,}/s", GOAL_PER_S), log=True)
     return [path]
 
 
