@@ -9,7 +9,8 @@ does once at the end): random bytes, msgpack
 values that are not maps, headers of every op in rcuda.protocol.OPS with
 fields of wrong types or hostile values (negative, huge, random pointers,
 unknown ids, sometimes the session's real tokens), random payload frames,
-and bit-flipped copies of valid requests.  It drains replies as it goes and
+well-framed `launches` records (memory operations and unknown kernels) with
+hostile fields, and bit-flipped copies of valid requests.  It drains replies as it goes and
 counts them, and keeps the session alive with valid heartbeats.  With
 `curve` (a server run with --auth) every socket uses the client's keys.
 A server passes when it is still up afterwards and a normal client still
@@ -245,6 +246,28 @@ class Fuzzer:
             frames.append(self.rng.randbytes(size))
         return frames
 
+    def _launch_records(self) -> tuple[int, bytes]:
+        """(count, frame) of well-framed `launches` records: kernels of
+        unknown ids and memory operations (protocol.RECORD_*) with hostile
+        fields, so that they pass the framing and reach the checks."""
+        records = []
+        for _ in range(self.rng.randrange(1, 6)):
+            kind = self.rng.choice([protocol.RECORD_MEMSET, protocol.RECORD_HTOD, protocol.RECORD_DTOD,
+                                    protocol.RECORD_FIRST_OP, self.rng.randrange(1, 1 << 32)])
+            fields = [self._plausible(int) % (1 << 64) for _ in range(3)]
+            if kind == protocol.RECORD_MEMSET:
+                params = protocol.MEMSET_FIELDS.pack(fields[0], fields[1], fields[2] % (1 << 32))
+            elif kind == protocol.RECORD_DTOD:
+                params = protocol.DTOD_FIELDS.pack(*fields)
+            else:
+                params = protocol.HTOD_FIELDS.pack(fields[0]) + self.rng.randbytes(self.rng.choice([0, 1, 4096]))
+            if self.rng.random() < 0.1:  # fields of the wrong length
+                params = params[:self.rng.randrange(len(params) + 1)]
+            stream = self.rng.choice([0, 0, 1, 2**64 - 1])
+            record = protocol.LAUNCH_RECORD.pack(kind, 0, 1, 1, 1, 1, 1, 1, stream, len(params)) + params
+            records.append(record + bytes(-len(record) % 8))
+        return len(records), b"".join(records)
+
     def message(self) -> list[bytes]:
         r = self.rng.random()
         if r < 0.05:
@@ -253,6 +276,9 @@ class Fuzzer:
             return [msgpack.packb(self._value())]
         if r < 0.13:
             return []  # an empty multipart: zmq sends nothing, kept for the count
+        if r < 0.16:  # records that parse, with hostile contents
+            count, frame = self._launch_records()
+            return [protocol.pack({"op": "launches", "seq": self.rng.randrange(1 << 30), "count": count}), frame]
         header = protocol.pack(self._header())
         if r < 0.25:  # bit flips in a valid-looking header
             data = bytearray(header)
