@@ -9,6 +9,10 @@
  * order with the launches, shipped and sealed the same way; the server runs
  * them in that order (server/device_service.py, `launches`).
  *
+ * cudaMemset, and cudaMemcpy between two places of one device, are
+ * asynchronous with respect to the host in CUDA too: they are recorded the
+ * same way, in the legacy stream (the cudaMemcpy in sync_fast_path.c).
+ *
  * Only the plain cases, the others go to Python, which explains errors:
  *   cudaMemsetAsync   the range inside one allocation C knows (allocation_table.c)
  *   cudaMemcpyAsync   host to device from pageable memory (outside every
@@ -67,19 +71,15 @@ static void async_path_after_fork(void)
     memset(records_made, 0, sizeof records_made);
 }
 
-/* Append an operation (`head` then `data`) to `device`'s batch, in
- * `stream`; 1 when recorded. */
-static int record_op(int device, void *stream, int per_thread, uint32_t kind, const void *head, uint32_t head_size,
-                     const void *data, uint32_t data_size)
+/* Append an operation (`head` then `data`) to `device`'s batch, in its
+ * stream `stream_id`; 1 when recorded. */
+static int record_op_in(int device, uint64_t stream_id, uint32_t kind, const void *head, uint32_t head_size,
+                        const void *data, uint32_t data_size)
 {
     struct fast_device *d = &devices[device];
     if (!__atomic_load_n(&d->usable, __ATOMIC_ACQUIRE) || !__atomic_load_n(&record_ops_welcome[device],
                                                                           __ATOMIC_ACQUIRE))
         return 0;
-    int stream_device;
-    uint64_t stream_id;
-    if (!resolve_stream(stream, per_thread, &stream_device, &stream_id) || stream_device != device)
-        return 0; /* another device's stream: Python orders the two */
     struct launch_record r = {kind, 0, {0, 0, 0}, {0, 0, 0}, stream_id, head_size + data_size};
     pthread_mutex_lock(&d->lock);
     if (data_size && d->used + data_size > RECORD_BATCH_DATA_MAX)
@@ -94,18 +94,51 @@ static int record_op(int device, void *stream, int per_thread, uint32_t kind, co
     return finish_record(d, &r, params != NULL);
 }
 
+/* record_op_in, in the program's `stream` (NULL: the default stream as
+ * `per_thread` says) if that is one of `device`'s streams C knows. */
+static int record_op(int device, void *stream, int per_thread, uint32_t kind, const void *head, uint32_t head_size,
+                     const void *data, uint32_t data_size)
+{
+    int stream_device;
+    uint64_t stream_id;
+    if (!resolve_stream(stream, per_thread, &stream_device, &stream_id) || stream_device != device)
+        return 0; /* another device's stream: Python orders the two */
+    return record_op_in(device, stream_id, kind, head, head_size, data, data_size);
+}
+
+/* A memset of [ptr, ptr + count) inside one allocation: its device, or -1. */
+static int memset_device(void *ptr, size_t count)
+{
+    return count ? device_holding((uintptr_t)ptr, count) : -1;
+}
+
+struct memset_fields {
+    uint64_t ptr, size;
+    uint32_t value;
+} __attribute__((packed));
+
 static int memset_async_in_c(void *ptr, int value, size_t count, void *stream, int per_thread)
 {
-    if (count == 0)
-        return 0;
-    int device = device_holding((uintptr_t)ptr, count);
-    if (device < 0)
-        return 0;
-    struct {
-        uint64_t ptr, size;
-        uint32_t value;
-    } __attribute__((packed)) head = {(uintptr_t)ptr, count, (uint32_t)value};
-    return record_op(device, stream, per_thread, RECORD_MEMSET, &head, sizeof head, NULL, 0);
+    int device = memset_device(ptr, count);
+    struct memset_fields head = {(uintptr_t)ptr, count, (uint32_t)value};
+    return device >= 0 && record_op(device, stream, per_thread, RECORD_MEMSET, &head, sizeof head, NULL, 0);
+}
+
+/* cudaMemset: asynchronous with respect to the host for device memory, as
+ * CUDA makes it; in the legacy stream of the memory's device, where Python
+ * puts it too (client/api_memory.py, memset). */
+static int memset_in_c(void *ptr, int value, size_t count)
+{
+    int device = memset_device(ptr, count);
+    struct memset_fields head = {(uintptr_t)ptr, count, (uint32_t)value};
+    return device >= 0 && record_op_in(device, 0, RECORD_MEMSET, &head, sizeof head, NULL, 0);
+}
+
+/* A copy within one device, in its stream `stream_id`. */
+static int record_dtod(int device, uint64_t stream_id, void *dst, const void *src, size_t count)
+{
+    uint64_t head[3] = {(uintptr_t)dst, (uintptr_t)src, count};
+    return record_op_in(device, stream_id, RECORD_DTOD, head, sizeof head, NULL, 0);
 }
 
 static int memcpy_async_in_c(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind, void *stream,
@@ -124,8 +157,10 @@ static int memcpy_async_in_c(void *dst, const void *src, size_t count, enum cuda
         return record_op(dst_device, stream, per_thread, RECORD_HTOD, &head, sizeof head, src, (uint32_t)count);
     }
     if (kind == cudaMemcpyDeviceToDevice && dst_device >= 0 && dst_device == src_device) {
-        uint64_t head[3] = {(uintptr_t)dst, (uintptr_t)src, count};
-        return record_op(dst_device, stream, per_thread, RECORD_DTOD, head, sizeof head, NULL, 0);
+        int stream_device;
+        uint64_t stream_id;
+        return resolve_stream(stream, per_thread, &stream_device, &stream_id) && stream_device == dst_device &&
+               record_dtod(dst_device, stream_id, dst, src, count);
     }
     return 0;
 }
@@ -134,6 +169,18 @@ static int memcpy_async_in_c(void *dst, const void *src, size_t count, enum cuda
 
 /* Each returns 1 with *status set when C recorded the call; 0 sends it to
  * Python (native/generated/cudart_exports.c). */
+
+static int rcuda_c_cudaMemset(void *ptr, int value, size_t count, cudaError_t *status)
+{
+    *status = cudaSuccess;
+    return memset_in_c(ptr, value, count);
+}
+
+static int rcuda_c_cudaMemset_ptds(void *ptr, int value, size_t count, cudaError_t *status)
+{
+    *status = cudaSuccess;
+    return memset_in_c(ptr, value, count);
+}
 
 static int rcuda_c_cudaMemsetAsync(void *ptr, int value, size_t count, cudaStream_t stream, cudaError_t *status)
 {

@@ -122,6 +122,8 @@ C_BEFORE_PYTHON = {
     "cudaMemGetInfo",
     "cudaMemcpy",
     "cudaMemcpy_ptds",
+    "cudaMemset",
+    "cudaMemset_ptds",
     "cudaMemsetAsync",
     "cudaMemsetAsync_ptsz",
     "cudaMemcpyAsync",

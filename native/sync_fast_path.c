@@ -696,8 +696,9 @@ static int rcuda_c_cudaMemGetInfo(size_t *free, size_t *total, cudaError_t *stat
 /* cudaMemcpy between the program's memory and one device's, in the legacy
  * stream as client/api_memory.py's memcpy makes it (the _ptds export too).
  * Only the plain cases: both pointers set, the device side inside one
- * allocation C knows, the host side outside all of them.  Anything else
- * (host to host, device to device, a pointer Python must explain) is Python's. */
+ * allocation C knows, the host side outside all of them; or a copy within
+ * one device, recorded as an asynchronous one.  Anything else (host to
+ * host, between devices, a pointer Python must explain) is Python's. */
 static int memcpy_in_c(const char *name, void *dst, const void *src, size_t count, enum cudaMemcpyKind kind,
                        cudaError_t *status)
 {
@@ -705,8 +706,10 @@ static int memcpy_in_c(const char *name, void *dst, const void *src, size_t coun
         return 0;
     int dst_device = device_holding((uintptr_t)dst, count), src_device = device_holding((uintptr_t)src, count);
     if (kind == cudaMemcpyDefault)
-        kind = dst_device >= 0 && src_device < 0 ? cudaMemcpyHostToDevice
-             : src_device >= 0 && dst_device < 0 ? cudaMemcpyDeviceToHost : cudaMemcpyHostToHost;
+        kind = dst_device >= 0 && src_device < 0   ? cudaMemcpyHostToDevice
+             : src_device >= 0 && dst_device < 0   ? cudaMemcpyDeviceToHost
+             : src_device >= 0 && dst_device >= 0 ? cudaMemcpyDeviceToDevice
+                                                   : cudaMemcpyHostToHost;
     struct sync_call call = {.size = count};
     int device;
     if (kind == cudaMemcpyHostToDevice && dst_device >= 0 && src_device < 0) {
@@ -719,6 +722,10 @@ static int memcpy_in_c(const char *name, void *dst, const void *src, size_t coun
         call.address = (uintptr_t)src;
         call.incoming = dst;
         device = src_device;
+    } else if (kind == cudaMemcpyDeviceToDevice && dst_device >= 0 && dst_device == src_device) {
+        /* within one device CUDA does not wait either: recorded (async_fast_path.c) */
+        *status = cudaSuccess;
+        return record_dtod(dst_device, 0, dst, src, count);
     } else {
         return 0;
     }

@@ -202,9 +202,9 @@ CLIENT_SPECS = {
     # on the lane, without Python, when nothing stands in the way
     # (native/sync_fast_path.c); off: always through the Python client.
     "sync_in_c": Spec(True, parse_bool, "RCUDA_SYNC_IN_C"),
-    # cudaMemsetAsync and small cudaMemcpyAsync uploads (and copies within a
-    # device) recorded in C with the launches (native/async_fast_path.c);
-    # off: through the Python client.
+    # cudaMemsetAsync, cudaMemset, small cudaMemcpyAsync uploads and copies
+    # within a device recorded in C with the launches
+    # (native/async_fast_path.c); off: through the Python client.
     "async_in_c": Spec(True, parse_bool, "RCUDA_ASYNC_IN_C"),
     "key": Spec(None, _optional_path, "RCUDA_KEY"),
     "server_key": Spec([], _path_list, "RCUDA_SERVER_KEY"),

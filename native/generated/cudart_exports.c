@@ -2430,6 +2430,9 @@ RCUDA_EXPORT cudaError_t cudaMemcpy_ptds(void * dst, const void * src, size_t co
 RCUDA_EXPORT cudaError_t cudaMemset(void * devPtr, int value, size_t count)
 {
     rcuda_ensure_started();
+    cudaError_t status;
+    if (rcuda_c_cudaMemset(devPtr, value, count, &status))
+        return status;
     return rcuda_py_cudaMemset(devPtr, value, count);
 }
 
@@ -2502,6 +2505,9 @@ RCUDA_EXPORT cudaError_t cudaMemsetAsync_ptsz(void * devPtr, int value, size_t c
 RCUDA_EXPORT cudaError_t cudaMemset_ptds(void * devPtr, int value, size_t count)
 {
     rcuda_ensure_started();
+    cudaError_t status;
+    if (rcuda_c_cudaMemset_ptds(devPtr, value, count, &status))
+        return status;
     return rcuda_py_cudaMemset_ptds(devPtr, value, count);
 }
 

@@ -1,5 +1,6 @@
 // Asynchronous memsets and copies recorded in C with the launches
-// (native/async_fast_path.c), mixed with what the Python client makes:
+// (native/async_fast_path.c; cudaMemset and cudaMemcpy within a device too,
+// asynchronous in CUDA as well), mixed with what the Python client makes:
 // copies from or to pinned memory (the socket), larger uploads, calls it
 // must refuse or explain.  Whoever makes each call, the bytes, the order and
 // the errors must be CUDA's.
@@ -122,6 +123,19 @@ int main(int argc, char **argv) {
         CHECK(cudaStreamSynchronize(in));
         expect_all(pinned, 1, "a memset then a kernel", r);
         expect_all(pinned + N, r + 1, "an upload then a kernel", r);
+    }
+
+    // cudaMemset and cudaMemcpy within the device do not wait in CUDA either:
+    // recorded in the legacy stream, in order with kernels and a copy back.
+    int *y = nullptr;
+    CHECK(cudaMalloc(&y, N * sizeof(int)));
+    for (int r = 0; r < loop; r++) {
+        CHECK(cudaMemset(x, r % 2 ? 0 : 0xFF, N * sizeof(int)));  // 0 or -1
+        addOne<<<1, N>>>(x, N);
+        CHECK(cudaMemcpy(y, x, N * sizeof(int), r % 3 ? cudaMemcpyDeviceToDevice : cudaMemcpyDefault));
+        addOne<<<1, N>>>(y, N);
+        CHECK(cudaMemcpy(values.data(), y, N * sizeof(int), cudaMemcpyDeviceToHost));
+        expect_all(values.data(), r % 2 ? 2 : 1, "a memset, kernels and a copy within the device", r);
     }
 
     // Pinned memory is read when the copy runs: an upload from a pinned
