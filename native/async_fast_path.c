@@ -25,9 +25,10 @@
  *                     it): Python's, which reads it as the message goes out.
  * in a stream C knows on the memory's device, while the device is usable
  * and Python said records are welcome (not with statistics or a trace,
- * which count each call in Python; RCUDA_ASYNC_IN_C=0).  A copy to the
- * program's memory (device to host) must land there before a later
- * synchronisation returns: Python's, for now.
+ * which count each call in Python; RCUDA_ASYNC_IN_C=0).  A download into
+ * pageable memory returns once it is done, in CUDA too: it is made on the
+ * lane as cudaMemcpy is (sync_fast_path.c).  One into pinned memory must
+ * land there before a later synchronisation returns: Python's, for now.
  *
  * Included into the cffi module after launch_fast_path.c and allocation_table.c.
  */
@@ -141,14 +142,20 @@ static int record_dtod(int device, uint64_t stream_id, void *dst, const void *sr
     return record_op_in(device, stream_id, RECORD_DTOD, head, sizeof head, NULL, 0);
 }
 
-static int memcpy_async_in_c(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind, void *stream,
-                             int per_thread)
+/* sync_fast_path.c: a synchronous download on the device's lane, in `stream`. */
+static int download_on_lane(int device, const char *name, uint64_t stream, void *dst, const void *src, size_t count,
+                            cudaError_t *status);
+
+static int memcpy_async_in_c(const char *name, void *dst, const void *src, size_t count, enum cudaMemcpyKind kind,
+                             void *stream, int per_thread, cudaError_t *status)
 {
+    *status = cudaSuccess;
     if (count == 0 || dst == NULL || src == NULL)
         return 0;
     int dst_device = device_holding((uintptr_t)dst, count), src_device = device_holding((uintptr_t)src, count);
     if (kind == cudaMemcpyDefault)
         kind = dst_device >= 0 && src_device < 0   ? cudaMemcpyHostToDevice
+             : src_device >= 0 && dst_device < 0   ? cudaMemcpyDeviceToHost
              : dst_device >= 0 && src_device >= 0 ? cudaMemcpyDeviceToDevice
                                                    : cudaMemcpyHostToHost;
     if (kind == cudaMemcpyHostToDevice && dst_device >= 0 && src_device < 0 && count <= RECORD_HTOD_MAX &&
@@ -156,12 +163,16 @@ static int memcpy_async_in_c(void *dst, const void *src, size_t count, enum cuda
         uint64_t head = (uintptr_t)dst;
         return record_op(dst_device, stream, per_thread, RECORD_HTOD, &head, sizeof head, src, (uint32_t)count);
     }
-    if (kind == cudaMemcpyDeviceToDevice && dst_device >= 0 && dst_device == src_device) {
-        int stream_device;
-        uint64_t stream_id;
-        return resolve_stream(stream, per_thread, &stream_device, &stream_id) && stream_device == dst_device &&
-               record_dtod(dst_device, stream_id, dst, src, count);
-    }
+    int device = kind == cudaMemcpyHostToDevice ? dst_device : src_device, stream_device;
+    uint64_t stream_id;
+    if (device < 0 || !resolve_stream(stream, per_thread, &stream_device, &stream_id) || stream_device != device)
+        return 0;
+    if (kind == cudaMemcpyDeviceToDevice && dst_device == src_device)
+        return record_dtod(device, stream_id, dst, src, count);
+    /* Into pageable memory CUDA returns once the copy is done: a synchronous
+     * download (pinned memory is written when the bytes arrive: Python's). */
+    if (kind == cudaMemcpyDeviceToHost && dst_device < 0 && !pinned((uintptr_t)dst, count))
+        return download_on_lane(device, name, stream_id, dst, src, count, status);
     return 0;
 }
 
@@ -198,13 +209,11 @@ static int rcuda_c_cudaMemsetAsync_ptsz(void *ptr, int value, size_t count, cuda
 static int rcuda_c_cudaMemcpyAsync(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind,
                                    cudaStream_t stream, cudaError_t *status)
 {
-    *status = cudaSuccess;
-    return memcpy_async_in_c(dst, src, count, kind, stream, 0);
+    return memcpy_async_in_c("cudaMemcpyAsync", dst, src, count, kind, stream, 0, status);
 }
 
 static int rcuda_c_cudaMemcpyAsync_ptsz(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind,
                                         cudaStream_t stream, cudaError_t *status)
 {
-    *status = cudaSuccess;
-    return memcpy_async_in_c(dst, src, count, kind, stream, 1);
+    return memcpy_async_in_c("cudaMemcpyAsync", dst, src, count, kind, stream, 1, status);
 }

@@ -732,6 +732,15 @@ static int memcpy_in_c(const char *name, void *dst, const void *src, size_t coun
     return lane_call(device, name, &call, status);
 }
 
+/* cudaMemcpyAsync into pageable memory, in `stream` (async_fast_path.c). */
+static int download_on_lane(int device, const char *name, uint64_t stream, void *dst, const void *src, size_t count,
+                            cudaError_t *status)
+{
+    struct sync_call call = {.op = SYNC_DTOH, .stream = stream, .address = (uintptr_t)src, .size = count,
+                             .incoming = dst};
+    return lane_call(device, name, &call, status);
+}
+
 static int rcuda_c_cudaMemcpy(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind, cudaError_t *status)
 {
     return memcpy_in_c("cudaMemcpy", dst, src, count, kind, status);

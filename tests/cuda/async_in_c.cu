@@ -123,6 +123,10 @@ int main(int argc, char **argv) {
         CHECK(cudaStreamSynchronize(in));
         expect_all(pinned, 1, "a memset then a kernel", r);
         expect_all(pinned + N, r + 1, "an upload then a kernel", r);
+        addOne<<<1, N, 0, in>>>(x, N);
+        CHECK(cudaMemcpyAsync(values.data(), x, N * sizeof(int), r % 3 ? cudaMemcpyDeviceToHost : cudaMemcpyDefault,
+                              in));
+        expect_all(values.data(), r + 2, "a download into pageable memory, done when the call returns", r);
     }
 
     // cudaMemset and cudaMemcpy within the device do not wait in CUDA either:
