@@ -1,5 +1,6 @@
 /* Small synchronous calls in C: cudaDeviceSynchronize, cudaStreamSynchronize,
- * cudaMemGetInfo and cudaMemcpy between the program's memory and a device,
+ * cudaMemGetInfo and cudaMemcpy between the program's memory and a device
+ * (and cudaMemcpyAsync into pageable memory, which CUDA makes synchronous),
  * on the device's lane (rcuda/lane.py), without Python.
  *
  * Through the Python client such a call costs about twice what a C loop on
