@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import bisect
 import ctypes
+import itertools
 import mmap
 import threading
 from dataclasses import dataclass
@@ -129,7 +130,7 @@ class PendingDownloads:
     def __init__(self):
         self._lock = threading.Lock()
         self._pending: dict[int, tuple[int, int, list]] = {}  # token -> (base, size, callbacks when landed)
-        self._tokens = iter(range(1, 1 << 62))
+        self._tokens = itertools.count(1)
 
     def started(self, base: int, size: int) -> int:
         """A download into [base, base + size) is on its way: its token."""

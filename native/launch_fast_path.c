@@ -23,7 +23,8 @@
 #define FAST_BATCH_INITIAL (64 << 10)
 
 /* One launch in a batch (little endian, 8-byte aligned; the server reads
- * it as struct "<IIIIIIIIQI" + params, see server/device_service.py). */
+ * it as struct "<IIIIIIIIQI" + params, see server/device_service.py); with
+ * `fn` at or above RECORD_FIRST_OP, a memory operation (async_fast_path.c). */
 struct launch_record {
     uint32_t fn, shared_mem;
     uint32_t grid[3], block[3];
