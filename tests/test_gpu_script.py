@@ -52,7 +52,7 @@ def test_run_sh_dry_run_records_every_step(tmp_path):
 
     launch = json.loads((out / "launch_loop.json").read_text())
     assert launch["local"].startswith("skipped")
-    for kernel in ("empty", "params"):
+    for kernel in ("empty", "params", "memset", "upload", "step"):
         assert launch["kernels"][kernel]["remote"]["total_us_per_launch"] > 0
     summary = json.loads((out / "summary.json").read_text())
     assert summary["dry_run"] is True and summary["steps"]["tests"]["status"].startswith("failed")
