@@ -136,6 +136,18 @@ static int pinned(uint64_t address, uint64_t length)
     return range_owner(&pinned_table, address, length) >= 0;
 }
 
+/* A copy's kind: cudaMemcpyDefault made explicit by which sides are device
+ * memory (the devices device_holding found for each side, or -1). */
+static enum cudaMemcpyKind copy_kind(enum cudaMemcpyKind kind, int dst_device, int src_device)
+{
+    if (kind != cudaMemcpyDefault)
+        return kind;
+    return dst_device >= 0 && src_device < 0   ? cudaMemcpyHostToDevice
+         : src_device >= 0 && dst_device < 0   ? cudaMemcpyDeviceToHost
+         : dst_device >= 0 && src_device >= 0 ? cudaMemcpyDeviceToDevice
+                                               : cudaMemcpyHostToHost;
+}
+
 /* In a forked child a lock may have been held by a thread that is gone.  The
  * parent's allocations are not the child's; its pinned memory still is. */
 static void allocation_table_after_fork(void)

@@ -153,11 +153,7 @@ static int memcpy_async_in_c(const char *name, void *dst, const void *src, size_
     if (count == 0 || dst == NULL || src == NULL)
         return 0;
     int dst_device = device_holding((uintptr_t)dst, count), src_device = device_holding((uintptr_t)src, count);
-    if (kind == cudaMemcpyDefault)
-        kind = dst_device >= 0 && src_device < 0   ? cudaMemcpyHostToDevice
-             : src_device >= 0 && dst_device < 0   ? cudaMemcpyDeviceToHost
-             : dst_device >= 0 && src_device >= 0 ? cudaMemcpyDeviceToDevice
-                                                   : cudaMemcpyHostToHost;
+    kind = copy_kind(kind, dst_device, src_device);
     if (kind == cudaMemcpyHostToDevice && dst_device >= 0 && src_device < 0 && count <= RECORD_HTOD_MAX &&
         !pinned((uintptr_t)src, count)) {
         uint64_t head = (uintptr_t)dst;

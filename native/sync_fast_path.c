@@ -706,11 +706,7 @@ static int memcpy_in_c(const char *name, void *dst, const void *src, size_t coun
     if (count == 0 || dst == NULL || src == NULL)
         return 0;
     int dst_device = device_holding((uintptr_t)dst, count), src_device = device_holding((uintptr_t)src, count);
-    if (kind == cudaMemcpyDefault)
-        kind = dst_device >= 0 && src_device < 0   ? cudaMemcpyHostToDevice
-             : src_device >= 0 && dst_device < 0   ? cudaMemcpyDeviceToHost
-             : src_device >= 0 && dst_device >= 0 ? cudaMemcpyDeviceToDevice
-                                                   : cudaMemcpyHostToHost;
+    kind = copy_kind(kind, dst_device, src_device);
     struct sync_call call = {.size = count};
     int device;
     if (kind == cudaMemcpyHostToDevice && dst_device >= 0 && src_device < 0) {
