@@ -8,6 +8,12 @@ Names follow the CUDA runtime (`malloc`, `memcpy_htod`, `launch`, ...).
 Failures raise `rcuda.errors.CudaError` with the status a real GPU would give
 (e.g. cudaErrorIllegalAddress for an out-of-bounds access in a kernel); the
 worker turns them into error replies, and decides which are sticky.
+
+No method waits for the device.  What a synchronising request waits for
+(cudaStreamSynchronize, cudaMemcpy to the host, cudaFree, ...) comes back as
+a `Completion`, and the device service keeps serving the session's other
+requests until it is ready: one client thread waiting on one stream holds up
+no other.
 """
 from __future__ import annotations
 
@@ -33,6 +39,39 @@ class ParamLayout:
     @functools.cached_property  # read on every launch
     def buffer_size(self) -> int:
         return max((o + s for o, s in zip(self.offsets, self.sizes)), default=0)
+
+
+class Completion(abc.ABC):
+    """The moment some queued device work is done: what a synchronising
+    request waits for.  The device service never blocks on one; it keeps
+    serving other requests and answers when `ready()`."""
+
+    @abc.abstractmethod
+    def ready(self) -> bool:
+        """Whether the work is done (never blocks)."""
+
+    def deadline(self) -> float | None:
+        """time.perf_counter() at which it will be ready, when the backend
+        knows (sim); None when only `Device.wake_fd` will tell (cupy)."""
+        return None
+
+    def release(self) -> None:
+        """Free what it holds (a cupy event); called once, ready or not."""
+
+
+class Done(Completion):
+    """Already complete (e.g. anything on a sim device without COSTS)."""
+
+    __slots__ = ()
+
+    def ready(self) -> bool:
+        return True
+
+    def deadline(self) -> float:
+        return 0.0
+
+    def __repr__(self) -> str:
+        return "Done()"
 
 
 class Device(abc.ABC):
@@ -69,25 +108,36 @@ class Device(abc.ABC):
         """Allocate `size` bytes of device memory; returns the device address."""
 
     @abc.abstractmethod
-    def free(self, ptr: int) -> None:
-        """Free an allocation made by `malloc` (cudaErrorInvalidValue otherwise)."""
+    def free(self, ptr: int) -> Completion:
+        """Free an allocation made by `malloc` (cudaErrorInvalidValue otherwise).
+        The allocation is forgotten at once: later requests cannot use it.
+        cudaFree waits for the device; the Completion says when the free is
+        done (the device's work queued so far ended).  cudaFree(NULL): Done."""
 
     @abc.abstractmethod
     def memcpy_htod(self, dst: int, data: memoryview, stream: int = 0) -> None:
         """Copy host bytes to device address `dst`."""
 
     @abc.abstractmethod
-    def memcpy_dtoh(self, src: int, size: int, stream: int = 0) -> memoryview:
-        """Copy `size` bytes from device address `src`; returns them once
-        they are there (the stream's earlier work done).  The result may be
-        a view of memory that a later operation changes: the caller sends it
-        before the device serves anything else."""
+    def memcpy_dtoh(self, src: int, size: int, stream: int = 0) -> tuple[memoryview, Completion]:
+        """Copy `size` bytes from device address `src` in stream order:
+        (the bytes as they are when the copy runs, when that is).  The bytes
+        may be sent only once the Completion is ready.
 
-    def host_view(self, ptr: int, size: int) -> memoryview | None:
+        Where the Completion is ready already (`Done`), the bytes may be a
+        view of device memory that a later operation changes, as before: the
+        caller sends them before the device serves anything else.  Otherwise
+        they stay as returned (the sim returns a snapshot: later work of
+        other streams may change the memory before the copy's time comes;
+        cupy, bytes the device fills by then)."""
+
+    def host_view(self, ptr: int, size: int, stream: int | None = None) -> memoryview | None:
         """Device memory [ptr, ptr + size) as writable bytes of this
         process, where the backend keeps it so (the sim); None where it is
         on a GPU.  A copy arriving on a lane is read straight into it.  The
-        range has been checked (check_range)."""
+        range has been checked (check_range).  `stream`, where the caller
+        gives it, is the copy's: the sim then orders the copy there in its
+        modelled time (without it, the copy has no place in any stream)."""
         return None
 
     @abc.abstractmethod
@@ -114,14 +164,20 @@ class Device(abc.ABC):
         for row in range(height):
             self.memcpy_htod(dst + row * dpitch, data[row * width:(row + 1) * width], stream)
 
-    def memcpy_dtoh_2d(self, src: int, spitch: int, width: int, height: int, stream: int = 0) -> memoryview:
+    def memcpy_dtoh_2d(self, src: int, spitch: int, width: int, height: int,
+                       stream: int = 0) -> tuple[memoryview, Completion]:
+        """(the rows packed, when they are there), as memcpy_dtoh."""
         if not width or not height:
-            return memoryview(b"")
+            return memoryview(b""), Done()
         self.check_range(src, spitch * (height - 1) + width, "cudaMemcpy2D from device")
         out = bytearray(width * height)  # only once the range is known to be the session's
+        done: Completion = Done()
         for row in range(height):
-            out[row * width:(row + 1) * width] = self.memcpy_dtoh(src + row * spitch, width, stream)
-        return memoryview(out)
+            data, then = self.memcpy_dtoh(src + row * spitch, width, stream)
+            out[row * width:(row + 1) * width] = data
+            done.release()  # rows run in stream order: the last one's completion covers them all
+            done = then
+        return memoryview(out), done
 
     def memcpy_dtod_2d(self, dst: int, dpitch: int, src: int, spitch: int, width: int, height: int,
                        stream: int = 0) -> None:
@@ -171,8 +227,9 @@ class Device(abc.ABC):
     # ---------------------------------------------------------- streams, events
 
     @abc.abstractmethod
-    def synchronize(self) -> None:
-        """Wait for all work on the device (cudaDeviceSynchronize)."""
+    def synchronize(self) -> Completion:
+        """When all the session's work on this device queued so far, on every
+        stream, is done (cudaDeviceSynchronize)."""
 
     @abc.abstractmethod
     def stream_create(self, stream: int, flags: int, priority: int) -> None:
@@ -183,12 +240,13 @@ class Device(abc.ABC):
         """Destroy a stream once its work is done (as cudaStreamDestroy)."""
 
     @abc.abstractmethod
-    def stream_synchronize(self, stream: int) -> None:
-        """Wait for the stream's work."""
+    def stream_synchronize(self, stream: int) -> Completion:
+        """When the stream's work enqueued so far is done
+        (cudaStreamSynchronize)."""
 
     @abc.abstractmethod
     def stream_query(self, stream: int) -> bool:
-        """True when all the stream's work is done."""
+        """True when all the stream's work is done (never blocks)."""
 
     @abc.abstractmethod
     def stream_wait_event(self, stream: int, event: int) -> None:
@@ -207,22 +265,32 @@ class Device(abc.ABC):
         """Record the event at this point of the stream."""
 
     @abc.abstractmethod
-    def event_synchronize(self, event: int) -> None:
-        """Wait for the event's last record."""
+    def event_synchronize(self, event: int) -> Completion:
+        """When the event's last record has happened (Done if it was never
+        recorded), as cudaEventSynchronize."""
 
     @abc.abstractmethod
     def event_query(self, event: int) -> bool:
-        """True when the event's last record has happened (or it never was recorded)."""
+        """True when the event's last record has happened (or it never was
+        recorded); never blocks."""
 
     @abc.abstractmethod
     def event_elapsed_ms(self, start: int, end: int) -> float:
         """Milliseconds between two recorded events, as cudaEventElapsedTime
         (cudaErrorInvalidResourceHandle if either was never recorded or has
-        timing disabled, cudaErrorNotReady if one has not happened yet)."""
+        timing disabled, cudaErrorNotReady if one has not happened yet).
+        Never waits."""
+
+    def wake_fd(self) -> int | None:
+        """A file descriptor the device service polls beside its sockets: it
+        becomes readable when a Completion without a deadline may have
+        become ready (cupy).  None (the sim): deadlines say it all."""
+        return None
 
     @abc.abstractmethod
     def close(self) -> None:
-        """End the session on this device: free everything it allocated."""
+        """End the session on this device: free everything it allocated.
+        May block until the device is idle (it is the session's end)."""
 
     def take_output(self) -> str:
         """Device output (printf) produced since the last call, and forget it.
