@@ -6,6 +6,7 @@ from __future__ import annotations
 import shutil
 import struct
 import subprocess
+import time
 from pathlib import Path
 
 import numpy as np
@@ -14,7 +15,8 @@ import pytest
 from rcuda import fatbin
 from rcuda.errors import CudaError, cudaError
 from rcuda.server.backends import create_backend
-from rcuda.server.backends.base import ParamLayout, VA_WINDOW_SIZE
+from rcuda.server.backends import sim
+from rcuda.server.backends.base import Completion, ParamLayout, VA_WINDOW_SIZE
 
 TESTS = Path(__file__).resolve().parent
 VA_BASE = 0x2000_0000_0000
@@ -40,6 +42,28 @@ def module_image(tmp_path_factory) -> bytes:
                     "-gencode", "arch=compute_75,code=sm_75", "-gencode", "arch=compute_75,code=compute_75"],
                    check=True, capture_output=True, timeout=300)
     return out.read_bytes()
+
+
+def wait(completion: Completion, limit: float = 30.0) -> None:
+    """What the device service does with a Completion, in a test: wait until
+    it is ready (until its deadline where it has one), then release it."""
+    assert isinstance(completion, Completion)
+    give_up = time.perf_counter() + limit
+    try:
+        while not completion.ready():
+            now = time.perf_counter()
+            assert now < give_up, f"{completion!r} not ready after {limit} s"
+            deadline = completion.deadline()
+            time.sleep(min(max(deadline - now, 0.0), 0.05) if deadline is not None else 0.001)
+    finally:
+        completion.release()
+
+
+def fetch(device, src: int, size: int, stream: int = 0) -> bytes:
+    """cudaMemcpy to the host: the bytes, once the copy is done."""
+    data, done = device.memcpy_dtoh(src, size, stream)
+    wait(done)
+    return bytes(data)
 
 
 @pytest.fixture(params=["sim", "cupy"])
@@ -69,16 +93,17 @@ def test_memory_round_trip_inside_the_window(device):
     device.memcpy_htod(a, memoryview(data.tobytes()))
     device.memcpy_dtod(b, a + 40, 1000)
     device.memset(a, 0x7F, 16)
-    back = np.frombuffer(bytes(device.memcpy_dtoh(a, 1 << 20)), np.uint32)
+    back = np.frombuffer(fetch(device, a, 1 << 20), np.uint32)
     assert (back[4:] == data[4:]).all() and back[0] == 0x7F7F7F7F
-    assert bytes(device.memcpy_dtoh(b, 1000)) == data.tobytes()[40:1040]
-    device.free(a)
+    assert fetch(device, b, 1000) == data.tobytes()[40:1040]
+    wait(device.free(a))
     with pytest.raises(CudaError) as error:
         device.memcpy_dtoh(a, 4)
     assert error.value.status == cudaError.cudaErrorInvalidValue
     with pytest.raises(CudaError):
         device.free(b + 8)
-    device.free(b)
+    wait(device.free(b))
+    wait(device.free(0))  # cudaFree(NULL) does nothing
 
 
 def test_two_d_copies(device):
@@ -87,8 +112,10 @@ def test_two_d_copies(device):
     rows = bytes(range(width)) * height
     device.memset_2d(base, pitch, 0xEE, pitch, height)
     device.memcpy_htod_2d(base, pitch, memoryview(rows), width, height)
-    assert bytes(device.memcpy_dtoh_2d(base, pitch, width, height)) == rows
-    full = bytes(device.memcpy_dtoh(base, pitch * height))
+    data, done = device.memcpy_dtoh_2d(base, pitch, width, height)
+    wait(done)
+    assert bytes(data) == rows
+    full = fetch(device, base, pitch * height)
     assert full[width:pitch] == b"\xee" * (pitch - width)  # the padding is untouched
 
 
@@ -106,8 +133,8 @@ def test_streams_and_events(device):
     device.event_record(2, 0)
     device.stream_wait_event(5, 2)
     device.event_record(3, 5)
-    device.stream_synchronize(5)
-    device.event_synchronize(2)
+    wait(device.stream_synchronize(5))
+    wait(device.event_synchronize(2))
     assert device.stream_query(5) and device.event_query(2)
     assert device.event_elapsed_ms(1, 2) >= 0
     with pytest.raises(CudaError):
@@ -115,14 +142,14 @@ def test_streams_and_events(device):
     device.stream_destroy(5)
     for event in (1, 2, 3):
         device.event_destroy(event)
-    device.synchronize()
+    wait(device.synchronize())
 
 
 def test_module_symbols_and_kernels(device, module_image):
     device.load_module("m", module_image)
     address, size = device.get_symbol("m", "initd")
     assert size == 4
-    assert struct.unpack("<i", bytes(device.memcpy_dtoh(address, 4)))[0] == 5  # __device__ int initd = 5
+    assert struct.unpack("<i", fetch(device, address, 4))[0] == 5  # __device__ int initd = 5
     with pytest.raises(CudaError) as missing:
         device.get_symbol("m", "no_such_variable")
     assert missing.value.status in (cudaError.cudaErrorInvalidSymbol, cudaError.cudaErrorSymbolNotFound)
@@ -134,78 +161,111 @@ def test_module_symbols_and_kernels(device, module_image):
     assert attrs["maxThreadsPerBlock"] > 0 and attrs["numRegs"] > 0
     out = device.malloc(4 * 100)
     device.launch(function, (1, 1, 1), (128, 1, 1), struct.pack("<Qii", out, 42, 100), 0, 0)
-    device.synchronize()
-    assert (np.frombuffer(bytes(device.memcpy_dtoh(out, 400)), np.int32) == 42).all()
+    wait(device.synchronize())
+    assert (np.frombuffer(fetch(device, out, 400), np.int32) == 42).all()
 
 
 
 # ---------------------------------------------------------------- the sim's modelled GPU time
+# Deadlines are exact in the model, so these tests assert on them rather
+# than on wall time, and sleep only where a Completion must really be waited
+# for.  The sim's results are computed at launch: only time is modelled.
 
 QUEUE_PLUGIN = '''
 import time
+import numpy as np
 
 def no_params(launch):
     time.sleep(launch.block[0] / 1000)  # simulating it takes block.x ms of the CPU
 
-KERNELS = {"noParams": no_params}
+def fill(launch):
+    out, value, n = launch.param(0, "Q"), launch.param(1, "i"), launch.param(2, "i")
+    launch.array(out, np.int32, n)[:] = value
+
+KERNELS = {"noParams": no_params, "fill<int>": fill}
 COSTS = {"noParams": lambda launch: launch.grid[0] / 1000}  # the emulated GPU takes grid.x ms
 '''
 
+BLOCKING, NON_BLOCKING = 0, 1  # cudaStreamDefault, cudaStreamNonBlocking
+
+
+class Modelled:
+    """A sim device whose kernel noParams<<<G, B>>> takes G ms of emulated GPU
+    time and B ms of the CPU to simulate, and fill<int> takes no modelled time."""
+
+    def __init__(self, plugin: Path, module_image: bytes):
+        self.device = create_backend("sim", 1, [str(plugin)]).open_device(0, VA_BASE)
+        self.device.load_module("m", module_image)
+        self.no_params = self.device.get_function("m", "_Z8noParamsv", ParamLayout((), ()))
+        kernel = fatbin.parse_fatbin(module_image).kernels()["_Z4fillIiEvPT_S0_i"]
+        self.fill_int = self.device.get_function(
+            "m", kernel.name, ParamLayout(tuple(p.offset for p in kernel.params), tuple(p.size for p in kernel.params)))
+
+    def launch(self, gpu_ms: int, cpu_ms: int = 1, stream: int = 0) -> float:
+        """Launch noParams; returns perf_counter() just before the call (the
+        kernel arrives later, so its modelled end is at least `gpu_ms` after)."""
+        before = time.perf_counter()
+        self.device.launch(self.no_params, (gpu_ms, 1, 1), (cpu_ms, 1, 1), b"", 0, stream)
+        return before
+
+    def fill(self, ptr: int, value: int, n: int, stream: int = 0) -> None:
+        self.device.launch(self.fill_int, (1, 1, 1), (n, 1, 1), struct.pack("<Qii", ptr, value, n), 0, stream)
+
+    def streams(self, *flags: int) -> list[int]:
+        ids = list(range(1, len(flags) + 1))
+        for stream, f in zip(ids, flags):
+            self.device.stream_create(stream, f, 0)
+        return ids
+
 
 @pytest.fixture
-def modelled(tmp_path, module_image):
-    """A sim device whose kernel noParams<<<G, B>>> takes G ms of emulated GPU time
-    and B ms of the CPU to simulate; launch(G, B) returns when the launch call did."""
+def make_modelled(tmp_path, module_image):
     plugin = tmp_path / "queue_kernels.py"
     plugin.write_text(QUEUE_PLUGIN)
-    device = create_backend("sim", 1, [str(plugin)]).open_device(0, VA_BASE)
-    device.load_module("m", module_image)
-    function = device.get_function("m", "_Z8noParamsv", ParamLayout((), ()))
+    made = []
 
-    def launch(gpu_ms: int, cpu_ms: int = 1) -> None:
-        device.launch(function, (gpu_ms, 1, 1), (cpu_ms, 1, 1), b"", 0, 0)
+    def make() -> Modelled:
+        made.append(Modelled(plugin, module_image))
+        return made[-1]
 
-    yield device, launch
-    device.close()
+    yield make
+    for m in made:
+        m.device.close()
 
 
-def test_sim_modelled_time_is_a_queue_waited_for_by_whatever_observes_the_device(modelled):
-    import time
-    device, launch = modelled
-    started = time.perf_counter()
-    launch(300)
-    assert time.perf_counter() - started < 0.15  # the launch itself does not wait
+@pytest.fixture
+def modelled(make_modelled) -> Modelled:
+    return make_modelled()
+
+
+def test_sim_modelled_time_is_waited_for_by_whatever_observes_the_stream(modelled):
+    device = modelled.device
+    before = modelled.launch(300)
+    assert time.perf_counter() - before < 0.15  # the launch itself does not wait
     assert device.stream_query(0) is False
-    device.synchronize()
-    assert time.perf_counter() - started >= 0.3
+    done = device.synchronize()
+    assert not done.ready() and done.deadline() >= before + 0.3
+    wait(done)
+    assert time.perf_counter() - before >= 0.3
     assert device.stream_query(0) is True
 
-    started = time.perf_counter()
-    launch(150)
-    launch(150)  # queued behind the first
+    before = modelled.launch(150)
+    modelled.launch(150)  # queued behind the first, in the same stream
     out = device.malloc(4)
-    device.memcpy_dtoh(out, 4)  # a copy waits for the queue
-    assert time.perf_counter() - started >= 0.3
-
-    start, end = 1, 2
-    device.event_create(start, 0)
-    device.event_create(end, 0)
-    device.event_record(start, 0)
-    launch(200)
-    device.event_record(end, 0)
-    assert device.event_query(end) is False
-    assert 0.19 <= device.event_elapsed_ms(start, end) / 1000 < 0.35  # the modelled time
-    assert device.event_query(end) is True
+    data, copied = device.memcpy_dtoh(out, 4)  # a copy waits for the stream's work
+    assert not copied.ready() and copied.deadline() >= before + 0.3
+    assert copied.deadline() == device.stream_synchronize(0).deadline()
+    wait(copied)
+    assert bytes(data) == bytes(4)
 
 
 def test_sim_simulation_overlaps_the_modelled_time_of_earlier_kernels(modelled):
     """A GPU runs queued kernels while the host goes on: simulating a kernel
-    on the CPU overlaps the modelled time of the kernels before it (before,
-    each launch took max(simulated, modelled) on its own: 400 ms here)."""
-    import time
-    device, launch = modelled
-    started = time.perf_counter()
-    launch(200, cpu_ms=1)   # 200 ms of emulated GPU time, queued
-    launch(50, cpu_ms=200)  # simulated meanwhile, then 50 ms more of GPU time
-    device.synchronize()
-    assert 0.24 <= time.perf_counter() - started < 0.34
+    on the CPU overlaps the modelled time of the kernels before it (were it
+    added, it would be 450 ms here)."""
+    before = modelled.launch(200, cpu_ms=1)  # 200 ms of emulated GPU time, queued
+    modelled.launch(50, cpu_ms=200)          # simulated meanwhile, then 50 ms more of GPU time
+    done = modelled.device.synchronize()
+    assert before + 0.25 <= done.deadline() < before + 0.3
+    wait(done)
+    assert time.perf_counter() - before >= 0.25

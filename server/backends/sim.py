@@ -6,15 +6,19 @@ disjoint addresses; kernels are Python functions from plugin files
 so its results are always there when anything reads them.
 
 A kernel with a modelled time (the plugin's COSTS) also occupies the emulated
-GPU for that time, queued behind the kernels before it, as on a GPU: the
-device is busy until `_busy_until`, and whatever observes the device (a
-copy, a synchronisation, an event) first waits for that.  Simulating the
-kernel on the CPU overlaps the modelled time instead of adding to it, so an
-emulated GPU keeps its speed when the host's CPUs are busy (four emulated
-GPUs on a two-core machine), as a real GPU does.
+GPU for that time, in its stream, as on a GPU (see "modelled time" below):
+results are computed at once, in issue order, and only the moment the work
+is done is modelled, per stream.  Nothing here waits: whatever observes the
+device (a copy to the host, a synchronisation, cudaFree) gets a Completion
+with the modelled deadline, which the device service waits for while it
+serves other requests.  Simulating a kernel on the CPU overlaps the modelled
+time instead of adding to it, so an emulated GPU keeps its speed when the
+host's CPUs are busy (four emulated GPUs on a two-core machine), as a real
+GPU does.
 """
 from __future__ import annotations
 
+import bisect
 import copy
 import functools
 import hashlib
@@ -32,8 +36,8 @@ from rcuda.device_attributes import attributes_from_properties
 from rcuda.errors import CudaError, cudaError
 from rcuda.fatbin import KernelResources
 
-from .base import (ALLOCATION_ALIGNMENT, VA_WINDOW_SIZE, Allocation, AllocationTable, Backend, Device, ParamLayout,
-                   check_launch_configuration)
+from .base import (ALLOCATION_ALIGNMENT, VA_WINDOW_SIZE, Allocation, AllocationTable, Backend, Completion, Device,
+                   Done, ParamLayout, check_launch_configuration)
 from .sim_plugins import (IllegalAddress, KernelImplementation, KernelLibrary, Launch, demangle,
                           kernel_files_from_environment, short_name)
 
@@ -55,6 +59,14 @@ SIM_ARCH = 80
 DEFAULT_DYNAMIC_SHARED = 48 << 10
 
 EVENT_DISABLE_TIMING = MACROS["cudaEventDisableTiming"]
+STREAM_NON_BLOCKING = MACROS["cudaStreamNonBlocking"]
+
+#: Kernels running at once on one emulated GPU (modelled time): CUDA's limit
+#: for compute capability 8.0.  A kernel beyond it starts when one ends.
+MAX_CONCURRENT_KERNELS = 128
+
+#: The legacy default stream's id.
+LEGACY_STREAM = 0
 
 #: Unused bytes left after each allocation, so that running off its end hits
 #: no other allocation and fails as an illegal address.
@@ -126,12 +138,38 @@ class SimModule:
 @dataclass
 class SimEvent:
     flags: int
-    recorded_at: float | None = None  # perf_counter() seconds of the last record
+    recorded_at: float | None = None  # perf_counter() seconds of the last record (modelled)
+
+
+_DONE = Done()
+
+
+class SimCompletion(Completion):
+    """Ready at a modelled time."""
+
+    __slots__ = ("at",)
+
+    def __init__(self, at: float):
+        self.at = at
+
+    def ready(self) -> bool:
+        return time.perf_counter() >= self.at
+
+    def deadline(self) -> float:
+        return self.at
+
+    def __repr__(self) -> str:
+        return f"SimCompletion(in {self.at - time.perf_counter():+.6f} s)"
+
+
+def _completion(at: float) -> Completion:
+    """`Done` if modelled time `at` has come, else a Completion then."""
+    return _DONE if at <= time.perf_counter() else SimCompletion(at)
 
 
 class SimDevice(Device):
     def __init__(self, index: int, va_base: int, memory_bytes: int, kernels: KernelLibrary,
-                 window_size: int = VA_WINDOW_SIZE, identity: str = ""):
+                 window_size: int = VA_WINDOW_SIZE, identity: str = "", max_concurrent_kernels: int | None = None):
         if va_base < 0 or va_base % ALLOCATION_ALIGNMENT:
             raise CudaError(cudaError.cudaErrorInvalidValue,
                             f"va_base {va_base:#x} must be a non-negative multiple of {ALLOCATION_ALIGNMENT}")
@@ -150,7 +188,15 @@ class SimDevice(Device):
         self._properties = sim_properties(index, memory_bytes, identity)
         self._output: list[str] = []
         self._output_lock = threading.Lock()
-        self._busy_until = 0.0  # perf_counter() time the emulated GPU's queued work ends (COSTS)
+        # Modelled time (perf_counter() seconds): see "modelled time" below.
+        self._stream_end: dict[int, float] = {LEGACY_STREAM: 0.0}  # when each stream's queued work ends
+        self._non_blocking: set[int] = set()  # streams created with cudaStreamNonBlocking
+        self._legacy_end = 0.0  # ... the work of stream 0 and of the blocking streams, destroyed ones too
+        self._device_end = 0.0  # ... all the work, on every stream
+        self._max_concurrent = MAX_CONCURRENT_KERNELS if max_concurrent_kernels is None else max_concurrent_kernels
+        if self._max_concurrent < 1:
+            raise ValueError(f"max_concurrent_kernels must be at least 1, not {max_concurrent_kernels}")
+        self._kernel_ends: list[float] = []  # sorted: when each running or queued modelled kernel ends
 
     # ---------------------------------------------------------- properties
 
@@ -207,40 +253,57 @@ class SimDevice(Device):
             candidate = _round_up(allocation.end) + GUARD_BYTES
         return candidate if candidate + span <= high else None
 
-    def free(self, ptr: int) -> None:
+    def free(self, ptr: int) -> Completion:
         if ptr == 0:
-            return  # cudaFree(NULL) does nothing
-        self._settle()  # cudaFree waits for the device, as on a GPU
-        self._memory.remove(ptr)
+            return _DONE  # cudaFree(NULL) does nothing
+        self._memory.remove(ptr)  # gone at once: later requests cannot use it
+        return _completion(self._device_end)  # cudaFree waits for the device, as on a GPU
+
+    # Copies and memsets are made at once (everything before them in issue
+    # order has run) and take no modelled time; they happen in stream order
+    # (`_op`), which is when a copy to the host is there.
 
     def memcpy_htod(self, dst: int, data: memoryview, stream: int = 0) -> None:
         source = np.frombuffer(data, np.uint8)
         if source.size:
             self._bytes(dst, source.size, "cudaMemcpy to device")[:] = source
+            self._op(stream)
 
-    def memcpy_dtoh(self, src: int, size: int, stream: int = 0) -> memoryview:
+    def memcpy_dtoh(self, src: int, size: int, stream: int = 0) -> tuple[memoryview, Completion]:
         if size == 0:
-            return memoryview(b"")
-        # A view, not a copy: the service sends it before serving anything
-        # that could change it (see Device.memcpy_dtoh).
-        return memoryview(self._bytes(src, size, "cudaMemcpy from device"))
+            return memoryview(b""), _DONE
+        data = self._bytes(src, size, "cudaMemcpy from device")
+        at = self._op(stream)
+        if at <= time.perf_counter():
+            # A view, not a copy: the service sends it before serving anything
+            # that could change it (see Device.memcpy_dtoh).
+            return memoryview(data), _DONE
+        # The bytes as they are in issue order; later work of other streams
+        # may change the memory before the copy's modelled time comes.
+        return memoryview(data.tobytes()), SimCompletion(at)
 
-    def host_view(self, ptr: int, size: int) -> memoryview:
-        # Everything before this in the stream has run (see below): writing now is in order.
-        return memoryview(self._bytes(ptr, size, "cudaMemcpy to device")) if size else memoryview(bytearray())
+    def host_view(self, ptr: int, size: int, stream: int | None = None) -> memoryview:
+        # Everything before this in issue order has run: writing now is in order.
+        if not size:
+            return memoryview(bytearray())
+        view = memoryview(self._bytes(ptr, size, "cudaMemcpy to device"))
+        if stream is not None:
+            self._op(stream)
+        return view
 
     def memcpy_dtod(self, dst: int, src: int, size: int, stream: int = 0) -> None:
         if size:
             source = self._bytes(src, size, "cudaMemcpy device to device (source)")
             self._bytes(dst, size, "cudaMemcpy device to device (destination)")[:] = source  # overlap-safe
+            self._op(stream)
 
     def memset(self, ptr: int, value: int, size: int, stream: int = 0) -> None:
         if size:
             self._bytes(ptr, size, "cudaMemset")[:] = value & 0xFF
+            self._op(stream)
 
     def _bytes(self, ptr: int, size: int, what: str) -> np.ndarray:
-        """Device memory for a copy or a memset, after the queued kernels."""
-        self._settle()
+        """Device memory for a copy or a memset."""
         allocation = self._memory.require(ptr, size, what)
         offset = ptr - allocation.start
         return allocation.memory[offset:offset + size]
@@ -360,7 +423,7 @@ class SimDevice(Device):
                         layout=function.layout, memory=self._memory, symbols=function.symbols)
         arrived = time.perf_counter()
         self._run(function, launch)
-        self._queue_gpu_time(function, launch, arrived)
+        self._queue_gpu_time(function, launch, stream, arrived)
 
     def _check_launch(self, function: SimFunction, grid, block, shared_mem: int) -> None:
         check_launch_configuration(self._properties, grid, block, shared_mem)
@@ -405,53 +468,138 @@ class SimDevice(Device):
             if printed:
                 self._keep_output(printed)
 
-    def _queue_gpu_time(self, function: SimFunction, launch: Launch, arrived: float) -> None:
-        """COSTS: the kernel keeps the emulated GPU busy for its modelled
-        time, from when it arrived or the work before it ends, whichever is
-        later.  Nobody waits here: the next thing that observes the device
-        does (`_settle`).  Work simulated more slowly than modelled just
-        finishes later: a run of kernels takes about max(simulated, modelled)."""
+    def _queue_gpu_time(self, function: SimFunction, launch: Launch, stream: int, arrived: float) -> None:
+        """COSTS: the kernel keeps a place on the emulated GPU busy for its
+        modelled time, from when it arrived or when it may start in its
+        stream, whichever is later (see `_start`).  Nobody waits here.  Work
+        simulated more slowly than modelled just finishes later: a run of
+        kernels takes about max(simulated, modelled)."""
         cost = function.implementation.cost
         if cost is None:
+            self._op(stream, arrived)  # no modelled time: a moment in stream order
             return
         try:
-            seconds = float(cost(launch))
+            seconds = max(float(cost(launch)), 0.0)
         except Exception as exc:
             log.error("cost function of kernel %s raised", function.describe(), exc_info=True)
             raise CudaError(cudaError.cudaErrorLaunchFailure,
                             f"the COSTS function of kernel {function.describe()} raised "
                             f"{type(exc).__name__}: {exc}") from None
-        self._busy_until = max(self._busy_until, arrived) + max(seconds, 0.0)
+        start = self._kernel_start(max(arrived, self._start(stream)), arrived)
+        self._ends(stream, start + seconds)
+        bisect.insort(self._kernel_ends, start + seconds)
 
-    def _settle(self) -> None:
-        """Wait until the emulated GPU has finished its queued work."""
-        delay = self._busy_until - time.perf_counter()
-        if delay > 0:
-            time.sleep(delay)
+    # ---------------------------------------------------------- modelled time
+    # Results are computed at once, in issue order, in the device thread:
+    # that order keeps every order CUDA promises, so results are right.  Only
+    # the moment work is done is modelled, one timeline per stream:
+    #
+    # - `_stream_end[s]`: when stream s's queued work ends.  Work issued at
+    #   time t on s starts at max(t, `_start(s)`): after the stream's earlier
+    #   work, and (the legacy default stream) work on stream 0 after all
+    #   earlier work of every blocking stream, work on a blocking stream
+    #   after the earlier work of stream 0.  Non-blocking streams
+    #   (cudaStreamNonBlocking) are independent of stream 0.
+    # - A kernel with COSTS then runs for its cost, beside the kernels of
+    #   other streams, up to `_max_concurrent` at once (`_kernel_start`).
+    #   Copies, memsets, kernels without COSTS, event records and waits take
+    #   no time: they happen at their start.
+    # - `_legacy_end` and `_device_end` only grow: they hold the ends of
+    #   destroyed streams too, as dependencies for stream 0 and for
+    #   cudaDeviceSynchronize, for as long as they matter.
+    #
+    # Once all modelled work has ended (always, without COSTS), every start
+    # is "now" and nothing is kept (the fast path of `_op`).
+
+    def _start(self, stream: int) -> float:
+        """When work issued on `stream` may start, as far as the streams go."""
+        if stream == LEGACY_STREAM:
+            return self._legacy_end
+        end = self._stream_end.get(stream, 0.0)
+        if stream in self._non_blocking:
+            return end
+        legacy = self._stream_end[LEGACY_STREAM]
+        return end if end >= legacy else legacy
+
+    def _ends(self, stream: int, end: float) -> None:
+        """Stream `stream`'s queued work now ends at `end` (not earlier than before)."""
+        self._stream_end[stream] = end
+        if stream not in self._non_blocking and end > self._legacy_end:
+            self._legacy_end = end
+        if end > self._device_end:
+            self._device_end = end
+
+    def _op(self, stream: int, now: float | None = None) -> float:
+        """Work taking no modelled time, issued on `stream` at `now`: when it happens."""
+        if now is None:
+            now = time.perf_counter()
+        if self._device_end <= now:
+            return now  # the emulated GPU is idle: every stream's work has ended
+        at = max(now, self._start(stream))
+        self._ends(stream, at)
+        return at
+
+    def _kernel_start(self, ready: float, now: float) -> float:
+        """When a modelled kernel that may start at `ready` gets a place on
+        the GPU: at once while fewer than `_max_concurrent` kernels run
+        then; else when the earliest of them ends.  Takes the place."""
+        ends = self._kernel_ends
+        del ends[:bisect.bisect_right(ends, now)]  # over: no later kernel can start before now
+        if len(ends) < self._max_concurrent:
+            return ready
+        # Every place is taken by a kernel ending at ends[i].  Take the place
+        # freed last by `ready` (leaving earlier-freed ones to kernels that
+        # may start sooner); if none is free then, the earliest to be.
+        i = bisect.bisect_right(ends, ready) - 1
+        if i < 0:
+            return ends.pop(0)
+        del ends[i]
+        return ready
 
     # ---------------------------------------------------------- streams, events
-    # Everything runs at once, in order, in the device thread: by the time a
-    # request is read, all earlier work of every stream has run, and every
-    # order CUDA promises is kept.  Waiting is only for modelled time: one
-    # queue for all streams (_busy_until).
 
-    def synchronize(self) -> None:
-        self._settle()
+    def synchronize(self) -> Completion:
+        return _completion(self._device_end)
 
     def stream_create(self, stream: int, flags: int, priority: int) -> None:
-        pass
+        if stream == LEGACY_STREAM:
+            return  # always there (the service refuses this id)
+        self._stream_end[stream] = 0.0
+        if flags & STREAM_NON_BLOCKING:
+            self._non_blocking.add(stream)
+        else:
+            self._non_blocking.discard(stream)
 
     def stream_destroy(self, stream: int) -> None:
-        pass
+        # CUDA lets the stream's queued work finish.  Its end stays in
+        # _legacy_end (blocking streams) and _device_end, so stream 0 and
+        # cudaDeviceSynchronize still wait for it; nothing else could.
+        if stream != LEGACY_STREAM:
+            self._stream_end.pop(stream, None)
+            self._non_blocking.discard(stream)
 
-    def stream_synchronize(self, stream: int) -> None:
-        self._settle()
+    def _stream_done_at(self, stream: int) -> float:
+        """When the work queued so far on `stream` ends (for stream 0, the
+        blocking streams' earlier work too)."""
+        if stream == LEGACY_STREAM:
+            return self._legacy_end
+        return self._stream_end.get(stream, 0.0)
+
+    def stream_synchronize(self, stream: int) -> Completion:
+        return _completion(self._stream_done_at(stream))
 
     def stream_query(self, stream: int) -> bool:
-        return time.perf_counter() >= self._busy_until
+        return time.perf_counter() >= self._stream_done_at(stream)
 
     def stream_wait_event(self, stream: int, event: int) -> None:
-        pass
+        recorded = self._events[event].recorded_at
+        if recorded is None:
+            return  # waiting for an event never recorded waits for nothing, as in CUDA
+        now = time.perf_counter()
+        if recorded <= now and self._device_end <= now:
+            return  # already happened, and the GPU is idle
+        at = max(now, self._start(stream), recorded)
+        self._ends(stream, at)
 
     def event_create(self, event: int, flags: int) -> None:
         self._events[event] = SimEvent(flags)
@@ -460,34 +608,31 @@ class SimDevice(Device):
         self._events.pop(event, None)
 
     def event_record(self, event: int, stream: int) -> None:
-        # The event completes when the queue reaches it.
-        self._events[event].recorded_at = max(time.perf_counter(), self._busy_until)
+        # The event happens when the stream's work before it has ended.
+        self._events[event].recorded_at = self._op(stream)
 
-    def event_synchronize(self, event: int) -> None:
-        self._wait_for(self._events[event])
+    def event_synchronize(self, event: int) -> Completion:
+        recorded = self._events[event].recorded_at
+        return _DONE if recorded is None else _completion(recorded)
 
     def event_query(self, event: int) -> bool:
         recorded = self._events[event].recorded_at
         return recorded is None or time.perf_counter() >= recorded
 
-    def _wait_for(self, event: SimEvent) -> None:
-        delay = (event.recorded_at or 0.0) - time.perf_counter()
-        if delay > 0:
-            time.sleep(delay)
-
     def event_elapsed_ms(self, start: int, end: int) -> float:
-        times = []
-        for event in (start, end):
-            e = self._events[event]
+        events = [self._events[start], self._events[end]]
+        for e in events:
             if e.flags & EVENT_DISABLE_TIMING:
                 raise CudaError(cudaError.cudaErrorInvalidResourceHandle,
                                 "cudaEventElapsedTime: an event was created with cudaEventDisableTiming")
             if e.recorded_at is None:
                 raise CudaError(cudaError.cudaErrorInvalidResourceHandle,
                                 "cudaEventElapsedTime: an event was never recorded")
-            self._wait_for(e)
-            times.append(e.recorded_at)
-        return (times[1] - times[0]) * 1000.0
+        now = time.perf_counter()
+        if any(e.recorded_at > now for e in events):
+            raise CudaError(cudaError.cudaErrorNotReady,
+                            "cudaEventElapsedTime: an event's record has not happened yet")
+        return (events[1].recorded_at - events[0].recorded_at) * 1000.0
 
     # ---------------------------------------------------------- output
 
@@ -503,10 +648,12 @@ class SimDevice(Device):
         return text
 
     def close(self) -> None:
+        # Nothing runs in the background: the modelled work needs no waiting for.
         self._memory.clear()
         self._modules.clear()
         self._symbols.clear()
         self._events.clear()
+        self._kernel_ends.clear()
 
 
 # ---------------------------------------------------------------- device output
