@@ -238,6 +238,24 @@ def modelled(make_modelled) -> Modelled:
     return make_modelled()
 
 
+def test_sim_without_costs_never_waits(device):
+    """No COSTS (tests/cuda/sim_kernels.py has none): every Completion is
+    ready at once, as the sim always was."""
+    if not isinstance(device, sim.SimDevice):
+        pytest.skip("the sim's model")
+    device.stream_create(1, BLOCKING, 0)
+    device.event_create(1, 0)
+    ptr = device.malloc(64)
+    device.memset(ptr, 3, 64, 1)
+    device.event_record(1, 1)
+    data, done = device.memcpy_dtoh(ptr, 64, 1)
+    completions = [done, device.stream_synchronize(1), device.stream_synchronize(0), device.synchronize(),
+                   device.event_synchronize(1), device.free(ptr)]
+    assert all(c.ready() and c.deadline() == 0.0 for c in completions)
+    assert bytes(data) == b"\x03" * 64
+    assert device.stream_query(0) and device.stream_query(1) and device.event_query(1)
+
+
 def test_sim_modelled_time_is_waited_for_by_whatever_observes_the_stream(modelled):
     device = modelled.device
     before = modelled.launch(300)
@@ -259,6 +277,40 @@ def test_sim_modelled_time_is_waited_for_by_whatever_observes_the_stream(modelle
     assert bytes(data) == bytes(4)
 
 
+def test_sim_a_synchronisation_of_an_idle_stream_does_not_wait_for_another(modelled):
+    device = modelled.device
+    busy, idle = modelled.streams(BLOCKING, BLOCKING)
+    device.event_create(1, 0)
+    ptr = device.malloc(16)
+    before = modelled.launch(300, stream=busy)
+    assert device.stream_synchronize(idle).ready() and device.stream_query(idle)
+    device.memset(ptr, 1, 16, idle)
+    data, copied = device.memcpy_dtoh(ptr, 16, idle)
+    assert copied.ready() and bytes(data) == b"\x01" * 16
+    device.event_record(1, idle)
+    assert device.event_query(1) and device.event_synchronize(1).ready()
+
+    waiting = device.stream_synchronize(busy)
+    assert not waiting.ready() and not device.stream_query(busy)
+    assert waiting.deadline() >= before + 0.3
+    assert device.synchronize().deadline() == waiting.deadline()
+
+
+def test_sim_kernels_of_two_streams_overlap(modelled):
+    device = modelled.device
+    one, two = modelled.streams(BLOCKING, NON_BLOCKING)
+    before = modelled.launch(200, stream=one)
+    modelled.launch(200, stream=two)
+    ends = [device.stream_synchronize(s).deadline() for s in (one, two)]
+    assert all(end >= before + 0.2 for end in ends)
+    everything = device.synchronize()
+    assert everything.deadline() == max(ends)
+    assert everything.deadline() < before + 0.3  # one after the other would be 400 ms
+    wait(everything)
+    assert time.perf_counter() - before >= 0.2
+    assert device.stream_query(one) and device.stream_query(two)
+
+
 def test_sim_simulation_overlaps_the_modelled_time_of_earlier_kernels(modelled):
     """A GPU runs queued kernels while the host goes on: simulating a kernel
     on the CPU overlaps the modelled time of the kernels before it (were it
@@ -269,3 +321,142 @@ def test_sim_simulation_overlaps_the_modelled_time_of_earlier_kernels(modelled):
     assert before + 0.25 <= done.deadline() < before + 0.3
     wait(done)
     assert time.perf_counter() - before >= 0.25
+
+
+def test_sim_legacy_default_stream(modelled):
+    """Stream 0 waits for the blocking streams' earlier work and they for its;
+    a non-blocking stream waits for neither."""
+    device = modelled.device
+    blocking, other_blocking, non_blocking = modelled.streams(BLOCKING, BLOCKING, NON_BLOCKING)
+    ptr = device.malloc(4)
+    before = modelled.launch(300, stream=blocking)
+    assert not device.stream_query(0)  # stream 0 waits for the blocking stream
+    assert device.stream_synchronize(0).deadline() >= before + 0.3
+    assert device.stream_query(other_blocking) and device.stream_query(non_blocking)
+
+    modelled.launch(100, stream=0)  # starts once the blocking stream's kernel ends
+    legacy_end = device.stream_synchronize(0).deadline()
+    assert legacy_end >= device.stream_synchronize(blocking).deadline() + 0.1
+    _, copied = device.memcpy_dtoh(ptr, 4, other_blocking)  # a blocking stream waits for stream 0
+    assert copied.deadline() == legacy_end
+    modelled.launch(100, stream=other_blocking)
+    assert device.stream_synchronize(other_blocking).deadline() >= legacy_end + 0.1
+
+    _, copied = device.memcpy_dtoh(ptr, 4, non_blocking)  # independent of stream 0
+    assert copied.ready()
+    modelled.launch(100, stream=non_blocking)
+    assert device.stream_synchronize(non_blocking).deadline() < before + 0.3
+    assert device.synchronize().deadline() == device.stream_synchronize(other_blocking).deadline()
+
+
+def test_sim_a_destroyed_streams_work_still_counts(modelled):
+    device = modelled.device
+    (stream,) = modelled.streams(BLOCKING)
+    before = modelled.launch(300, stream=stream)
+    device.stream_destroy(stream)
+    assert device.synchronize().deadline() >= before + 0.3
+    assert device.stream_synchronize(0).deadline() >= before + 0.3  # a blocking stream's work
+
+
+def test_sim_stream_wait_event(modelled):
+    device = modelled.device
+    producer, consumer, bystander = modelled.streams(NON_BLOCKING, NON_BLOCKING, NON_BLOCKING)
+    device.event_create(1, 0)
+    device.event_create(2, 0)
+    device.stream_wait_event(consumer, 2)  # never recorded: waits for nothing
+    assert device.stream_query(consumer)
+    before = modelled.launch(300, stream=producer)
+    device.event_record(1, producer)
+    recorded = device.event_synchronize(1)
+    assert not device.event_query(1) and recorded.deadline() >= before + 0.3
+    assert recorded.deadline() == device.stream_synchronize(producer).deadline()
+
+    device.stream_wait_event(consumer, 1)
+    assert not device.stream_query(consumer)
+    assert device.stream_synchronize(consumer).deadline() == recorded.deadline()
+    modelled.launch(100, stream=consumer)  # starts when the event happens
+    assert device.stream_synchronize(consumer).deadline() >= recorded.deadline() + 0.1
+    assert device.stream_query(bystander)
+
+
+def test_sim_a_deferred_copy_to_the_host_has_the_bytes_of_its_place_in_issue_order(modelled):
+    device = modelled.device
+    slow, fast = modelled.streams(NON_BLOCKING, NON_BLOCKING)
+    ptr = device.malloc(16)
+    modelled.fill(ptr, 1, 4, slow)
+    modelled.launch(300, stream=slow)
+    data, copied = device.memcpy_dtoh(ptr, 16, slow)  # behind the 300 ms kernel
+    assert not copied.ready()
+    modelled.fill(ptr, 7, 4, fast)  # issued later, on another stream: runs now, in issue order
+    _, done = device.memcpy_dtoh(ptr, 16, fast)
+    assert done.ready() and fetch(device, ptr, 16, fast) == struct.pack("<4i", 7, 7, 7, 7)
+    assert bytes(data) == struct.pack("<4i", 1, 1, 1, 1)  # the copy's bytes stay as it made them
+    later, _ = device.memcpy_dtoh(ptr, 16, slow)
+    assert bytes(later) == struct.pack("<4i", 7, 7, 7, 7)
+
+
+def test_sim_concurrent_kernels_are_limited(make_modelled, monkeypatch):
+    assert sim.MAX_CONCURRENT_KERNELS == 128
+    monkeypatch.setattr(sim, "MAX_CONCURRENT_KERNELS", 2)
+    modelled = make_modelled()
+    device = modelled.device
+    streams = modelled.streams(NON_BLOCKING, NON_BLOCKING, NON_BLOCKING)
+    before = modelled.launch(200, stream=streams[0])
+    modelled.launch(250, stream=streams[1])
+    modelled.launch(200, stream=streams[2])  # both places taken: starts when the first kernel ends
+    first, second, third = (device.stream_synchronize(s).deadline() for s in streams)
+    assert second < before + 0.3
+    assert third == pytest.approx(first + 0.2, abs=1e-9) and third >= before + 0.4
+    modelled.launch(100, stream=streams[0])  # no place is free when its stream is: it waits for the second
+    assert device.stream_synchronize(streams[0]).deadline() == pytest.approx(second + 0.1, abs=1e-9)
+    with pytest.raises(ValueError):
+        sim.SimDevice(0, VA_BASE, 1 << 20, modelled.device._kernels, max_concurrent_kernels=0)
+
+
+def test_sim_event_elapsed_time_is_not_ready_before_the_end_happens(modelled):
+    device = modelled.device
+    start, end = 1, 2
+    device.event_create(start, 0)
+    device.event_create(end, 0)
+    device.event_record(start, 0)
+    modelled.launch(200)
+    device.event_record(end, 0)
+    assert device.event_query(start) and not device.event_query(end)
+    with pytest.raises(CudaError) as error:
+        device.event_elapsed_ms(start, end)
+    assert error.value.status == cudaError.cudaErrorNotReady
+    wait(device.event_synchronize(end))
+    assert device.event_query(end)
+    assert 200 <= device.event_elapsed_ms(start, end) < 350  # the modelled time
+
+
+def test_sim_free_forgets_the_allocation_at_once_and_completes_with_the_device(modelled):
+    device = modelled.device
+    (stream,) = modelled.streams(NON_BLOCKING)
+    ptr = device.malloc(1 << 20)
+    in_use = device.memory_in_use()
+    before = modelled.launch(300, stream=stream)
+    freed = device.free(ptr)
+    assert not freed.ready() and freed.deadline() >= before + 0.3  # cudaFree waits for the device
+    assert freed.deadline() == device.synchronize().deadline()
+    assert device.memory_in_use() == in_use - (1 << 20)
+    for use in (lambda: device.memcpy_dtoh(ptr, 4), lambda: device.memset(ptr, 0, 4), lambda: device.free(ptr)):
+        with pytest.raises(CudaError) as error:
+            use()
+        assert error.value.status == cudaError.cudaErrorInvalidValue
+
+
+def test_sim_a_lane_upload_given_its_stream_takes_its_place_there(modelled):
+    """host_view with the copy's stream: the copy is ordered there in modelled
+    time (on stream 0 behind the blocking streams, which then wait for it)."""
+    device = modelled.device
+    busy, later = modelled.streams(BLOCKING, BLOCKING)
+    ptr = device.malloc(4)
+    modelled.launch(300, stream=busy)
+    device.host_view(ptr, 4)[:] = b"\x01\x02\x03\x04"  # no stream given: no place in modelled time
+    _, copied = device.memcpy_dtoh(ptr, 4, later)
+    assert copied.ready()
+    device.host_view(ptr, 4, stream=0)[:] = b"\x05\x06\x07\x08"
+    data, copied = device.memcpy_dtoh(ptr, 4, later)  # a blocking stream waits for stream 0's copy
+    assert copied.deadline() == device.stream_synchronize(busy).deadline()
+    assert bytes(data) == b"\x05\x06\x07\x08"
