@@ -20,7 +20,6 @@ from __future__ import annotations
 import logging
 
 from rcuda._generated.cuda_enums import ENUMS, MACROS
-from rcuda import protocol
 from rcuda.errors import CudaError, cudaError
 
 from . import api
@@ -168,7 +167,7 @@ def _after_downloads_into(device, ptr: int, count: int) -> None:
     the device's later messages back until they have (client/host_memory.py)."""
     gate = rt().pending_downloads.gate_for(ptr, count)
     if gate is not None:
-        device.channel.add_gate(gate)
+        device.link.add_gate(gate)
 
 
 def _host_view(ptr: int, count: int) -> memoryview:
@@ -210,7 +209,7 @@ def memcpy(dst: int, src: int, count: int, kind: int, stream=None, asynchronous:
             # time before the copy completes.  Pageable: the program may
             # reuse it once we return.
             data = _host_view(src, count) if pinned else memoryview(bytes(_host_view(src, count)))
-            device.post("htod", protocol.chunks(data), dst=dst, size=count, stream=stream_id)
+            device.post("htod", [data], borrowed=pinned, dst=dst, size=count, stream=stream_id)
         else:
             device.copy_to_device(dst, _host_view(src, count), stream_id)
     elif kind == DEVICE_TO_HOST:
@@ -220,10 +219,10 @@ def memcpy(dst: int, src: int, count: int, kind: int, stream=None, asynchronous:
             pending = rt().pending_downloads
             token = pending.started(dst, count)
             device.post_with_callback("dtoh", lambda reply, frames: _write_host(dst, frames),
-                                      finally_=lambda: pending.landed(token), src=src, size=count, stream=stream_id)
+                                      finally_=lambda: pending.landed(token), into=_host_view(dst, count),
+                                      src=src, size=count, stream=stream_id)
         else:  # into pageable memory CUDA returns only once the copy is complete
-            device.copy_from_device(src, count, stream_id, into=_host_view(dst, count),
-                                    write=lambda offset, frames: _write_host(dst + offset, frames))
+            device.copy_from_device(src, count, stream_id, into=_host_view(dst, count))
     else:
         dst_device = _device_of(dst, count, "destination")
         src_device = _device_of(src, count, "source")
@@ -400,9 +399,9 @@ def memcpy2d(dst: int, dpitch: int, src: int, spitch: int, width: int, height: i
         data = memoryview(_gather_rows(src, spitch, width, height))  # a snapshot: packed rows
         fields = dict(dst=dst, dpitch=dpitch, width=width, height=height, stream=_stream_on(device, stream))
         if asynchronous:
-            device.post("htod2d", protocol.chunks(data), **fields)
+            device.post("htod2d", [data], **fields)
         else:
-            device.request("htod2d", protocol.chunks(data), **fields)
+            device.request("htod2d", [data], **fields)
     elif kind == DEVICE_TO_HOST:
         device = _device_of(src, src_span, "source")
         fields = dict(src=src, spitch=spitch, width=width, height=height, stream=_stream_on(device, stream))

@@ -22,7 +22,7 @@ import logging
 import queue
 import threading
 
-from .channel import Gate
+from .link import Gate
 
 log = logging.getLogger(__name__)
 
@@ -51,8 +51,8 @@ class HostCallbacks:
             status = getattr(error, "status", 0) if error is not None else int(reply.get("err", 0))
             work.put((run, status, gate))
 
-        device.channel.post_with_callback({"op": "marker", "stream": stream_id}, (), reached)
-        device.channel.add_gate(gate)
+        device.link.post_awaited({"op": "marker", "stream": stream_id}, (), reached)
+        device.link.add_gate(gate)
 
     def _queue(self, device) -> queue.SimpleQueue:
         with self._lock:

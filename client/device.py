@@ -1,7 +1,7 @@
 """One remote GPU, as the application sees it: GPU<ordinal>.
 
-Turns runtime operations into protocol messages on the device's channel and
-replies back into CUDA statuses.  Error messages name the call, the device
+Turns runtime operations into protocol messages on the device's link
+(client/link.py) and replies back into CUDA statuses.  Error messages name the call, the device
 and the server.  A sticky error (an illegal address in a kernel, say) is
 remembered: from then on every call on this device fails with it, as on a
 real GPU whose context is lost, until cudaDeviceReset.
@@ -15,7 +15,6 @@ import time
 
 from rcuda import protocol
 from rcuda.errors import CudaError, cudaError, is_sticky
-from rcuda.lane import LaneFrame
 
 log = logging.getLogger(__name__)
 trace = logging.getLogger("rcuda.trace")  # RCUDA_LOG=debug: every forwarded message
@@ -37,15 +36,6 @@ NOT_REMOTELY_ATTRIBUTES = {
     "cudaDevAttrHostRegisterSupported": 1,
 }
 
-#: The size of each message of a large copy (see copy_to_device).
-PIPELINE_PIECE = 4 << 20
-
-
-def _pieces(size: int) -> list[tuple[int, int]]:
-    """(offset, size) of the messages a copy of `size` bytes travels as."""
-    return [(o, min(PIPELINE_PIECE, size - o)) for o in range(0, size, PIPELINE_PIECE)] or [(0, 0)]
-
-
 def _check_length(frames, size: int, label: str) -> None:
     if sum(len(f.buffer) for f in frames) != size:
         raise CudaError(cudaError.cudaErrorUnknown, f"dtoh on {label}: short reply")
@@ -59,14 +49,15 @@ def new_id() -> int:
 
 
 class RemoteDevice:
-    def __init__(self, ordinal: int, session, local_index: int, channel, properties: dict,
+    def __init__(self, ordinal: int, session, local_index: int, link, properties: dict,
                  attributes: dict | None = None, fast=None):
         from .fast_path import NullFastPath
         self.ordinal = ordinal
         self.fast = fast or NullFastPath()
         self.session = session
         self.local_index = local_index  # the GPU's index on its server
-        self.channel = channel
+        self.link = link
+        link.on_failure(self.lost)
         self.describe(properties, attributes or {})
         self.output_sink = None  # callable(str): where device printf output goes
         self.stats = None        # client/stats.py Stats, with RCUDA_STATS=1
@@ -115,13 +106,14 @@ class RemoteDevice:
             raise CudaError(self.sticky.status, f"{op} on {self.label}: earlier error is sticky: "
                                                 f"{self.sticky.message}")
 
-    def request(self, op: str, frames=(), **fields) -> tuple[dict, list]:
+    def request(self, op: str, frames=(), into=None, **fields) -> tuple[dict, list]:
         """A synchronous call: waits for the reply, raises CudaError on failure
-        (its own, or an earlier asynchronous one reported with it)."""
+        (its own, or an earlier asynchronous one reported with it).  A reply
+        payload of exactly len(into) bytes lands in `into`."""
         self._check_usable(op)
         fields["op"] = op
         started = time.perf_counter()
-        reply, payload = self.channel.call(fields, frames)
+        reply, payload = self.link.call(fields, frames, into)
         self._answered(op, fields, frames, payload, started, reply)
         return reply, payload
 
@@ -139,19 +131,21 @@ class RemoteDevice:
         self._check_reply(op, reply)
         self.raise_deferred(op)
 
-    def post(self, op: str, frames=(), **fields) -> None:
-        """An asynchronous call: errors surface at a later synchronous one."""
+    def post(self, op: str, frames=(), borrowed: bool = False, **fields) -> None:
+        """An asynchronous call: errors surface at a later synchronous one.
+        `borrowed` frames (pinned memory) are read when the message goes out."""
         self._check_usable(op)
         fields["op"] = op
         if op in protocol.MAY_BE_ASYNC:
             fields["async"] = True
-        self.channel.post(fields, frames)
+        self.link.post(fields, frames, borrowed)
         self._account(op, fields, frames, (), None)
 
-    def post_with_callback(self, op: str, on_success, frames=(), finally_=None, **fields) -> None:
+    def post_with_callback(self, op: str, on_success, frames=(), finally_=None, into=None, **fields) -> None:
         """Asynchronous, but answered: `on_success(reply, payload)` runs in the
-        thread that receives the reply; a failure is kept for the next
-        synchronous call.  `finally_()` runs after either."""
+        link's thread when the reply arrives (a payload of len(into) bytes
+        lands in `into` first); a failure is kept for the next synchronous
+        call.  `finally_()` runs after either."""
         self._check_usable(op)
         fields["op"] = op
 
@@ -171,7 +165,7 @@ class RemoteDevice:
                 if finally_ is not None:
                     finally_()
 
-        self.channel.post_with_callback(fields, frames, receive)
+        self.link.post_awaited(fields, frames, receive, into)
 
     def _account(self, op: str, fields: dict, sent, received, seconds: float | None) -> None:
         """Trace the message (RCUDA_LOG=debug) and count its bytes (RCUDA_STATS)."""
@@ -211,61 +205,19 @@ class RemoteDevice:
     def free(self, ptr: int) -> None:
         self.request("free", ptr=ptr)
 
-    # A synchronous copy takes the lane when it is free: one message, the
-    # bytes read where they belong at the other end, as a raw socket would.
-    # Otherwise it travels on the ZeroMQ socket as a train of messages of
-    # PIPELINE_PIECE bytes: the server copies one piece while the next is on
-    # the wire, and the client copies one reply while the next arrives.  Only
-    # the last is waited for; the socket keeps them in order.
-
-    def _copy_on_lane(self, op: str, frames=(), into=None, **fields) -> bool:
-        """`request` on the lane (see DeviceChannel.call_streamed); False
-        when the lane is not free."""
-        self._check_usable(op)
-        fields["op"] = op
-        started = time.perf_counter()
-        answered = self.channel.call_streamed(fields, frames, into)
-        if answered is None:
-            return False
-        reply, payload = answered
-        landed = [LaneFrame(memoryview(into))] if into is not None and not payload and not reply.get("err") else []
-        self._answered(op, fields, frames, payload or landed, started, reply)
-        if into is not None and payload:  # not the bytes asked for
-            _check_length(payload, memoryview(into).nbytes, self.label)
-        return True
-
     def copy_to_device(self, dst: int, data: memoryview, stream: int = 0) -> None:
-        if self._copy_on_lane("htod", [data], dst=dst, size=len(data), stream=stream):
-            return
-        pieces = _pieces(len(data))
-        for offset, size in pieces[:-1]:
-            self.post("htod", [data[offset:offset + size]], dst=dst + offset, size=size, stream=stream)
-        offset, size = pieces[-1]
-        self.request("htod", protocol.chunks(data[offset:offset + size]), dst=dst + offset, size=size,
-                     stream=stream)
+        """A synchronous upload: the bytes go out from where they are."""
+        self.request("htod", [data], dst=dst, size=len(data), stream=stream)
 
-    def copy_from_device(self, src: int, size: int, stream: int = 0, write=None, into=None) -> list:
-        """The bytes, as payload frames (each has .buffer); or, with
-        `write(offset, frames)`, handed over piece by piece as they arrive;
-        on the lane, with `into` (writable, `size` bytes: the destination),
-        read straight into it."""
-        if into is not None and self._copy_on_lane("dtoh", into=into, src=src, size=size, stream=stream):
-            return []
-        if write is None:
-            _, frames = self.request("dtoh", src=src, size=size, stream=stream)
+    def copy_from_device(self, src: int, size: int, stream: int = 0, into=None) -> list:
+        """A synchronous download: into `into` (writable, `size` bytes) when
+        given, else the bytes as payload frames (each has .buffer)."""
+        reply, frames = self.request("dtoh", into=into, src=src, size=size, stream=stream)
+        if into is None or frames:
             _check_length(frames, size, self.label)
-            return frames
-        pieces = _pieces(size)
-        for offset, length in pieces[:-1]:
-            def arrived(reply, frames, offset=offset, length=length):
-                _check_length(frames, length, self.label)
-                write(offset, frames)
-            self.post_with_callback("dtoh", arrived, src=src + offset, size=length, stream=stream)
-        offset, length = pieces[-1]
-        _, frames = self.request("dtoh", src=src + offset, size=length, stream=stream)
-        _check_length(frames, length, self.label)
-        write(offset, frames)
-        return []
+            if into is not None:  # not landed: not the bytes asked for
+                raise CudaError(cudaError.cudaErrorUnknown, f"dtoh on {self.label}: short reply")
+        return frames
 
     def copy_on_device(self, dst: int, src: int, size: int, stream: int = 0) -> None:
         self.request("dtod", dst=dst, src=src, size=size, stream=stream)
@@ -374,13 +326,14 @@ class RemoteDevice:
     # ---------------------------------------------------------- lifecycle
 
     def lost(self, error) -> None:
-        """The server went away: every call on this device fails from now on."""
+        """The server or the link went away: every call on this device fails
+        from now on."""
         self.fast.set_usable(self, False)
-        self.channel.fail(error)
+        self.link.fail(error)
 
     def reset(self) -> None:
         """cudaDeviceReset: the server frees everything; so do we."""
-        reply, _ = self.channel.call({"op": "reset"})  # not `request`: a sticky error must not stop it
+        reply, _ = self.link.call({"op": "reset"})  # not `request`: a sticky error must not stop it
         self._forget_state()
         if reply.get("err"):
             raise CudaError(reply["err"], f"cudaDeviceReset on {self.label}: {reply.get('msg', '')}")
@@ -388,9 +341,10 @@ class RemoteDevice:
     def close(self) -> None:
         """End this device's part of the session (the server frees its memory).
         The reply also proves every earlier asynchronous message arrived."""
-        if self.channel.failed:
+        if self.link.failed:
+            self.link.close()
             return
         try:
-            self.channel.call({"op": "close"})
+            self.link.call({"op": "close"})
         finally:
-            self.channel.close()
+            self.link.close()

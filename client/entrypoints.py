@@ -16,12 +16,11 @@ import time
 from rcuda import protocol
 from rcuda._generated.cudart_api import FUNCTIONS
 from rcuda.config import ClientConfig, ConfigError
-from rcuda.errors import CudaError, ProtocolError, RcudaError, TransportError, cudaError, to_cuda_status
+from rcuda.errors import CudaError, RcudaError, TransportError, cudaError, to_cuda_status
 from rcuda.log import setup_client_logging
 
 from . import api, api_memory, api_queries, api_streams  # noqa: F401 - they register their functions
 from .callbacks import in_host_function
-from .channel import LANE_BAD_REPLY, LANE_WRONG_SEQ
 from .fast_path import FastPath
 from .stats import Stats
 from .runtime import Runtime
@@ -48,8 +47,7 @@ def attach(ffi, lib) -> None:
     else:
         setup_client_logging(config.log)
     runtime = Runtime(config)
-    runtime.use_fast_path(FastPath(ffi, lib, sync_in_c=config is not None and config.sync_in_c,
-                                   async_in_c=config is not None and config.async_in_c))
+    runtime.use_fast_path(FastPath(ffi, lib))
     if config is not None and config.stats:
         runtime.stats = Stats()
     runtime.output_sink = lambda text: _write_stdout(ffi, lib, text)
@@ -203,40 +201,25 @@ def attach_last_error_slow_path(ffi) -> None:
 
 def attach_sync_slow_paths(ffi) -> None:
     """What native/sync_fast_path.c leaves to Python of the synchronous calls
-    it makes on a device's lane: replies with an error or device output, a
-    lane that failed, and the server's liveness while it waits."""
+    it makes on a device's link: replies with an error or device output, and
+    a link that failed."""
 
-    def lane_entry(body):
+    def link_entry(body):
         def entry(ordinal, call, *rest):
             name = ffi.string(call).decode()
             return status_of(name, lambda: body(runtime.device(ordinal), name, *rest))
         return entry
 
-    @ffi.def_extern(name="rcuda_py_lane_alive")
-    def alive(ordinal, call):
-        try:
-            return int(runtime.device(ordinal).channel.check_alive(ffi.string(call).decode()))
-        except Exception:  # noqa: BLE001 - the C boundary: "not alive" ends the wait, and Python explains
-            log.exception("liveness check failed")
-            return 0
+    def link_failed(device, name, failure, error_number):
+        raise device.link.failed_in_c(name, failure, error_number)
 
-    def lane_failed(device, name, failure, error_number):
-        device.channel.lane_failed(name, failure, error_number)
-        return int(cudaError.cudaErrorUnknown)  # not reached: lane_failed raises
-
-    def lane_reply(device, name, op, seq, header, size):
-        op = ffi.string(op).decode()
-        try:
-            reply = protocol.unpack(ffi.buffer(header, size)[:])
-        except ProtocolError:
-            device.channel.lane_failed(name, LANE_BAD_REPLY)
-        if reply.get("seq") != seq:
-            device.channel.lane_failed(name, LANE_WRONG_SEQ)
-        device.answered(op, reply)
+    def link_reply(device, name, op, seq, header, size):
+        reply = protocol.unpack(ffi.buffer(header, size))
+        device.answered(ffi.string(op).decode(), reply)
         return int(cudaError.cudaSuccess)
 
-    ffi.def_extern(name="rcuda_py_lane_failed")(lane_entry(lane_failed))
-    ffi.def_extern(name="rcuda_py_lane_reply")(lane_entry(lane_reply))
+    ffi.def_extern(name="rcuda_py_link_failed")(link_entry(link_failed))
+    ffi.def_extern(name="rcuda_py_link_reply")(link_entry(link_reply))
 
 
 def attach_lifecycle(ffi) -> None:

@@ -13,20 +13,20 @@ Asynchronous memsets and small copies join the launches in C's batch
 
 Small synchronous calls (cudaDeviceSynchronize, cudaStreamSynchronize,
 cudaMemGetInfo, cudaMemcpy between the program and a device) are made in C
-too, on the device's lane, while the channel and the device say nothing
-stands in the way (native/sync_fast_path.c; `NativeLaneShare` is the
-channel's side of that, `device_clean` the device's, `allocation_added` and
-its kin keep C's copy of the allocation map).
+too, on the device's link, while the device says nothing stands in the way
+(native/sync_fast_path.c; `device_clean`; `allocation_added` and its kin
+keep C's copy of the allocation map).
 
 `NullFastPath` stands in where there is no interposer (the runtime used from
-Python, in tests): every launch then takes the Python path.
+Python, in tests): every launch then takes the Python path, and the links
+still run in C when the library is built (`native`).
 """
 from __future__ import annotations
 
 import logging
 import threading
 
-from .lane_share import LaneShare
+from . import native as native_library
 
 trace = logging.getLogger("rcuda.trace")
 
@@ -40,7 +40,7 @@ class NullFastPath:
     def set_current_device(self, threads: threading.local, ordinal: int) -> None:
         threads.device = ordinal
 
-    def device_opened(self, device, wake_fd: int) -> None: ...
+    def device_opened(self, device) -> None: ...
     def set_usable(self, device, usable: bool) -> None: ...
     def errors_changed(self) -> None: ...
     def device_reset(self, device) -> None: ...
@@ -53,12 +53,13 @@ class NullFastPath:
     def batch_source(self, ordinal: int):
         return None
 
-    def lane_share(self, ordinal: int) -> LaneShare:
-        return LaneShare()
+    def batch_device(self, ordinal: int) -> int:
+        """The device whose recorded launches a link ships first (-1: none)."""
+        return -1
 
-    def calls_in_c(self, ordinal: int) -> int | None:
-        """How many synchronous calls C made on the device's lane (None: no C side)."""
-        return None
+    def native(self):
+        """(ffi, lib) of the C side the links run in, or None."""
+        return native_library.load()
 
     def records_in_c(self, ordinal: int) -> int | None:
         """How many asynchronous memsets and copies C recorded for the device (None: no C side)."""
@@ -66,10 +67,8 @@ class NullFastPath:
 
 
 class FastPath(NullFastPath):
-    def __init__(self, ffi, lib, sync_in_c: bool = True, async_in_c: bool = True):
+    def __init__(self, ffi, lib):
         self._ffi, self._lib = ffi, lib
-        self.sync_in_c = sync_in_c  # RCUDA_SYNC_IN_C
-        self.async_in_c = async_in_c  # RCUDA_ASYNC_IN_C
         self._known_kernels: set[int] = set()
         self._lock = threading.Lock()
 
@@ -80,17 +79,25 @@ class FastPath(NullFastPath):
     def set_current_device(self, threads: threading.local, ordinal: int) -> None:
         self._lib.rcuda_set_current_device(ordinal)
 
-    def device_opened(self, device, wake_fd: int) -> None:
+    def native(self):
+        return self._ffi, self._lib
+
+    def batch_device(self, ordinal: int) -> int:
+        return ordinal if ordinal < self._lib.FAST_MAX_DEVICES else -1
+
+    def device_opened(self, device) -> None:
         props = device.properties
         u32 = "uint32_t[3]"
         max_shared = props.get("sharedMemPerBlockOptin") or props.get("sharedMemPerBlock", 49152)
-        self._lib.rcuda_fast_device(device.ordinal, wake_fd, self._ffi.new(u32, list(props["maxThreadsDim"])),
+        link = getattr(device.link, "handle", -1)  # a LaneLink's; a SocketLink has none
+        self._lib.rcuda_fast_device(device.ordinal, device.link.wake_fd, link,
+                                    self._ffi.new(u32, list(props["maxThreadsDim"])),
                                     self._ffi.new(u32, [min(v, 2**32 - 1) for v in props["maxGridSize"]]),
                                     props["maxThreadsPerBlock"], max_shared, device.generation)
         self.device_clean(device, device.deferred is None)
         # Memsets and copies C records are not seen by statistics or a trace
         # of every call: with those on, each goes through Python.
-        self._lib.rcuda_fast_record_ops(device.ordinal, int(self.async_in_c and device.stats is None
+        self._lib.rcuda_fast_record_ops(device.ordinal, int(device.stats is None
                                                             and not trace.isEnabledFor(logging.DEBUG)))
 
     def set_usable(self, device, usable: bool) -> None:
@@ -110,7 +117,7 @@ class FastPath(NullFastPath):
         with self._lock:
             for host_fun in self._known_kernels:
                 self._lib.rcuda_fast_kernel_on_device(self._ffi.cast("void *", host_fun), device.ordinal, 0, 0, 0)
-        self.device_opened(device, device.channel.wake_fd)
+        self.device_opened(device)
 
     def kernel_ready(self, host_fun: int, kernel, device, fn: int, attrs: dict) -> None:
         pointer = self._ffi.cast("void *", host_fun)
@@ -139,8 +146,8 @@ class FastPath(NullFastPath):
         """Whether C may make the device's synchronous calls: no asynchronous
         error waits to be reported, and nothing (statistics, a trace of every
         message) needs to see each call in Python."""
-        clean = clean and self.sync_in_c and device.stats is None and not trace.isEnabledFor(logging.DEBUG)
-        self._lib.rcuda_lane_clean(device.ordinal, int(clean))
+        clean = clean and device.stats is None and not trace.isEnabledFor(logging.DEBUG)
+        self._lib.rcuda_fast_device_clean(device.ordinal, int(clean))
 
     # C's copy of the allocation map (native/allocation_table.c), for cudaMemcpy in C.
     def allocation_added(self, allocation) -> None:
@@ -158,14 +165,6 @@ class FastPath(NullFastPath):
 
     def pinned_removed(self, base: int) -> None:
         self._lib.rcuda_pinned_removed(base)
-
-    def lane_share(self, ordinal: int) -> LaneShare:
-        if ordinal >= self._lib.FAST_MAX_DEVICES:  # beyond C's tables: Python alone
-            return LaneShare()
-        return NativeLaneShare(self._lib, ordinal)
-
-    def calls_in_c(self, ordinal: int) -> int | None:
-        return self._lib.rcuda_lane_calls_in_c(ordinal)
 
     def records_in_c(self, ordinal: int) -> int | None:
         return self._lib.rcuda_fast_records_made(ordinal)
@@ -187,40 +186,3 @@ class FastPath(NullFastPath):
                 lib.rcuda_fast_free(data_out[0])
 
         return take
-
-
-class NativeLaneShare(LaneShare):
-    """The lane's lock and counts kept in C (native/sync_fast_path.c), where
-    the interposer's synchronous calls take them too.  The lock is the C
-    mutex behind a Python one: Python threads queue on the Python lock (with
-    its timeouts), and only its holder contends with C."""
-
-    def __init__(self, lib, ordinal: int):
-        super().__init__()
-        self._lib, self._ordinal = lib, ordinal
-
-    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
-        if not self._lock.acquire(blocking, timeout):
-            return False
-        # C holds it for a whole call (a long kernel, maybe): only an
-        # unbounded wait waits for it; the others take the socket meanwhile.
-        if self._lib.rcuda_lane_take(self._ordinal, int(blocking and timeout < 0)):
-            return True
-        self._lock.release()
-        return False
-
-    def release(self) -> None:
-        self._lib.rcuda_lane_give(self._ordinal)
-        self._lock.release()
-
-    def socket_message(self) -> int:
-        return self._lib.rcuda_count_socket_message(self._ordinal)
-
-    def lane_messages(self, count: int) -> int:
-        return self._lib.rcuda_count_lane_messages(self._ordinal, count)
-
-    def attach(self, fd: int, spin_seconds: float) -> None:
-        self._lib.rcuda_lane_attach(self._ordinal, fd, int(spin_seconds * 1e9))
-
-    def set_open(self, open_: bool) -> None:
-        self._lib.rcuda_lane_open(self._ordinal, int(open_))

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from rcuda.errors import CudaError, cudaError
 
-from .channel import Gate
+from .link import Gate
 
 _libc = ctypes.CDLL(None, use_errno=True)
 _libc.mmap.restype = ctypes.c_void_p
@@ -124,7 +124,7 @@ class PendingDownloads:
     upload from pinned memory reads the buffer as its message goes out; in
     one stream CUDA runs the two in order, so an upload that overlaps a
     download still in flight must wait for its bytes.  It waits behind a
-    `Gate` in its device's outbox (client/channel.py): later messages to that
+    `Gate` on its device's link (client/link.py): later messages to that
     device wait too, never wrongly, and the program is not held up."""
 
     def __init__(self):

@@ -76,7 +76,7 @@ class PeerCopies:
         #: to abort if that server goes away.
         self._outstanding: dict[str, dict] = {}
         self._devices_by_label: dict[str, object] = {}
-        self._watched: set[int] = set()  # ids of sessions and channels we hooked
+        self._watched: set[int] = set()  # ids of sessions and links we hooked
         self._enabled: set[tuple[int, int]] = set()  # (device, peer) with peer access enabled
         self._staged: set = set()  # (source session, destination session) pairs copied through us
 
@@ -141,12 +141,12 @@ class PeerCopies:
         dst_device.copy_to_device(dst, memoryview(b"".join(f.buffer for f in frames)))
 
     def _watch(self, src_device) -> None:
-        """Hook the source's channel (failed pushes) and session (server
+        """Hook the source's link (failed pushes) and session (server
         gone) the first time it sends a peer copy."""
-        channel, session = src_device.channel, src_device.session
-        if id(channel) not in self._watched:
-            self._watched.add(id(channel))
-            channel.on_notice = self._on_notice
+        link, session = src_device.link, src_device.session
+        if id(link) not in self._watched:
+            self._watched.add(id(link))
+            link.on_notice = self._on_notice
         if id(session) not in self._watched:
             self._watched.add(id(session))
             session.on_failure(lambda error, source=str(session.address): self._source_lost(source, error))
@@ -171,13 +171,13 @@ class PeerCopies:
         with self._lock:
             targets = self._outstanding.pop(source, {})
         for dst_device, upto in targets.items():
-            if str(dst_device.session.address) == source or dst_device.channel.failed:
+            if str(dst_device.session.address) == source or dst_device.link.failed:
                 continue
             self._send(dst_device.session, {"op": "peer_abort", "xfer": None, "source": source, "upto": upto,
                                             "msg": f"{error}"})
 
     def _abort(self, dst_device, xfer: int, message: str, status=None) -> None:
-        if dst_device.channel.failed:
+        if dst_device.link.failed:
             return
         header = {"op": "peer_abort", "xfer": xfer, "source": "", "upto": 0, "msg": message}
         if isinstance(status, int):

@@ -22,13 +22,14 @@ from rcuda.protocol import VA_WINDOW_SIZE
 
 from .allocations import AllocationMap
 from .callbacks import HostCallbacks
-from .channel import DeviceChannel
 from .device import RemoteDevice
+from .lane_link import LaneLink, connect_lane
 from .fast_path import NullFastPath
 from .host_memory import HostMemory, PendingDownloads
 from .modules import KernelRegistry
 from .peer import PeerCopies
 from .session import ServerSession
+from .socket_link import SocketLink
 from .streams import StreamTable
 
 log = logging.getLogger(__name__)
@@ -128,22 +129,32 @@ class Runtime:
         result = []
         for ordinal, (session, local_index, props) in enumerate(chosen):
             label = f"GPU{ordinal} ({session.address} GPU{local_index})"
-            lane_address = session.lane_address(local_index) if config.lane else None
-            channel = DeviceChannel(self._context, session.endpoint(local_index), label, config.timeout,
-                                    liveness=session.liveness, batch_source=self.fast.batch_source(ordinal),
-                                    socket_options=session.socket_options, lane_address=lane_address,
-                                    lane_hello={"token": session.token, "dev": local_index},
-                                    lane_spin_us=config.spin_us, lane_share=self.fast.lane_share(ordinal))
-            device = RemoteDevice(ordinal, session, local_index, channel, props, fast=self.fast)
+            link = self._link(config, session, local_index, ordinal, label)
+            device = RemoteDevice(ordinal, session, local_index, link, props, fast=self.fast)
             device.output_sink = self.output_sink
-            device.stats = channel.stats = self.stats
+            device.stats = link.stats = self.stats
             session.on_failure(device.lost)
+            session.on_heard(link.heard)
             result.append(device)
         self._open_all(result)
         for device in result:
-            self.fast.device_opened(device, device.channel.wake_fd)
+            self.fast.device_opened(device)
         log.info("%d device(s): %s", len(result), ", ".join(d.label for d in result))
         return result
+
+    def _link(self, config: ClientConfig, session: ServerSession, local_index: int, ordinal: int, label: str):
+        """The device's link (client/link.py): its lane, where the server
+        offers one and it connects; else its ZeroMQ socket."""
+        native = self.fast.native()
+        lane_address = session.lane_address(local_index)
+        if native is not None and lane_address is not None:
+            sock = connect_lane(lane_address, {"token": session.token, "dev": local_index}, label, config.timeout)
+            if sock is not None:
+                return LaneLink(native, sock, label, config.timeout, batch_device=self.fast.batch_device(ordinal),
+                                spin_us=config.spin_us)
+        return SocketLink(self._context, session.endpoint(local_index), label, config.timeout,
+                          liveness=session.liveness, batch_source=self.fast.batch_source(ordinal),
+                          socket_options=session.socket_options)
 
     def _connect_all(self, config: ClientConfig) -> list[ServerSession]:
         """Hello to every server at once; any failure fails initialisation,
@@ -174,14 +185,26 @@ class Runtime:
         return self._sessions
 
     def _open_all(self, devices: list[RemoteDevice]) -> None:
-        """Bind each device socket to its GPU, all devices in parallel."""
-        pendings = []
-        for device in devices:
+        """Bind each device's link to its GPU, all devices in parallel."""
+        replies: dict = {}
+
+        def open_device(device):
             header = {"op": "open", "dev": device.local_index, "token": device.session.token,
                       "va_base": VA_BASE + device.ordinal * VA_WINDOW_SIZE}
-            pendings.append((device, device.channel.start_call(header)))
-        for device, pending in pendings:
-            reply, _ = device.channel.finish_call(pending, "open")
+            try:
+                replies[device] = device.link.call(header)[0]
+            except RcudaError as exc:
+                replies[device] = exc
+
+        threads = [threading.Thread(target=open_device, args=(d,), daemon=True) for d in devices]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        for device in devices:
+            reply = replies[device]
+            if isinstance(reply, RcudaError):
+                raise reply
             if reply.get("err"):
                 raise CudaError(reply["err"], f"open {device.label}: {reply.get('msg', '')}")
             device.describe(reply.get("props") or device.properties, reply.get("attributes") or {})
@@ -221,10 +244,10 @@ class Runtime:
         asynchronous work reached the server), then the sessions."""
         devices = self._devices or []
         for i, device in enumerate(devices):
-            made_in_c = self.fast.calls_in_c(device.ordinal)
-            if made_in_c is not None:
-                log.info("%s: %d synchronous call(s) made in C on the lane, %d asynchronous memset(s) and "
-                         "copies recorded in C", device.label, made_in_c, self.fast.records_in_c(device.ordinal))
+            records = self.fast.records_in_c(device.ordinal)
+            if records is not None:
+                log.info("%s: %d synchronous call(s) made in C on its link, %d asynchronous memset(s) and "
+                         "copies recorded in C", device.label, device.link.calls_in_c(), records)
             try:
                 device.close()
             except RcudaError as exc:

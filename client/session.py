@@ -127,6 +127,7 @@ class ServerSession:
                                 f"but {len(self.ports)} ports")
         self.last_heard = time.monotonic()
         self._on_failure = []
+        self._on_heard = []
         self._stop = threading.Event()
         self._wake_read, self._wake_write = os.pipe()
         self._wake_lock = threading.Lock()
@@ -162,6 +163,11 @@ class ServerSession:
 
     def liveness(self) -> float:
         return self.last_heard
+
+    def on_heard(self, callback) -> None:
+        """Call `callback(monotonic time)` whenever the server answers a
+        heartbeat (a device link's calls wait while it does)."""
+        self._on_heard.append(callback)
 
     def on_failure(self, callback) -> None:
         """Call `callback(error)` if the server is lost."""
@@ -202,6 +208,8 @@ class ServerSession:
                     if sock in dict(poller.poll(int(left * 1000) + 1)):
                         sock.recv()
                         self.last_heard = time.monotonic()
+                        for callback in self._on_heard:
+                            callback(self.last_heard)
                 silent = time.monotonic() - self.last_heard
                 if silent > self.timeout and not self._stop.is_set():
                     self._lost(TransportError(f"rcuda server at {self.address} stopped answering "

@@ -27,18 +27,17 @@
  * and Python said records are welcome (not with statistics or a trace,
  * which count each call in Python; RCUDA_ASYNC_IN_C=0).  A download into
  * pageable memory returns once it is done, in CUDA too: it is made on the
- * lane as cudaMemcpy is (sync_fast_path.c).  One into pinned memory must
+ * link as cudaMemcpy is (sync_fast_path.c).  One into pinned memory must
  * land there before a later synchronisation returns: Python's, for now.
  *
  * Included into the cffi module after launch_fast_path.c and allocation_table.c.
  */
 
-/* Record kinds: a launch record's `fn` at or above RECORD_FIRST_OP is an
- * operation, its parameters the operation's (rcuda/protocol.py's twins). */
-#define RECORD_FIRST_OP 0xFFFFFF00u
-#define RECORD_MEMSET 0xFFFFFFFFu /* ptr u64, size u64, value u32 */
-#define RECORD_HTOD 0xFFFFFFFEu   /* dst u64, then the bytes */
-#define RECORD_DTOD 0xFFFFFFFDu   /* dst u64, src u64, size u64 */
+/* Record kinds: a launch record's `fn` at or above WIRE_RECORD_FIRST_OP is
+ * an operation, its parameters the operation's (rcuda/wire.py). */
+#define RECORD_MEMSET ((uint32_t)WIRE_RECORD_MEMSET) /* ptr u64, size u64, value u32 */
+#define RECORD_HTOD ((uint32_t)WIRE_RECORD_HTOD)     /* dst u64, then the bytes */
+#define RECORD_DTOD ((uint32_t)WIRE_RECORD_DTOD)     /* dst u64, src u64, size u64 */
 
 /* Larger uploads take Python's path, which streams them in pipelined
  * chunks instead of copying them into the batch first. */
@@ -117,6 +116,9 @@ struct memset_fields {
     uint64_t ptr, size;
     uint32_t value;
 } __attribute__((packed));
+_Static_assert(sizeof(struct memset_fields) == WIRE_MEMSET_FIELDS_SIZE, "rcuda/wire.py MEMSET_FIELDS");
+_Static_assert(sizeof(uint64_t) == WIRE_HTOD_FIELDS_SIZE && 3 * sizeof(uint64_t) == WIRE_DTOD_FIELDS_SIZE,
+               "rcuda/wire.py HTOD_FIELDS, DTOD_FIELDS");
 
 static int memset_async_in_c(void *ptr, int value, size_t count, void *stream, int per_thread)
 {
@@ -142,9 +144,9 @@ static int record_dtod(int device, uint64_t stream_id, void *dst, const void *sr
     return record_op_in(device, stream_id, RECORD_DTOD, head, sizeof head, NULL, 0);
 }
 
-/* sync_fast_path.c: a synchronous download on the device's lane, in `stream`. */
-static int download_on_lane(int device, const char *name, uint64_t stream, void *dst, const void *src, size_t count,
-                            cudaError_t *status);
+/* sync_fast_path.c: a synchronous download on the device's link, in `stream`. */
+static int download(int device, const char *name, uint64_t stream, void *dst, const void *src, size_t count,
+                    cudaError_t *status);
 
 static int memcpy_async_in_c(const char *name, void *dst, const void *src, size_t count, enum cudaMemcpyKind kind,
                              void *stream, int per_thread, cudaError_t *status)
@@ -168,7 +170,7 @@ static int memcpy_async_in_c(const char *name, void *dst, const void *src, size_
     /* Into pageable memory CUDA returns once the copy is done: a synchronous
      * download (pinned memory is written when the bytes arrive: Python's). */
     if (kind == cudaMemcpyDeviceToHost && dst_device < 0 && !pinned((uintptr_t)dst, count))
-        return download_on_lane(device, name, stream_id, dst, src, count, status);
+        return download(device, name, stream_id, dst, src, count, status);
     return 0;
 }
 

@@ -51,7 +51,7 @@ static void rcuda_fast_register_kernel(const void *host_fun, uint32_t nparams, c
                                        const uint32_t *sizes, uint32_t buffer_size);
 static void rcuda_fast_kernel_on_device(const void *host_fun, int device, uint32_t fn, uint32_t max_threads,
                                         uint32_t max_dynamic_shared);
-static void rcuda_fast_device(int device, int wake_fd, const uint32_t *max_block, const uint32_t *max_grid,
+static void rcuda_fast_device(int device, int wake_fd, int link, const uint32_t *max_block, const uint32_t *max_grid,
                               uint32_t max_threads, uint32_t max_shared, uint64_t generation);
 static void rcuda_fast_set_usable(int device, int usable);
 static size_t rcuda_fast_take(int device, char **data, uint32_t *count);
@@ -64,25 +64,47 @@ static void rcuda_fast_record_ops(int device, int welcome);
 static uint64_t rcuda_fast_records_made(int device);
 """
 
-# Small synchronous calls and cudaMemcpy on the lane in C
-# (native/sync_fast_path.c): the lane's lock, its message counts, Python's
-# word on when C may call and the allocations it knows of
-# (native/allocation_table.c); Python explains replies and failures C does
-# not handle.
-SYNC_PATH_CDEF = """
+# The device links (native/link.c): Python's calls and posts on them, the
+# service thread's wait, liveness and gates; C's synchronous calls
+# (native/sync_fast_path.c) with their slow paths, and C's copy of the
+# allocation map (native/allocation_table.c) they look pointers up in.
+LINK_CDEF = """
 #define FAST_MAX_DEVICES ...
-extern "Python" int rcuda_py_lane_alive(int device, const char *call);
-extern "Python" cudaError_t rcuda_py_lane_failed(int device, const char *call, int failure, int error_number);
-extern "Python" cudaError_t rcuda_py_lane_reply(int device, const char *call, const char *op, uint64_t seq,
+struct link_part { const void *data; uint64_t size; int borrowed; };
+struct link_reply {
+    uint64_t seq;
+    int failure, error_number;
+    int solicited;
+    char *header;
+    uint32_t header_size;
+    char *payload;
+    uint64_t payload_size;
+    uint32_t frame_count;
+    uint64_t frame_sizes[%(max_frames)d];
+    int landed;
+};
+static int rcuda_link_open(int fd, int device, long long spin_max_ns, long long alive_until_ns);
+static int rcuda_link_wake_fd(int handle);
+static void rcuda_link_alive_until(int handle, long long deadline_ns);
+static void rcuda_link_watch_notices(int handle, int watch);
+static int rcuda_link_post(int handle, const struct link_part *parts, uint32_t count);
+static int rcuda_link_post_awaited(int handle, uint64_t seq, const struct link_part *parts, uint32_t count,
+                                   void *into, uint64_t into_size);
+static int rcuda_link_call(int handle, uint64_t seq, const char *op, const struct link_part *parts, uint32_t count,
+                           void *into, uint64_t into_size, struct link_reply *reply);
+static void rcuda_link_free(struct link_reply *reply);
+static void rcuda_link_free_payload(char *payload);
+static uint64_t rcuda_link_gate(int handle);
+static void rcuda_link_open_gate(int handle, uint64_t gate);
+static int rcuda_link_service(int handle, int timeout_ms, struct link_reply *delivery);
+static int rcuda_link_failure(int handle, int *error_number);
+static void rcuda_link_close(int handle);
+static void rcuda_link_release(int handle);
+static uint64_t rcuda_link_calls_in_c(int handle);
+extern "Python" cudaError_t rcuda_py_link_failed(int device, const char *call, int failure, int error_number);
+extern "Python" cudaError_t rcuda_py_link_reply(int device, const char *call, const char *op, uint64_t seq,
                                                 const char *header, size_t size);
-static void rcuda_lane_attach(int device, int fd, long long spin_max_ns);
-static int rcuda_lane_take(int device, int wait);
-static void rcuda_lane_give(int device);
-static void rcuda_lane_open(int device, int open);
-static void rcuda_lane_clean(int device, int clean);
-static uint64_t rcuda_count_socket_message(int device);
-static uint64_t rcuda_count_lane_messages(int device, uint64_t count);
-static uint64_t rcuda_lane_calls_in_c(int device);
+static void rcuda_fast_device_clean(int device, int clean);
 static void rcuda_allocation_added(uint64_t base, uint64_t size, int device);
 static void rcuda_allocation_removed(uint64_t base);
 static void rcuda_allocations_cleared(void);
@@ -147,14 +169,28 @@ def python_entry_points(functions: dict) -> str:
     return "\n".join(lines)
 
 
-def make_ffi(extra_link_args: list[str]) -> cffi.FFI:
+def load_script(name: str):
+    """A module of native/ (its generators), loaded by path: the build runs
+    without rcuda installed."""
+    spec = importlib.util.spec_from_file_location(f"rcuda_native_{name}", NATIVE / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def make_ffi(extra_link_args: list[str], build_dir: Path) -> cffi.FFI:
+    """The cffi module; `build_dir` receives the headers generated at build
+    time (wire.h, from rcuda/wire.py)."""
     generated = NATIVE / "generated"
+    gen_wire = load_script("gen_wire")
+    wire = gen_wire.load_wire()
+    (build_dir / "wire.h").write_text(gen_wire.render())
     ffi = cffi.FFI()
     ffi.cdef((generated / "cudart_types.h").read_text())
     ffi.cdef(python_entry_points(load_api_table()))
     ffi.cdef(LIFECYCLE_CDEF)
     ffi.cdef(FAST_PATH_CDEF)
-    ffi.cdef(SYNC_PATH_CDEF)
+    ffi.cdef(LINK_CDEF % {"max_frames": wire.MAX_FRAMES})
     ffi.cdef(LAST_ERROR_CDEF)
     ffi.embedding_api("")
     source = "\n".join([
@@ -162,10 +198,13 @@ def make_ffi(extra_link_args: list[str]) -> cffi.FFI:
         "#include <stdint.h>",
         '#include "cudart_types.h"',
         '#include "cudart_layout.h"',
+        '#include "wire.h"',
         '#include "interposer.c"',
         '#include "launch_fast_path.c"',
         '#include "allocation_table.c"',
         '#include "async_fast_path.c"',
+        '#include "msgpack_lite.c"',
+        '#include "link.c"',
         '#include "sync_fast_path.c"',
         '#include "last_error.c"',
         '#include "cudart_exports.c"',
@@ -173,7 +212,7 @@ def make_ffi(extra_link_args: list[str]) -> cffi.FFI:
     ])
     # The interpreter the library starts (native/interposer.c): this one.
     executable = '"' + sys.executable.replace("\\", "\\\\").replace('"', '\\"') + '"'
-    ffi.set_source(MODULE_NAME, source, include_dirs=[str(NATIVE), str(generated)],
+    ffi.set_source(MODULE_NAME, source, include_dirs=[str(NATIVE), str(generated), str(build_dir)],
                    define_macros=[("RCUDA_PYTHON_EXECUTABLE", executable)],
                    extra_compile_args=["-O2", "-fvisibility=hidden", "-Wno-unused-function"],
                    extra_link_args=extra_link_args)
@@ -201,7 +240,7 @@ def build(out_dir: Path, verbose: bool = False) -> list[Path]:
     built = []
     with tempfile.TemporaryDirectory(prefix="rcuda-build-") as tmp:
         for target, extra in targets:
-            ffi = make_ffi(extra)
+            ffi = make_ffi(extra, Path(tmp))
             produced = ffi.compile(tmpdir=tmp, target=target.name, verbose=verbose)
             shutil.move(produced, target)
             built.append(target)

@@ -198,7 +198,7 @@ static void after_fork_parent(void)
 
 static void fast_path_after_fork(void);   /* native/launch_fast_path.c */
 static void last_error_after_fork(void);  /* native/last_error.c */
-static void sync_path_after_fork(void);   /* native/sync_fast_path.c */
+static void link_after_fork(void);        /* native/link.c */
 static void allocation_table_after_fork(void); /* native/allocation_table.c */
 static void async_path_after_fork(void);  /* native/async_fast_path.c */
 
@@ -206,7 +206,7 @@ static void after_fork_child(void)
 {
     fast_path_after_fork();
     async_path_after_fork();
-    sync_path_after_fork();
+    link_after_fork();
     allocation_table_after_fork();
     last_error_after_fork();
     registrations_after_fork();

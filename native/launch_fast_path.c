@@ -22,16 +22,17 @@
 #define FAST_MAX_DEVICES 64
 #define FAST_BATCH_INITIAL (64 << 10)
 
-/* One launch in a batch (little endian, 8-byte aligned; the server reads
- * it as struct "<IIIIIIIIQI" + params, see server/device_service.py); with
- * `fn` at or above RECORD_FIRST_OP, a memory operation (async_fast_path.c). */
+/* One launch in a batch (rcuda/wire.py's LAUNCH_RECORD, then the
+ * parameters, padded to 8 bytes); with `fn` at or above
+ * WIRE_RECORD_FIRST_OP, a memory operation (async_fast_path.c). */
 struct launch_record {
     uint32_t fn, shared_mem;
     uint32_t grid[3], block[3];
     uint64_t stream;
     uint32_t param_bytes;
 } __attribute__((packed));
-#define RECORD_HEADER 44
+#define RECORD_HEADER WIRE_LAUNCH_RECORD_SIZE
+_Static_assert(sizeof(struct launch_record) == WIRE_LAUNCH_RECORD_SIZE, "rcuda/wire.py LAUNCH_RECORD");
 
 /* ------------------------------------------------------------ kernels */
 
@@ -127,7 +128,9 @@ static void rcuda_fast_kernel_on_device(const void *host_fun, int device, uint32
 struct fast_device {
     pthread_mutex_t lock;
     int usable;                 /* 0: everything goes through Python (sticky error, lost server, reset) */
-    int wake_fd;                /* the forwarding thread's eventfd */
+    int clean;                  /* 1: C may make synchronous calls (sync_fast_path.c) */
+    int link;                   /* the device's link (native/link.c); -1: none, Python ships the batches */
+    int wake_fd;                /* wakes whoever ships the batches: the link's service thread, or Python's */
     uint32_t max_block[3], max_grid[3], max_threads, max_shared;
     uint64_t generation;        /* bumped by cudaDeviceReset: per-thread streams of older ones are gone */
     char *batch;
@@ -143,10 +146,11 @@ static void init_devices(void)
     for (int i = 0; i < FAST_MAX_DEVICES; i++) {
         pthread_mutex_init(&devices[i].lock, NULL);
         devices[i].wake_fd = -1;
+        devices[i].link = -1;
     }
 }
 
-static void rcuda_fast_device(int device, int wake_fd, const uint32_t *max_block, const uint32_t *max_grid,
+static void rcuda_fast_device(int device, int wake_fd, int link, const uint32_t *max_block, const uint32_t *max_grid,
                               uint32_t max_threads, uint32_t max_shared, uint64_t generation)
 {
     pthread_once(&devices_once, init_devices);
@@ -155,6 +159,7 @@ static void rcuda_fast_device(int device, int wake_fd, const uint32_t *max_block
     struct fast_device *d = &devices[device];
     pthread_mutex_lock(&d->lock);
     d->wake_fd = wake_fd;
+    __atomic_store_n(&d->link, link, __ATOMIC_RELEASE);
     memcpy(d->max_block, max_block, sizeof d->max_block);
     memcpy(d->max_grid, max_grid, sizeof d->max_grid);
     d->max_threads = max_threads;
@@ -171,8 +176,6 @@ static void rcuda_fast_set_usable(int device, int usable)
         __atomic_store_n(&devices[device].usable, usable, __ATOMIC_SEQ_CST);
 }
 
-static void sync_lane_batch_sealed(int device);  /* native/sync_fast_path.c */
-
 /* Take a device's recorded launches out, under d->lock: the batch (malloc'ed,
  * NULL if empty), its launch count in *count; returns its size in bytes. */
 static size_t detach_batch(struct fast_device *d, char **data, uint32_t *count)
@@ -188,8 +191,9 @@ static size_t detach_batch(struct fast_device *d, char **data, uint32_t *count)
     return used;
 }
 
-/* The recorded launches of a device, taken out (malloc'ed; free with
- * rcuda_fast_free).  Returns the byte count; *count gets the launches. */
+/* The recorded launches of a device without a link, taken out for Python
+ * to ship (malloc'ed; free with rcuda_fast_free).  Returns the byte count;
+ * *count gets the launches.  (A link ships its device's batches itself.) */
 static size_t rcuda_fast_take(int device, char **data, uint32_t *count)
 {
     *data = NULL;
@@ -199,11 +203,7 @@ static size_t rcuda_fast_take(int device, char **data, uint32_t *count)
     pthread_once(&devices_once, init_devices);
     struct fast_device *d = &devices[device];
     pthread_mutex_lock(&d->lock);
-    size_t used = d->used;
-    if (used) {
-        sync_lane_batch_sealed(device);  /* queued in Python now: C's synchronous calls must not overtake it */
-        detach_batch(d, data, count);
-    }
+    size_t used = detach_batch(d, data, count);
     pthread_mutex_unlock(&d->lock);
     return used;
 }
@@ -291,6 +291,8 @@ static void fast_path_after_fork(void)
         devices[i].used = devices[i].capacity = 0;
         devices[i].count = 0;
         devices[i].usable = 0;
+        devices[i].clean = 0;
+        devices[i].link = -1;
         devices[i].wake_fd = -1;
     }
     memset(per_thread_stream, 0, sizeof per_thread_stream);

@@ -14,14 +14,11 @@ environment; `rcuda run` turns its flags into the same variables.
     stats = true                            # print a call summary at exit
     key = "~/.config/rcuda/keys/client.key_secret"   # CURVE key pair (rcuda keys); RCUDA_KEY
     server_key = ["gpu1:7777=~/keys/gpu1.key", "~/keys"]   # servers' public keys; RCUDA_SERVER_KEY
-    lane = true                             # synchronous calls on a TCP lane (rcuda/lane.py); RCUDA_LANE
-    spin_us = 300                           # busy-poll for a lane reply before sleeping; RCUDA_SPIN_US
-    sync_in_c = true                        # small synchronous calls made in C on the lane; RCUDA_SYNC_IN_C
-    async_in_c = true                       # async memsets and small copies recorded in C; RCUDA_ASYNC_IN_C
+    spin_us = 300                           # busy-poll for a reply before sleeping; RCUDA_SPIN_US
     [server]
     listen = "tcp://127.0.0.1:7777"
     backend = "auto"
-    spin_us = 300                           # busy-poll for the next lane request (--spin-us)
+    spin_us = 300                           # busy-poll for the next request (--spin-us)
 """
 from __future__ import annotations
 
@@ -194,18 +191,9 @@ CLIENT_SPECS = {
     "timeout": Spec(DEFAULT_TIMEOUT, lambda v: parse_timeout(str(v)), "RCUDA_TIMEOUT"),
     "log": Spec("warning", parse_log_level, "RCUDA_LOG"),
     "stats": Spec(False, parse_bool, "RCUDA_STATS"),
-    # Synchronous calls on a plain TCP lane beside the ZeroMQ socket (rcuda/lane.py),
-    # and how long a call busy-polls for its reply there before it sleeps.
-    "lane": Spec(True, parse_bool, "RCUDA_LANE"),
+    # How long a call busy-polls for its reply before it sleeps: a wake-up
+    # costs tens of microseconds on some machines, spinning costs a CPU.
     "spin_us": Spec(300.0, lambda v: _non_negative_float(v, "RCUDA_SPIN_US"), "RCUDA_SPIN_US"),
-    # cudaDeviceSynchronize, cudaStreamSynchronize and cudaMemGetInfo made in C
-    # on the lane, without Python, when nothing stands in the way
-    # (native/sync_fast_path.c); off: always through the Python client.
-    "sync_in_c": Spec(True, parse_bool, "RCUDA_SYNC_IN_C"),
-    # cudaMemsetAsync, cudaMemset, small cudaMemcpyAsync uploads and copies
-    # within a device recorded in C with the launches
-    # (native/async_fast_path.c); off: through the Python client.
-    "async_in_c": Spec(True, parse_bool, "RCUDA_ASYNC_IN_C"),
     "key": Spec(None, _optional_path, "RCUDA_KEY"),
     "server_key": Spec([], _path_list, "RCUDA_SERVER_KEY"),
     "visible_devices": Spec(None, lambda v: None if v is None else str(v), "CUDA_VISIBLE_DEVICES"),
@@ -294,10 +282,7 @@ class ClientConfig:
     visible_devices: str | None = None
     log: str = "warning"
     stats: bool = False
-    lane: bool = True
     spin_us: float = 300.0
-    sync_in_c: bool = True
-    async_in_c: bool = True
     key: str | None = None
     server_key: list[str] = field(default_factory=list)
 

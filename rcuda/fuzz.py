@@ -35,7 +35,7 @@ from dataclasses import asdict, dataclass
 import msgpack
 import zmq
 
-from rcuda import auth, protocol
+from rcuda import auth, protocol, wire
 from rcuda.config import parse_server
 from rcuda.errors import ProtocolError
 from rcuda.lane import PREFIX, Lane, LaneClosed, set_timeouts
@@ -252,19 +252,19 @@ class Fuzzer:
         fields, so that they pass the framing and reach the checks."""
         records = []
         for _ in range(self.rng.randrange(1, 6)):
-            kind = self.rng.choice([protocol.RECORD_MEMSET, protocol.RECORD_HTOD, protocol.RECORD_DTOD,
-                                    protocol.RECORD_FIRST_OP, self.rng.randrange(1, 1 << 32)])
+            kind = self.rng.choice([wire.RECORD_MEMSET, wire.RECORD_HTOD, wire.RECORD_DTOD,
+                                    wire.RECORD_FIRST_OP, self.rng.randrange(1, 1 << 32)])
             fields = [self._plausible(int) % (1 << 64) for _ in range(3)]
-            if kind == protocol.RECORD_MEMSET:
-                params = protocol.MEMSET_FIELDS.pack(fields[0], fields[1], fields[2] % (1 << 32))
-            elif kind == protocol.RECORD_DTOD:
-                params = protocol.DTOD_FIELDS.pack(*fields)
+            if kind == wire.RECORD_MEMSET:
+                params = wire.MEMSET_FIELDS.pack(fields[0], fields[1], fields[2] % (1 << 32))
+            elif kind == wire.RECORD_DTOD:
+                params = wire.DTOD_FIELDS.pack(*fields)
             else:
-                params = protocol.HTOD_FIELDS.pack(fields[0]) + self.rng.randbytes(self.rng.choice([0, 1, 4096]))
+                params = wire.HTOD_FIELDS.pack(fields[0]) + self.rng.randbytes(self.rng.choice([0, 1, 4096]))
             if self.rng.random() < 0.1:  # fields of the wrong length
                 params = params[:self.rng.randrange(len(params) + 1)]
             stream = self.rng.choice([0, 0, 1, 2**64 - 1])
-            record = protocol.LAUNCH_RECORD.pack(kind, 0, 1, 1, 1, 1, 1, 1, stream, len(params)) + params
+            record = wire.LAUNCH_RECORD.pack(kind, 0, 1, 1, 1, 1, 1, 1, stream, len(params)) + params
             records.append(record + bytes(-len(record) % 8))
         return len(records), b"".join(records)
 

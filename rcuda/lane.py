@@ -1,27 +1,15 @@
-"""The lane: a plain TCP connection beside a device's ZeroMQ socket, for
-synchronous calls and launches.
+"""The lane: a plain TCP connection that carries one device's traffic,
+framed as below (rcuda/wire.py has the layout and limits).
 
 A round trip through ZeroMQ crosses four threads (the caller, ZeroMQ's I/O
 thread on each side, the server's GPU thread); on a small machine each
-hand-off costs tens of microseconds, so a bare pyzmq ping-pong takes ~15x a
-raw TCP one (benchmarks/README.md).  A synchronous call does not need
-ZeroMQ's queueing: its caller waits anyway.  So each device may also have a
-lane, on which the waiting caller itself sends its request and reads the
-reply, and the GPU thread itself reads and answers, with no thread in
-between.  Launches recorded in C go there too: with the synchronous call
-that follows them (programs launch, then copy), or posted by the forwarding
-thread while the lane is free; they need no reply.  Everything else
-(asynchronous copies, copy trains, notices) stays on the ZeroMQ socket.
-
-Order is kept by counting, both ways: a message on the lane carries
-`after`, the number of messages the client had sent on the ZeroMQ socket
-before it, and a message on the socket carries `lane_after`, the number it
-had sent on the lane; the server serves that many from the other channel
-first (server/device_service.py).  The client moves both counts under one
-lock, so they never wait for each other.
+hand-off costs tens of microseconds.  On a lane, the client's calling thread
+sends its request and reads its reply itself (native/link.c owns the
+client's side), and the server's GPU thread reads and answers, with no
+thread in between.
 
 The lane is offered only where the ZeroMQ socket is not CURVE-protected
-(servers run without --auth), since it carries no encryption of its own; the
+(servers run without --auth), since it carries no encryption of its own; a
 connection proves it belongs to the session with the session's token.
 
 Framing: a message is the same multipart as on the ZeroMQ socket, header
@@ -30,6 +18,9 @@ and payload frames:
     u32 header length, u32 number of payload frames,
     u64 length of each payload frame,
     header bytes (msgpack), payload bytes.
+
+This module is the server's side (and the fuzzer's and the tests'); the
+client's is C.
 """
 from __future__ import annotations
 
@@ -40,16 +31,8 @@ import time
 
 from rcuda import protocol
 from rcuda.errors import ProtocolError
+from rcuda.wire import FRAME_LENGTH, MAX_FRAMES, MAX_HEADER, PREFIX
 
-PREFIX = struct.Struct("<II")
-FRAME_LENGTH = struct.Struct("<Q")
-#: Limits on what a server accepts on a lane (a request's frames are at most
-#: the client's LANE_MAX_PAYLOAD; larger work goes on the ZeroMQ socket).
-MAX_HEADER = 1 << 20
-MAX_FRAMES = 64
-#: What a client sends on the lane at most (bytes of payload frames); larger
-#: requests go on the ZeroMQ socket, which pipelines them.
-LANE_MAX_PAYLOAD = 1 << 20
 #: First read of a message: most replies and requests fit.
 FIRST_READ = 4096
 # Plain ints: socket's flags are enum.IntFlag members, and combining or

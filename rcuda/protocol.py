@@ -1,15 +1,14 @@
 """rcuda's wire protocol: what travels between a client and a server.
 
-Transport: ZeroMQ.  A client process talks to each server's daemon once
-(`hello`), which hands it a session worker; then each of the client's devices
-has its own DEALER socket to the worker's ROUTER socket for that GPU, and one
-more socket per session carries heartbeats.  Servers without --auth also
-offer each device a lane (rcuda/lane.py): a plain TCP connection on which
-synchronous calls and launches travel, the same messages framed by length.
-The two channels make one order: a lane message carries `after` (how many
-messages the client sent on the socket before it), a socket message
-`lane_after` once the lane has been used (how many it sent on the lane
-before it); the server serves those first.
+A client process talks to each server's daemon once (`hello`), which hands
+it a session worker; then each of the client's devices has ONE connection
+to the worker's thread for that GPU: its lane (a TCP connection, framed as
+rcuda/lane.py says; servers without --auth) or, with --auth or when the lane
+cannot be reached, its DEALER socket to the worker's ROUTER socket for that
+GPU.  One more socket per session carries heartbeats.  A device's requests
+are served in the order they arrive on its connection; replies may come in
+any other order (a synchronisation is answered when its work is done), each
+echoing its request's `seq`.
 
 Every message is a multipart:
     frame 0     msgpack map, the header: {"op": str, "seq": int, ...}
@@ -32,16 +31,17 @@ Daemon (the `--listen` address):
             the client keeps waiting while N goes down.  peer_key (servers
             with --auth): the secret half of the session's peer key
             lane_ports (servers without --auth): a lane port per GPU; a lane
-            connection starts with {op: "lane", token, dev} -> {err}
+            connection starts with {op: "lane", token, dev} -> {err}, then
+            carries the device's requests from `open` on
     info    {version}                -> {version, devices, server, backend}
     status  {version}                -> {version, devices, server, backend, gpus, sessions}
                                         what `rcuda smi` shows: per GPU memory used and
                                         utilisation, per session its client, memory and
                                         calls/s (from each worker's report every
                                         STATUS_INTERVAL seconds)
-Session worker, per-device socket (ids of streams, events and functions are
-chosen by the client, so creating one needs no round trip; stream 0 is the
-legacy default stream):
+Session worker, per-device connection (ids of streams, events and functions
+are chosen by the client, so creating one needs no round trip; stream 0 is
+the legacy default stream):
     open          {dev, token, va_base}               -> {props, attributes}   first message
     malloc        {size}                              -> {ptr}
     free          {ptr}                               -> {}
@@ -60,12 +60,8 @@ legacy default stream):
     func_set_attr {fn, attr, value}                   -> {}        attr: a cudaFuncAttribute name
     symbol        {module, name}                      -> {ptr, size}
     launch        {fn, grid, block, shmem, stream} + parameter buffer   (never answered)
-    launches      {count} + records, one frame       (never answered)   launches recorded in C:
-                  per launch LAUNCH_RECORD (fn, shmem, grid xyz, block xyz, stream, nbytes),
-                  then nbytes of parameters, padded to 8 bytes; a record whose fn is
-                  RECORD_MEMSET, RECORD_HTOD or RECORD_DTOD is that memory operation
-                  in the stream, recorded in C with the launches, its nbytes its
-                  fields (MEMSET_FIELDS, HTOD_FIELDS then the bytes, DTOD_FIELDS)
+    launches      {count} + records, one frame       (never answered)   launches recorded in C,
+                  laid out as rcuda/wire.py says (LAUNCH_RECORD, RECORD_*)
     sync          {}                                  -> {}        cudaDeviceSynchronize
     stream_create {stream, flags, priority}           -> {}
     stream_destroy{stream}                            -> {}
@@ -118,16 +114,15 @@ client, in order.
 """
 from __future__ import annotations
 
-import struct
 
 import msgpack
 
 from rcuda.errors import ProtocolError
 
-PROTOCOL_VERSION = 3
+PROTOCOL_VERSION = 4
 
-#: Bulk copies are split into frames of this size: ZeroMQ slows down on
-#: messages above ~32 MiB (fresh buffers page-fault), see CUDA-NOTES.
+#: Bulk bytes on a ZeroMQ socket travel in frames of this size: ZeroMQ slows
+#: down on messages above ~32 MiB (fresh buffers page-fault).
 CHUNK_SIZE = 1 << 20
 
 #: Each device's allocations live inside a window of this size, starting at a
@@ -198,22 +193,6 @@ OPS: dict[str, dict[str, type | tuple]] = {
 
 #: Ops that are never answered: their errors surface in a later reply.
 ALWAYS_ASYNC = frozenset({"launch", "launches", "peer_push", "peer_wait"})
-
-#: One launch in a `launches` frame (native/launch_fast_path.c, struct
-#: launch_record): fn, shared memory, grid x/y/z, block x/y/z, stream id,
-#: parameter bytes; the parameters follow, the record is padded to 8 bytes.
-LAUNCH_RECORD = struct.Struct("<IIIIIIIIQI")
-
-#: Records that are not launches: asynchronous memory operations recorded in
-#: C in the same batch (native/async_fast_path.c), run in the batch's order.
-#: Function ids at or above RECORD_FIRST_OP are never a kernel's.
-RECORD_FIRST_OP = 0xFFFFFF00
-RECORD_MEMSET = 0xFFFFFFFF  # cudaMemsetAsync
-RECORD_HTOD = 0xFFFFFFFE    # cudaMemcpyAsync from the program's memory (the bytes follow the fields)
-RECORD_DTOD = 0xFFFFFFFD    # cudaMemcpyAsync within one device
-MEMSET_FIELDS = struct.Struct("<QQI")  # ptr, size, value
-HTOD_FIELDS = struct.Struct("<Q")      # dst
-DTOD_FIELDS = struct.Struct("<QQQ")    # dst, src, size
 
 #: Ops that may carry `"async": true` (sent without waiting, no reply).
 MAY_BE_ASYNC = frozenset({

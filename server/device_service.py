@@ -1,9 +1,19 @@
-"""Serves one GPU to one client session, in a thread that owns its socket.
+"""Serves one GPU to one client session, in a thread of its own.
 
-The client's forwarding thread for this device talks to this thread alone,
-so a message goes from socket to backend with no hand-off in between.  Every
-message is checked before anything is done with it; a bad one gets an error
-reply and changes nothing.
+The device's client talks to this thread alone, on one connection: its lane
+(a TCP connection, rcuda/lane.py; servers without --auth) or its ZeroMQ
+socket (with --auth, or when the client cannot reach the lane).  Whichever
+opens the device is the session's; requests are served in the order they
+arrive.  Every message is checked before anything is done with it; a bad one
+gets an error reply and changes nothing.
+
+Nothing here waits for the GPU.  A request that must wait for device work
+(a stream, event or device synchronisation, a copy to the host, cudaFree,
+a host function's marker) gets a `Completion` from the backend and is
+answered when it is ready, while the thread goes on serving the session's
+other requests: a client thread waiting on a long stream holds up no other
+thread's calls.  Replies therefore come in any order; each echoes its
+request's `seq`.
 
 CUDA's error model is kept: asynchronous requests (launches, and copies or
 stream/event operations sent with "async") get no reply, their failures are
@@ -18,7 +28,6 @@ from __future__ import annotations
 
 import hmac
 import logging
-import select
 import socket as pysocket
 import threading
 import time
@@ -26,11 +35,11 @@ from dataclasses import asdict, dataclass
 
 import zmq
 
-from rcuda import protocol
-from rcuda.lane import LANE_MAX_PAYLOAD, Lane, LaneClosed, SpinPolicy, UnreadFrame, set_timeouts
+from rcuda import protocol, wire
 from rcuda.errors import CudaError, ProtocolError, cudaError, is_sticky
+from rcuda.lane import Lane, LaneClosed, SpinPolicy, UnreadFrame, set_timeouts
 from rcuda.log import RateLimitedLog
-from rcuda.server.backends.base import ParamLayout
+from rcuda.server.backends.base import Completion, ParamLayout
 from rcuda.server.peer import PeerOps
 
 log = logging.getLogger(__name__)
@@ -43,16 +52,12 @@ ZMQ_EVENTS, ZMQ_POLLIN = int(zmq.EVENTS), int(zmq.POLLIN)
 MAX_PARAM_BYTES = 32764
 #: Largest 2-D copy or memset one request may describe (bytes moved).
 MAX_2D_BYTES = 1 << 40
-#: How often the GPU thread, waiting for a request, checks whether to stop.
+#: Longest wait for anything before the thread looks whether to stop (ms).
 POLL_MS = 200
 LEGACY_STREAM = 0
 #: How long a lane message may take to arrive whole once it has begun, and
 #: how long a lane connection may take to say whose it is (seconds).
 LANE_READ_TIMEOUT = 5.0
-#: How long a request on the lane waits for the socket messages it must
-#: follow (`after`) before it fails: they were sent before it, so only a
-#: broken connection keeps them away.
-LANE_ORDER_TIMEOUT = 30.0
 #: A copy on the lane into a backend whose device memory is not in this
 #: process (a GPU) is staged through host memory this many bytes at a time.
 LANE_STAGING_PIECE = 4 << 20
@@ -77,6 +82,21 @@ TO_DEVICE_OPS = frozenset({"htod", "htod2d"})
 FROM_DEVICE_OPS = frozenset({"dtoh", "dtoh2d"})
 
 
+@dataclass
+class Later:
+    """A request answered once its Completion is ready: `then()` gives the
+    reply (a dict, or (dict, frames)), or None for an empty one."""
+
+    completion: Completion
+    then: object = None
+    # Filled in by the service:
+    reply_to: object = None
+    seq: object = None
+    op: str = ""
+    since: float = 0.0
+    watched: bool = False
+
+
 class DeviceService:
     def __init__(self, context: zmq.Context, backend, index: int, bind_host: str, inbox=None,
                  peer_token: str | None = None, protect=None, lane: bool = False, spin_us: float = 300.0):
@@ -86,29 +106,25 @@ class DeviceService:
         self.socket.setsockopt(zmq.LINGER, 0)
         self.socket.setsockopt(zmq.SNDHWM, 0)
         self.socket.setsockopt(zmq.RCVHWM, 0)
-        self.socket.setsockopt(zmq.RCVTIMEO, POLL_MS)
         if protect is not None:  # --auth: CURVE before bind (rcuda/auth.py)
             protect(self.socket)
         self.port = self.socket.bind_to_random_port(f"tcp://{bind_host}")
-        # The lane (rcuda/lane.py): a TCP listener for the client's one lane
-        # connection, offered only without --auth (it is not encrypted).
+        # The lane: a TCP listener for the client's one lane connection,
+        # offered only without --auth (it is not encrypted).
         self._lane: Lane | None = None
-        self._lane_listener: pysocket.socket | None = None
-        self.lane_port: int | None = None
-        if lane:
-            self._lane_listener = _lane_listener(bind_host)
-            self.lane_port = self._lane_listener.getsockname()[1] if self._lane_listener else None
-        self._poller = None  # (what it watches beside the socket, zmq.Poller)
-        self._received = 0  # messages served from the session's socket connection, for lane order
-        self._lane_received = 0  # messages read from the lane: a socket message's `lane_after` refers to it
-        # After answering on the lane, how long to busy-poll for the next
-        # request before sleeping (rcuda server --spin-us).
+        self._lane_listener: pysocket.socket | None = _lane_listener(bind_host) if lane else None
+        self.lane_port: int | None = self._lane_listener.getsockname()[1] if self._lane_listener else None
+        self._poller: tuple | None = None  # (what it watches, zmq.Poller)
+        # How long to busy-poll for the next request after answering on the
+        # lane, and for a Completion before sleeping (rcuda server --spin-us).
         self._spin = SpinPolicy(spin_us / 1e6)  # keyed by the op served last on the lane
+        self._spin_seconds = spin_us / 1e6
         self._lane_served: tuple[str, float] | None = None  # (op, when) of the last lane message
+        self._later: list[Later] = []  # requests waiting for the device, in arrival order
         self.token: str | None = None
         self.closed = threading.Event()
         self._stop = threading.Event()
-        self._peer: bytes | None = None
+        self._peer: bytes | Lane | None = None  # the connection that opened the device
         self.device = None
         self._va_base: int | None = None
         self._sticky: CudaError | None = None
@@ -121,7 +137,8 @@ class DeviceService:
             "htod": self._htod, "dtoh": self._dtoh, "dtod": self._dtod, "memset": self._memset,
             "htod2d": self._htod2d, "dtoh2d": self._dtoh2d, "dtod2d": self._dtod2d, "memset2d": self._memset2d,
             "module": self._module, "function": self._function, "func_attrs": self._func_attrs,
-            "func_set_attr": self._func_set_attr, "symbol": self._symbol, "launch": self._launch, "launches": self._launches,
+            "func_set_attr": self._func_set_attr, "symbol": self._symbol, "launch": self._launch,
+            "launches": self._launches,
             "sync": self._sync, "stream_create": self._stream_create, "stream_destroy": self._stream_destroy,
             "stream_sync": self._stream_sync, "stream_query": self._stream_query, "stream_wait": self._stream_wait,
             "event_create": self._event_create, "event_destroy": self._event_destroy,
@@ -157,68 +174,119 @@ class DeviceService:
     def _run(self) -> None:
         try:
             while not self._stop.is_set() and not self.closed.is_set():
-                if self._lane is None and self._lane_listener is None:
-                    self._serve_next_message()
-                else:
-                    self._serve_socket_and_lane()
+                self._serve_what_arrives()
+                self._answer_what_is_ready()
         except Exception:  # a bug must end the session, not hang it
             log.exception("GPU%d service stopped", self.index)
             self.closed.set()
         finally:
+            self._drop_later()
             self.peer_ops.close()
             self.socket.close(linger=0)
             self._close_lane()
 
-    def _serve_next_message(self) -> None:
-        """Serve one message from the socket, or return after POLL_MS.  A
-        blocking recv (RCVTIMEO), not poll + recv: two system calls fewer
-        per request, a tenth of a round trip here."""
-        try:
-            parts = self.socket.recv_multipart(copy=False)
-        except zmq.Again:
-            return
-        self._serve(parts)
-
-    def _serve_socket_and_lane(self) -> None:
-        """Wait for the socket and the lane (or its listener) together, and
-        serve what came."""
+    def _watched(self) -> list:
+        """What the thread waits on: the socket, the lane (or its listener),
+        and the device's wake-up descriptor (cupy's Completions)."""
+        watched = [self.socket]
         lane_side = self._lane if self._lane is not None else self._lane_listener
-        if self._poller is None or self._poller[0] is not lane_side:
+        if lane_side is not None:
+            watched.append(lane_side.fileno())
+        wake = self.device.wake_fd() if self.device is not None else None
+        if wake is not None:
+            watched.append(wake)
+        return watched
+
+    def _serve_what_arrives(self) -> None:
+        watched = self._watched()
+        if self._poller is None or self._poller[0] != watched:
             poller = zmq.Poller()
-            poller.register(self.socket, zmq.POLLIN)
-            poller.register(lane_side.fileno(), zmq.POLLIN)
-            self._poller = (lane_side, poller)
-        # Lane bytes read already (with the message before them) are invisible
-        # to poll(): then only look, do not wait.
-        ready = dict(self._poller[1].poll(0 if self._lane_buffered() else POLL_MS))
-        if self.socket in ready:
-            while self.socket.getsockopt(ZMQ_EVENTS) & ZMQ_POLLIN and not self.closed.is_set():
-                self._serve(self.socket.recv_multipart(copy=False))
-        if lane_side is self._lane_listener:
-            if lane_side.fileno() in ready:
-                self._accept_lane()
-        elif lane_side is self._lane and (self._lane_buffered() or (lane_side.fileno() in ready
-                                                                     and lane_side.readable())):
-            # (Serving socket messages may have read the lane meanwhile, for
-            # order: so it may be buffered though poll() did not say, or
-            # drained though it did.)
+            for item in watched:
+                poller.register(item, zmq.POLLIN)
+            self._poller = (watched, poller)
+        ready = dict(self._poller[1].poll(self._wait_ms()))
+        if self.socket in ready or self._socket_has_message():
+            while self._socket_has_message() and not self.closed.is_set():
+                self._serve_socket_message(self.socket.recv_multipart(copy=False))
+        if self._lane_listener is not None and self._lane_listener.fileno() in ready:
+            self._accept_lane()
+        lane = self._lane
+        if lane is not None and (lane.buffered or (lane.fileno() in ready and lane.readable())):
             self._serve_lane()
             while self._lane_buffered():
                 # The last read took in (part of) the next message too, which
                 # poll() cannot see: a request answered with nothing (a launch)
                 # may be followed at once by another.
                 self._serve_lane()
-            if self._lane is not None and self._lane_served is not None:
+            if self._lane is not None and self._lane_served is not None and not self._later:
                 # A program making synchronous calls often makes the next one
                 # soon: stay awake for it a moment, if that paid after this
                 # kind of message lately (rcuda/lane.py, SpinPolicy).
                 self._lane.wait_readable(self._spin.window(self._lane_served[0]), also=self._socket_has_message)
+        wake = self.device.wake_fd() if self.device is not None else None
+        if wake is not None and wake in ready:
+            self.device.drain_wake_fd()
+
+    def _wait_ms(self) -> int:
+        """How long the next poll may sleep: not at all while bytes of the
+        lane are read already (poll() cannot see them) or a Completion is
+        being polled; until the nearest modelled deadline; else POLL_MS."""
+        if self._lane_buffered():
+            return 0
+        wait = POLL_MS / 1000
+        now = time.perf_counter()
+        for later in self._later:
+            deadline = later.completion.deadline()
+            if deadline is not None:
+                wait = min(wait, max(deadline - now, 0.0))
+            elif now - later.since < self._spin_seconds:
+                return 0  # polling it: an answer within the window costs no wake-up
+            elif not later.watched:
+                later.completion.watch()  # from now on the device's wake fd tells
+                later.watched = True
+        return int(wait * 1000) + (1 if wait > 0 else 0)
 
     def _lane_buffered(self) -> bool:
         return self._lane is not None and self._lane.buffered
 
     def _socket_has_message(self) -> bool:
         return bool(self.socket.getsockopt(ZMQ_EVENTS) & ZMQ_POLLIN)
+
+    # ---------------------------------------------------------- answers that wait
+
+    def _defer(self, later: Later, reply_to, seq, op: str) -> None:
+        later.reply_to, later.seq, later.op, later.since = reply_to, seq, op, time.perf_counter()
+        self._later.append(later)
+
+    def _answer_what_is_ready(self) -> None:
+        """Answer the waiting requests whose work is done, in arrival order."""
+        if not self._later:
+            return
+        waiting = []
+        for later in self._later:
+            try:
+                if not later.completion.ready():
+                    waiting.append(later)
+                    continue
+                result = later.then() if later.then is not None else None
+            except (CudaError, ProtocolError) as exc:
+                later.completion.release()
+                self._failed(later.reply_to, later.seq, later.op, exc, True)
+                continue
+            except Exception as exc:  # a backend bug: report it, keep serving
+                log.exception("GPU%d: %s failed", self.index, later.op)
+                later.completion.release()
+                self._failed(later.reply_to, later.seq, later.op,
+                             CudaError(cudaError.cudaErrorUnknown, f"server error: {exc}"), True)
+                continue
+            later.completion.release()
+            self._respond(later.reply_to, later.seq, result)
+        self._later = waiting
+
+    def _drop_later(self) -> None:
+        for later in self._later:
+            later.completion.release()
+        self._later = []
 
     # ---------------------------------------------------------- the lane
 
@@ -229,7 +297,7 @@ class DeviceService:
         except OSError:
             return
         set_timeouts(connection, LANE_READ_TIMEOUT, LANE_READ_TIMEOUT)
-        lane = Lane(connection, max_payload=LANE_MAX_PAYLOAD)
+        lane = Lane(connection, max_payload=wire.MAX_BUFFERED_PAYLOAD)
         try:
             hello, _ = lane.receive()
             token = hello.get("token")
@@ -250,10 +318,9 @@ class DeviceService:
         self._lane_listener = None
 
     def _serve_lane(self) -> None:
-        """Serve one request from the lane, after the socket messages sent
-        before it.  The payload of an htod is left in the socket for _htod
-        to read straight into device memory; any other payload is small
-        (LANE_MAX_PAYLOAD) and read first."""
+        """Serve one request from the lane.  The payload of an htod is left
+        in the connection for _htod to read straight into device memory; any
+        other payload is read first."""
         lane = self._lane
         try:
             head, lengths = lane.receive_head()
@@ -264,7 +331,6 @@ class DeviceService:
             bad_requests.warning("GPU%d: lane closed after a malformed message: %s", self.index, exc)
             self._close_lane()
             return
-        self._lane_received += 1
         if self._lane_served is not None:
             self._spin.waited(self._lane_served[0], time.perf_counter() - self._lane_served[1])
         try:
@@ -272,9 +338,9 @@ class DeviceService:
         except ProtocolError as exc:
             header, undecodable = None, exc
         streamed = header is not None and header.get("op") == "htod" and len(lengths) == 1
-        if not streamed and sum(lengths) > LANE_MAX_PAYLOAD:
+        if not streamed and sum(lengths) > wire.MAX_BUFFERED_PAYLOAD:
             bad_requests.warning("GPU%d: lane closed: %d payload bytes (at most %d but in an htod)",
-                                 self.index, sum(lengths), LANE_MAX_PAYLOAD)
+                                 self.index, sum(lengths), wire.MAX_BUFFERED_PAYLOAD)
             self._close_lane()
             return
         try:
@@ -285,7 +351,7 @@ class DeviceService:
             if undecodable is not None:
                 self._undecodable(lane, undecodable)
             else:
-                self._serve_lane_request(lane, header, payload)
+                self._handle(lane, header, payload, lane)
             if streamed and payload[0].left:  # refused before it was read: out of the stream with it
                 payload[0].drop_rest()
             op = header.get("op") if header is not None else None
@@ -297,51 +363,27 @@ class DeviceService:
     def _lane_stalled(self) -> None:
         raise LaneClosed(f"no bytes for {LANE_READ_TIMEOUT:g}s in the middle of a message")
 
-    def _serve_lane_request(self, lane: Lane, header: dict, payload: list) -> None:
-        after = header.get("after", 0)
-        if not isinstance(after, int) or isinstance(after, bool) or after < 0:
-            self._failed(lane, header.get("seq"), header.get("op"),
-                         ProtocolError("lane request: 'after' must be a non-negative integer"), True)
-            return
-        if not self._catch_up(after):
-            if not self._stop.is_set() and not self.closed.is_set():
-                self._failed(lane, header.get("seq"), header.get("op"), CudaError(
-                    cudaError.cudaErrorDevicesUnavailable,
-                    f"{after - self._received} message(s) sent on the device socket before this request never "
-                    f"arrived"), True)
-            return
-        if header.get("op") == "open":
-            self._failed(lane, header.get("seq"), "open", ProtocolError("open must come on the device socket"),
-                         True)
-            return
-        self._handle(self._peer, header, payload, lane)
-
-    def _catch_up(self, after: int) -> bool:
-        """Serve socket messages until `after` of them have been served."""
-        deadline = time.monotonic() + LANE_ORDER_TIMEOUT
-        while self._received < after:
-            if self._stop.is_set() or self.closed.is_set() or time.monotonic() > deadline:
-                return False
-            self._serve_next_message()
-        return True
-
-    def _catch_up_lane(self, count: int) -> bool:
-        """Serve lane messages until `count` of them have been read: a socket
-        message that the client sent after them (its `lane_after`) waits."""
-        deadline = time.monotonic() + LANE_ORDER_TIMEOUT
-        while self._lane_received < count:
-            lane = self._lane
-            if lane is None or self._stop.is_set() or self.closed.is_set() or time.monotonic() > deadline:
-                return False
-            if lane.buffered or select.select([lane.fileno()], [], [], POLL_MS / 1000)[0]:
-                self._serve_lane()
-        return True
-
     def _close_lane(self) -> None:
         for side in (self._lane, self._lane_listener):
             if side is not None:
                 side.close()
+        if self._peer is self._lane and self._lane is not None:
+            self.closed.set()  # the session's connection is gone: so is its use of this device
         self._lane = self._lane_listener = None
+
+    # ---------------------------------------------------------- the socket
+
+    def _serve_socket_message(self, parts: list) -> None:
+        """One message from the ZeroMQ socket."""
+        if len(parts) < 2:
+            return  # not even a header: nothing to answer
+        peer, header_frame, payload = parts[0].bytes, parts[1], parts[2:]
+        try:
+            header = protocol.unpack(header_frame.buffer)
+        except ProtocolError as exc:
+            self._undecodable(peer, exc)
+            return
+        self._handle(peer, header, payload, peer)
 
     # -- for server/peer.py, which runs in this thread
 
@@ -356,53 +398,18 @@ class DeviceService:
         """An unsolicited message to the client (seq null), e.g. a failed
         peer_push it must abort at the destination."""
         if self._peer is not None:
-            self.socket.send_multipart([self._peer, protocol.pack({"seq": None, **message})])
+            self._reply(self._peer, {"seq": None, **message})
 
-    def _serve(self, parts: list) -> None:
-        """One message from the socket."""
-        if len(parts) < 2:
-            return  # not even a header: nothing to answer
-        peer, header_frame, payload = parts[0].bytes, parts[1], parts[2:]
-        try:
-            header = protocol.unpack(header_frame.buffer)
-        except ProtocolError as exc:
-            self._undecodable(peer, exc)
-        else:
-            if self._in_order_with_the_lane(peer, header):
-                self._handle(peer, header, payload, peer)
-        if peer == self._peer:
-            self._received += 1  # the client counts what it sent; the lane's `after` refers to it
-
-    def _in_order_with_the_lane(self, peer: bytes, header: dict) -> bool:
-        """A socket message carries `lane_after`, how many messages its
-        client had sent on the lane before it (launches may go there): those
-        are served first.  False (the request answered with an error) if
-        they do not come."""
-        after = header.get("lane_after", 0)
-        if after == 0 or peer != self._peer:
-            return True
-        if not isinstance(after, int) or isinstance(after, bool) or after < 0:
-            self._failed(peer, header.get("seq"), header.get("op"),
-                         ProtocolError("'lane_after' must be a non-negative integer"),
-                         _answered(header))
-            return False
-        if self._catch_up_lane(after):
-            return True
-        if not self._stop.is_set() and not self.closed.is_set():
-            self._failed(peer, header.get("seq"), header.get("op"), CudaError(
-                cudaError.cudaErrorDevicesUnavailable,
-                f"{after - self._lane_received} message(s) sent on the device's lane before this request never "
-                f"arrived"), _answered(header))
-        return False
+    # ---------------------------------------------------------- requests
 
     def _undecodable(self, reply_to, exc: ProtocolError) -> None:
         """A header that is not msgpack: answered without a seq (there is none to echo)."""
         bad_requests.warning("GPU%d: %s", self.index, exc)
         self._reply(reply_to, {"seq": None, "err": int(cudaError.cudaErrorInvalidValue), "msg": str(exc)})
 
-    def _handle(self, peer: bytes | None, header: dict, payload: list, reply_to) -> None:
-        """Check and serve one request from `peer`; answer to `reply_to`
-        (the peer's identity on the socket, or the lane)."""
+    def _handle(self, peer, header: dict, payload: list, reply_to) -> None:
+        """Check and serve one request from `peer` (a socket identity, or
+        the lane); answer to `reply_to`."""
         seq = header.get("seq")
         answer = True
         try:
@@ -412,8 +419,8 @@ class DeviceService:
                 raise ProtocolError(f"{op} is not a request for a GPU socket")
             if self._peer is None and op != "open":
                 raise ProtocolError(f"{op} before open")
-            if self._peer is not None and peer != self._peer:
-                raise ProtocolError("this GPU socket belongs to another connection")
+            if self._peer is not None and peer is not self._peer and peer != self._peer:
+                raise ProtocolError("this GPU belongs to another connection")
             if self._sticky is not None and op not in STICKY_EXEMPT:
                 raise self._sticky
             started = time.perf_counter()
@@ -423,10 +430,9 @@ class DeviceService:
                 self._count(op, payload, time.perf_counter() - started)
             if op == "open":
                 self._peer = peer  # from now on, only this connection
-                if self._lane is None and self._lane_listener is not None:
-                    # The client opens its lane before its device (client/channel.py),
-                    # so none is coming: back to the plain blocking receive.
-                    self._close_lane()
+                if peer is not self._lane and self._lane_listener is not None:
+                    self._lane_listener.close()  # opened on the socket: no lane is coming
+                    self._lane_listener = None
         except (CudaError, ProtocolError) as exc:
             self._failed(reply_to, seq, header.get("op"), exc, answer)
             return
@@ -437,9 +443,20 @@ class DeviceService:
             self._failed(reply_to, seq, header.get("op"),
                          CudaError(cudaError.cudaErrorUnknown, f"server error: {exc}"), answer)
             return
+        if isinstance(result, Later):
+            if answer:
+                self._defer(result, reply_to, seq, op)
+                self._answer_what_is_ready()  # most are ready at once
+            else:
+                result.completion.release()
+            return
         if not answer:
             self._collect_output()
             return
+        self._respond(reply_to, seq, result)
+
+    def _respond(self, reply_to, seq, result) -> None:
+        """A request's reply, with an earlier asynchronous failure if one waits."""
         reply, frames = result if isinstance(result, tuple) else (result or {}, [])
         reply["seq"] = seq
         reply["err"] = 0
@@ -541,7 +558,7 @@ class DeviceService:
         return {"ptr": self.device.malloc(_non_negative(header, "size"))}
 
     def _free(self, header, payload):
-        self.device.free(header["ptr"])
+        return Later(self.device.free(header["ptr"]))  # cudaFree waits for the device
 
     def _mem_info(self, header, payload):
         free, total = self.device.mem_get_info()
@@ -558,11 +575,12 @@ class DeviceService:
             else:
                 self.device.memcpy_htod(header["dst"] + offset, frame.buffer, stream)
             offset += len(frame)
+        return self._stream_order(header, stream)
 
     def _dtoh(self, header, payload):
-        data = self.device.memcpy_dtoh(header["src"], _non_negative(header, "size"), self._stream(header))
+        data, done = self.device.memcpy_dtoh(header["src"], _non_negative(header, "size"), self._stream(header))
         self.usage.bytes_from_device += len(data)
-        return {}, [_bytes_view(data)]
+        return Later(done, lambda: ({}, [_bytes_view(data)]))
 
     def _dtod(self, header, payload):
         self.device.memcpy_dtod(header["dst"], header["src"], _non_negative(header, "size"), self._stream(header))
@@ -575,13 +593,15 @@ class DeviceService:
         if _payload_size(payload) != width * height:
             raise ProtocolError(f"htod2d: {height} rows of {width} bytes, frames carry {_payload_size(payload)}")
         data = payload[0].buffer if len(payload) == 1 else memoryview(b"".join(f.buffer for f in payload))
-        self.device.memcpy_htod_2d(header["dst"], pitch, data, width, height, self._stream(header))
+        stream = self._stream(header)
+        self.device.memcpy_htod_2d(header["dst"], pitch, data, width, height, stream)
+        return self._stream_order(header, stream)
 
     def _dtoh2d(self, header, payload):
         width, height, pitch = _rect(header, "spitch")
-        data = self.device.memcpy_dtoh_2d(header["src"], pitch, width, height, self._stream(header))
+        data, done = self.device.memcpy_dtoh_2d(header["src"], pitch, width, height, self._stream(header))
         self.usage.bytes_from_device += len(data)
-        return {}, [_bytes_view(data)]
+        return Later(done, lambda: ({}, [_bytes_view(data)]))
 
     def _dtod2d(self, header, payload):
         width, height, dpitch = _rect(header, "dpitch")
@@ -614,8 +634,8 @@ class DeviceService:
                 or any(s == 0 for s in sizes)):
             raise ProtocolError("function: offsets and sizes must be lists of equal length of "
                                 "non-negative integers (sizes positive)")
-        if not isinstance(header["fn"], int) or not 0 < header["fn"] < protocol.RECORD_FIRST_OP:
-            raise ProtocolError(f"function: id {header['fn']!r} is not below {protocol.RECORD_FIRST_OP:#x}")
+        if not isinstance(header["fn"], int) or not 0 < header["fn"] < wire.RECORD_FIRST_OP:
+            raise ProtocolError(f"function: id {header['fn']!r} is not below {wire.RECORD_FIRST_OP:#x}")
         layout = ParamLayout(tuple(offsets), tuple(sizes))
         if layout.buffer_size > MAX_PARAM_BYTES:
             raise CudaError(cudaError.cudaErrorInvalidValue, f"kernel parameters take {layout.buffer_size} "
@@ -651,7 +671,7 @@ class DeviceService:
         if len(payload) != 1:
             raise ProtocolError("launches: the records must be one frame")
         data = payload[0].buffer
-        record, offset, first_error = protocol.LAUNCH_RECORD, 0, None
+        record, offset, first_error = wire.LAUNCH_RECORD, 0, None
         for _ in range(_non_negative(header, "count")):
             if offset + record.size > len(data):
                 raise ProtocolError(f"launches: truncated record at byte {offset}")
@@ -659,7 +679,7 @@ class DeviceService:
             params = bytes(data[offset + record.size:offset + record.size + nbytes])
             offset += (record.size + nbytes + 7) & ~7
             try:
-                if fn >= protocol.RECORD_FIRST_OP:
+                if fn >= wire.RECORD_FIRST_OP:
                     self._recorded_op(fn, params, stream)
                     continue
                 entry = self._functions.get(fn)
@@ -685,15 +705,15 @@ class DeviceService:
         (native/async_fast_path.c): checked as its own message would be."""
         if stream not in self._streams:
             raise CudaError(cudaError.cudaErrorInvalidResourceHandle, f"launches: unknown stream {stream}")
-        if kind == protocol.RECORD_MEMSET and len(fields) == protocol.MEMSET_FIELDS.size:
-            ptr, size, value = protocol.MEMSET_FIELDS.unpack(fields)
+        if kind == wire.RECORD_MEMSET and len(fields) == wire.MEMSET_FIELDS.size:
+            ptr, size, value = wire.MEMSET_FIELDS.unpack(fields)
             self.device.memset(ptr, value, size, stream)
-        elif kind == protocol.RECORD_DTOD and len(fields) == protocol.DTOD_FIELDS.size:
-            dst, src, size = protocol.DTOD_FIELDS.unpack(fields)
+        elif kind == wire.RECORD_DTOD and len(fields) == wire.DTOD_FIELDS.size:
+            dst, src, size = wire.DTOD_FIELDS.unpack(fields)
             self.device.memcpy_dtod(dst, src, size, stream)
-        elif kind == protocol.RECORD_HTOD and len(fields) >= protocol.HTOD_FIELDS.size:
-            (dst,) = protocol.HTOD_FIELDS.unpack_from(fields)
-            data = memoryview(fields)[protocol.HTOD_FIELDS.size:]
+        elif kind == wire.RECORD_HTOD and len(fields) >= wire.HTOD_FIELDS.size:
+            (dst,) = wire.HTOD_FIELDS.unpack_from(fields)
+            data = memoryview(fields)[wire.HTOD_FIELDS.size:]
             self.device.memcpy_htod(dst, data, stream)
             self.usage.bytes_to_device += len(data)
         else:
@@ -701,8 +721,13 @@ class DeviceService:
 
     # ---------------------------------------------------------- streams, events
 
+    def _stream_order(self, header: dict, stream: int) -> Later | None:
+        """A synchronous copy to the device is answered once its stream has
+        run it, as cudaMemcpy returns; an asynchronous one is not answered."""
+        return Later(self.device.stream_synchronize(stream)) if protocol.expects_reply(header) else None
+
     def _sync(self, header, payload):
-        self.device.synchronize()
+        return Later(self.device.synchronize())
 
     def _stream_create(self, header, payload):
         stream = header["stream"]
@@ -719,7 +744,7 @@ class DeviceService:
         self._streams.discard(stream)
 
     def _stream_sync(self, header, payload):
-        self.device.stream_synchronize(self._stream(header))
+        return Later(self.device.stream_synchronize(self._stream(header)))
 
     def _stream_query(self, header, payload):
         return {"ready": self.device.stream_query(self._stream(header))}
@@ -743,7 +768,7 @@ class DeviceService:
         self.device.event_record(self._event(header), self._stream(header))
 
     def _event_sync(self, header, payload):
-        self.device.event_synchronize(self._event(header))
+        return Later(self.device.event_synchronize(self._event(header)))
 
     def _event_query(self, header, payload):
         return {"ready": self.device.event_query(self._event(header))}
@@ -752,13 +777,18 @@ class DeviceService:
         return {"ms": float(self.device.event_elapsed_ms(self._event(header, "start"), self._event(header, "end")))}
 
     def _marker(self, header, payload):
-        self.device.stream_synchronize(self._stream(header))
+        return Later(self.device.stream_synchronize(self._stream(header)))
 
     # ---------------------------------------------------------- lifecycle
 
     def _reset(self, header, payload):
         """cudaDeviceReset: everything of the session on this GPU is gone,
         errors included; the device is usable again."""
+        for later in self._later:
+            later.completion.release()
+            self._failed(later.reply_to, later.seq, later.op,
+                         CudaError(cudaError.cudaErrorDevicesUnavailable, "cudaDeviceReset came first"), True)
+        self._later = []
         self._release()
         self._forget_session_state()
         self._sticky = self._deferred = None
@@ -766,6 +796,7 @@ class DeviceService:
 
     def _close(self, header, payload):
         self.closed.set()
+        self._drop_later()
         self._release()
 
     def _release(self) -> None:
@@ -816,7 +847,7 @@ def land_on_device(frame: UnreadFrame, device, dst: int, stream: int, piece: int
     sim), so the bytes are copied once, by the kernel; else staged through
     host memory `piece` bytes at a time."""
     device.check_range(dst, len(frame), "cudaMemcpy to device")
-    target = device.host_view(dst, len(frame))
+    target = device.host_view(dst, len(frame), stream=stream)
     if target is not None:
         frame.read_into(target)
         return

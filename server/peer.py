@@ -446,7 +446,7 @@ class PeerOps:
         started = time.monotonic()
         if local:
             for offset in range(0, size, protocol.CHUNK_SIZE):
-                chunk = _bytes(device.memcpy_dtoh(src + offset, min(protocol.CHUNK_SIZE, size - offset)))
+                chunk = _read(device, src + offset, min(protocol.CHUNK_SIZE, size - offset))
                 _, problem = self.inbox.deliver(xfer, offset, size, chunk)
                 if problem:
                     raise problem
@@ -481,7 +481,7 @@ class PeerOps:
         try:
             acknowledged = False
             for offset in range(0, size, protocol.CHUNK_SIZE):
-                chunk = _bytes(device.memcpy_dtoh(src + offset, min(protocol.CHUNK_SIZE, size - offset)))
+                chunk = _read(device, src + offset, min(protocol.CHUNK_SIZE, size - offset))
                 head = protocol.pack({"op": "peer_data", "seq": 0, "token": token, "xfer": xfer, "offset": offset,
                                       "total": size})
                 socket.send_multipart([head, chunk], copy=False)
@@ -620,6 +620,18 @@ def _is_z85_key(value) -> bool:
     except (ValueError, KeyError, UnicodeEncodeError):
         return False
     return True
+
+
+def _read(device, ptr: int, size: int) -> bytes:
+    """Device memory as it is once the work before it is done: the peer copy
+    runs in the order of the GPU's requests, so it waits here (a copy, since
+    the sockets send it from their own threads)."""
+    data, done = device.memcpy_dtoh(ptr, size)
+    try:
+        done.wait()
+        return bytes(_bytes(data))
+    finally:
+        done.release()
 
 
 def _bytes(view) -> memoryview:

@@ -84,6 +84,8 @@ def test_smi_watch_refreshes(sim_server):
 
 
 def test_sigkilled_client_frees_everything(compile_cuda, server_factory):
+    """The session ends (its lane closes with the process; without a lane,
+    its heartbeats stop) and everything it held is freed."""
     server = server_factory("--backend", "sim", "--kernels", KERNELS, "--session-timeout", "3")
     program = start_program(compile_cuda("hold_memory.cu"), server, "200", "60")
     wait_for(lambda: smi_json(server.address)[0]["gpus"][0]["memory_used"] >= 200 << 20, 10, "200 MiB held")
@@ -91,7 +93,6 @@ def test_sigkilled_client_frees_everything(compile_cuda, server_factory):
     program.wait()
     status = status_when(server, lambda s: not s["sessions"], 15, "the killed client's session ends")
     assert status["gpus"][0]["memory_used"] == 0
-    assert "client silent" in server.stderr and "session resources freed" in server.stderr
 
 
 def test_sessions_cannot_hurt_each_other(compile_cuda, server_factory):

@@ -20,6 +20,7 @@ from __future__ import annotations
 import abc
 import bisect
 import functools
+import time
 from dataclasses import dataclass
 
 from rcuda.errors import CudaError, cudaError
@@ -57,6 +58,18 @@ class Completion(abc.ABC):
 
     def release(self) -> None:
         """Free what it holds (a cupy event); called once, ready or not."""
+
+    def watch(self) -> None:
+        """Have `Device.wake_fd` signal when it is ready (cupy: a waiter
+        thread).  The service calls it once it stops polling `ready()`
+        itself; where `deadline()` is known there is nothing to do."""
+
+    def wait(self) -> None:
+        """Block until ready: only where blocking is right (a peer copy's
+        source bytes, the end of a session)."""
+        while not self.ready():
+            deadline = self.deadline()
+            time.sleep(max(deadline - time.perf_counter(), 0.0) if deadline is not None else 0.0005)
 
 
 class Done(Completion):

@@ -6,12 +6,22 @@ programs' own fatbinaries loaded with cuModuleLoadData, and a launch passes
 the client's packed parameter buffer unchanged (cuLaunchKernel's `extra`).
 CuPy is imported when a backend is created, so this module imports on
 machines without it.
+
+Nothing here blocks the device service's thread: copies to and from the
+host go through pinned staging buffers (cudaMemcpyAsync from or into
+pageable memory may wait for the stream), and what a synchronising request
+waits for is an event recorded where it must (`EventCompletion`), polled by
+the service, or watched by a waiter thread that wakes the service through
+the device's eventfd once the service stops polling.
 """
 from __future__ import annotations
 
+import collections
 import contextlib
 import ctypes
 import logging
+import os
+import threading
 
 import numpy as np
 
@@ -19,7 +29,7 @@ from rcuda import fatbin
 from rcuda.device_attributes import DEVICE_ATTRIBUTES
 from rcuda.errors import CudaError, cudaError
 
-from .base import (VA_WINDOW_SIZE, Allocation, AllocationTable, Backend, Device, ParamLayout,
+from .base import (VA_WINDOW_SIZE, Allocation, AllocationTable, Backend, Completion, Device, Done, ParamLayout,
                    check_launch_configuration)
 
 log = logging.getLogger(__name__)
@@ -129,6 +139,78 @@ SETTABLE_FUNCTION_ATTRIBUTES = {
     "cudaFuncAttributePreferredSharedMemoryCarveout": 9,
 }
 CUDA_ERROR_NOT_READY = 600
+#: cudaEventBlockingSync | cudaEventDisableTiming: the events Completions
+#: are made of (a waiter thread sleeps on them rather than spinning).
+COMPLETION_EVENT_FLAGS = 0x01 | 0x02
+#: cudaStreamNonBlocking: the stream event waits are made on.
+STREAM_NON_BLOCKING = 0x01
+
+
+class EventCompletion(Completion):
+    """Events recorded on streams: ready when every one has happened."""
+
+    def __init__(self, device: "CupyDevice", events: list[int], on_ready=None):
+        self._device = device
+        self._events = events
+        self._on_ready = on_ready  # runs once, when first found ready (a deferred free)
+        self._ready = False
+        self._lock = threading.Lock()
+        self._watcher: threading.Thread | None = None
+        self._released = False
+
+    def ready(self) -> bool:
+        if not self._ready:
+            device = self._device
+            for event in self._events:
+                if not device._done(lambda: device._runtime.eventQuery(event), "waiting for the device"):
+                    return False
+                with device._cuda("waiting for the device"):
+                    # Complete: a synchronisation, which also flushes the
+                    # kernels' printf output to stdout (returns at once).
+                    device._runtime.eventSynchronize(event)
+            self._ready = True
+            if self._on_ready is not None:
+                self._on_ready()
+        return True
+
+    def watch(self) -> None:
+        with self._lock:
+            if self._watcher is None and not self._released:
+                self._watcher = threading.Thread(target=self._watch, name=f"rcuda GPU{self._device.index} waiter",
+                                                 daemon=True)
+                self._device._watchers.add(self._watcher)
+                self._watcher.start()
+
+    def _watch(self) -> None:
+        device = self._device
+        try:
+            device._runtime.setDevice(device.index)
+            for event in self._events:
+                device._runtime.eventSynchronize(event)
+        except device._runtime.CUDARuntimeError:
+            pass  # the service's ready() reports the error
+        finally:
+            device.wake()
+            with self._lock:
+                device._watchers.discard(self._watcher)
+                self._watcher = None
+                if self._released:
+                    device._recycle(self._events)
+
+    def wait(self) -> None:
+        with self._device._cuda("waiting for the device"):
+            for event in self._events:
+                self._device._runtime.eventSynchronize(event)
+        self.ready()
+
+    def release(self) -> None:
+        with self._lock:
+            if self._released:
+                return
+            self._released = True
+            if self._watcher is not None:
+                return  # the waiter thread gives the events back when it ends
+        self._device._recycle(self._events)
 
 
 class CupyDevice(Device):
@@ -140,6 +222,10 @@ class CupyDevice(Device):
         self._modules: dict[str, tuple[int, bytes]] = {}  # module key -> (CUmodule, image)
         self._streams: dict[int, int] = {0: 0}  # client id -> cudaStream_t (0: the legacy default stream)
         self._events: dict[int, int] = {}       # client id -> cudaEvent_t
+        self._spare_events: list[int] = []      # for Completions, recorded again and again
+        self._staged: collections.deque = collections.deque()  # (Completion, pinned buffer) of uploads
+        self._wake_fd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
+        self._watchers: set[threading.Thread] = set()  # EventCompletion waiter threads
         self._properties = self._read_properties(memory_limit)
         self._attributes = self._read_attributes()
         self._total = self._properties["totalGlobalMem"]
@@ -148,6 +234,56 @@ class CupyDevice(Device):
             from .cuda_vmm import AddressWindow
             with self._cuda("reserving the device's address window"):
                 self._window = AddressWindow(index, va_base, VA_WINDOW_SIZE)
+        with self._cuda("creating the stream event waits use"):
+            self._wait_stream = self._runtime.streamCreateWithFlags(STREAM_NON_BLOCKING)
+
+    # ---------------------------------------------------------- completions
+
+    def wake_fd(self) -> int:
+        return self._wake_fd
+
+    def drain_wake_fd(self) -> None:
+        try:
+            os.eventfd_read(self._wake_fd)
+        except (BlockingIOError, OSError):
+            pass
+
+    def wake(self) -> None:
+        try:
+            os.eventfd_write(self._wake_fd, 1)
+        except OSError:
+            pass  # closed: the session is over
+
+    def _completion(self, streams, on_ready=None) -> Completion:
+        """When the work queued so far on `streams` (cudaStream_t handles) is done."""
+        events = []
+        with self._cuda("recording an event"):
+            for stream in streams:
+                event = self._spare_events.pop() if self._spare_events else \
+                    self._runtime.eventCreateWithFlags(COMPLETION_EVENT_FLAGS)
+                self._runtime.eventRecord(event, stream)
+                events.append(event)
+        return EventCompletion(self, events, on_ready)
+
+    def _join_watchers(self) -> None:
+        for thread in list(self._watchers):
+            thread.join(timeout=5)
+
+    def _recycle(self, events: list[int]) -> None:
+        self._spare_events.extend(events)
+
+    def _reap_staged(self) -> None:
+        """Upload staging buffers whose copies are done go back to the pool."""
+        staged = self._staged
+        while staged and staged[0][0].ready():
+            staged.popleft()[0].release()
+
+    def _staging(self, size: int) -> np.ndarray:
+        """A pinned host buffer (CuPy's pinned memory pool keeps them)."""
+        import cupy
+        with self._cuda(f"allocating {size} bytes of pinned memory"):
+            memory = cupy.cuda.alloc_pinned_memory(size)
+        return np.frombuffer(memory, np.uint8, size)
 
     # ---------------------------------------------------------- calls into CUDA
 
@@ -238,13 +374,17 @@ class CupyDevice(Device):
         self._memory.add(Allocation(ptr, size))
         return ptr
 
-    def free(self, ptr: int) -> None:
+    def free(self, ptr: int) -> Completion:
         if ptr == 0:
-            return  # cudaFree(NULL) does nothing
+            return Done()  # cudaFree(NULL) does nothing
         self._memory.remove(ptr)
-        with self._cuda(f"cudaFree({ptr:#x})"):
-            self._runtime.deviceSynchronize()  # cudaFree waits for the device; unmapping does not
-            self._release(ptr)
+
+        def release():
+            with self._cuda(f"cudaFree({ptr:#x})"):
+                self._release(ptr)
+
+        # cudaFree waits for the device: the memory goes once its work is done.
+        return self._completion(self._all_streams(), on_ready=release)
 
     def _release(self, ptr: int) -> None:
         if self._window:
@@ -253,24 +393,29 @@ class CupyDevice(Device):
             self._runtime.free(ptr)
 
     def memcpy_htod(self, dst: int, data: memoryview, stream: int = 0) -> None:
-        host = np.frombuffer(data, np.uint8)
-        if host.size:
-            self._memory.require(dst, host.size, "cudaMemcpy to device")
-            with self._cuda("cudaMemcpy host to device"):
-                # From pageable memory the call returns once the bytes are staged,
-                # so `data` (a message frame) may go right after.
-                self._runtime.memcpyAsync(dst, host.ctypes.data, host.size, self._runtime.memcpyHostToDevice,
-                                          self._streams[stream])
+        source = np.frombuffer(data, np.uint8)
+        if not source.size:
+            return
+        self._memory.require(dst, source.size, "cudaMemcpy to device")
+        self._reap_staged()
+        # Through pinned memory: from pageable memory the copy may wait for
+        # the stream.  `data` (a message frame) is free again at once.
+        staging = self._staging(source.size)
+        staging[:] = source
+        with self._cuda("cudaMemcpy host to device"):
+            self._runtime.memcpyAsync(dst, staging.ctypes.data, source.size, self._runtime.memcpyHostToDevice,
+                                      self._streams[stream])
+        self._staged.append((self._completion([self._streams[stream]]), staging))
 
-    def memcpy_dtoh(self, src: int, size: int, stream: int = 0) -> memoryview:
-        host = np.empty(size, np.uint8)
-        if size:
-            self._memory.require(src, size, "cudaMemcpy from device")
-            with self._cuda("cudaMemcpy device to host"):
-                # Into pageable memory the call returns only once the copy is done.
-                self._runtime.memcpyAsync(host.ctypes.data, src, size, self._runtime.memcpyDeviceToHost,
-                                          self._streams[stream])
-        return memoryview(host)
+    def memcpy_dtoh(self, src: int, size: int, stream: int = 0) -> tuple[memoryview, Completion]:
+        if not size:
+            return memoryview(b""), Done()
+        self._memory.require(src, size, "cudaMemcpy from device")
+        host = self._staging(size)  # filled by the copy, in stream order
+        with self._cuda("cudaMemcpy device to host"):
+            self._runtime.memcpyAsync(host.ctypes.data, src, size, self._runtime.memcpyDeviceToHost,
+                                      self._streams[stream])
+        return memoryview(host), self._completion([self._streams[stream]])
 
     def memcpy_dtod(self, dst: int, src: int, size: int, stream: int = 0) -> None:
         if size:
@@ -288,21 +433,24 @@ class CupyDevice(Device):
     def memcpy_htod_2d(self, dst, dpitch, data, width, height, stream=0) -> None:
         if not width or not height:
             return  # nothing to copy (and the range below would be negative)
-        host = np.frombuffer(data, np.uint8)
         self._memory.require(dst, dpitch * (height - 1) + width, "cudaMemcpy2D to device")
+        self._reap_staged()
+        staging = self._staging(width * height)
+        staging[:] = np.frombuffer(data, np.uint8)
         with self._cuda("cudaMemcpy2D host to device"):
-            self._runtime.memcpy2DAsync(dst, dpitch, host.ctypes.data, width, width, height,
+            self._runtime.memcpy2DAsync(dst, dpitch, staging.ctypes.data, width, width, height,
                                         self._runtime.memcpyHostToDevice, self._streams[stream])
+        self._staged.append((self._completion([self._streams[stream]]), staging))
 
-    def memcpy_dtoh_2d(self, src, spitch, width, height, stream=0) -> memoryview:
+    def memcpy_dtoh_2d(self, src, spitch, width, height, stream=0) -> tuple[memoryview, Completion]:
         if not width or not height:
-            return memoryview(b"")
-        host = np.empty(width * height, np.uint8)
+            return memoryview(b""), Done()
         self._memory.require(src, spitch * (height - 1) + width, "cudaMemcpy2D from device")
+        host = self._staging(width * height)
         with self._cuda("cudaMemcpy2D device to host"):
             self._runtime.memcpy2DAsync(host.ctypes.data, width, src, spitch, width, height,
                                         self._runtime.memcpyDeviceToHost, self._streams[stream])
-        return memoryview(host)
+        return memoryview(host), self._completion([self._streams[stream]])
 
     def memcpy_dtod_2d(self, dst, dpitch, src, spitch, width, height, stream=0) -> None:
         if not width or not height:
@@ -372,9 +520,11 @@ class CupyDevice(Device):
 
     # ---------------------------------------------------------- streams, events
 
-    def synchronize(self) -> None:
-        with self._cuda("cudaDeviceSynchronize"):
-            self._runtime.deviceSynchronize()
+    def _all_streams(self) -> list[int]:
+        return list(self._streams.values())
+
+    def synchronize(self) -> Completion:
+        return self._completion(self._all_streams())
 
     def stream_create(self, stream: int, flags: int, priority: int) -> None:
         with self._cuda("cudaStreamCreate"):
@@ -384,9 +534,8 @@ class CupyDevice(Device):
         with self._cuda("cudaStreamDestroy"):
             self._runtime.streamDestroy(self._streams.pop(stream))
 
-    def stream_synchronize(self, stream: int) -> None:
-        with self._cuda("cudaStreamSynchronize"):
-            self._runtime.streamSynchronize(self._streams[stream])
+    def stream_synchronize(self, stream: int) -> Completion:
+        return self._completion([self._streams[stream]])
 
     def stream_query(self, stream: int) -> bool:
         return self._done(lambda: self._runtime.streamQuery(self._streams[stream]), "cudaStreamQuery")
@@ -407,9 +556,12 @@ class CupyDevice(Device):
         with self._cuda("cudaEventRecord"):
             self._runtime.eventRecord(self._events[event], self._streams[stream])
 
-    def event_synchronize(self, event: int) -> None:
+    def event_synchronize(self, event: int) -> Completion:
+        # An event of our own, after the program's on a stream of our own: the
+        # program may destroy its event while a waiter thread waits.
         with self._cuda("cudaEventSynchronize"):
-            self._runtime.eventSynchronize(self._events[event])
+            self._runtime.streamWaitEvent(self._wait_stream, self._events[event], 0)
+        return self._completion([self._wait_stream])
 
     def event_query(self, event: int) -> bool:
         return self._done(lambda: self._runtime.eventQuery(self._events[event]), "cudaEventQuery")
@@ -452,10 +604,14 @@ class CupyDevice(Device):
         """Free what the session left: memory, streams, events, modules.
         Failures (e.g. after a sticky error, when the context refuses
         everything) are logged, not raised."""
-        steps = [(f"cudaFree({a.start:#x})", lambda a=a: self._release(a.start))
-                 for a in self._memory.clear() if not a.symbol]
+        steps = [("cudaDeviceSynchronize", self._runtime.deviceSynchronize), ("ending the waiter threads",
+                                                                             self._join_watchers)]
+        steps += [(f"cudaFree({a.start:#x})", lambda a=a: self._release(a.start))
+                  for a in self._memory.clear() if not a.symbol]
         steps += [("cudaStreamDestroy", lambda h=h: self._runtime.streamDestroy(h)) for h in self._streams.values() if h]
-        steps += [("cudaEventDestroy", lambda h=h: self._runtime.eventDestroy(h)) for h in self._events.values()]
+        steps += [("cudaEventDestroy", lambda h=h: self._runtime.eventDestroy(h))
+                  for h in [*self._events.values(), *self._spare_events]]
+        steps.append(("cudaStreamDestroy", lambda: self._runtime.streamDestroy(self._wait_stream)))
         steps += [(f"unloading module {key}", lambda m=m: self._driver.moduleUnload(m))
                   for key, (m, _) in self._modules.items()]
         if self._window:
@@ -468,7 +624,10 @@ class CupyDevice(Device):
                 log.debug("GPU %d: %s", self.index, exc)
         self._streams = {0: 0}
         self._events.clear()
+        self._spare_events.clear()
+        self._staged.clear()
         self._modules.clear()
+        os.close(self._wake_fd)
 
 
 class DeviceOutput:

@@ -1,0 +1,289 @@
+"""`SocketLink`: a device's link on its ZeroMQ socket (servers with --auth,
+whose sockets are CURVE-encrypted, or when the lane cannot be reached); see
+client/link.py for what a link offers.
+
+A forwarding thread owns the socket.  Application threads append messages
+to the outbox and wake the thread through an eventfd (also written by C
+when it records the first launch of a batch); the thread sends them in
+order, with the launches C recorded sealed in before each, and hands every
+reply to whoever awaits it: a waiting call (`Pending`) or a callback.  A
+`Gate` in the outbox holds back what follows it until it opens.
+"""
+from __future__ import annotations
+
+import collections
+import itertools
+import logging
+import os
+import threading
+import time
+
+import zmq
+
+from rcuda import protocol
+from rcuda.errors import ProtocolError, TransportError
+
+from .link import Gate, failed_call, server_silent
+
+log = logging.getLogger(__name__)
+#: Plain ints for the checks made on every message (pyzmq's are enum members).
+ZMQ_EVENTS, ZMQ_POLLIN = int(zmq.EVENTS), int(zmq.POLLIN)
+
+#: How often a waiting call looks at the server's liveness.
+WAIT_SLICE = 0.2
+
+
+class Pending:
+    """One synchronous call waiting for its reply."""
+
+    __slots__ = ("_done", "header", "frames", "error", "into")
+
+    def __init__(self, into=None):
+        self._done = threading.Lock()
+        self._done.acquire()
+        self.header: dict | None = None
+        self.frames: list = []
+        self.error: BaseException | None = None
+        self.into = into
+
+    def resolve(self, header=None, frames=(), error=None) -> None:
+        self.header, self.frames, self.error = header, _landed(frames, self.into), error
+        self._done.release()
+
+    def wait(self, seconds: float) -> bool:
+        return self._done.acquire(timeout=seconds)
+
+
+class ReplyCallback:
+    """A reply that goes to `callback(header, frames, error)` in the
+    forwarding thread, which must not block."""
+
+    __slots__ = ("callback", "into")
+
+    def __init__(self, callback, into=None):
+        self.callback, self.into = callback, into
+
+    def resolve(self, header=None, frames=(), error=None) -> None:
+        try:
+            self.callback(header, _landed(frames, self.into), error)
+        except Exception:  # noqa: BLE001 - never let a callback stop the forwarding thread
+            log.exception("reply callback failed")
+
+
+def _landed(frames, into) -> list:
+    """A payload of exactly len(into) bytes in one frame is written into
+    `into` (as the lane's C side does); then no frames are returned."""
+    frames = list(frames)
+    if into is not None and len(frames) == 1:
+        target = memoryview(into).cast("B")
+        source = frames[0].buffer
+        if len(source) == len(target):
+            target[:] = source
+            return []
+    return frames
+
+
+class SocketLink:
+    def __init__(self, context: zmq.Context, endpoint: str, label: str, timeout: float,
+                 liveness=lambda: time.monotonic(), socket_options: dict | None = None, batch_source=None):
+        self.label = label  # "GPU1 (host:port)", for messages
+        self.timeout = timeout
+        self.stats = None  # client/stats.py Stats, with RCUDA_STATS=1
+        #: callable(header) for unsolicited server messages ({seq: null, notice: ...}).
+        self.on_notice = None
+        self._liveness = liveness  # -> monotonic time the server was last heard from
+        self._seq = itertools.count(1)
+        self._outbox: collections.deque = collections.deque()
+        self._pending: dict[int, object] = {}
+        self._failure: TransportError | None = None
+        self._on_failure: list = []
+        self._closing = False
+        # The launches C recorded (client/fast_path.py): sealed into the
+        # outbox before anything else is posted, so they keep their place in
+        # each thread's program order.
+        self._batch_source = batch_source
+        self._post_lock = threading.Lock()
+        self.wake_fd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
+        self._socket = context.socket(zmq.DEALER)
+        self._socket.setsockopt(zmq.LINGER, 0)
+        self._socket.setsockopt(zmq.SNDHWM, 0)  # never drop or block on queued work
+        self._socket.setsockopt(zmq.RCVHWM, 0)
+        for option, value in (socket_options or {}).items():
+            self._socket.setsockopt(option, value)
+        self._socket.connect(endpoint)
+        self._thread = threading.Thread(target=self._run, name=f"rcuda {label}", daemon=True)
+        self._thread.start()
+
+    # ---------------------------------------------------------- app threads
+
+    def call(self, header: dict, frames=(), into=None) -> tuple[dict, list]:
+        op = header["op"]
+        pending = Pending(into)
+        self._enqueue(op, (header, frames), pending)
+        while not pending.wait(WAIT_SLICE):
+            self._check_server_alive(op)
+        if pending.error:
+            raise failed_call(self._failure, op, self.label) if pending.error is self._failure else pending.error
+        return pending.header, pending.frames
+
+    def post(self, header: dict, frames=(), borrowed: bool = False) -> None:
+        """(Frames are sent from where they are, borrowed or not: ZeroMQ
+        copies them when the message goes out.)"""
+        self._enqueue(header["op"], (header, frames))
+
+    def post_awaited(self, header: dict, frames, callback, into=None) -> None:
+        self._enqueue(header["op"], (header, frames), ReplyCallback(callback, into))
+
+    def add_gate(self, gate: Gate) -> None:
+        with self._post_lock:
+            self._seal_batch()
+            self._outbox.append(gate)
+        if not gate.attach(self, None):
+            self.gate_opened(gate)
+
+    def gate_opened(self, gate: Gate) -> None:
+        self._wake()
+
+    def _enqueue(self, op: str, item, receiver=None) -> None:
+        if self._failure:
+            raise failed_call(self._failure, op, self.label)
+        with self._post_lock:
+            self._seal_batch()
+            header = item[0]
+            header["seq"] = next(self._seq)
+            if receiver is not None:
+                self._pending[header["seq"]] = receiver
+            self._outbox.append(item)
+        self._wake()
+
+    def _seal_batch(self) -> None:
+        """Move the launches C recorded into the outbox (under _post_lock)."""
+        if self._batch_source is None:
+            return
+        taken = self._batch_source()
+        if taken is not None:
+            count, data = taken
+            self._outbox.append(({"op": "launches", "count": count, "seq": next(self._seq)}, [data]))
+
+    def _wake(self) -> None:
+        try:
+            os.eventfd_write(self.wake_fd, 1)
+        except OSError:
+            pass  # closed: the link is gone
+
+    def _check_server_alive(self, op: str) -> None:
+        if self._failure:
+            raise failed_call(self._failure, op, self.label)
+        if time.monotonic() - self._liveness() > self.timeout:
+            raise failed_call(server_silent(self.timeout), op, self.label)
+
+    def heard(self, when: float) -> None:
+        """(The liveness callable tells this link.)"""
+
+    def fail(self, error: TransportError) -> None:
+        """The server is gone: fail every waiting and future call."""
+        if self._failure is not None:
+            return
+        self._failure = error
+        for seq in list(self._pending):
+            receiver = self._pending.pop(seq, None)
+            if receiver:
+                receiver.resolve(error=error)
+        for callback in self._on_failure:
+            callback(error)
+
+    def on_failure(self, callback) -> None:
+        self._on_failure.append(callback)
+
+    @property
+    def failed(self) -> bool:
+        return self._failure is not None
+
+    def calls_in_c(self) -> int:
+        return 0
+
+    def close(self) -> None:
+        self._closing = True
+        self._wake()
+        self._thread.join(timeout=self.timeout)
+
+    # ---------------------------------------------------------- the thread
+
+    def _run(self) -> None:
+        # The socket's descriptor is watched only while a reply is awaited (or
+        # notices may come); the eventfd always.
+        watch_socket, wake_only = zmq.Poller(), zmq.Poller()
+        watch_socket.register(self._socket, zmq.POLLIN)
+        for poller in (watch_socket, wake_only):
+            poller.register(self.wake_fd, zmq.POLLIN)
+        try:
+            while not self._closing:
+                expecting = self._pending or self.on_notice is not None
+                (watch_socket if expecting else wake_only).poll(int(WAIT_SLICE * 1000))
+                try:
+                    os.eventfd_read(self.wake_fd)
+                except BlockingIOError:
+                    pass
+                with self._post_lock:
+                    self._seal_batch()
+                self._send_outbox()
+                self._receive_replies()
+            self._send_outbox()
+        except Exception as exc:  # a bug here must not hang the application
+            log.exception("forwarding thread of %s stopped", self.label)
+            self.fail(TransportError(f"its forwarding thread stopped: {exc}"))
+        finally:
+            self._socket.close(linger=0)
+            os.close(self.wake_fd)
+
+    def _send_outbox(self) -> None:
+        """Send what is queued, in order, up to a closed gate."""
+        outbox = self._outbox
+        while outbox:
+            item = outbox[0]
+            if type(item) is Gate:
+                if not item.opened:
+                    return  # its opening wakes us again
+                outbox.popleft()
+                continue
+            header, frames = outbox.popleft()
+            frames = [piece for frame in frames for piece in protocol.chunks(memoryview(getattr(frame, "buffer",
+                                                                                                frame)).cast("B"))]
+            try:
+                if frames:
+                    self._socket.send(protocol.pack(header), zmq.SNDMORE)
+                    self._socket.send_multipart(frames, copy=False)
+                else:
+                    self._socket.send(protocol.pack(header))
+            except zmq.ZMQError as exc:
+                log.exception("socket of %s failed", self.label)
+                self.fail(TransportError(f"its socket failed: {exc}"))
+                return
+
+    def _receive_replies(self) -> None:
+        socket = self._socket
+        # ZMQ_EVENTS, not recv until zmq.Again: the exception cost ~4 us a reply.
+        while socket.getsockopt(ZMQ_EVENTS) & ZMQ_POLLIN:
+            self._dispatch(socket.recv_multipart(copy=False))
+
+    def _dispatch(self, parts: list) -> None:
+        try:
+            header = protocol.unpack(parts[0].buffer)
+            seq = header.get("seq")
+        except ProtocolError as exc:
+            log.error("%s sent an unreadable reply: %s", self.label, exc)
+            return
+        if seq is None and header.get("notice"):
+            if self.on_notice is None:
+                log.warning("%s: unhandled notice %r", self.label, header.get("notice"))
+                return
+            try:
+                self.on_notice(header)
+            except Exception:  # noqa: BLE001 - a handler's bug must not stop the forwarding thread
+                log.exception("%s: handling notice %r failed", self.label, header.get("notice"))
+            return
+        receiver = self._pending.pop(seq, None)
+        if receiver is None:
+            log.warning("%s: reply to unknown request %r ignored", self.label, seq)
+            return
+        receiver.resolve(header, parts[1:])

@@ -1,0 +1,50 @@
+"""Byte layouts and limits that the Python side and the interposer's C
+share: the lane's message framing and the records of a launch batch.
+
+This module is the one definition.  native/gen_wire.py turns it into the C
+header the interposer is built with (native/build.py runs it at every
+build), so C never keeps a copy of its own.  It imports nothing but
+`struct`, so the build can load it without rcuda's dependencies.
+"""
+from __future__ import annotations
+
+import struct
+
+# ---------------------------------------------------------------- lane framing
+# A message on a lane (rcuda/lane.py) is the same multipart as on a ZeroMQ
+# socket, framed by lengths:
+#     PREFIX (header length, number of payload frames),
+#     FRAME_LENGTH per payload frame, the header (msgpack), the frames.
+
+PREFIX = struct.Struct("<II")
+FRAME_LENGTH = struct.Struct("<Q")
+
+#: Longest header either side accepts (device output rides in a reply's header).
+MAX_HEADER = 1 << 20
+#: Most payload frames in one message.
+MAX_FRAMES = 64
+#: Most payload bytes a server reads into memory for one request.  An upload
+#: (htod) is read straight into device memory instead and may be larger.
+MAX_BUFFERED_PAYLOAD = 1 << 30
+
+#: Request numbers the interposer's C side chooses start here; the Python
+#: client counts up from 1, so the two never meet.
+C_SEQ_BASE = 1 << 48
+
+# ---------------------------------------------------------------- launch batches
+# The interposer records launches (and small asynchronous memory operations)
+# into a batch per device, sent as one `launches` message: per record a
+# LAUNCH_RECORD (fn, shared memory, grid x/y/z, block x/y/z, stream id,
+# parameter bytes), then the parameters, padded to 8 bytes.
+
+LAUNCH_RECORD = struct.Struct("<IIIIIIIIQI")
+
+#: Records whose fn is at or above RECORD_FIRST_OP are memory operations,
+#: run in the batch's order; no kernel id is that large.
+RECORD_FIRST_OP = 0xFFFFFF00
+RECORD_MEMSET = 0xFFFFFFFF  # cudaMemsetAsync: MEMSET_FIELDS
+RECORD_HTOD = 0xFFFFFFFE    # cudaMemcpyAsync from the program's memory: HTOD_FIELDS, then the bytes
+RECORD_DTOD = 0xFFFFFFFD    # cudaMemcpyAsync within one device: DTOD_FIELDS
+MEMSET_FIELDS = struct.Struct("<QQI")  # ptr, size, value
+HTOD_FIELDS = struct.Struct("<Q")      # dst
+DTOD_FIELDS = struct.Struct("<QQQ")    # dst, src, size
