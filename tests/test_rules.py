@@ -1,9 +1,10 @@
-"""The domain rules kept once in rcuda/ (launch limits): what they decide,
-the errors Python raises from them, and that the C native/gen_rules.py
-generates from them decides the same (a small C program built with the
-generated headers, fed the same cases)."""
+"""The domain rules kept once in rcuda/ (launch limits, cudaMemcpyDefault's
+kind): what they decide, the errors Python raises from them, and that the C
+native/gen_rules.py generates from them decides the same (a small C program
+built with the generated headers, fed the same cases)."""
 from __future__ import annotations
 
+import itertools
 import random
 import shutil
 import subprocess
@@ -11,11 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from rcuda import launch_rules
+from rcuda import copy_kinds, launch_rules
+from rcuda._generated.cuda_enums import ENUMS
 from rcuda.errors import CudaError, cudaError
 from rcuda.server.backends.base import check_launch_configuration
 
 REPO = Path(__file__).resolve().parent.parent
+KINDS = ENUMS["cudaMemcpyKind"]
 
 PROPS = {"maxThreadsDim": [1024, 1024, 64], "maxGridSize": [2**31 - 1, 65535, 65535], "maxThreadsPerBlock": 1024,
          "sharedMemPerBlock": 48 << 10, "sharedMemPerBlockOptin": 99 << 10}
@@ -106,6 +109,26 @@ def test_every_rule_names_a_known_value_and_limit_and_error():
     assert len({rule.name for rule in launch_rules.RULES}) == len(launch_rules.RULES)
 
 
+# ------------------------------------------------------------------ copy kinds
+
+
+def test_default_copies_take_their_kind_from_where_the_sides_are():
+    expected = {(False, False): "HostToHost", (True, False): "HostToDevice", (False, True): "DeviceToHost",
+                (True, True): "DeviceToDevice"}
+    for (dst, src), kind in expected.items():
+        assert copy_kinds.checked_kind(KINDS["cudaMemcpyDefault"], dst, src) == KINDS[f"cudaMemcpy{kind}"]
+
+
+def test_explicit_kinds_are_kept_and_others_refused():
+    for name in ("HostToHost", "HostToDevice", "DeviceToHost", "DeviceToDevice"):
+        for dst, src in itertools.product((False, True), repeat=2):
+            assert copy_kinds.checked_kind(KINDS[f"cudaMemcpy{name}"], dst, src) == KINDS[f"cudaMemcpy{name}"]
+    with pytest.raises(CudaError) as raised:
+        copy_kinds.checked_kind(42, True, False)
+    assert raised.value.status == cudaError.cudaErrorInvalidMemcpyDirection
+    assert copy_kinds.copy_kind(42, True, False) == 42  # C keeps it too; Python then refuses it
+
+
 # ------------------------------------------------------------------ the generated C agrees
 
 HARNESS = r"""
@@ -114,10 +137,12 @@ HARNESS = r"""
 #include <stdint.h>
 #include "cudart_types.h"
 #include "launch_rules.h"
+#include "copy_kind.h"
 
 int main(void)
 {
     unsigned long long g[3], b[3], shm, dims[3], grid[3], threads, shared, kmax, kshared;
+    int kind, dst, src;
     char what;
     while (scanf(" %c", &what) == 1) {
         if (what == 'L') {
@@ -133,6 +158,10 @@ int main(void)
             struct launch_kernel_limits kernel = {.maxThreadsPerBlock = kmax, .maxDynamicSharedSizeBytes = kshared};
             printf("%d %d\n", launch_device_rule_broken(gd, bd, shm, &device),
                    launch_kernel_rule_broken(gd, bd, shm, &kernel));
+        } else if (what == 'K') {
+            if (scanf("%d %d %d", &kind, &dst, &src) != 3)
+                return 2;
+            printf("%d\n", (int)inferred_copy_kind((enum cudaMemcpyKind)kind, dst, src));
         } else
             return 2;
     }
@@ -193,3 +222,9 @@ def test_the_generated_launch_check_agrees_with_python(harness):
     assert got == expected
     assert {line.split()[0] for line in got} == {str(n) for n in range(7)}, "every device rule was exercised"
     assert {line.split()[1] for line in got} == {"0", "7", "8"}, "every kernel rule was exercised"
+
+
+def test_the_generated_copy_kind_agrees_with_python(harness):
+    cases = [(kind, dst, src) for kind in [*KINDS.values(), 42] for dst in (0, 1) for src in (0, 1)]
+    got = harness([f"K {kind} {dst} {src}" for kind, dst, src in cases])
+    assert got == [str(copy_kinds.copy_kind(kind, bool(dst), bool(src))) for kind, dst, src in cases]
