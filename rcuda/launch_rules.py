@@ -113,11 +113,14 @@ def limit_dimensions(scope: str, limit: str) -> int:
 
 
 def condition(rule: Rule, values: dict, limit: str, join: str) -> str:
-    """An expression true when a launch breaks `rule`, in a language whose
-    spelling of each launch value's dimensions is `values`, of a limit
-    `limit` (formatted with name and dimension) and of "or" `join`.  Python's
-    checks below and C's (native/gen_rules.py) are both spelled by this."""
+    """`rule` as an expression true when a launch breaks it, in a language
+    whose spellings are given: `values` maps each launch value to its
+    dimensions' expressions, `limit` formats a limit (fields name and
+    dimension) and `join` is the language's "or".  Python's checks (below)
+    and C's (native/gen_rules.py) are both spelled by it."""
     spelled = values[rule.value]
+    if len(spelled) != VALUES[rule.value]:
+        raise ValueError(f"{rule.value} has {VALUES[rule.value]} dimensions, spelled {spelled}")
     if isinstance(rule.bound, int):
         bounds = [str(rule.bound)] * len(spelled)
     elif limit_dimensions(rule.scope, rule.bound) == 3:
