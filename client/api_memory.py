@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 
 from rcuda._generated.cuda_enums import ENUMS, MACROS
+from rcuda import copy_kinds
 from rcuda.errors import CudaError, cudaError
 
 from . import api
@@ -132,20 +133,12 @@ def _device_of(ptr: int, size: int, what: str):
     return allocation.device
 
 
-def _infer_kind(dst: int, src: int, count: int) -> int:
-    """cudaMemcpyDefault: the allocation map says which side is device memory."""
-    on_device_dst = rt().allocations.find(dst, count) is not None
-    on_device_src = rt().allocations.find(src, count) is not None
-    return {(False, False): HOST_TO_HOST, (True, False): HOST_TO_DEVICE,
-            (False, True): DEVICE_TO_HOST, (True, True): DEVICE_TO_DEVICE}[(on_device_dst, on_device_src)]
-
-
 def _check_kind(kind: int, dst: int, src: int, count: int) -> int:
-    if kind == DEFAULT:
-        kind = _infer_kind(dst, src, count)
-    if kind not in (HOST_TO_HOST, HOST_TO_DEVICE, DEVICE_TO_HOST, DEVICE_TO_DEVICE):
-        raise CudaError(cudaError.cudaErrorInvalidMemcpyDirection, f"cudaMemcpyKind {kind}")
-    return kind
+    """The copy's direction (rcuda/copy_kinds.py): `kind`, or for
+    cudaMemcpyDefault what the allocation map says of each side."""
+    allocations = rt().allocations
+    return copy_kinds.checked_kind(kind, allocations.find(dst, count) is not None,
+                                   allocations.find(src, count) is not None)
 
 
 def _stream_on(device, stream) -> int:

@@ -13,7 +13,7 @@ import logging
 import threading
 import time
 
-from rcuda import protocol
+from rcuda import launch_rules, protocol
 from rcuda.errors import CudaError, cudaError, is_sticky
 
 log = logging.getLogger(__name__)
@@ -288,40 +288,19 @@ class RemoteDevice:
 
     def check_kernel_limits(self, kernel, block, shared_mem: int) -> None:
         """The kernel's own limits (launch bounds, registers, dynamic shared
-        memory), checked here so the error comes at the launch, as on a GPU."""
+        memory: rcuda/launch_rules.py), checked here so the error comes at the
+        launch, as on a GPU."""
         attrs = self._function_attrs.get(kernel)
-        if not attrs:
-            return
-        threads = block[0] * block[1] * block[2]
-        if threads > attrs.get("maxThreadsPerBlock", threads):
-            raise CudaError(cudaError.cudaErrorLaunchOutOfResources,
-                            f"launch on {self.label}: {threads} threads per block, kernel {kernel.name} allows "
-                            f"{attrs['maxThreadsPerBlock']} (__launch_bounds__ or registers)")
-        if shared_mem > attrs.get("maxDynamicSharedSizeBytes", shared_mem):
-            raise CudaError(cudaError.cudaErrorInvalidValue,
-                            f"launch on {self.label}: {shared_mem} bytes of dynamic shared memory, kernel "
-                            f"{kernel.name} allows {attrs['maxDynamicSharedSizeBytes']} (raise it with "
-                            f"cudaFuncSetAttribute(cudaFuncAttributeMaxDynamicSharedMemorySize))")
+        if attrs:
+            launch_rules.check_kernel(launch_rules.kernel_limits(attrs), kernel.name, block, shared_mem,
+                                      where=f"launch on {self.label}: ")
 
     def check_launch_configuration(self, grid, block, shared_mem: int) -> None:
-        """What a GPU rejects at launch time, checked here against the cached
-        properties so the error is synchronous as on a GPU."""
-        props = self.properties
-        limits_block = props.get("maxThreadsDim", [1024, 1024, 64])
-        limits_grid = props.get("maxGridSize", [2**31 - 1, 65535, 65535])
-        problem = None
-        if min(grid) < 1 or min(block) < 1:
-            problem = f"grid {tuple(grid)} / block {tuple(block)} has a zero dimension"
-        elif any(b > m for b, m in zip(block, limits_block)):
-            problem = f"block {tuple(block)} exceeds maxThreadsDim {tuple(limits_block)}"
-        elif block[0] * block[1] * block[2] > props.get("maxThreadsPerBlock", 1024):
-            problem = f"block {tuple(block)} has more than maxThreadsPerBlock threads"
-        elif any(g > m for g, m in zip(grid, limits_grid)):
-            problem = f"grid {tuple(grid)} exceeds maxGridSize {tuple(limits_grid)}"
-        elif shared_mem > props.get("sharedMemPerBlockOptin", props.get("sharedMemPerBlock", 49152)):
-            problem = f"{shared_mem} bytes of dynamic shared memory is more than the device allows"
-        if problem:
-            raise CudaError(cudaError.cudaErrorInvalidConfiguration, f"launch on {self.label}: {problem}")
+        """What a GPU rejects at launch time (rcuda/launch_rules.py), checked
+        here against the cached properties so the error is synchronous as on
+        a GPU."""
+        launch_rules.check_device(launch_rules.device_limits(self.properties), grid, block, shared_mem,
+                                  where=f"launch on {self.label}: ")
 
     # ---------------------------------------------------------- lifecycle
 

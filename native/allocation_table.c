@@ -136,16 +136,13 @@ static int pinned(uint64_t address, uint64_t length)
     return range_owner(&pinned_table, address, length) >= 0;
 }
 
+#include "copy_kind.h" /* generated from rcuda/copy_kinds.py: inferred_copy_kind */
+
 /* A copy's kind: cudaMemcpyDefault made explicit by which sides are device
  * memory (the devices device_holding found for each side, or -1). */
 static enum cudaMemcpyKind copy_kind(enum cudaMemcpyKind kind, int dst_device, int src_device)
 {
-    if (kind != cudaMemcpyDefault)
-        return kind;
-    return dst_device >= 0 && src_device < 0   ? cudaMemcpyHostToDevice
-         : src_device >= 0 && dst_device < 0   ? cudaMemcpyDeviceToHost
-         : dst_device >= 0 && src_device >= 0 ? cudaMemcpyDeviceToDevice
-                                               : cudaMemcpyHostToHost;
+    return inferred_copy_kind(kind, dst_device >= 0, src_device >= 0);
 }
 
 /* In a forked child a lock may have been held by a thread that is gone.  The

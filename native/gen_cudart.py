@@ -14,28 +14,29 @@ Inputs
   * the toolkit's `libcudart.so.13`: its exported names (the set we must
     export too) and `cudaGetErrorName`/`cudaGetErrorString` for every error.
 
-Outputs (each says in its first line that it is generated)
+Outputs (each says in its first line that it is generated, and by what)
   native/generated/cudart_types.h    C types used by the API; also the cffi cdef
   native/generated/cudart_layout.h   _Static_asserts: our structs match CUDA's
-  native/generated/cudart_exports.c  one exported C function per runtime export
   native/generated/libcudart.map     linker version script (node libcudart.so.13)
-  rcuda/_generated/cudart_api.py     the signature table, for Python
+  native/generated/cudart_signatures.json
+                                     every export's signature
   rcuda/_generated/cuda_errors.py    cudaError_t: value, name, CUDA's message
 
-Functions are classified in exactly one way (see `C_FAST_PATH`): written by
-hand in C (native/interposer.c), or routed to one Python entry point per
-function (`rcuda_py_<name>`) where `rcuda.client` either implements it or
-answers cudaErrorNotSupported with a log line naming it.
+This script knows nothing of how rcuda routes each function (hand-written C,
+C first, Python): that is native/routes.ini, and the outputs that depend on it
+(native/generated/cudart_exports.c, rcuda/_generated/cudart_api.py) are
+written by native/gen_exports.py from the signature table, which needs no
+headers.  This script runs it at the end, so that new signatures reach them.
 """
 from __future__ import annotations
 
 import argparse
 import ctypes
+import importlib.util
+import json
 import os
-import pprint
 import re
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
@@ -94,53 +95,6 @@ cudaError_t __cudaRegisterHostVar(void);
 cudaError_t __cudaRegisterUnifiedTable(void);
 cudaError_t __cudaGetProcAddress(void);
 """
-
-# Hot paths written by hand in native/interposer.c, native/launch_fast_path.c
-# and native/last_error.c (they run on every <<<>>> launch and the error
-# check that follows it); everything else goes to Python.
-C_FAST_PATH = {
-    "__cudaPushCallConfiguration",
-    "__cudaPopCallConfiguration",
-    "__cudaGetKernel",
-    "__cudaLaunchKernel",
-    "__cudaLaunchKernel_ptsz",
-    "cudaLaunchKernel",
-    "cudaLaunchKernel_ptsz",
-    "cudaGetLastError",       # native/last_error.c
-    "cudaPeekAtLastError",
-}
-
-# Calls that C makes itself when it can (rcuda_c_<name> returns 1 when it
-# did): small synchronous ones on the device's lane (native/sync_fast_path.c),
-# asynchronous memsets and small copies recorded with the launches
-# (native/async_fast_path.c); otherwise, and for everything they need
-# explained, Python makes them (route 'python': the client implements them too).
-C_BEFORE_PYTHON = {
-    "cudaDeviceSynchronize",
-    "cudaStreamSynchronize",
-    "cudaStreamSynchronize_ptsz",
-    "cudaMemGetInfo",
-    "cudaMemcpy",
-    "cudaMemcpy_ptds",
-    "cudaMemset",
-    "cudaMemset_ptds",
-    "cudaMemsetAsync",
-    "cudaMemsetAsync_ptsz",
-    "cudaMemcpyAsync",
-    "cudaMemcpyAsync_ptsz",
-}
-
-# Module registration: exported by hand in native/registrations.c, which
-# keeps it in C until the program's first real CUDA call and then hands it
-# to these functions' Python entry points (route 'python': the client
-# implements them).
-REGISTRATION_EXPORTS = {
-    "__cudaRegisterFatBinary",
-    "__cudaRegisterFatBinaryEnd",
-    "__cudaRegisterFunction",
-    "__cudaRegisterVar",
-    "__cudaUnregisterFatBinary",
-}
 
 # `_ptsz` (per-thread default stream) and `_ptds` variants share the base
 # function's signature; the headers only declare them through macros.
@@ -315,17 +269,8 @@ class Function:
     def __init__(self, name: str, result: str, params: list[tuple[str, str]], base: str):
         self.name, self.result, self.params, self.base = name, result, params, base
 
-    @property
-    def c_params(self) -> str:
-        return ", ".join(d for _, d in self.params) or "void"
-
-    @property
-    def c_args(self) -> str:
-        return ", ".join(n for n, _ in self.params)
-
-    def table_row(self) -> dict:
-        return {"result": self.result, "params": [(n, d) for n, d in self.params], "base": self.base,
-                "route": "c" if self.name in C_FAST_PATH else "python"}
+    def signature(self) -> dict:
+        return {"result": self.result, "params": [[n, d] for n, d in self.params], "base": self.base}
 
 
 def collect_functions(tu: ci.TranslationUnit, wanted: list[str]) -> tuple[list[Function], TypeCollector]:
@@ -417,56 +362,35 @@ def write_layout_header(path: Path, asserts: list[str], note: str) -> None:
                     "#include <stddef.h>\n" + "\n".join(asserts) + "\n")
 
 
-def write_exports(path: Path, functions: list[Function], note: str) -> None:
-    out = [f"/* {note} */",
-           "/* One exported function per libcudart.so.13 export.  Each starts the",
-           " * embedded client (aborting loudly if it cannot) and hands its arguments",
-           " * to its Python entry point, rcuda_py_<name>; see client/entrypoints.py. */", ""]
-    for f in functions:
-        if f.name in C_FAST_PATH:
-            continue
-        out.append(f"static {f.result} rcuda_py_{f.name}({f.c_params});")
-    out.append("")
-    for f in functions:
-        if f.name in C_FAST_PATH or f.name in REGISTRATION_EXPORTS:
-            continue
-        ret = "" if f.result == "void" else "return "
-        c_first = ""
-        if f.name in C_BEFORE_PYTHON:
-            c_first = (f"    cudaError_t status;\n"
-                       f"    if (rcuda_c_{f.name}({f.c_args}{', ' if f.params else ''}&status))\n"
-                       f"        return status;\n")
-        out.append(f"RCUDA_EXPORT {f.result} {f.name}({f.c_params})\n{{\n"
-                   f"    rcuda_ensure_started();\n{c_first}    {ret}rcuda_py_{f.name}({f.c_args});\n}}\n")
-    path.write_text("\n".join(out))
-
-
 def write_version_script(path: Path, functions: list[Function], note: str) -> None:
     names = "\n".join(f"    {f.name};" for f in functions)
     path.write_text(f"/* {note} */\nlibcudart.so.13 {{\n  global:\n{names}\n  local: *;\n}};\n")
 
 
-def write_python_tables(out_dir: Path, functions: list[Function], errors, note: str) -> None:
-    out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "__init__.py").write_text(f'"""Tables {note}."""\n')
-    table = {f.name: f.table_row() for f in functions}
-    (out_dir / "cudart_api.py").write_text(
-        f'"""The CUDA runtime\'s exported functions: {note}.\n\n'
-        "FUNCTIONS maps each name to its C result type, its parameters as\n"
-        "(name, C declaration), the function whose signature it shares (`base`, for\n"
-        "`_ptsz`/`_ptds` variants) and `route`: 'c' (hand-written fast path in\n"
-        "native/interposer.c) or 'python' (client/entrypoints.py).\n"
-        '"""\n\n'
-        f"CUDART_VERSION = {cudart_version()}\n\n"
-        f"FUNCTIONS = {pprint.pformat(table, width=110, sort_dicts=True)}\n")
+def write_signatures(path: Path, functions: list[Function], note: str) -> None:
+    """The signature table native/gen_exports.py reads: JSON, one function a line."""
+    rows = ",\n".join(f"  {json.dumps(f.name)}: {json.dumps(f.signature())}" for f in functions)
+    path.write_text(f'{{"generated": {json.dumps(note)},\n "cudart_version": {cudart_version()},\n'
+                    f' "functions": {{\n{rows}\n }}\n}}\n')
+
+
+def write_error_table(path: Path, errors, note: str) -> None:
     rows = ",\n".join(f"    ({v}, {n!r}, {m!r}, {s})" for v, n, m, s in errors)
-    (out_dir / "cuda_errors.py").write_text(
+    path.write_text(
         f'"""cudaError_t values with CUDA\'s names and messages: {note}.\n\n'
         "Rows are (value, name, message, sticky).  Messages are what the toolkit's\n"
         "own cudaGetErrorString returns; `sticky` marks the errors the header says\n"
         "leave the context in an inconsistent state (every later call fails).\n"
         '"""\n\n'
         f"ERRORS = [\n{rows},\n]\n")
+
+
+def generate_exports(out_root: Path) -> None:
+    """The route-dependent outputs, from the new signatures (native/gen_exports.py)."""
+    spec = importlib.util.spec_from_file_location("gen_exports", REPO / "native" / "gen_exports.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    module.generate(out_root)
 
 
 def generate(out_root: Path) -> None:
@@ -485,11 +409,14 @@ def generate(out_root: Path) -> None:
         native.mkdir(parents=True, exist_ok=True)
         asserts = write_types_header(native / "cudart_types.h", types, tu, note)
     write_layout_header(native / "cudart_layout.h", asserts, note)
-    write_exports(native / "cudart_exports.c", functions, note)
     write_version_script(native / "libcudart.map", functions, note)
-    write_python_tables(out_root / "rcuda" / "_generated", functions, errors, note)
+    write_signatures(native / "cudart_signatures.json", functions, note)
+    python = out_root / "rcuda" / "_generated"
+    python.mkdir(parents=True, exist_ok=True)
+    write_error_table(python / "cuda_errors.py", errors, note)
     print(f"{len(functions)} functions, {len(types.decls)} type declarations, {len(errors)} errors "
           f"(CUDA {version}) -> {out_root}")
+    generate_exports(out_root)
 
 
 def main(argv=None) -> None:

@@ -19,6 +19,8 @@
 #include <errno.h>
 #include <stdint.h>
 
+#include "launch_rules.h" /* generated from rcuda/launch_rules.py: the limits record_launch checks */
+
 #define FAST_MAX_DEVICES 64
 #define FAST_BATCH_INITIAL (64 << 10)
 
@@ -398,15 +400,19 @@ static int record_launch(const void *host_fun, dim3 grid, dim3 block, void **arg
     if (!resolve_stream(stream, per_thread, &stream_device, &stream_id) || stream_device != device)
         return 0;
 
-    uint32_t threads = block.x * block.y * block.z;
-    if (!grid.x || !grid.y || !grid.z || !block.x || !block.y || !block.z || block.x > d->max_block[0] ||
-        block.y > d->max_block[1] || block.z > d->max_block[2] || threads > d->max_threads ||
-        grid.x > d->max_grid[0] || grid.y > d->max_grid[1] || grid.z > d->max_grid[2] || shared_mem > d->max_shared)
+    struct launch_device_limits device_limits = {.maxThreadsDim = d->max_block, .maxGridSize = d->max_grid,
+                                                 .maxThreadsPerBlock = d->max_threads,
+                                                 .sharedMemPerBlockOptin = d->max_shared};
+    if (launch_device_rule_broken(grid, block, shared_mem, &device_limits))
         return 0;  /* Python explains what is wrong */
 
     pthread_rwlock_rdlock(&kernels_lock);
     struct fast_kernel *k = find_kernel(host_fun);
-    if (!k || !k->fn[device] || threads > k->max_threads[device] || shared_mem > k->max_dynamic_shared[device]) {
+    if (!k || !k->fn[device] ||
+        launch_kernel_rule_broken(grid, block, shared_mem,
+                                  &(struct launch_kernel_limits){.maxThreadsPerBlock = k->max_threads[device],
+                                                                 .maxDynamicSharedSizeBytes =
+                                                                     k->max_dynamic_shared[device]})) {
         pthread_rwlock_unlock(&kernels_lock);
         return 0;
     }

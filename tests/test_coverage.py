@@ -1,5 +1,6 @@
 """Every CUDA runtime export is in rcuda's library and is exactly one of:
-hand-written C, implemented in client/api*.py, or unsupported."""
+hand-written C, C first then client/api*.py, implemented in client/api*.py,
+or unsupported; native/routes.ini says where its C is written."""
 from __future__ import annotations
 
 import re
@@ -18,13 +19,24 @@ def test_every_export_is_classified_once():
     c_route = {name for name, row in FUNCTIONS.items() if row["route"] == "c"}
     assert not c_route & set(python), "a function is both hand-written in C and implemented in Python"
     assert set(python) <= set(FUNCTIONS)
+    c_first = {name for name, row in FUNCTIONS.items() if row["c_first"]}
+    assert c_first and c_first <= set(python), "C leaves what it cannot do to Python, which must implement it"
+    assert not c_first & c_route
+    assert {table[name].split("+")[0] for name in c_first} == {"c_first"}
 
 
-def test_c_functions_are_defined_in_the_interposer():
-    source = "".join(path.read_text() for path in sorted((REPO / "native").glob("*.c")))
+def test_hand_written_c_is_where_routes_ini_says():
+    """[c] and [registration] functions are exported by the file named, and
+    [c_first] ones have their rcuda_c_<name> there."""
     for name, row in FUNCTIONS.items():
-        if row["route"] == "c":
-            assert re.search(rf"RCUDA_EXPORT[^;{{]*\b{name}\(", source), f"{name} is not hand-written in native/"
+        if row["defined_in"] != "native/generated/cudart_exports.c":
+            source = (REPO / row["defined_in"]).read_text()
+            assert re.search(rf"RCUDA_EXPORT[^;{{]*\b{name}\(", source), \
+                f"{name} is not exported by {row['defined_in']}: fix native/routes.ini"
+        if row["c_first"]:
+            source = (REPO / row["c_first"]).read_text()
+            assert re.search(rf"\bint rcuda_c_{name}\(", source), \
+                f"rcuda_c_{name} is not in {row['c_first']}: fix native/routes.ini"
 
 
 def test_every_export_is_in_both_libraries():

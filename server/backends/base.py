@@ -23,6 +23,7 @@ import functools
 import time
 from dataclasses import dataclass
 
+from rcuda import launch_rules
 from rcuda.errors import CudaError, cudaError
 from rcuda.protocol import VA_WINDOW_SIZE  # noqa: F401 - the backends' import of it
 
@@ -434,20 +435,6 @@ class AllocationTable:
 
 def check_launch_configuration(props: dict, grid, block, shared_mem: int) -> None:
     """cudaErrorInvalidConfiguration, naming the limit, for a launch the
-    device described by `props` (cudaDeviceProp fields) would refuse."""
-    max_block, max_grid = props["maxThreadsDim"], props["maxGridSize"]
-    max_shared = props.get("sharedMemPerBlockOptin") or props["sharedMemPerBlock"]
-    problem = None
-    if min(grid) < 1 or min(block) < 1:
-        problem = f"grid {tuple(grid)} / block {tuple(block)} has a zero dimension"
-    elif any(b > m for b, m in zip(block, max_block)):
-        problem = f"block {tuple(block)} exceeds maxThreadsDim {tuple(max_block)}"
-    elif block[0] * block[1] * block[2] > props["maxThreadsPerBlock"]:
-        problem = (f"block {tuple(block)} has {block[0] * block[1] * block[2]} threads, more than "
-                   f"maxThreadsPerBlock {props['maxThreadsPerBlock']}")
-    elif any(g > m for g, m in zip(grid, max_grid)):
-        problem = f"grid {tuple(grid)} exceeds maxGridSize {tuple(max_grid)}"
-    elif shared_mem > max_shared:
-        problem = f"{shared_mem} bytes of dynamic shared memory is more than the {max_shared} a block may use"
-    if problem:
-        raise CudaError(cudaError.cudaErrorInvalidConfiguration, problem)
+    device described by `props` (cudaDeviceProp fields) would refuse
+    (rcuda/launch_rules.py)."""
+    launch_rules.check_device(launch_rules.device_limits(props), grid, block, shared_mem)

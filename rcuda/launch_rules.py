@@ -1,0 +1,183 @@
+"""The limits a kernel launch must keep: the one copy of them.
+
+A GPU refuses a launch whose configuration breaks a limit of the device
+(cudaDeviceProp) or of the kernel (cudaFuncAttributes), and rcuda checks them
+before the launch travels so the error comes at the launch, as on a GPU.
+They are checked in three places, all from RULES below:
+
+  * the client (client/device.py) for the launches C leaves to Python, and
+    the server (server/backends/base.py), with `check_device`/`check_kernel`;
+  * the launch fast path in C (native/launch_fast_path.c, record_launch), with
+    the functions native/gen_rules.py generates from RULES into
+    native/generated/launch_rules.h.  C only asks whether a rule is broken;
+    a launch that breaks one goes to Python, which says which.
+
+A rule compares one value of the launch (each dimension of `grid` or
+`block`, the block's `threads`, its dynamic `shared_mem`) with a bound: a
+constant or a named limit of its scope ("device": the device's properties,
+"kernel": the kernel's attributes).  The first rule broken, in RULES' order,
+is the error.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from rcuda.errors import CudaError, cudaError
+
+#: The values of a launch a rule can compare, and how many each has (3: x, y, z).
+VALUES = {"grid": 3, "block": 3, "threads": 1, "shared_mem": 1}
+
+#: The device limits, with the value CUDA gives every current GPU (used when
+#: the properties lack one).  The dynamic shared memory a block may use is
+#: sharedMemPerBlockOptin, or sharedMemPerBlock on a device without opt-in.
+DEVICE_LIMITS = {
+    "maxThreadsDim": (1024, 1024, 64),
+    "maxGridSize": (2**31 - 1, 65535, 65535),
+    "maxThreadsPerBlock": 1024,
+    "sharedMemPerBlockOptin": 48 << 10,
+}
+
+#: The kernel limits (cudaFuncAttributes).  One the client was not told is
+#: not checked in Python; in C it is 0, which sends the launch to Python.
+KERNEL_LIMITS = ("maxThreadsPerBlock", "maxDynamicSharedSizeBytes")
+
+
+@dataclass(frozen=True)
+class Rule:
+    """A launch's `value` must be at least (or at most) `bound`."""
+
+    name: str
+    scope: str      # "device" or "kernel": whose limits `bound` names
+    value: str      # a key of VALUES
+    at_least: bool  # True: value >= bound; False: value <= bound (each dimension)
+    bound: int | str  # a constant, or a limit of the scope
+    error: str      # the cudaError_t a GPU returns
+    message: str    # str.format'ed with grid, block, threads, shared_mem, limit and kernel
+
+
+def _at_least(name, scope, value, bound, error, message) -> Rule:
+    return Rule(name, scope, value, True, bound, error, message)
+
+
+def _at_most(name, scope, value, bound, error, message) -> Rule:
+    return Rule(name, scope, value, False, bound, error, message)
+
+
+INVALID_CONFIGURATION = "cudaErrorInvalidConfiguration"
+
+RULES = (
+    _at_least("grid_not_empty", "device", "grid", 1, INVALID_CONFIGURATION,
+              "grid {grid} / block {block} has a zero dimension"),
+    _at_least("block_not_empty", "device", "block", 1, INVALID_CONFIGURATION,
+              "grid {grid} / block {block} has a zero dimension"),
+    _at_most("block_dimensions", "device", "block", "maxThreadsDim", INVALID_CONFIGURATION,
+             "block {block} exceeds maxThreadsDim {limit}"),
+    _at_most("block_threads", "device", "threads", "maxThreadsPerBlock", INVALID_CONFIGURATION,
+             "block {block} has {threads} threads, more than maxThreadsPerBlock {limit}"),
+    _at_most("grid_dimensions", "device", "grid", "maxGridSize", INVALID_CONFIGURATION,
+             "grid {grid} exceeds maxGridSize {limit}"),
+    _at_most("dynamic_shared_memory", "device", "shared_mem", "sharedMemPerBlockOptin", INVALID_CONFIGURATION,
+             "{shared_mem} bytes of dynamic shared memory is more than the {limit} a block may use "
+             "(sharedMemPerBlockOptin)"),
+    _at_most("kernel_threads", "kernel", "threads", "maxThreadsPerBlock", "cudaErrorLaunchOutOfResources",
+             "{threads} threads per block, kernel {kernel} allows {limit} (maxThreadsPerBlock: "
+             "__launch_bounds__ or registers)"),
+    _at_most("kernel_dynamic_shared_memory", "kernel", "shared_mem", "maxDynamicSharedSizeBytes",
+             "cudaErrorInvalidValue",
+             "{shared_mem} bytes of dynamic shared memory, kernel {kernel} allows {limit} "
+             "(maxDynamicSharedSizeBytes: raise it with "
+             "cudaFuncSetAttribute(cudaFuncAttributeMaxDynamicSharedMemorySize))"),
+)
+
+
+def device_limits(props: dict) -> dict:
+    """The device limits RULES use, from cudaDeviceProp fields."""
+    limits = {name: props.get(name, default) for name, default in DEVICE_LIMITS.items()}
+    if not props.get("sharedMemPerBlockOptin"):  # no opt-in: what every block gets
+        limits["sharedMemPerBlockOptin"] = props.get("sharedMemPerBlock", DEVICE_LIMITS["sharedMemPerBlockOptin"])
+    return limits
+
+
+def kernel_limits(attrs: dict) -> dict:
+    """The kernel limits RULES use, from cudaFuncAttributes fields; one
+    `attrs` lacks is unbounded (not checked)."""
+    return {name: attrs.get(name, math.inf) for name in KERNEL_LIMITS}
+
+
+# ------------------------------------------------------------------ checking
+
+def limit_dimensions(scope: str, limit: str) -> int:
+    """3 for a limit given per dimension (x, y, z), else 1."""
+    return len(DEVICE_LIMITS[limit]) if scope == "device" and isinstance(DEVICE_LIMITS[limit], tuple) else 1
+
+
+def condition(rule: Rule, values: dict, limit: str, join: str) -> str:
+    """`rule` as an expression true when a launch breaks it, in a language
+    whose spellings are given: `values` maps each launch value to its
+    dimensions' expressions, `limit` formats a limit (fields name and
+    dimension) and `join` is the language's "or".  Python's checks (below)
+    and C's (native/gen_rules.py) are both spelled by it."""
+    spelled = values[rule.value]
+    if len(spelled) != VALUES[rule.value]:
+        raise ValueError(f"{rule.value} has {VALUES[rule.value]} dimensions, spelled {spelled}")
+    if isinstance(rule.bound, int):
+        bounds = [str(rule.bound)] * len(spelled)
+    elif limit_dimensions(rule.scope, rule.bound) == 3:
+        bounds = [limit.format(name=rule.bound, dimension=f"[{i}]") for i in range(3)]
+    else:
+        bounds = [limit.format(name=rule.bound, dimension="")] * len(spelled)
+    op = "<" if rule.at_least else ">"
+    return join.join(f"{value} {op} {bound}" for value, bound in zip(spelled, bounds))
+
+
+PYTHON_VALUES = {"grid": ("grid[0]", "grid[1]", "grid[2]"), "block": ("block[0]", "block[1]", "block[2]"),
+                 "threads": ("threads",), "shared_mem": ("shared_mem",)}
+
+
+def python_source(scope: str) -> str:
+    """The Python function `first_broken_<scope>(grid, block, shared_mem,
+    limits)`: the index in RULES of the first rule of `scope` the launch
+    breaks, or -1.  Compiled once, at import (below): every launch through
+    Python is checked, so it runs plain comparisons rather than walking RULES."""
+    lines = [f"def first_broken_{scope}(grid, block, shared_mem, limits):",
+             "    threads = block[0] * block[1] * block[2]"]
+    for index, rule in enumerate(RULES):
+        if rule.scope == scope:
+            lines += [f"    if {condition(rule, PYTHON_VALUES, 'limits[{name!r}]{dimension}', ' or ')}:  # {rule.name}",
+                      f"        return {index}"]
+    return "\n".join([*lines, "    return -1", ""])
+
+
+_CHECKS: dict = {}
+for _scope in ("device", "kernel"):
+    exec(python_source(_scope), _CHECKS)  # noqa: S102 - source built above from RULES
+
+
+def first_broken(scope: str, limits: dict, grid, block, shared_mem: int) -> Rule | None:
+    """The first rule of `scope` the launch breaks, given that scope's
+    `limits` (`device_limits`, `kernel_limits`), or None."""
+    index = _CHECKS[f"first_broken_{scope}"](grid, block, shared_mem, limits)
+    return None if index < 0 else RULES[index]
+
+
+def _check(scope: str, limits: dict, grid, block, shared_mem: int, kernel: str, where: str) -> None:
+    rule = first_broken(scope, limits, grid, block, shared_mem)
+    if rule is None:
+        return
+    limit = rule.bound if isinstance(rule.bound, int) else limits[rule.bound]
+    raise CudaError(cudaError[rule.error], where + rule.message.format(
+        grid=tuple(grid), block=tuple(block), threads=block[0] * block[1] * block[2], shared_mem=shared_mem,
+        limit=tuple(limit) if isinstance(limit, (list, tuple)) else limit, kernel=kernel))
+
+
+def check_device(limits: dict, grid, block, shared_mem: int, where: str = "") -> None:
+    """The CUDA error, naming the limit, for a launch the device whose
+    `device_limits` these are would refuse; `where` prefixes its message."""
+    _check("device", limits, grid, block, shared_mem, "", where)
+
+
+def check_kernel(limits: dict, kernel: str, block, shared_mem: int, where: str = "") -> None:
+    """The CUDA error, naming the limit, for a launch of `kernel` (its name)
+    beyond its own `kernel_limits`; `where` prefixes its message."""
+    _check("kernel", limits, (1, 1, 1), block, shared_mem, kernel, where)
