@@ -1,5 +1,7 @@
 """Packaging for rcuda.  `pip install .` also builds the native interposer
-(native/build.py) into rcuda/_lib/, linked against this Python's libpython."""
+(native/build.py) into rcuda/_lib/, linked against this Python's libpython
+(by soname: rcuda finds the interpreter and libpython of the environment it
+is installed in at run time, see native/interposer.c and rcuda/cli.py)."""
 import compileall
 import importlib.util
 from pathlib import Path
@@ -19,7 +21,11 @@ class BuildWithInterposer(build_py):
         builder = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(builder)
         target = HERE / "rcuda" / "_lib" if self.editable_mode else Path(self.build_lib) / "rcuda" / "_lib"
-        for path in builder.build(target):
+        # An editable install's library stays in this checkout, tied to this
+        # environment: it is told the interpreter (a file beside it) and
+        # finds libpython by a link beside it.  A wheel's library finds both
+        # where it is installed (native/interposer.c).
+        for path in builder.build(target, editable=self.editable_mode):
             self.announce(f"built {path}", level=2)
         if self.editable_mode:
             # Every CUDA program starts an interpreter that imports the client:

@@ -208,12 +208,16 @@ def compile_cuda(source: str, *flags: str) -> Path:
 
 def rcuda_environment(servers: str, extra: dict | None = None) -> dict:
     """The environment `rcuda run` gives a program (see RunCommand): the
-    interposer preloaded, the servers, and this Python's rcuda."""
-    from rcuda.binaries import library_path
+    interposer preloaded (libpython findable beside it), the servers, and
+    this Python's rcuda."""
+    from rcuda.cli import native_library
 
     env = dict(os.environ)
     env.pop("CUDA_VISIBLE_DEVICES", None)
-    env["LD_PRELOAD"] = str(library_path())
+    library, libpython_dir = native_library()
+    env["LD_PRELOAD"] = str(library)
+    if libpython_dir:
+        env["LD_LIBRARY_PATH"] = os.pathsep.join(filter(None, [env.get("LD_LIBRARY_PATH"), libpython_dir]))
     env["RCUDA_SERVERS"] = servers
     env["RCUDA_PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p and os.path.isdir(p))
     env.update(extra or {})
