@@ -28,7 +28,20 @@ from typing import Iterator, TextIO
 
 from rcuda import demo_data
 
-EXAMPLE_DIR = Path(__file__).resolve().parent.parent / "examples" / "mnist_dp"
+
+def _example_dir() -> Path:
+    """examples/mnist_dp, which setup.py installs as package data of
+    rcuda.examples: rcuda/examples/mnist_dp beside this module in an
+    installed rcuda; in an editable install, the checkout's examples/ (mapped
+    to rcuda.examples too, but not importable there: it has no __init__.py)."""
+    package = Path(__file__).resolve().parent
+    for examples in (package / "examples", package.parent / "examples"):
+        if (examples / "mnist_dp" / "mnist_dp.cu").is_file():
+            return examples / "mnist_dp"
+    return package / "examples" / "mnist_dp"  # missing: example_sources() says so
+
+
+EXAMPLE_DIR = _example_dir()
 SIM_KERNELS = EXAMPLE_DIR / "sim_kernels.py"
 LOCAL_SERVERS = 4
 SERVER_START_TIMEOUT = 60.0  # seconds for a server to print its ready line
@@ -57,8 +70,8 @@ def find_nvcc() -> str:
 
 def example_sources() -> list[Path]:
     if not (EXAMPLE_DIR / "mnist_dp.cu").is_file():
-        raise DemoError(f"the example's sources are not at {EXAMPLE_DIR}: `rcuda demo` runs from a source checkout "
-                        f"of rcuda (git clone ..., then pip install -e .)")
+        raise DemoError(f"the example's sources are not at {EXAMPLE_DIR}: this rcuda was installed without its "
+                        f"package data; reinstall it from a source checkout (pip install .)")
     return sorted(p for p in EXAMPLE_DIR.iterdir() if p.suffix in (".cu", ".cuh", ".h"))
 
 
