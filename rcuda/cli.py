@@ -433,7 +433,7 @@ class BenchCommand:
             raise CommandError(str(exc)) from None
 
 
-# ---------------------------------------------------------------- for lib, run, bench
+# ---------------------------------------------------------------- for lib, run, demo, bench
 
 
 def native_library(dropin: bool = False) -> tuple[Path, str | None]:
@@ -506,6 +506,20 @@ def _loader_searches(folder: str) -> bool:
     defaults += [os.path.join(d, multiarch) for d in defaults[:2] if multiarch]
     folder = os.path.realpath(folder)
     return folder in {os.path.realpath(d) for d in defaults} or folder == os.path.realpath(LIB_DIR / "../../../..")
+
+
+def python_module_command(module: str, python: str | None = None) -> list[str]:
+    """The command that runs `module` (python -m MODULE) with nothing imported
+    from the current directory, so that a source checkout there never stands
+    in for the installed rcuda: -P on Python >= 3.11; on an older Python (or
+    another interpreter than this one, of unknown version) sys.path[0] is
+    dropped before the module runs, as -P does."""
+    if python is None or python == sys.executable:
+        python = sys.executable
+        if sys.version_info >= (3, 11):
+            return [python, "-P", "-m", module]
+    return [python, "-c", "import runpy, sys\nif sys.path[:1] == ['']: del sys.path[0]\n"
+                          f"runpy.run_module({module!r}, run_name='__main__', alter_sys=True)\n"]
 
 
 if __name__ == "__main__":

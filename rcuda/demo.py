@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Iterator, TextIO
 
 from rcuda import demo_data
+from rcuda.cli import python_module_command
 
 
 def _example_dir() -> Path:
@@ -144,7 +145,7 @@ def local_servers(count: int, say) -> Iterator[Servers]:
     try:
         for _ in range(count):
             processes.append(subprocess.Popen(
-                [sys.executable, "-m", "rcuda.cli", "server", "--listen", "tcp://127.0.0.1:0",
+                [*python_module_command("rcuda.cli"), "server", "--listen", "tcp://127.0.0.1:0",
                  *_server_arguments()],
                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
                 start_new_session=True))  # Ctrl-C reaches the demo, which stops them in order
@@ -232,7 +233,7 @@ def given_servers(addresses: str) -> Iterator[Servers]:
 def run_training(binary: Path, servers: Servers, program_args: list[str], out: TextIO) -> tuple[int, dict | None]:
     """Run the program through `rcuda run`, echoing its output; returns its
     exit status and its RESULT record."""
-    command = [sys.executable, "-m", "rcuda.cli", "run", "--servers", servers.addresses, "--", str(binary),
+    command = [*python_module_command("rcuda.cli"), "run", "--servers", servers.addresses, "--", str(binary),
                *program_args]
     if servers.namespace:
         command = ["ip", "netns", "exec", servers.namespace, *command]
