@@ -29,6 +29,8 @@ from pathlib import Path
 
 import numpy as np
 
+from rcuda.cli import python_module_command
+
 log = logging.getLogger(__name__)
 
 BENCH_DIR = Path(__file__).resolve().parent
@@ -40,7 +42,8 @@ REPO = BENCH_DIR.parent if (BENCH_DIR.parent / "setup.py").is_file() else None
 START_TIMEOUT = 60.0  # seconds for a server or helper process to say it is ready
 PROGRAM_TIMEOUT = 600.0
 
-RCUDA = [sys.executable, "-m", "rcuda.cli"]
+#: `python -m rcuda.cli`, importing nothing from the current directory (a checkout there is not this rcuda).
+RCUDA = python_module_command("rcuda.cli")
 
 
 class BenchmarkError(RuntimeError):
@@ -208,12 +211,16 @@ def compile_cuda(source: str, *flags: str) -> Path:
 
 def rcuda_environment(servers: str, extra: dict | None = None) -> dict:
     """The environment `rcuda run` gives a program (see RunCommand): the
-    interposer preloaded, the servers, and this Python's rcuda."""
-    from rcuda.binaries import library_path
+    interposer preloaded (libpython findable beside it), the servers, and
+    this Python's rcuda."""
+    from rcuda.cli import native_library
 
     env = dict(os.environ)
     env.pop("CUDA_VISIBLE_DEVICES", None)
-    env["LD_PRELOAD"] = str(library_path())
+    library, libpython_dir = native_library()
+    env["LD_PRELOAD"] = str(library)
+    if libpython_dir:
+        env["LD_LIBRARY_PATH"] = os.pathsep.join(filter(None, [env.get("LD_LIBRARY_PATH"), libpython_dir]))
     env["RCUDA_SERVERS"] = servers
     env["RCUDA_PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p and os.path.isdir(p))
     env.update(extra or {})
@@ -388,7 +395,7 @@ class Peer:
 @contextmanager
 def peer(*args: str):
     """A peer in its own process (and process group)."""
-    process = start_process([sys.executable, "-m", "rcuda.benchmarks.micro.peers", *args], r"^ready \S+")
+    process = start_process([*python_module_command("rcuda.benchmarks.micro.peers"), *args], r"^ready \S+")
     try:
         yield Peer(process, process.ready_line.split()[1])
     finally:

@@ -34,11 +34,13 @@ import tempfile
 import threading
 from pathlib import Path
 
+from rcuda.cli import python_module_command
+
 REPO = Path(__file__).resolve().parent.parent
 PROGRAM_SOURCE = REPO / "tests" / "cuda" / "peer_copy.cu"
 KERNELS = REPO / "tests" / "cuda" / "multi_kernels.py"
 RESULTS = REPO / "benchmarks" / "results" / "peer_copy.json"
-RCUDA = [sys.executable, "-m", "rcuda.cli"]
+RCUDA = python_module_command("rcuda.cli")  # nothing imported from the current directory
 MIB = 1 << 20
 SETTLE_SECONDS = 4
 

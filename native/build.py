@@ -9,16 +9,26 @@ twice:
                                        LD_LIBRARY_PATH (the loader refuses an
                                        unversioned one)
 
-Both embed the Python that runs this script (linked by rpath to its
-libpython), so they must be built by the interpreter rcuda is installed in:
-setup.py does that.  Run directly for development:
+Both embed the CPython version that runs this script, so they must be
+built by an interpreter of the version rcuda is installed for: setup.py does
+that.  They carry no path of the build machine: libpython is linked by
+soname, found through a RUNPATH relative to the library ($ORIGIN, where
+rcuda's Python side links the running interpreter's libpython, see
+rcuda/cli.py), and the interpreter to start is found at run time from where
+the library is installed (native/interposer.c, initialize_python).  A build
+for a checkout (an editable install, or this script) also writes the
+interpreter's path into INTERPRETER_FILE beside the libraries and links
+libpython there; a wheel's build does neither.  Run directly for development:
     python native/build.py [--out DIR]
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
 import os
+import re
+import shlex
 import shutil
 import sys
 import sysconfig
@@ -30,6 +40,9 @@ import cffi
 NATIVE = Path(__file__).resolve().parent
 REPO = NATIVE.parent
 MODULE_NAME = "_rcuda_interposer"
+#: Beside the libraries of a checkout's build: the interpreter it was built
+#: for (read by native/interposer.c).  Never part of a wheel.
+INTERPRETER_FILE = "interpreter"
 
 # Entry points that are not CUDA functions (implemented in client/entrypoints.py).
 LIFECYCLE_CDEF = """
@@ -210,41 +223,130 @@ def make_ffi(extra_link_args: list[str], build_dir: Path) -> cffi.FFI:
         '#include "cudart_exports.c"',
         '#include "registrations.c"',
     ])
-    # The interpreter the library starts (native/interposer.c): this one.
-    executable = '"' + sys.executable.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    # No interpreter path is compiled in: the library finds the interpreter of
+    # the environment it is installed in (native/interposer.c).
     ffi.set_source(MODULE_NAME, source, include_dirs=[str(NATIVE), str(generated), str(build_dir)],
-                   define_macros=[("RCUDA_PYTHON_EXECUTABLE", executable)],
                    extra_compile_args=["-O2", "-fvisibility=hidden", "-Wno-unused-function"],
                    extra_link_args=extra_link_args)
     ffi.embedding_init_code(INIT_CODE)
     return ffi
 
 
-def link_args(soname: str, version_script: Path | None = None) -> list[str]:
-    libdir = sysconfig.get_config_var("LIBDIR")
-    args = [f"-Wl,-soname,{soname}", f"-Wl,-rpath,{libdir}", "-Wl,--no-undefined", "-ldl", "-lpthread"]
+def link_args(soname: str, version_script: Path | None = None, runpath: list[str] = ("$ORIGIN",)) -> list[str]:
+    """libpython by soname only (cffi adds -lpython3.X; -L is no RUNPATH),
+    found through `runpath`: folders relative to the library ($ORIGIN), never
+    absolute ones.  --strip-debug: the debug information would name the
+    build tree and the build interpreter's include folder."""
+    args = [f"-Wl,-soname,{soname}", f"-Wl,-rpath,{':'.join(runpath)}", "-Wl,--enable-new-dtags",
+            "-Wl,--strip-debug", "-Wl,--no-undefined", "-ldl", "-lpthread"]
     if version_script:
         args.append(f"-Wl,--version-script={version_script}")
     return args
 
 
-def build(out_dir: Path, verbose: bool = False) -> list[Path]:
-    """Build both libraries into `out_dir`; returns their paths."""
+def build(out_dir: Path, verbose: bool = False, editable: bool = False) -> list[Path]:
+    """Build both libraries into `out_dir` (rcuda/_lib); returns their paths.
+
+    Both find libpython in rcuda/_lib (RUNPATH $ORIGIN, the drop-in's
+    $ORIGIN/..), where rcuda links the running interpreter's; an installed
+    one also in PREFIX/lib (four folders up from .../lib/python3.X/site-
+    packages/rcuda/_lib), where a Python installed in PREFIX itself (not a
+    venv) keeps it, for a read-only installation.  `editable` (a build for a
+    checkout): the interpreter's path is written to INTERPRETER_FILE and
+    libpython linked beside the libraries now; otherwise neither is there."""
     out_dir = out_dir.resolve()
     (out_dir / "cudart").mkdir(parents=True, exist_ok=True)
+    # PREFIX/lib from PREFIX/lib/python3.X/site-packages/rcuda/_lib (and from _lib/cudart).
+    prefix_lib = [] if editable else ["$ORIGIN/../../../.."]
     targets = [
-        (out_dir / "librcuda.so", link_args("librcuda.so")),
+        (out_dir / "librcuda.so", link_args("librcuda.so", runpath=["$ORIGIN", *prefix_lib])),
         (out_dir / "cudart" / "libcudart.so.13",
-         link_args("libcudart.so.13", NATIVE / "generated" / "libcudart.map")),
+         link_args("libcudart.so.13", NATIVE / "generated" / "libcudart.map",
+                   runpath=["$ORIGIN/..", *(p.replace("$ORIGIN", "$ORIGIN/..") for p in prefix_lib)])),
     ]
     built = []
-    with tempfile.TemporaryDirectory(prefix="rcuda-build-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="rcuda-build-") as tmp, _without_build_rpaths():
         for target, extra in targets:
             ffi = make_ffi(extra, Path(tmp))
             produced = ffi.compile(tmpdir=tmp, target=target.name, verbose=verbose)
             shutil.move(produced, target)
+            _check_no_build_paths(target)
             built.append(target)
+    interpreter = out_dir / INTERPRETER_FILE
+    name, libpython = _libpython()
+    link = out_dir / name if name else None
+    if editable:
+        interpreter.write_text(sys.executable + "\n")
+        if link and libpython and os.path.realpath(link) != libpython:
+            temporary = link.with_name(f".{name}.{os.getpid()}")
+            temporary.unlink(missing_ok=True)
+            os.symlink(libpython, temporary)
+            os.replace(temporary, link)
+    else:  # left by an earlier build into the same folder
+        for stale in (interpreter, link):
+            if stale and (stale.is_symlink() or stale.exists()):
+                stale.unlink()
     return built
+
+
+@contextlib.contextmanager
+def _without_build_rpaths():
+    """The link command without the rpaths of this Python's own build: a
+    Python configured with LDFLAGS=-Wl,-rpath,ITS_LIBDIR (pyenv's) has them
+    in LDSHARED, which distutils links every extension with.  LDSHARED and
+    LDFLAGS from the environment override sysconfig's there, so both are set
+    here, less their rpaths, for the build."""
+    saved = {name: os.environ.get(name) for name in ("LDSHARED", "LDFLAGS")}
+    os.environ["LDSHARED"] = _drop_rpaths(saved["LDSHARED"] or sysconfig.get_config_var("LDSHARED") or "")
+    if saved["LDFLAGS"] is not None:
+        os.environ["LDFLAGS"] = _drop_rpaths(saved["LDFLAGS"])
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+def _drop_rpaths(command: str) -> str:
+    words, kept = shlex.split(command), []
+    skip_next = False
+    for word in words:
+        if skip_next:
+            skip_next = False
+        elif word in ("-Wl,-rpath", "-Wl,--rpath", "-Wl,-R"):
+            skip_next = True  # the folder follows as the next -Wl,FOLDER
+        elif not re.match(r"-Wl,(-R|--?rpath)[,=]", word):
+            kept.append(word)
+    return shlex.join(kept)
+
+
+def _check_no_build_paths(library: Path) -> None:
+    """No path of this machine's build in the library (it is relocatable):
+    not the interpreter's, its libpython's folder, nor the source tree's."""
+    data = library.read_bytes()
+    libdir = sysconfig.get_config_var("LIBDIR") or ""
+    system = libdir.startswith(("/usr/", "/lib"))  # a distribution's: its name may well appear
+    for path in {sys.executable, os.path.realpath(sys.executable), "" if system else libdir, str(REPO)}:
+        if path and os.fsencode(path) in data:
+            raise RuntimeError(f"{library} contains the build path {path}: it would not work elsewhere")
+
+
+def _libpython() -> tuple[str | None, str | None]:
+    """(the soname the libraries need, the real file of this interpreter's
+    libpython); rcuda/cli.py finds it the same way at run time."""
+    name = sysconfig.get_config_var("INSTSONAME") or ""
+    if ".so" not in name:
+        return None, None
+    libdir = sysconfig.get_config_var("LIBDIR")
+    multiarch = sysconfig.get_config_var("MULTIARCH")
+    folders = [libdir, libdir and multiarch and os.path.join(libdir, multiarch), sysconfig.get_config_var("LIBPL")]
+    for folder in filter(None, folders):
+        if os.path.isfile(os.path.join(folder, name)):
+            return name, os.path.realpath(os.path.join(folder, name))
+    return name, None
 
 
 def main(argv=None) -> None:
@@ -252,7 +354,7 @@ def main(argv=None) -> None:
     parser.add_argument("--out", type=Path, default=REPO / "rcuda" / "_lib")
     parser.add_argument("-v", "--verbose", action="store_true")
     args = parser.parse_args(argv)
-    for path in build(args.out, args.verbose):
+    for path in build(args.out, args.verbose, editable=True):
         print(path)
 
 

@@ -30,6 +30,142 @@ static void rcuda_py_after_fork_child(void);
 static pthread_once_t start_once = PTHREAD_ONCE_INIT;
 static volatile int python_started = 0;
 
+/* The interpreter to start: the one of the environment rcuda is installed
+ * in, found from where this library is, since no build path is compiled in
+ * (see native/build.py).  In order:
+ *   RCUDA_PYTHON                         when set: that one, nothing else
+ *   _lib/interpreter                     a checkout's build (editable install)
+ *                                        names the interpreter it was built for
+ *   PREFIX/bin/python3.X                 installed as PREFIX/lib/python3.X/
+ *                                        site-packages/rcuda/_lib (a venv, conda,
+ *                                        a Python's own prefix)
+ *   LIBDIR/../bin/python3.X              the Python whose libpython is loaded
+ *   python3.X on PATH                    (--user installs and distributions' Pythons)
+ * python3.X is the version this library embeds.  The INIT_CODE of
+ * native/build.py then adds the folder holding the rcuda package to sys.path
+ * if the interpreter's own site did not. */
+#include <limits.h>
+#include <sys/stat.h>
+
+#define RCUDA_PYTHON_NAME "python" Py_STRINGIFY(PY_MAJOR_VERSION) "." Py_STRINGIFY(PY_MINOR_VERSION)
+#define RCUDA_INTERPRETER_FILE "interpreter" /* INTERPRETER_FILE in native/build.py */
+
+struct interpreter_search {
+    char found[PATH_MAX];
+    char tried[4096]; /* for the message when none is found */
+};
+
+/* `path` less its last component, in place; 0 when it has none left. */
+static int strip_last_name(char *path)
+{
+    char *slash = strrchr(path, '/');
+    if (slash == NULL || slash == path)
+        return 0;
+    *slash = '\0';
+    return 1;
+}
+
+static const char *last_name(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    return slash ? slash + 1 : path;
+}
+
+static const char *rcuda_library_path(void);
+
+static int is_executable_file(const char *path)
+{
+    struct stat st;
+    return path[0] == '/' && stat(path, &st) == 0 && S_ISREG(st.st_mode) && access(path, X_OK) == 0;
+}
+
+static void note_tried(struct interpreter_search *search, const char *what)
+{
+    size_t used = strlen(search->tried);
+    snprintf(search->tried + used, sizeof search->tried - used, "%s%s", used ? ", " : "", what);
+}
+
+/* 1 (and `path` in search->found) when `path` is an executable file;
+ * otherwise it joins the list of places tried. */
+static int try_interpreter(struct interpreter_search *search, const char *path)
+{
+    if (is_executable_file(path) && strlen(path) < sizeof search->found) {
+        strcpy(search->found, path);
+        return 1;
+    }
+    note_tried(search, path);
+    return 0;
+}
+
+/* The folder of rcuda's libraries (rcuda/_lib, also for the drop-in in
+ * rcuda/_lib/cudart), resolved; 0 if unknown. */
+static int library_folder(char *folder)
+{
+    if (realpath(rcuda_library_path(), folder) == NULL || !strip_last_name(folder))
+        return 0;
+    if (strcmp(last_name(folder), "cudart") == 0)
+        return strip_last_name(folder);
+    return 1;
+}
+
+static int find_interpreter(struct interpreter_search *search)
+{
+    char folder[PATH_MAX], path[PATH_MAX + 64];
+    const char *given = getenv("RCUDA_PYTHON");
+    if (given && given[0])
+        return try_interpreter(search, given);
+
+    if (library_folder(folder)) {
+        snprintf(path, sizeof path, "%s/" RCUDA_INTERPRETER_FILE, folder);
+        FILE *file = fopen(path, "r");
+        if (file) {
+            char line[PATH_MAX];
+            int found = fgets(line, sizeof line, file) != NULL;
+            fclose(file);
+            if (found) {
+                line[strcspn(line, "\r\n")] = '\0';
+                if (try_interpreter(search, line))
+                    return 1;
+            }
+        }
+        /* .../PREFIX/lib/python3.X/site-packages/rcuda/_lib */
+        if (strip_last_name(folder) /* rcuda */
+            && strip_last_name(folder) /* site-packages */
+            && (strcmp(last_name(folder), "site-packages") == 0 || strcmp(last_name(folder), "dist-packages") == 0)
+            && strip_last_name(folder) /* python3.X */
+            && strcmp(last_name(folder), RCUDA_PYTHON_NAME) == 0
+            && strip_last_name(folder) /* lib */
+            && strip_last_name(folder) /* PREFIX */) {
+            snprintf(path, sizeof path, "%s/bin/" RCUDA_PYTHON_NAME, folder);
+            if (try_interpreter(search, path))
+                return 1;
+        }
+    }
+
+    Dl_info info;
+    if (dladdr((void *)&Py_InitializeFromConfig, &info) && info.dli_fname && realpath(info.dli_fname, folder)
+        && strip_last_name(folder) && strip_last_name(folder)) {
+        snprintf(path, sizeof path, "%s/bin/" RCUDA_PYTHON_NAME, folder);
+        if (try_interpreter(search, path))
+            return 1;
+    }
+
+    const char *variable = getenv("PATH");
+    char *paths = strdup(variable ? variable : "");
+    int found = 0;
+    for (char *saved = NULL, *dir = paths ? strtok_r(paths, ":", &saved) : NULL; dir && !found;
+         dir = strtok_r(NULL, ":", &saved)) {
+        snprintf(path, sizeof path, "%s/" RCUDA_PYTHON_NAME, dir);
+        found = is_executable_file(path) && strlen(path) < sizeof search->found;
+        if (found)
+            strcpy(search->found, path);
+    }
+    free(paths);
+    if (!found)
+        note_tried(search, RCUDA_PYTHON_NAME " on PATH");
+    return found;
+}
+
 /* Start the interpreter ourselves, before cffi would, so that it is the
  * Python rcuda was installed in: `executable` set to that Python (a venv's
  * bin/python) gives the venv's sys.path and site-packages, whatever python3
@@ -39,20 +175,28 @@ static void initialize_python(void)
 {
     if (Py_IsInitialized())
         return;
-    const char *executable = RCUDA_PYTHON_EXECUTABLE;
+    struct interpreter_search search;
+    search.found[0] = search.tried[0] = '\0';
+    if (!find_interpreter(&search)) {
+        const char *given = getenv("RCUDA_PYTHON");
+        if (given && given[0])
+            fprintf(stderr, "rcuda: fatal: RCUDA_PYTHON=%s is not an executable file\n", given);
+        else
+            fprintf(stderr, "rcuda: fatal: cannot find the Python %d.%d that rcuda (%s) is installed in; "
+                            "looked for %s.\nrcuda: set RCUDA_PYTHON to that interpreter "
+                            "(e.g. /path/to/venv/bin/" RCUDA_PYTHON_NAME ").\n",
+                    PY_MAJOR_VERSION, PY_MINOR_VERSION, rcuda_library_path(), search.tried);
+        fflush(stderr);
+        abort();
+    }
+    const char *executable = search.found;
     PyConfig config;
     PyConfig_InitPythonConfig(&config);
     config.install_signal_handlers = 0;
     config.parse_argv = 0;
-    PyStatus status = PyStatus_Ok();
-    if (access(executable, X_OK) == 0) {
-        status = PyConfig_SetBytesString(&config, &config.program_name, executable);
-        if (!PyStatus_Exception(status))
-            status = PyConfig_SetBytesString(&config, &config.executable, executable);
-    } else {
-        fprintf(stderr, "rcuda: warning: %s, the Python rcuda was built with, is gone; "
-                        "trying the default Python paths\n", executable);
-    }
+    PyStatus status = PyConfig_SetBytesString(&config, &config.program_name, executable);
+    if (!PyStatus_Exception(status))
+        status = PyConfig_SetBytesString(&config, &config.executable, executable);
     if (!PyStatus_Exception(status))
         status = Py_InitializeFromConfig(&config);
     PyConfig_Clear(&config);

@@ -27,8 +27,22 @@ from pathlib import Path
 from typing import Iterator, TextIO
 
 from rcuda import demo_data
+from rcuda.cli import python_module_command
 
-EXAMPLE_DIR = Path(__file__).resolve().parent.parent / "examples" / "mnist_dp"
+
+def _example_dir() -> Path:
+    """examples/mnist_dp, which setup.py installs as package data of
+    rcuda.examples: rcuda/examples/mnist_dp beside this module in an
+    installed rcuda; in an editable install, the checkout's examples/ (mapped
+    to rcuda.examples too, but not importable there: it has no __init__.py)."""
+    package = Path(__file__).resolve().parent
+    for examples in (package / "examples", package.parent / "examples"):
+        if (examples / "mnist_dp" / "mnist_dp.cu").is_file():
+            return examples / "mnist_dp"
+    return package / "examples" / "mnist_dp"  # missing: example_sources() says so
+
+
+EXAMPLE_DIR = _example_dir()
 SIM_KERNELS = EXAMPLE_DIR / "sim_kernels.py"
 LOCAL_SERVERS = 4
 SERVER_START_TIMEOUT = 60.0  # seconds for a server to print its ready line
@@ -57,8 +71,8 @@ def find_nvcc() -> str:
 
 def example_sources() -> list[Path]:
     if not (EXAMPLE_DIR / "mnist_dp.cu").is_file():
-        raise DemoError(f"the example's sources are not at {EXAMPLE_DIR}: `rcuda demo` runs from a source checkout "
-                        f"of rcuda (git clone ..., then pip install -e .)")
+        raise DemoError(f"the example's sources are not at {EXAMPLE_DIR}: this rcuda was installed without its "
+                        f"package data; reinstall it from a source checkout (pip install .)")
     return sorted(p for p in EXAMPLE_DIR.iterdir() if p.suffix in (".cu", ".cuh", ".h"))
 
 
@@ -131,7 +145,7 @@ def local_servers(count: int, say) -> Iterator[Servers]:
     try:
         for _ in range(count):
             processes.append(subprocess.Popen(
-                [sys.executable, "-m", "rcuda.cli", "server", "--listen", "tcp://127.0.0.1:0",
+                [*python_module_command("rcuda.cli"), "server", "--listen", "tcp://127.0.0.1:0",
                  *_server_arguments()],
                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
                 start_new_session=True))  # Ctrl-C reaches the demo, which stops them in order
@@ -219,7 +233,7 @@ def given_servers(addresses: str) -> Iterator[Servers]:
 def run_training(binary: Path, servers: Servers, program_args: list[str], out: TextIO) -> tuple[int, dict | None]:
     """Run the program through `rcuda run`, echoing its output; returns its
     exit status and its RESULT record."""
-    command = [sys.executable, "-m", "rcuda.cli", "run", "--servers", servers.addresses, "--", str(binary),
+    command = [*python_module_command("rcuda.cli"), "run", "--servers", servers.addresses, "--", str(binary),
                *program_args]
     if servers.namespace:
         command = ["ip", "netns", "exec", servers.namespace, *command]

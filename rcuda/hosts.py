@@ -125,9 +125,12 @@ class Hosts:
         return self.servers
 
     def _start(self, host) -> HostServer:
+        from rcuda.cli import python_module_command
+
         logfile = self.state_dir / f"{host.namespace}.log"
         argv = self.network.exec_argv(host.namespace, [
-            self.python, "-m", "rcuda.cli", "server", "--listen", f"tcp://{host.address}:{self.port}",
+            *python_module_command("rcuda.cli", self.python), "server",
+            "--listen", f"tcp://{host.address}:{self.port}",
             *self._security_args(host), *self.server_args])
         with open(logfile, "w") as out:
             process = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
@@ -256,7 +259,9 @@ def _command(args, command_error) -> int:
             raise command_error("no program given: rcuda hosts run -- PROGRAM [ARGS...]")
         if command[0] != "rcuda" and not command[0].endswith("/rcuda"):
             # An unmodified CUDA program: through `rcuda run`, which sets LD_PRELOAD.
-            command = [sys.executable, "-m", "rcuda.cli", "run", "--", *command]
+            from rcuda.cli import python_module_command
+
+            command = [*python_module_command("rcuda.cli"), "run", "--", *command]
         env = dict(os.environ, RCUDA_SERVERS=",".join(s["address"] for s in state["servers"]),
                    **state.get("client_environment", {}))
         sys.stdout.flush()

@@ -172,10 +172,11 @@ def wakeup_round_trip_us(cpus: tuple[int, int] | None, n: int = 3000) -> float:
     trip wakes a process twice; on a virtual machine whose idle vCPUs halt,
     a wake-up on the other CPU is what dominates every latency here."""
     import subprocess
-    import sys
+
+    from rcuda.cli import python_module_command
 
     peer_cpu = -1 if cpus is None else cpus[1]
-    child = subprocess.Popen([sys.executable, "-m", "rcuda.benchmarks.micro.peers", "pipe-echo", str(peer_cpu)],
+    child = subprocess.Popen([*python_module_command("rcuda.benchmarks.micro.peers"), "pipe-echo", str(peer_cpu)],
                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0)
     mine = os.sched_getaffinity(0)
     try:

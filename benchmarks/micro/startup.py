@@ -95,7 +95,9 @@ def run(ctx: Context) -> dict:
             "rcuda_run_kernel_count": ([*common.RCUDA, "run", "--servers", server.address, "--", with_kernel,
                                         "count"], native_env, True),
             "python_start": ([sys.executable, "-c", "pass"], native_env, False),
-            "python_import_client": ([sys.executable, "-c", "import rcuda.client.entrypoints"], native_env, False),
+            # (not from a checkout in the current directory: -c puts it first on sys.path)
+            "python_import_client": ([sys.executable, "-c", "import sys; del sys.path[0]; "
+                                      "import rcuda.client.entrypoints"], native_env, False),
         }
         for r in range(params["repeats"]):
             ctx.progress(f"round {r + 1}/{params['repeats']}: {len(cases)} programs")

@@ -46,9 +46,10 @@ from pathlib import Path
 
 import numpy as np
 
+from rcuda.demo import EXAMPLE_DIR  # package data (rcuda.examples), or the checkout's examples/mnist_dp
+
 from .. import common
 
-EXAMPLE_DIR = common.BENCH_DIR.parent / "examples" / "mnist_dp"
 SIM_KERNELS = EXAMPLE_DIR / "sim_kernels.py"
 TIMER_SOURCE = common.CUDA_DIR / "mnist_kernel_times.cu"
 MODEL_FILE_VARIABLE = "RCUDA_BENCH_SIM_MODEL"
@@ -108,7 +109,8 @@ def build_kernel_timer() -> Path:
     if nvcc is None:
         raise common.BenchmarkError("nvcc not found: the calibration builds a CUDA program")
     if not EXAMPLE_DIR.is_dir():
-        raise common.BenchmarkError(f"the MNIST example is not at {EXAMPLE_DIR}: run from a source checkout")
+        raise common.BenchmarkError(f"the MNIST example is not at {EXAMPLE_DIR}: reinstall rcuda with its "
+                                    f"package data (pip install . in a source checkout)")
     inputs = [TIMER_SOURCE, common.CUDA_DIR / "bench_common.h",
               *sorted(p for p in EXAMPLE_DIR.iterdir() if p.suffix in (".h", ".cuh"))]
     key = hashlib.sha1(b"".join(p.name.encode() + p.read_bytes() for p in inputs) + nvcc.encode()).hexdigest()[:12]
