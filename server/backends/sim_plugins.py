@@ -1,7 +1,7 @@
 """Sim kernel plugins: the files, the names, and the `launch` object they see.
 
 A plugin file is Python that defines `KERNELS = {name: fn(launch)}` and
-optionally `COSTS = {name: fn(launch) -> seconds}` (see DESIGN.md, "Sim kernel
+optionally `COSTS = {name: fn(launch) -> seconds}` (see docs/design.md, "Sim kernel
 plugins", a stable interface).  A name is the kernel's mangled name, its
 demangled signature, or the demangled name without parameter list and return
 type (`vectorAdd`, `ns::scale<float>`); a mangled match wins over the others.
