@@ -247,6 +247,10 @@ class LaneLink:
     def calls_in_c(self) -> int:
         return self._lib.rcuda_link_calls_in_c(self.handle)
 
+    def spin_window(self, op: str) -> float:
+        """Seconds a call of `op` busy-polls for its reply now (learnt per op)."""
+        return self._lib.rcuda_link_spin_window(self.handle, op.encode()) / 1e9
+
     # ---------------------------------------------------------- the service thread
 
     def _serve(self) -> None:

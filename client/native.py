@@ -12,12 +12,12 @@ import importlib.machinery
 import importlib.util
 import logging
 import sys
-from pathlib import Path
+from rcuda.binaries import LIB_DIR
 
 log = logging.getLogger(__name__)
 
 MODULE = "_rcuda_interposer"
-LIBRARY = Path(__file__).resolve().parent.parent / "_lib" / "librcuda.so"
+LIBRARY = LIB_DIR / "librcuda.so"
 
 
 def load():

@@ -229,7 +229,8 @@ static int spin_slot(const char *op)
 static void learn_spin(struct link *l, int slot, long long waited)
 {
     long long spin = __atomic_load_n(&l->spin_ns[slot], __ATOMIC_RELAXED);
-    long long next = waited <= l->spin_max_ns ? l->spin_max_ns : (spin / 2 >= l->spin_max_ns / 16 ? spin / 2 : 0);
+    long long next = waited <= l->spin_max_ns ? l->spin_max_ns
+                                               : (spin / 2 >= l->spin_max_ns / (long long)WIRE_SPIN_SHRINK_BELOW ? spin / 2 : 0);
     __atomic_store_n(&l->spin_ns[slot], next, __ATOMIC_RELAXED);
 }
 
@@ -948,7 +949,6 @@ static int rcuda_link_service(int handle, int timeout_ms, struct link_reply *del
             ssize_t ignored = read(l->wake_fd, &count, sizeof count);
             (void)ignored;
         }
-        flush(l);
         int failure = 0, error_number = 0;
         if (reading && ready > 0 && (p[1].revents & (POLLIN | POLLHUP | POLLERR)))
             failure = read_available(l, &error_number);
@@ -960,6 +960,9 @@ static int rcuda_link_service(int handle, int timeout_ms, struct link_reply *del
         if (l->python_awaited && !l->failure && server_silent(l))
             link_fail(l, LINK_SERVER_SILENT, 0);
         pthread_mutex_unlock(&l->lock);
+        /* Not holding the reader role: a writer blocked meanwhile must be
+         * able to read (the server may be blocked writing to us). */
+        flush(l);
         if (now_ns() >= deadline)
             return 0;
     }
@@ -1013,6 +1016,13 @@ static void rcuda_link_release(int handle)
     }
     l->in_use = 0;
     pthread_mutex_unlock(&links_lock);
+}
+
+/* How long a call of `op` spins for its reply now (learnt, see learn_spin). */
+static long long rcuda_link_spin_window(int handle, const char *op)
+{
+    struct link *l = link_at(handle);
+    return l ? __atomic_load_n(&l->spin_ns[spin_slot(op)], __ATOMIC_RELAXED) : 0;
 }
 
 static uint64_t rcuda_link_calls_in_c(int handle)

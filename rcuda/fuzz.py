@@ -1,11 +1,12 @@
 """A fuzzer for rcuda servers: malformed and mutated messages, bounded in
 count and time.
 
-It opens a real session (hello, then `open` on a device socket, like a
-client), then sends, on the daemon's socket, the device socket, the
-session's heartbeat socket, its peer socket and its lane (rcuda/lane.py,
-well-framed messages there: a framing error closes a lane, which the run
-does once at the end): random bytes, msgpack
+It opens a real session (hello, then `open` on device 0's lane where the
+server offers lanes, else on its socket, like a client), then sends, on
+that connection (well-framed messages on a lane: a framing error closes it,
+which the run does once at the end), the daemon's socket, the device's
+other socket, the session's heartbeat socket and its peer socket: random
+bytes, msgpack
 values that are not maps, headers of every op in rcuda.protocol.OPS with
 fields of wrong types or hostile values (negative, huge, random pointers,
 unknown ids, sometimes the session's real tokens), random payload frames,
@@ -71,9 +72,7 @@ class Fuzzer:
         #: sources named by the well-formed peer_waits sent: a wait blocks its GPU
         #: until its transfer comes or is aborted, so they are aborted at the end
         self.wait_sources: set[str] = set()
-        self.lane: Lane | None = None
-        self.device_sent = 0
-        self.lane_sent = 0  # well-framed messages on the lane: a socket message's `lane_after` counts them
+        self.lane: Lane | None = None  # the session's connection to GPU0, where the server offers lanes
 
     # ---------------------------------------------------------- sockets
 
@@ -104,14 +103,13 @@ class Fuzzer:
             raise RuntimeError(f"hello refused: {hello}")
         self.lane = self._open_lane(hello)
         device = self._socket(self.address.endpoint_for_port(hello["ports"][0]))
-        opened = self._call(device, {"op": "open", "seq": 1, "dev": 0, "token": hello["token"], "va_base": None})
+        call = self._lane_call if self.lane is not None else lambda header: self._call(device, header)
+        opened = call({"op": "open", "seq": 1, "dev": 0, "token": hello["token"], "va_base": None})
         if opened.get("err"):
             raise RuntimeError(f"open refused: {opened}")
         self.report.session_ok = True
-        self.device_sent = 1  # messages on the device socket: a lane request's `after` counts them
         for size in (64, 4096, 1 << 20):
-            self.device_sent += 1
-            reply = self._call(device, {"op": "malloc", "seq": 2, "size": size})
+            reply = call({"op": "malloc", "seq": 2, "size": size})
             if not reply.get("err"):
                 self.valid_pointers.append(reply["ptr"])
         self.token = hello["token"]
@@ -133,16 +131,20 @@ class Fuzzer:
         set_timeouts(sock, self.timeout, self.timeout)
         return lane
 
+    def _lane_call(self, header: dict) -> dict:
+        self.lane.send(header)
+        while True:
+            reply, _ = self.lane.receive()
+            if reply.get("seq") == header["seq"]:
+                return reply
+
     def lane_message(self) -> tuple[dict | bytes, list[bytes]]:
-        """A well-framed lane message: a fuzzed request (its `after` mostly
-        right, else of a wrong type or negative: a larger one would only
-        make the server wait for messages that never come), or a header
-        that is not a map; sometimes an htod with a large payload."""
+        """A well-framed lane message: a fuzzed request, or a header that is
+        not a map; sometimes an htod with a large payload."""
         if self.rng.random() < 0.05:
             return msgpack.packb(self._value()), self._frames()
         header = self._header()
         header.pop("async", None)
-        header["after"] = self.device_sent if self.rng.random() < 0.9 else self.rng.choice([-1, "x", None, 1.5])
         frames = self._frames()
         if self.rng.random() < 0.03:
             header["op"] = "htod"
@@ -162,7 +164,6 @@ class Fuzzer:
             except ProtocolError:
                 answered = True  # refused, with a reply
         self.report.lane_frames_sent += 1
-        self.lane_sent += 1
         if answered:
             try:
                 self.lane.receive()
@@ -221,8 +222,6 @@ class Fuzzer:
             header["async"] = self._value() if self.rng.random() < 0.5 else True
         if self.rng.random() < 0.1:
             header[self.rng.choice(["extra", "token", "dev"])] = self._value()
-        if self.rng.random() < 0.05:  # order with the lane: mostly right (a larger one would only make it wait)
-            header["lane_after"] = self.lane_sent if self.rng.random() < 0.8 else self.rng.choice([-1, "x", None, 2.5])
         return header
 
     def _plausible(self, kind):
@@ -298,7 +297,7 @@ class Fuzzer:
         try:
             while self.report.frames_sent < frames and time.monotonic() - started < seconds:
                 self.report.frames_sent += 1
-                if self.lane is not None and self.rng.random() < 0.15:
+                if self.lane is not None and self.rng.random() < 0.5:
                     self._release_waits()  # a peer_wait holds the GPU thread, and the lane's reply with it
                     self._send_on_lane()
                     continue
@@ -307,15 +306,14 @@ class Fuzzer:
                 if parts:
                     sock.send_multipart(parts)
                     if sock is device:
-                        self.device_sent += 1
                         self._note_wait(parts[0])
                 if self.report.frames_sent % 64 == 0:
                     self._keep_alive()
                     self._drain(sockets)
             self._release_waits()
+            self._settle(daemon, device)
             if self.lane is not None:
                 self._garbage_on_lane()
-            self._settle(daemon, device)
         finally:
             for sock in sockets:
                 sock.close(linger=0)
@@ -344,7 +342,10 @@ class Fuzzer:
 
     def _settle(self, daemon: zmq.Socket, device: zmq.Socket) -> None:
         """Wait until the server has read everything: its answer to a last
-        request on each socket comes after all the frames before it."""
+        request on each connection comes after all the frames before it."""
+        if self.lane is not None:
+            set_timeouts(self.lane.sock, max(self.timeout, 120.0), self.timeout)
+            self._lane_call({"op": "mem_info", "seq": 1 << 40})
         for sock, header in ((daemon, {"op": "info", "version": protocol.PROTOCOL_VERSION}),
                              (device, {"op": "mem_info"})):
             seq = 1 << 40

@@ -31,7 +31,7 @@ import time
 
 from rcuda import protocol
 from rcuda.errors import ProtocolError
-from rcuda.wire import FRAME_LENGTH, MAX_FRAMES, MAX_HEADER, PREFIX
+from rcuda.wire import FRAME_LENGTH, MAX_FRAMES, MAX_HEADER, PREFIX, SPIN_SHRINK_BELOW
 
 #: First read of a message: most replies and requests fit.
 FIRST_READ = 4096
@@ -73,7 +73,6 @@ class SpinPolicy:
     query is answered at once), and a kind that changes is relearnt at its
     first short wait."""
 
-    SHRINK_BELOW = 1 / 16  # a window under this share of the maximum becomes none
 
     def __init__(self, max_seconds: float):
         self.max_seconds = max(max_seconds, 0.0)
@@ -89,7 +88,7 @@ class SpinPolicy:
             self._windows[kind] = self.max_seconds
         else:
             halved = self.window(kind) / 2
-            self._windows[kind] = halved if halved >= self.max_seconds * self.SHRINK_BELOW else 0.0
+            self._windows[kind] = halved if halved >= self.max_seconds / SPIN_SHRINK_BELOW else 0.0
 
 
 class LaneFrame:

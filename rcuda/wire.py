@@ -31,6 +31,12 @@ MAX_BUFFERED_PAYLOAD = 1 << 30
 #: client counts up from 1, so the two never meet.
 C_SEQ_BASE = 1 << 48
 
+#: Spinning for the other side (rcuda/lane.py's SpinPolicy, the server's;
+#: native/link.c's, the client's): a wait answered within the window keeps
+#: it whole, a later one halves it, and below 1/SPIN_SHRINK_BELOW of the
+#: whole it becomes none.
+SPIN_SHRINK_BELOW = 16
+
 # ---------------------------------------------------------------- launch batches
 # The interposer records launches (and small asynchronous memory operations)
 # into a batch per device, sent as one `launches` message: per record a
