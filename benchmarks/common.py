@@ -297,6 +297,31 @@ class Server:
 
     process: Process
     address: str  # HOST:PORT
+    #: What a client of this server needs in its environment (its keys, for --auth).
+    client_env: dict = field(default_factory=dict)
+
+    def usage(self) -> dict:
+        """The server's totals over its GPUs and sessions (`rcuda smi`'s
+        counters: calls, serve_seconds, bytes moved), once the session
+        workers have reported what happened so far."""
+        import zmq
+
+        from rcuda import protocol
+        from rcuda.auth import ClientKeys
+        from rcuda.config import ClientConfig, parse_server
+        from rcuda.smi import query
+
+        time.sleep(1.5 * protocol.STATUS_INTERVAL)  # workers report every STATUS_INTERVAL
+        keys = ClientKeys.from_config(ClientConfig.load(dict(os.environ, **self.client_env)))
+        context = zmq.Context()
+        try:
+            status = query(parse_server(self.address), 10.0, context, keys)
+        finally:
+            context.term()
+        if "error" in status:
+            raise BenchmarkError(f"rcuda server at {self.address}: {status['error']}")
+        return {key: sum(gpu.get(key, 0) for gpu in status["gpus"])
+                for key in ("calls", "serve_seconds", "bytes_to_device", "bytes_from_device")}
 
     def wait_idle(self, quiet: float = 0.2, timeout: float = 10.0) -> bool:
         """Wait until the server's processes stop using CPU (a new session
@@ -311,18 +336,37 @@ class Server:
 
 
 @contextmanager
-def sim_server(devices: int = 1, kernels: Path = SIM_KERNELS):
+def sim_server(devices: int = 1, kernels: Path = SIM_KERNELS, extra_args=(), client_env: dict | None = None):
     """An `rcuda server --backend sim` on a free loopback port."""
     process = start_process([*RCUDA, "server", "--listen", "tcp://127.0.0.1:0", "--backend", "sim",
-                             "--devices", str(devices), "--kernels", str(kernels), "--log-level", "warning"],
-                            r"ready on tcp://\S+:\d+")
+                             "--devices", str(devices), "--kernels", str(kernels), "--log-level", "warning",
+                             *extra_args], r"ready on tcp://\S+:\d+")
     try:
         match = re.search(r"ready on tcp://(\S+):(\d+)", process.ready_line)
-        server = Server(process, f"{match[1]}:{match[2]}")
+        server = Server(process, f"{match[1]}:{match[2]}", dict(client_env or {}))
         server.wait_idle()
         yield server
     finally:
         process.stop()
+
+
+@contextmanager
+def auth_sim_server(devices: int = 1, kernels: Path = SIM_KERNELS):
+    """A sim server with --auth (fresh keys): its devices' links are their
+    CURVE-encrypted ZeroMQ sockets.  `client_env` holds the client's keys."""
+    import tempfile
+
+    from rcuda import auth
+
+    with tempfile.TemporaryDirectory(prefix="rcuda-bench-keys-") as root:
+        server_dir = Path(root) / "server"
+        auth.create_key_pair(server_dir, "server")
+        (server_dir / "clients").mkdir()
+        public, secret = auth.create_key_pair(Path(root) / "client", "client")
+        shutil.copy(public, server_dir / "clients")
+        env = {"RCUDA_KEY": str(secret), "RCUDA_SERVER_KEY": str(server_dir / "server.key")}
+        with sim_server(devices, kernels, ["--auth", str(server_dir)], env) as server:
+            yield server
 
 
 def process_group_cpu_seconds(pgid: int) -> float:

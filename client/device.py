@@ -114,7 +114,8 @@ class RemoteDevice:
         fields["op"] = op
         started = time.perf_counter()
         reply, payload = self.link.call(fields, frames, into)
-        self._answered(op, fields, frames, payload, started, reply)
+        landed = [memoryview(into)] if into is not None and not payload and not reply.get("err") else payload
+        self._answered(op, fields, frames, landed, started, reply)
         return reply, payload
 
     def answered(self, op: str, reply: dict) -> None:
@@ -172,7 +173,7 @@ class RemoteDevice:
         if self.stats is None and not trace.isEnabledFor(logging.DEBUG):
             return
         out = sum(len(getattr(f, "buffer", f)) for f in sent)
-        back = sum(len(f.buffer) for f in received)
+        back = sum(len(getattr(f, "buffer", f)) for f in received)
         if self.stats is not None:
             self.stats.moved(self.label, op, out or back or fields.get("size", 0))
         if trace.isEnabledFor(logging.DEBUG):

@@ -85,6 +85,7 @@ class LaneLink:
         self._failure: TransportError | None = None
         self._on_failure: list = []
         self._on_notice = None
+        self._closed_counts: tuple[int, int] | None = None  # (calls in C, records shipped) once closed
         self._thread = threading.Thread(target=self._serve, name=f"rcuda {label}", daemon=True)
         self._thread.start()
 
@@ -245,7 +246,15 @@ class LaneLink:
         self._lib.rcuda_link_watch_notices(self.handle, int(handler is not None))
 
     def calls_in_c(self) -> int:
+        if self._closed_counts is not None:
+            return self._closed_counts[0]
         return self._lib.rcuda_link_calls_in_c(self.handle)
+
+    def records_shipped(self) -> int:
+        """Launches (and memsets, copies) C recorded and this link sent."""
+        if self._closed_counts is not None:
+            return self._closed_counts[1]
+        return self._lib.rcuda_link_records_shipped(self.handle)
 
     def spin_window(self, op: str) -> float:
         """Seconds a call of `op` busy-polls for its reply now (learnt per op)."""
@@ -304,6 +313,7 @@ class LaneLink:
             log.exception("%s: handling notice %r failed", self.label, header.get("notice"))
 
     def close(self) -> None:
+        self._closed_counts = (self.calls_in_c(), self.records_shipped())
         self._lib.rcuda_link_close(self.handle)
         self._thread.join(timeout=self.timeout)
         if not self._thread.is_alive():

@@ -244,15 +244,17 @@ class Runtime:
         asynchronous work reached the server), then the sessions."""
         devices = self._devices or []
         for i, device in enumerate(devices):
-            records = self.fast.records_in_c(device.ordinal)
-            if records is not None:
-                log.info("%s: %d synchronous call(s) made in C on its link, %d asynchronous memset(s) and "
-                         "copies recorded in C", device.label, device.link.calls_in_c(), records)
             try:
                 device.close()
             except RcudaError as exc:
                 if not is_sticky(exc.status):
                     log.warning("at exit: %s", exc)
+            if self.stats is not None:
+                self.stats.fast_launches(device.label, device.link.records_shipped())
+            records = self.fast.records_in_c(device.ordinal)
+            if records is not None:
+                log.info("%s: %d synchronous call(s) made in C on its link, %d asynchronous memset(s) and "
+                         "copies recorded in C", device.label, device.link.calls_in_c(), records)
             # A worker ends when its last device is closed: stop pinging it
             # now, or a slow close elsewhere would have it reported as lost.
             if all(other.session is not device.session for other in devices[i + 1:]):

@@ -71,14 +71,17 @@ class ReplyCallback:
 
 
 def _landed(frames, into) -> list:
-    """A payload of exactly len(into) bytes in one frame is written into
-    `into` (as the lane's C side does); then no frames are returned."""
+    """A payload of exactly len(into) bytes (in the 1 MiB frames a server
+    sends on ZeroMQ) is written into `into`, as the lane's C side does;
+    then no frames are returned."""
     frames = list(frames)
-    if into is not None and len(frames) == 1:
+    if into is not None and frames:
         target = memoryview(into).cast("B")
-        source = frames[0].buffer
-        if len(source) == len(target):
-            target[:] = source
+        if sum(len(f.buffer) for f in frames) == len(target):
+            offset = 0
+            for frame in frames:
+                target[offset:offset + len(frame.buffer)] = frame.buffer
+                offset += len(frame.buffer)
             return []
     return frames
 
@@ -102,6 +105,7 @@ class SocketLink:
         # outbox before anything else is posted, so they keep their place in
         # each thread's program order.
         self._batch_source = batch_source
+        self._records_shipped = 0
         self._post_lock = threading.Lock()
         self.wake_fd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
         self._socket = context.socket(zmq.DEALER)
@@ -163,6 +167,7 @@ class SocketLink:
         taken = self._batch_source()
         if taken is not None:
             count, data = taken
+            self._records_shipped += count
             self._outbox.append(({"op": "launches", "count": count, "seq": next(self._seq)}, [data]))
 
     def _wake(self) -> None:
@@ -201,6 +206,10 @@ class SocketLink:
 
     def calls_in_c(self) -> int:
         return 0
+
+    def records_shipped(self) -> int:
+        """Launches (and memsets, copies) C recorded and this link sent."""
+        return self._records_shipped
 
     def close(self) -> None:
         self._closing = True

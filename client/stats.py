@@ -2,10 +2,9 @@
 
 Like `nsys`'s CUDA API summary: per runtime function the number of calls
 and their total, average and longest time as the program saw them; per
-device the bytes moved in each direction, the launches the C fast path
+device the bytes moved in each direction and the launches the C fast path
 recorded (those are not timed one by one: they take well under a
-microsecond each) and the messages that took the lane (rcuda/lane.py):
-synchronous calls, and launches sent with them or in a free moment.
+microsecond each).
 """
 from __future__ import annotations
 
@@ -32,7 +31,6 @@ class CallTimes:
 class DeviceTraffic:
     moved: dict = field(default_factory=lambda: dict.fromkeys(DIRECTIONS, 0))
     fast_launches: int = 0
-    lane_messages: int = 0
 
 
 class Stats:
@@ -58,10 +56,6 @@ class Stats:
         with self._lock:
             self._devices[device].fast_launches += count
 
-    def on_lane(self, device: str, count: int) -> None:
-        with self._lock:
-            self._devices[device].lane_messages += count
-
     def report(self) -> str:
         with self._lock:
             calls = sorted(self._calls.items(), key=lambda item: -item[1].total)
@@ -74,11 +68,10 @@ class Stats:
                          f"{t.total / t.calls * 1e6:10.1f}  {t.longest * 1e6:10.1f}  {name}")
         if devices:
             lines.append("rcuda: device traffic")
-            lines.append(f"  {'Device':34}" + "".join(f"{d:>17}" for d in DIRECTIONS) + f"{'C launches':>12}"
-                         + f"{'on the lane':>13}")
+            lines.append(f"  {'Device':34}" + "".join(f"{d:>17}" for d in DIRECTIONS) + f"{'C launches':>12}")
             for label, traffic in devices:
                 lines.append(f"  {label:34}" + "".join(f"{_size(traffic.moved[d]):>17}" for d in DIRECTIONS)
-                             + f"{traffic.fast_launches:>12}{traffic.lane_messages:>13}")
+                             + f"{traffic.fast_launches:>12}")
         return "\n".join(lines)
 
 

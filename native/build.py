@@ -115,6 +115,7 @@ static void rcuda_link_close(int handle);
 static void rcuda_link_release(int handle);
 static uint64_t rcuda_link_calls_in_c(int handle);
 static long long rcuda_link_spin_window(int handle, const char *op);
+static uint64_t rcuda_link_records_shipped(int handle);
 extern "Python" cudaError_t rcuda_py_link_failed(int device, const char *call, int failure, int error_number);
 extern "Python" cudaError_t rcuda_py_link_reply(int device, const char *call, const char *op, uint64_t seq,
                                                 const char *header, size_t size);

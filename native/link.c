@@ -118,7 +118,8 @@ struct link {
     uint64_t next_gate;
     long long alive_until_ns;
     long long spin_max_ns, spin_ns[LINK_SPIN_SLOTS];
-    uint64_t calls_in_c;
+    uint64_t calls_in_c;       /* synchronous calls C made (sync_fast_path.c) */
+    uint64_t records_shipped;  /* launches (and other records) sent from the batch */
 };
 
 static struct link links[LINK_SLOTS];
@@ -500,6 +501,7 @@ static int batch_message(struct link *l, unsigned char *head, struct iovec *part
     pthread_mutex_unlock(&d->lock);
     if (!size)
         return 0;
+    __atomic_add_fetch(&l->records_shipped, records, __ATOMIC_RELAXED);
     struct mp_writer w = {head, head + 64};
     mp_map(&w, 3);
     mp_str(&w, "op");
@@ -1016,6 +1018,12 @@ static void rcuda_link_release(int handle)
     }
     l->in_use = 0;
     pthread_mutex_unlock(&links_lock);
+}
+
+static uint64_t rcuda_link_records_shipped(int handle)
+{
+    struct link *l = link_at(handle);
+    return l ? __atomic_load_n(&l->records_shipped, __ATOMIC_RELAXED) : 0;
 }
 
 /* How long a call of `op` spins for its reply now (learnt, see learn_spin). */

@@ -72,7 +72,8 @@ class Usage:
     """What a session did on one GPU, for `rcuda smi` and the metrics."""
 
     calls: int = 0
-    busy_seconds: float = 0.0   # time spent serving requests (the sim: running kernels too)
+    busy_seconds: float = 0.0   # time spent in requests' handlers (the sim: running kernels too)
+    serve_seconds: float = 0.0  # time from a request's first byte read to its reply written
     bytes_to_device: int = 0
     bytes_from_device: int = 0
 
@@ -322,6 +323,7 @@ class DeviceService:
         in the connection for _htod to read straight into device memory; any
         other payload is read first."""
         lane = self._lane
+        started = time.perf_counter()
         try:
             head, lengths = lane.receive_head()
         except LaneClosed:
@@ -356,6 +358,7 @@ class DeviceService:
                 payload[0].drop_rest()
             op = header.get("op") if header is not None else None
             self._lane_served = (op if isinstance(op, str) and op in protocol.OPS else "?", time.perf_counter())
+            self.usage.serve_seconds += self._lane_served[1] - started
         except LaneClosed as exc:
             log.warning("GPU%d: lane closed in the middle of a message: %s", self.index, exc)
             self._close_lane()
@@ -377,6 +380,7 @@ class DeviceService:
         """One message from the ZeroMQ socket."""
         if len(parts) < 2:
             return  # not even a header: nothing to answer
+        started = time.perf_counter()
         peer, header_frame, payload = parts[0].bytes, parts[1], parts[2:]
         try:
             header = protocol.unpack(header_frame.buffer)
@@ -384,6 +388,7 @@ class DeviceService:
             self._undecodable(peer, exc)
             return
         self._handle(peer, header, payload, peer)
+        self.usage.serve_seconds += time.perf_counter() - started
 
     # -- for server/peer.py, which runs in this thread
 

@@ -22,7 +22,7 @@ class SessionRecord:
     previous_received: float | None = None
 
 
-COUNTERS = ("calls", "bytes_to_device", "bytes_from_device")
+COUNTERS = ("calls", "serve_seconds", "bytes_to_device", "bytes_from_device")
 
 
 @dataclass

@@ -59,13 +59,15 @@ def test_latency_quick(tmp_path):
     assert "micro/latency: round 1/1" in run.stderr  # progress is shown
     result = check_outputs(tmp_path, "latency")
     variants = result["variants"]
-    assert set(variants) == {"forwarded", "forwarded_python", "forwarded_socket", "local_call", "python_client",
-                             "c_lane", "channel", "pyzmq_tcp", "pyzmq_ipc", "raw_tcp"}
+    assert set(variants) == {"forwarded", "forwarded_dtoh4", "forwarded_auth", "local_call", "python_client",
+                             "pyzmq_tcp", "pyzmq_ipc", "raw_tcp"}
     for stats in variants.values():
         assert stats["n"] == result["parameters"]["iterations_per_round"]
         assert 0 < stats["min"] <= stats["p50"] <= stats["p99"] <= stats["p99.9"] <= stats["max"]
         assert len(stats["cdf_us"]) == 201
     assert result["ratios"]["forwarded_p50_over_pyzmq_p50"]["best_rounds"] > 0
+    assert result["ratios"]["dtoh4_p50_over_raw_tcp_p50"]["best_rounds"] > 0
+    assert result["server_us_per_call"] > 0
 
 
 @requires_nvcc
@@ -74,10 +76,10 @@ def test_copy_quick(tmp_path):
     assert run.returncode == 0, run.stderr
     result = check_outputs(tmp_path, "copy")
     sizes = result["parameters"]["sizes"]
-    assert set(result["series"]) == {f"{who}_{direction}" for who in ("rcuda", "rcuda_python") for direction in
+    assert set(result["series"]) == {f"{who}_{direction}" for who in ("rcuda", "rcuda_auth") for direction in
                                      ("htod", "dtoh")} | {"raw_tcp_upload", "raw_tcp_download", "pyzmq_upload",
                                                            "pyzmq_download"}
-    assert set(result["ratios"]["htod_c_over_python_client"]) == {str(s) for s in sizes}
+    assert set(result["ratios"]["htod_auth_over_lane"]) == {str(s) for s in sizes}
     for series in result["series"].values():
         assert [p["bytes"] for p in series["points"]] == sizes
         assert all(p["gb_per_s"] > 0 and p["repeats"] >= 3 for p in series["points"])

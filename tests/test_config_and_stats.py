@@ -97,8 +97,7 @@ def test_stats_summary_at_exit(compile_cuda, server_factory):
     # 4,000 launches of one kernel: the first teaches the C path, which takes the rest.
     assert rows["cudaLaunchKernel (through Python)"] == 1
     traffic = re.search(r"GPU0 \(\S+ GPU0\)\s+(.+)$", summary, re.M)[1].split()
-    assert traffic[-2] == "3999"  # C launches; then the messages that took the lane
-    assert int(traffic[-1]) >= 4 + 1  # at least the synchronous calls (the program's and the exit's)
+    assert traffic[-1] == "3999"  # C launches
 
 
 def test_the_clients_start_leaves_out_what_it_does_not_use(tmp_path):

@@ -28,3 +28,15 @@ def test_a_thread_waiting_on_a_busy_stream_holds_up_no_other_thread(compile_cuda
     server = server_factory(*args)
     result = run_program(compile_cuda("independent_streams.cu"), server, "2000", env_extra=env)
     assert result.returncode == 0 and "PASSED" in result.stdout, result.stdout + result.stderr[-3000:]
+
+
+def test_on_a_gpu_a_thread_waiting_on_a_busy_stream_holds_up_no_other_thread(compile_cuda, server_factory):
+    """The same on the cupy backend: the server waits for the GPU with events
+    (polled, then a waiter thread), never in its serving thread."""
+    from test_backends import cupy_unavailable
+
+    if reason := cupy_unavailable():
+        pytest.skip(reason)
+    server = server_factory("--backend", "cupy", "--devices", "1")
+    result = run_program(compile_cuda("independent_streams.cu"), server, "2000")
+    assert result.returncode == 0 and "PASSED" in result.stdout, result.stdout + result.stderr[-3000:]

@@ -1,11 +1,11 @@
 """Copy throughput, host to device and device to host, next to a raw socket.
 
 `rcuda_*`: an unmodified CUDA program (cuda/copy.cu) timing its own
-cudaMemcpy calls through rcuda against a sim server over loopback TCP:
-made in C on the lane (native/sync_fast_path.c, the default), and
-`rcuda_python_*` the same program through the Python client
-(RCUDA_SYNC_IN_C=0).  In the same run, in interleaved rounds, the same
-sizes moved:
+cudaMemcpy calls through rcuda against a sim server over loopback TCP,
+made in C on the device's lane (native/sync_fast_path.c, native/link.c);
+`rcuda_auth_*` the same program against a server with --auth, where the
+device's link is its CURVE-encrypted ZeroMQ socket.  In the same run, in
+interleaved rounds, the same sizes moved:
 
     raw_tcp_*      by a raw TCP socket stream between two Python processes
                    (sendall / recv_into straight into a preallocated buffer;
@@ -42,11 +42,11 @@ GOAL_FROM_BYTES = 16 * MIB
 
 LABELS = {
     "rcuda_htod": ("htod", "rcuda cudaMemcpy host→device"),
-    "rcuda_python_htod": ("htod", "rcuda, through the Python client (RCUDA_SYNC_IN_C=0)"),
+    "rcuda_auth_htod": ("htod", "rcuda, --auth server (ZeroMQ, CURVE)"),
     "raw_tcp_upload": ("htod", "raw TCP socket stream, upload"),
     "pyzmq_upload": ("htod", "bare pyzmq, CHUNK_SIZE frames, upload"),
     "rcuda_dtoh": ("dtoh", "rcuda cudaMemcpy device→host"),
-    "rcuda_python_dtoh": ("dtoh", "rcuda, through the Python client (RCUDA_SYNC_IN_C=0)"),
+    "rcuda_auth_dtoh": ("dtoh", "rcuda, --auth server (ZeroMQ, CURVE)"),
     "raw_tcp_download": ("dtoh", "raw TCP socket stream, download"),
     "pyzmq_download": ("dtoh", "bare pyzmq, CHUNK_SIZE frames, download"),
 }
@@ -175,12 +175,13 @@ def run(ctx: Context) -> dict:
     biggest = str(max(params["sizes"]))
     with tempfile.TemporaryDirectory(prefix="rcuda-bench-") as scratch, \
             common.sim_server() as server, \
+            common.auth_sim_server() as auth_server, \
             common.peer("tcp-stream", biggest) as tcp_peer, \
             common.peer("zmq-stream", "tcp://127.0.0.1:0", biggest) as zmq_peer:
         measures = {
             "rcuda": lambda: time_rcuda(binary, server, repeats, params["warmup_ms"], Path(scratch)),
-            "rcuda through Python": lambda: time_rcuda(binary, server, repeats, params["warmup_ms"], Path(scratch),
-                                                       "rcuda_python", {"RCUDA_SYNC_IN_C": "0"}),
+            "rcuda, --auth server": lambda: time_rcuda(binary, auth_server, repeats, params["warmup_ms"],
+                                                       Path(scratch), "rcuda_auth", auth_server.client_env),
             "raw TCP stream": lambda: time_raw_tcp(tcp_peer.address, repeats),
             "bare pyzmq": lambda: time_pyzmq(zmq_peer.address, repeats, params["chunk_size"]),
         }
@@ -216,8 +217,8 @@ def ratios_and_goals(series: dict) -> dict:
         ours, theirs, zmq_rates = rate(rcuda), rate(raw), rate(zmq_)
         ratios[f"{direction}_rcuda_over_raw_tcp"] = {str(s): round(ours[s] / theirs[s], 3) for s in ours}
         ratios[f"{direction}_pyzmq_over_raw_tcp"] = {str(s): round(zmq_rates[s] / theirs[s], 3) for s in ours}
-        python = rate(f"rcuda_python_{direction}")
-        ratios[f"{direction}_c_over_python_client"] = {str(s): round(ours[s] / python[s], 3) for s in ours}
+        auth = rate(f"rcuda_auth_{direction}")
+        ratios[f"{direction}_auth_over_lane"] = {str(s): round(auth[s] / ours[s], 3) for s in ours}
         big = [ours[s] / theirs[s] for s in ours if s >= GOAL_FROM_BYTES]
         if big:
             goals[f"{direction}: rcuda / raw socket, worst size >= 16 MiB"] = goal(min(big), ">=", 0.9)
@@ -238,10 +239,10 @@ def headline(result: dict) -> list[str]:
         ratios = result["ratios"][f"{direction}_rcuda_over_raw_tcp"]
         lines.append(f"{direction} rcuda / raw TCP by size: " +
                      ", ".join(f"{int(s) // KIB} KiB {r:.2f}" for s, r in ratios.items()))
-        in_c = result["ratios"].get(f"{direction}_c_over_python_client", {})
-        if in_c:
-            lines.append(f"{direction} made in C / through the Python client: " +
-                         ", ".join(f"{int(s) // KIB} KiB {r:.2f}" for s, r in in_c.items()))
+        auth = result["ratios"].get(f"{direction}_auth_over_lane", {})
+        if auth:
+            lines.append(f"{direction} --auth (ZeroMQ, CURVE) / lane: " +
+                         ", ".join(f"{int(s) // KIB} KiB {r:.2f}" for s, r in auth.items()))
     lines += [f"{name}: {g['value']:.2f} ({g['goal']}, {'met' if g['met'] else 'not met'})"
               for name, g in result["goals"].items()]
     return lines

@@ -3,36 +3,28 @@
 The headline figure is `forwarded`: an unmodified CUDA program
 (cuda/latency.cu) timing its own cudaMemGetInfo calls, each a round trip
 through the interposer and an rcuda sim server over loopback TCP, on the
-device's lane (rcuda/lane.py), made in C (native/sync_fast_path.c).
-`forwarded_python` is the same program with that off (RCUDA_SYNC_IN_C=0):
-each call through the embedded Python client; `forwarded_socket` with the
-lane off too (RCUDA_LANE=0): every call through ZeroMQ.  In the same run, in interleaved rounds (these machines are shared
+device's link (its lane; native/link.c), made in C
+(native/sync_fast_path.c).  `forwarded_dtoh4` is the same program timing
+4-byte cudaMemcpy downloads; `forwarded_auth` its cudaMemGetInfo against a
+server with --auth, where the link is the device's CURVE-encrypted ZeroMQ
+socket.  In the same run, in interleaved rounds (these machines are shared
 and noisy), with the same message sizes:
 
     raw_tcp        a raw TCP socket ping-pong between two Python processes
     pyzmq_tcp      a bare pyzmq DEALER/ROUTER ping-pong between two processes
     pyzmq_ipc      the same over an ipc (Unix socket) endpoint
+    python_client  rcuda's client runtime called from Python (its calls go
+                   through cffi into the same C link) -> the sim server
+    local_call     cudaGetDevice through rcuda: a call that never leaves the
+                   process, what entering the client from C costs by itself
 
-and, to locate rcuda's own costs, a ladder of the layers in between:
+Where a forwarded call's time goes: the server reports the time its GPU
+thread spent serving each request (from the request's first byte read to
+its reply written: `server_us_per_call`, from `rcuda smi`'s counters); the
+wire and the kernel's TCP stack are about what raw_tcp costs minus its own
+Python; the rest is the client.
 
-    channel        rcuda's DeviceChannel over ZeroMQ alone (no lane) against
-                   a minimal ROUTER peer that decodes and answers in msgpack
-    python_client  rcuda's client runtime called from Python (no C, no cffi)
-                   against a real rcuda sim server, on the lane
-    c_lane         a C loop (cuda/lane_pingpong.cu) on that client's lane,
-                   lent to it, resending the request the client encodes: no
-                   Python on the client's side at all, the same server:
-                   the floor of a client in C (forwarded's fast path)
-
-so that forwarded - c_lane is what the C fast path costs over a bare C
-loop, forwarded_python - python_client the C/cffi entry, python_client -
-raw_tcp the client's and server's Python on the lane (python_client -
-c_lane the client's, c_lane - raw_tcp the server's), channel - pyzmq_tcp
-the channel's own cost over ZeroMQ.  `local_call` times cudaGetDevice
-through rcuda, a call that never leaves the process: what entering the
-client from C costs by itself.
-
-Both ends of a lane busy-poll for a moment before they sleep (--spin-us,
+Both ends busy-poll for a moment before they sleep (--spin-us,
 RCUDA_SPIN_US): the CPU time per call (`cpu_us_per_call`) shows what that
 costs.
 """
@@ -56,13 +48,11 @@ NAME = "latency"
 TITLE = "Synchronous call latency"
 
 LABELS = {
-    "forwarded": "CUDA program via rcuda (cudaMemGetInfo, sim server, tcp lane)",
-    "forwarded_python": "the same through the Python client (RCUDA_SYNC_IN_C=0)",
-    "forwarded_socket": "the same, lane off (RCUDA_LANE=0): through ZeroMQ",
+    "forwarded": "CUDA program via rcuda (cudaMemGetInfo, sim server, lane)",
+    "forwarded_dtoh4": "CUDA program via rcuda (4-byte cudaMemcpy to the host, lane)",
+    "forwarded_auth": "CUDA program via rcuda (cudaMemGetInfo, --auth server: ZeroMQ, CURVE)",
     "local_call": "CUDA program via rcuda, cudaGetDevice (no message)",
-    "python_client": "rcuda client from Python (no C entry) -> sim server, lane",
-    "c_lane": "C loop on that client's lane -> sim server: a C client's floor",
-    "channel": "rcuda DeviceChannel over ZeroMQ -> minimal msgpack ROUTER peer",
+    "python_client": "rcuda client from Python (cffi into the C link) -> sim server",
     "pyzmq_tcp": "bare pyzmq DEALER/ROUTER, tcp",
     "pyzmq_ipc": "bare pyzmq DEALER/ROUTER, ipc",
     "raw_tcp": "raw TCP socket ping-pong (Python)",
@@ -144,28 +134,6 @@ def time_forwarded(binary: Path, server: str, n: int, warmup_ms: int, scratch: P
     return samples
 
 
-def time_c_lane(binary: Path, channel, n: int, warmup_ms: int, spin_us: float, scratch: Path) -> np.ndarray:
-    """cudaMemGetInfo's request, as the client encodes it, sent again and
-    again by a C program on the client's own lane (lent for the while)."""
-    from rcuda import protocol
-    from rcuda.lane import PREFIX
-
-    request, out, last = scratch / "request.bin", scratch / "c_lane.bin", scratch / "c_lane_reply.bin"
-    with channel.lane_on_loan() as loan:
-        head = protocol.pack({"op": "mem_info", "seq": 1, "after": loan.after})
-        request.write_bytes(PREFIX.pack(len(head), 0) + head)
-        result = common.run_program([binary, loan.fd, request, n, warmup_ms, int(spin_us), out, last],
-                                    pass_fds=(loan.fd,))
-        loan.sent = result["sent"]
-    reply = protocol.unpack(last.read_bytes())
-    if reply.get("err") != 0 or reply.get("seq") != 1 or "free" not in reply:
-        raise common.BenchmarkError(f"the C loop's last reply was not a mem_info answer: {reply}")
-    samples = np.fromfile(out, dtype=np.int64)
-    if samples.size != n:
-        raise common.BenchmarkError(f"lane_pingpong wrote {samples.size} samples, expected {n}")
-    return samples
-
-
 def wakeup_round_trip_us(cpus: tuple[int, int] | None, n: int = 3000) -> float:
     """Median round trip of one byte to another process over pipes, with
     the two pinned to `cpus` (None: wherever the scheduler puts them).  Each
@@ -220,11 +188,8 @@ def msgpack_cost_us() -> float:
 
 
 def run(ctx: Context) -> dict:
-    from rcuda.client.channel import DeviceChannel
     from rcuda.client.runtime import Runtime
     from rcuda.config import ClientConfig, parse_server
-
-    import zmq
 
     params = parameters(ctx.quick)
     n, rounds = params["iterations_per_round"], params["rounds"]
@@ -232,27 +197,27 @@ def run(ctx: Context) -> dict:
     request, reply_bytes = message_sizes()
     ctx.progress("building cuda/latency.cu")
     binary = common.compile_cuda("latency.cu")
-    lane_pingpong = common.compile_cuda("lane_pingpong.cu")
     samples: dict[str, list] = {name: [] for name in LABELS}
     cpu = CpuLedger()
+    served: list[float] = []  # the server's microseconds per forwarded call, per round
     ipc_dir = tempfile.TemporaryDirectory(prefix="rcuda-bench-")
     with ipc_dir as scratch, \
             common.sim_server() as server, \
+            common.auth_sim_server() as auth_server, \
             common.peer("tcp-pingpong", str(len(request)), str(reply_bytes)) as tcp_peer, \
             common.peer("zmq-pingpong", "tcp://127.0.0.1:0", str(reply_bytes)) as zmq_tcp, \
-            common.peer("zmq-pingpong", f"ipc://{scratch}/pingpong", str(reply_bytes)) as zmq_ipc, \
-            common.peer("zmq-msgpack", "tcp://127.0.0.1:0") as msgpack_peer:
+            common.peer("zmq-pingpong", f"ipc://{scratch}/pingpong", str(reply_bytes)) as zmq_ipc:
         scratch = Path(scratch)
-        channel = DeviceChannel(zmq.Context.instance(), msgpack_peer.address, "bench peer", timeout=10.0)
         config = ClientConfig(servers=[parse_server(server.address)], timeout=10.0)
         runtime = Runtime(config)
         try:
             device = runtime.device(0)
             server.wait_idle()  # our hello made the daemon start a spare worker
 
-            def forwarded(env=None):
-                server.wait_idle()  # the previous program's session did the same
-                return time_forwarded(binary, server.address, n, params["warmup_ms"], scratch, env=env)
+            def forwarded(call="meminfo", on=server, env=None):
+                on.wait_idle()  # the previous program's session started a spare worker
+                return time_forwarded(binary, on.address, n, params["warmup_ms"], scratch, call,
+                                      env=dict(on.client_env, **(env or {})))
 
             def forwarded_cpu():
                 """The program's CPU time in two runs without warm-up, of n/10
@@ -271,16 +236,20 @@ def run(ctx: Context) -> dict:
                 with cpu.measure(name, n + warmup, far):
                     return measure()
 
+            def python_client():
+                before = server.usage()
+                result = with_cpu("python_client", server, lambda: time_calls(device.mem_info, n, warmup))
+                after = server.usage()
+                served.append((after["serve_seconds"] - before["serve_seconds"])
+                              / max(after["calls"] - before["calls"], 1) * 1e6)
+                return result
+
             measures = {
                 "forwarded": forwarded,
-                "forwarded_python": lambda: forwarded({"RCUDA_SYNC_IN_C": "0"}),
-                "forwarded_socket": lambda: forwarded({"RCUDA_LANE": "0"}),
+                "forwarded_dtoh4": lambda: forwarded("dtoh4"),
+                "forwarded_auth": lambda: forwarded(on=auth_server),
                 "local_call": lambda: time_forwarded(binary, server.address, n, 0, scratch, "getdevice"),
-                "python_client": lambda: with_cpu("python_client", server,
-                                                  lambda: time_calls(device.mem_info, n, warmup)),
-                "c_lane": lambda: time_c_lane(lane_pingpong, device.channel, n, params["warmup_ms"],
-                                              config.spin_us, scratch),
-                "channel": lambda: time_calls(lambda: channel.call({"op": "mem_info"}), n, warmup),
+                "python_client": python_client,
                 "pyzmq_tcp": lambda: with_cpu("pyzmq_tcp", zmq_tcp, lambda: time_pyzmq(zmq_tcp.address, request, n,
                                                                                    warmup)),
                 "pyzmq_ipc": lambda: time_pyzmq(zmq_ipc.address, request, n, warmup),
@@ -295,7 +264,6 @@ def run(ctx: Context) -> dict:
                     ctx.progress(f"round {r + 1}/{rounds}: CPU time per forwarded call")
                     forwarded_cpu()
         finally:
-            channel.close()
             runtime.shutdown()
     ctx.progress("msgpack cost per round trip; process wake-up round trips")
     usable = sorted(os.sched_getaffinity(0))
@@ -309,6 +277,7 @@ def run(ctx: Context) -> dict:
     return {"parameters": {**params, "call": "cudaMemGetInfo", "request_bytes": len(request),
                            "reply_bytes": reply_bytes, "transport": "tcp (loopback)"},
             "variants": variants, "cpu_us_per_call": cpu.per_call_us(),
+            "server_us_per_call": round(min(served), 2) if served else None,
             "msgpack_us_per_round_trip": round(msgpack_cost_us(), 3),
             "pipe_round_trip_us": {k: round(v, 1) for k, v in wakeups.items()},
             **ratios_and_goals(variants)}
@@ -362,12 +331,11 @@ def ratios_and_goals(v: dict) -> dict:
     ratios = {
         "forwarded_p50_over_pyzmq_p50": ratio("forwarded", "pyzmq_tcp"),
         "forwarded_p50_over_raw_tcp_p50": ratio("forwarded", "raw_tcp"),
-        "lane_off_p50_over_lane_p50": ratio("forwarded_socket", "forwarded"),
-        "lane_off_p50_over_pyzmq_p50": ratio("forwarded_socket", "pyzmq_tcp"),
+        "dtoh4_p50_over_raw_tcp_p50": ratio("forwarded_dtoh4", "raw_tcp"),
+        "auth_p50_over_lane_p50": ratio("forwarded_auth", "forwarded"),
+        "auth_p50_over_pyzmq_p50": ratio("forwarded_auth", "pyzmq_tcp"),
         "pyzmq_p50_over_raw_tcp_p50": ratio("pyzmq_tcp", "raw_tcp"),
-        "forwarded_p50_over_c_lane_p50": ratio("forwarded", "c_lane"),
-        "python_client_path_p50_over_c_path_p50": ratio("forwarded_python", "forwarded"),
-        "c_lane_p50_over_raw_tcp_p50": ratio("c_lane", "raw_tcp"),
+        "python_client_p50_over_forwarded_p50": ratio("python_client", "forwarded"),
         "pyzmq_ipc_p50_over_pyzmq_tcp_p50": ratio("pyzmq_ipc", "pyzmq_tcp"),
         "forwarded_p99_over_forwarded_p50": round(forwarded["p99"] / forwarded["p50"], 3),
     }
@@ -375,13 +343,9 @@ def ratios_and_goals(v: dict) -> dict:
     ladder = {
         "c_entry_alone_cudaGetDevice": best["local_call"],
         "zeromq_over_raw_tcp": best["pyzmq_tcp"] - best["raw_tcp"],
-        "channel_over_bare_pyzmq": best["channel"] - best["pyzmq_tcp"],
-        "lane_client_and_server_over_raw_tcp": best["python_client"] - best["raw_tcp"],
-        "c_program_over_python_client": best["forwarded_python"] - best["python_client"],
-        "c_fast_path_over_c_loop": best["forwarded"] - best["c_lane"],
-        "client_python_over_c_loop": best["python_client"] - best["c_lane"],
-        "server_over_raw_tcp_under_c_loop": best["c_lane"] - best["raw_tcp"],
-        "zeromq_socket_over_lane": best["forwarded_socket"] - best["forwarded"],
+        "forwarded_over_raw_tcp": best["forwarded"] - best["raw_tcp"],
+        "python_client_over_c_program": best["python_client"] - best["forwarded"],
+        "zeromq_and_curve_over_lane": best["forwarded_auth"] - best["forwarded"],
     }
     return {
         "ratios": ratios,
@@ -390,6 +354,8 @@ def ratios_and_goals(v: dict) -> dict:
         "goals": {
             "forwarded p50 / bare pyzmq p50 (best rounds)":
                 goal(ratios["forwarded_p50_over_pyzmq_p50"]["best_rounds"], "<=", 1.2),
+            "4-byte cudaMemcpy to the host p50 / raw TCP p50 (best rounds)":
+                goal(ratios["dtoh4_p50_over_raw_tcp_p50"]["best_rounds"], "<=", 2.0),
             "forwarded p99 / forwarded p50 (pooled)": goal(ratios["forwarded_p99_over_forwarded_p50"], "<=", 3.0),
         },
     }
@@ -405,15 +371,15 @@ def plot(result: dict, out_dir: Path) -> list[Path]:
 
 def headline(result: dict) -> list[str]:
     v, r = result["variants"], result["ratios"]
-    fz, ft = r["forwarded_p50_over_pyzmq_p50"], r["forwarded_p50_over_raw_tcp_p50"]
+    fz, ft, d4 = (r["forwarded_p50_over_pyzmq_p50"], r["forwarded_p50_over_raw_tcp_p50"],
+                  r["dtoh4_p50_over_raw_tcp_p50"])
     return [f"p50/p99/p99.9 (us): " + "; ".join(f"{name} {s['p50']:.0f}/{s['p99']:.0f}/{s['p99.9']:.0f}"
                                                for name, s in v.items()),
             f"best-round medians (us): {result['best_round_median_us']}",
             f"forwarded/pyzmq p50 {fz['best_rounds']:.2f} best rounds, {fz['paired_median']:.2f} paired median "
             f"(goal <= 1.2); p99/p50 {r['forwarded_p99_over_forwarded_p50']:.2f} (goal <= 3); "
-            f"forwarded/raw TCP {ft['best_rounds']:.2f}; lane off/on "
-            f"{r['lane_off_p50_over_lane_p50']['best_rounds']:.2f}; forwarded/C loop on the lane "
-            f"{r['forwarded_p50_over_c_lane_p50']['best_rounds']:.2f}; through the Python client/in C "
-            f"{r['python_client_path_p50_over_c_path_p50']['best_rounds']:.2f}",
+            f"forwarded/raw TCP {ft['best_rounds']:.2f}; 4-byte dtoh/raw TCP {d4['best_rounds']:.2f} (goal <= 2); "
+            f"--auth (ZeroMQ)/lane {r['auth_p50_over_lane_p50']['best_rounds']:.2f}",
+            f"server time per call (us): {result['server_us_per_call']}",
             f"CPU us per call (client, far side): {result['cpu_us_per_call'] or 'not measured in quick mode'}",
             f"pipe round trip between two processes (us): {result['pipe_round_trip_us']}"]

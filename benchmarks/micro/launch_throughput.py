@@ -12,16 +12,12 @@ The other calls a launch loop makes, as the same program's loop of LAUNCHES
 calls: `rcuda_memset` (cudaMemsetAsync of 4 KiB), `rcuda_upload`
 (cudaMemcpyAsync of 4 KiB from pageable memory) and `rcuda_step` (a memset,
 an upload and a launch in turn), recorded in C with the launches
-(native/async_fast_path.c); each `_python` twin is the same program with
-RCUDA_ASYNC_IN_C=0, the calls made by the Python client, in the same run.
+(native/async_fast_path.c).
 
-In the same run, to locate the costs of one launch:
+In the same run, for scale:
 
-    channel_post   rcuda's DeviceChannel.post of a launch message (header
-                   dict + parameter frame) from Python to a minimal msgpack
-                   peer: the client's hand-off, msgpack and ZeroMQ send,
-                   without the C entry and the launch bookkeeping
-    pyzmq_send     bare pyzmq: one thread sending messages of the same size
+    pyzmq_send     bare pyzmq: one thread sending launch messages of the
+                   same size to a minimal msgpack peer
 
 On a local GPU a tiny launch costs a few microseconds; the remote-vs-local
 loop comparison needs a GPU machine (benchmarks/gpu).
@@ -39,7 +35,6 @@ TITLE = "Asynchronous tiny-launch throughput"
 
 GOAL_PER_S = 150_000
 ASYNC_CALLS = ("memset", "upload", "step")  # launch.cu's loops of other asynchronous calls
-PYTHON_CLIENT = {"RCUDA_ASYNC_IN_C": "0"}
 
 
 def parameters(quick: bool) -> dict:
@@ -51,40 +46,14 @@ def launch_message() -> tuple[dict, bytes]:
     return {"op": "launch", "fn": 2, "grid": [1, 1, 1], "block": [32, 1, 1], "shmem": 0, "stream": 0}, bytes(24)
 
 
-def time_rcuda(binary: Path, server: common.Server, launches: int, repeats: int, kernel: str,
-               env_extra: dict | None = None) -> dict:
+def time_rcuda(binary: Path, server: common.Server, launches: int, repeats: int, kernel: str) -> dict:
     server.wait_idle()
-    result = common.run_program([binary, launches, repeats, kernel],
-                                env=common.rcuda_environment(server.address, env_extra))
+    result = common.run_program([binary, launches, repeats, kernel], env=common.rcuda_environment(server.address))
     loops = [loop for loop, _ in result["loop_s"]]
     totals = [total for _, total in result["loop_s"]]
     return {"loop_per_s": launches / min(loops), "total_per_s": launches / min(totals),
             "loop_us_per_launch": min(loops) / launches * 1e6, "total_us_per_launch": min(totals) / launches * 1e6,
             "runs_loop_s": loops, "runs_total_s": totals}
-
-
-def time_channel(endpoint: str, launches: int, repeats: int) -> dict:
-    import zmq
-
-    from rcuda.client.channel import DeviceChannel
-
-    header, params = launch_message()
-    channel = DeviceChannel(zmq.Context.instance(), endpoint, "bench peer", timeout=10.0)
-    loops, totals = [], []
-    try:
-        channel.call({"op": "mem_info"})
-        for _ in range(repeats):
-            started = time.perf_counter()
-            for _ in range(launches):
-                channel.post(dict(header), [params])
-            looped = time.perf_counter()
-            channel.call({"op": "mem_info"})  # the peer answers after every launch before it
-            loops.append(looped - started)
-            totals.append(time.perf_counter() - started)
-    finally:
-        channel.close()
-    return {"loop_per_s": launches / min(loops), "total_per_s": launches / min(totals),
-            "loop_us_per_launch": min(loops) / launches * 1e6, "total_us_per_launch": min(totals) / launches * 1e6}
 
 
 def time_pyzmq(endpoint: str, launches: int, repeats: int) -> dict:
@@ -120,13 +89,9 @@ LABELS = {
     "rcuda_empty": "CUDA program via rcuda, empty kernel",
     "rcuda_params": "CUDA program via rcuda, 4-parameter kernel",
     "rcuda_checked": "CUDA program via rcuda, empty kernel + cudaGetLastError",
-    "rcuda_memset": "CUDA program via rcuda, cudaMemsetAsync 4 KiB (recorded in C)",
-    "rcuda_memset_python": "CUDA program via rcuda, cudaMemsetAsync 4 KiB (Python client)",
-    "rcuda_upload": "CUDA program via rcuda, cudaMemcpyAsync 4 KiB upload (recorded in C)",
-    "rcuda_upload_python": "CUDA program via rcuda, cudaMemcpyAsync 4 KiB upload (Python client)",
-    "rcuda_step": "CUDA program via rcuda, memset + upload + launch (recorded in C)",
-    "rcuda_step_python": "CUDA program via rcuda, memset + upload + launch (Python client)",
-    "channel_post": "rcuda DeviceChannel.post from Python -> msgpack peer",
+    "rcuda_memset": "CUDA program via rcuda, cudaMemsetAsync 4 KiB",
+    "rcuda_upload": "CUDA program via rcuda, cudaMemcpyAsync 4 KiB upload",
+    "rcuda_step": "CUDA program via rcuda, memset + upload + launch",
     "pyzmq_send": "bare pyzmq send of the same messages",
 }
 
@@ -142,9 +107,8 @@ def run(ctx: Context) -> dict:
             "rcuda_empty": lambda: time_rcuda(binary, server, n, repeats, "empty"),
             "rcuda_params": lambda: time_rcuda(binary, server, n, repeats, "params"),
             "rcuda_checked": lambda: time_rcuda(binary, server, n, repeats, "checked"),
-            **{f"rcuda_{kind}{suffix}": (lambda kind=kind, env=env: time_rcuda(binary, server, n, repeats, kind, env))
-               for kind in ASYNC_CALLS for suffix, env in (("", None), ("_python", PYTHON_CLIENT))},
-            "channel_post": lambda: time_channel(msgpack_peer.address, n, repeats),
+            **{f"rcuda_{kind}": (lambda kind=kind: time_rcuda(binary, server, n, repeats, kind))
+               for kind in ASYNC_CALLS},
             "pyzmq_send": lambda: time_pyzmq(msgpack_peer.address, n, repeats),
         }
         for name, measure in measures.items():
@@ -152,22 +116,13 @@ def run(ctx: Context) -> dict:
             results[name] = {"label": LABELS[name], **measure()}
     empty = results["rcuda_empty"]
     per_launch = {
-        "c_entry_and_launch_bookkeeping_us": empty["loop_us_per_launch"] - results["channel_post"]["loop_us_per_launch"],
-        "channel_handoff_and_msgpack_us": results["channel_post"]["loop_us_per_launch"]
-                                          - results["pyzmq_send"]["loop_us_per_launch"],
-        "zeromq_send_us": results["pyzmq_send"]["loop_us_per_launch"],
+        "empty_launch_us": empty["loop_us_per_launch"],
         "four_parameters_us": results["rcuda_params"]["loop_us_per_launch"] - empty["loop_us_per_launch"],
         "cudaGetLastError_us": results["rcuda_checked"]["loop_us_per_launch"] - empty["loop_us_per_launch"],
+        "bare_zeromq_send_us": results["pyzmq_send"]["loop_us_per_launch"],
     }
-    python_over_c = {f"{kind}_loop_python_over_c": round(results[f"rcuda_{kind}_python"]["loop_us_per_launch"]
-                                                         / results[f"rcuda_{kind}"]["loop_us_per_launch"], 2)
-                     for kind in ASYNC_CALLS}
-    python_over_c.update({f"{kind}_until_synchronised_python_over_c":
-                          round(results[f"rcuda_{kind}_python"]["total_us_per_launch"]
-                                / results[f"rcuda_{kind}"]["total_us_per_launch"], 2) for kind in ASYNC_CALLS})
     return {"parameters": {**params, "statistic": "best of repeats"}, "variants": results,
             "loop_us_breakdown": {k: round(v, 2) for k, v in per_launch.items()},
-            "ratios": python_over_c,
             "goals": {"launches/s from the program's view (empty kernel)":
                       goal(empty["loop_per_s"], ">=", GOAL_PER_S)}}
 
@@ -190,5 +145,4 @@ def headline(result: dict) -> list[str]:
     v = result["variants"]
     return [f"{name}: {x['loop_per_s']:,.0f}/s loop ({x['loop_us_per_launch']:.1f} us/launch), "
             f"{x['total_per_s']:,.0f}/s until synchronised" for name, x in v.items()] + \
-           [f"per-launch breakdown (us): {result['loop_us_breakdown']}",
-            f"memsets and uploads, Python client over recorded in C: {result.get('ratios')}"]
+           [f"per-launch breakdown (us): {result['loop_us_breakdown']}"]
