@@ -2,12 +2,20 @@
 whose sockets are CURVE-encrypted, or when the lane cannot be reached); see
 client/link.py for what a link offers.
 
-A forwarding thread owns the socket.  Application threads append messages
-to the outbox and wake the thread through an eventfd (also written by C
-when it records the first launch of a batch); the thread sends them in
-order, with the launches C recorded sealed in before each, and hands every
-reply to whoever awaits it: a waiting call (`Pending`) or a callback.  A
-`Gate` in the outbox holds back what follows it until it opens.
+Application threads append messages to the outbox; whoever holds the
+socket sends them in order, with the launches C recorded sealed in before
+each, and hands every reply to whoever awaits it: a waiting call
+(`Pending`) or a callback.  A `Gate` in the outbox holds back what follows
+it until it opens.
+
+Who holds the socket (ZeroMQ sockets are not thread-safe): a synchronous
+caller that finds it free drives it itself until its reply comes (no
+thread hand-off either way: a round trip costs what a bare ZeroMQ one
+does), sending what other threads post meanwhile (they wake it through the
+eventfd); otherwise the forwarding thread, which sleeps on the socket's
+file descriptor and the eventfd (also written by C when it records the
+first launch of a batch).  Whoever lets the socket go leaves no reply
+unread, so the descriptor signals the next one.
 """
 from __future__ import annotations
 
@@ -31,12 +39,15 @@ ZMQ_EVENTS, ZMQ_POLLIN = int(zmq.EVENTS), int(zmq.POLLIN)
 
 #: How often a waiting call looks at the server's liveness.
 WAIT_SLICE = 0.2
+#: How long a caller driving the socket first waits for its reply in a plain
+#: blocking recv, before it also watches for other threads' posts.
+DRIVE_FIRST_WAIT_MS = 2
 
 
 class Pending:
     """One synchronous call waiting for its reply."""
 
-    __slots__ = ("_done", "header", "frames", "error", "into")
+    __slots__ = ("_done", "header", "frames", "error", "into", "resolved")
 
     def __init__(self, into=None):
         self._done = threading.Lock()
@@ -45,9 +56,11 @@ class Pending:
         self.frames: list = []
         self.error: BaseException | None = None
         self.into = into
+        self.resolved = False
 
     def resolve(self, header=None, frames=(), error=None) -> None:
         self.header, self.frames, self.error = header, _landed(frames, self.into), error
+        self.resolved = True
         self._done.release()
 
     def wait(self, seconds: float) -> bool:
@@ -107,11 +120,13 @@ class SocketLink:
         self._batch_source = batch_source
         self._records_shipped = 0
         self._post_lock = threading.Lock()
+        self._socket_lock = threading.Lock()  # whoever uses the socket: a caller, or the forwarding thread
         self.wake_fd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
         self._socket = context.socket(zmq.DEALER)
         self._socket.setsockopt(zmq.LINGER, 0)
         self._socket.setsockopt(zmq.SNDHWM, 0)  # never drop or block on queued work
         self._socket.setsockopt(zmq.RCVHWM, 0)
+        self._socket.setsockopt(zmq.RCVTIMEO, DRIVE_FIRST_WAIT_MS)
         for option, value in (socket_options or {}).items():
             self._socket.setsockopt(option, value)
         self._socket.connect(endpoint)
@@ -123,7 +138,17 @@ class SocketLink:
     def call(self, header: dict, frames=(), into=None) -> tuple[dict, list]:
         op = header["op"]
         pending = Pending(into)
-        self._enqueue(op, (header, frames), pending)
+        self._enqueue(op, (header, frames), pending, wake=False)
+        if self._socket_lock.acquire(blocking=False):
+            try:
+                if not self._socket.closed:
+                    self._drive_until(pending, op)
+            finally:
+                self._socket_lock.release()
+                if self._pending or self._outbox:
+                    self._wake()  # the forwarding thread watches for them from now on
+        else:
+            self._wake()  # whoever holds the socket sends it
         while not pending.wait(WAIT_SLICE):
             self._check_server_alive(op)
         if pending.error:
@@ -148,7 +173,7 @@ class SocketLink:
     def gate_opened(self, gate: Gate) -> None:
         self._wake()
 
-    def _enqueue(self, op: str, item, receiver=None) -> None:
+    def _enqueue(self, op: str, item, receiver=None, wake: bool = True) -> None:
         if self._failure:
             raise failed_call(self._failure, op, self.label)
         with self._post_lock:
@@ -158,7 +183,33 @@ class SocketLink:
             if receiver is not None:
                 self._pending[header["seq"]] = receiver
             self._outbox.append(item)
-        self._wake()
+        if wake:
+            self._wake()
+
+    def _drive_until(self, pending: Pending, op: str) -> None:
+        """Use the socket (under _socket_lock) until `pending` is answered:
+        send what is queued, hand every reply to its receiver."""
+        socket, poller = self._socket, None
+        while True:
+            with self._post_lock:
+                self._seal_batch()
+            self._send_outbox()
+            self._receive_replies()
+            if pending.resolved or self._failure is not None:
+                return
+            if poller is None:
+                # A blocking recv first, as a bare ZeroMQ client makes: no
+                # poller, no extra system calls; most replies come within it.
+                try:
+                    self._dispatch(socket.recv_multipart(copy=False))  # RCVTIMEO: DRIVE_FIRST_WAIT_MS
+                    continue
+                except zmq.Again:
+                    poller = zmq.Poller()  # a longer wait: others' posts wake it too
+                    poller.register(socket, zmq.POLLIN)
+                    poller.register(self.wake_fd, zmq.POLLIN)
+            if self.wake_fd in dict(poller.poll(int(WAIT_SLICE * 1000))):
+                self._drain_wake_fd()
+            self._check_server_alive(op)
 
     def _seal_batch(self) -> None:
         """Move the launches C recorded into the outbox (under _post_lock)."""
@@ -218,32 +269,41 @@ class SocketLink:
 
     # ---------------------------------------------------------- the thread
 
+    def _drain_wake_fd(self) -> None:
+        try:
+            os.eventfd_read(self.wake_fd)
+        except BlockingIOError:
+            pass
+
     def _run(self) -> None:
-        # The socket's descriptor is watched only while a reply is awaited (or
-        # notices may come); the eventfd always.
+        # The socket's descriptor, not the socket: polling it only reads
+        # whether it signalled, so a caller may drive the socket meanwhile.
+        # It is watched only while a reply is awaited (or notices may come).
         watch_socket, wake_only = zmq.Poller(), zmq.Poller()
-        watch_socket.register(self._socket, zmq.POLLIN)
+        watch_socket.register(self._socket.getsockopt(zmq.FD), zmq.POLLIN)
         for poller in (watch_socket, wake_only):
             poller.register(self.wake_fd, zmq.POLLIN)
         try:
             while not self._closing:
                 expecting = self._pending or self.on_notice is not None
                 (watch_socket if expecting else wake_only).poll(int(WAIT_SLICE * 1000))
-                try:
-                    os.eventfd_read(self.wake_fd)
-                except BlockingIOError:
-                    pass
-                with self._post_lock:
-                    self._seal_batch()
+                self._drain_wake_fd()
+                with self._socket_lock:
+                    with self._post_lock:
+                        self._seal_batch()
+                    self._send_outbox()
+                    # Always, not only when the descriptor signalled: sending
+                    # may have consumed the signal of a reply that came meanwhile.
+                    self._receive_replies()
+            with self._socket_lock:
                 self._send_outbox()
-                self._receive_replies()
-            self._send_outbox()
         except Exception as exc:  # a bug here must not hang the application
             log.exception("forwarding thread of %s stopped", self.label)
             self.fail(TransportError(f"its forwarding thread stopped: {exc}"))
         finally:
-            self._socket.close(linger=0)
-            os.close(self.wake_fd)
+            with self._socket_lock:
+                self._socket.close(linger=0)
+                os.close(self.wake_fd)
 
     def _send_outbox(self) -> None:
         """Send what is queued, in order, up to a closed gate."""

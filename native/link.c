@@ -56,6 +56,10 @@
  * the service thread, so the program returns at once (cudaMemcpyAsync from
  * pinned memory). */
 #define LINK_ASYNC_SEND_MIN (256u << 10)
+/* The reader reads ahead into a buffer of this size: a small reply (prefix,
+ * frame lengths, header, a few bytes) costs one recv, not four.  Larger
+ * payloads are read straight where they land. */
+#define LINK_READ_AHEAD (64u << 10)
 
 enum link_failure { LINK_IO_ERROR = 1, LINK_CLOSED, LINK_BAD_MESSAGE, LINK_SERVER_SILENT, LINK_SHUT, LINK_NO_MEMORY };
 
@@ -111,6 +115,8 @@ struct link {
     int device; /* whose launch batch goes out first (-1: none) */
     int closing, reading, notices;
     int failure, error_number;
+    unsigned char *ahead;  /* bytes read past what was asked (the reader's) */
+    size_t ahead_start, ahead_end;
     struct waiter *waiting;
     struct waiter *inbox, *inbox_tail;
     int python_awaited;
@@ -249,12 +255,27 @@ static int server_silent(struct link *l)
  * at the server's liveness in between. */
 static int read_exactly(struct link *l, void *into, size_t size, long long spin_until, int *error_number)
 {
-    size_t have = 0;
+    size_t have = l->ahead_end - l->ahead_start;
+    if (have > size)
+        have = size;
+    memcpy(into, l->ahead + l->ahead_start, have);
+    l->ahead_start += have;
     while (have < size) {
         int spinning = spin_until && have == 0 && now_ns() < spin_until;
-        ssize_t got = recv(l->fd, (char *)into + have, size - have, spinning ? MSG_DONTWAIT : 0);
+        /* Small reads go through the read-ahead buffer, large ones straight in. */
+        int ahead = size - have < LINK_READ_AHEAD / 2;
+        char *target = ahead ? (char *)l->ahead : (char *)into + have;
+        ssize_t got = recv(l->fd, target, ahead ? LINK_READ_AHEAD : size - have, spinning ? MSG_DONTWAIT : 0);
         if (got > 0) {
-            have += (size_t)got;
+            if (ahead) {
+                size_t use = (size_t)got < size - have ? (size_t)got : size - have;
+                memcpy((char *)into + have, l->ahead, use);
+                l->ahead_start = use;
+                l->ahead_end = (size_t)got;
+                have += use;
+            } else {
+                have += (size_t)got;
+            }
             continue;
         }
         if (got == 0)
@@ -275,8 +296,11 @@ static int read_exactly(struct link *l, void *into, size_t size, long long spin_
     return 0;
 }
 
+/* (The reader's:) whether a read would find bytes, read ahead or waiting. */
 static int readable_now(struct link *l)
 {
+    if (l->ahead_end > l->ahead_start)
+        return 1;
     struct pollfd p = {l->fd, POLLIN, 0};
     return poll(&p, 1, 0) > 0;
 }
@@ -404,9 +428,10 @@ static int wait_writable(struct link *l, int *error_number)
     int reading = take_reading(l);
     pthread_mutex_unlock(&l->lock);
     struct pollfd p = {l->fd, POLLOUT | (reading ? POLLIN : 0), 0};
-    int ready = poll(&p, 1, LINK_SLICE_MS);
+    int ahead = reading && l->ahead_end > l->ahead_start;
+    int ready = poll(&p, 1, ahead ? 0 : LINK_SLICE_MS);
     int failure = 0;
-    if (ready > 0 && reading && (p.revents & POLLIN))
+    if (reading && (ahead || (ready > 0 && (p.revents & POLLIN))))
         failure = read_available(l, error_number);
     if (reading) {
         pthread_mutex_lock(&l->lock);
@@ -716,6 +741,7 @@ static int rcuda_link_open(int fd, int device, long long spin_max_ns, long long 
         pthread_mutex_init(&l->lock, NULL);
         pthread_cond_init(&l->changed, NULL);
         l->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+        l->ahead = malloc(LINK_READ_AHEAD);
         l->fd = fd;
         l->device = device;
         l->alive_until_ns = alive_until_ns;
@@ -726,9 +752,11 @@ static int rcuda_link_open(int fd, int device, long long spin_max_ns, long long 
         struct timeval slice = {0, LINK_SLICE_MS * 1000};
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &slice, sizeof slice);
-        l->in_use = l->wake_fd >= 0;
-        if (!l->in_use)
+        l->in_use = l->wake_fd >= 0 && l->ahead;
+        if (!l->in_use) {
+            free(l->ahead);
             handle = -1;
+        }
     }
     pthread_mutex_unlock(&links_lock);
     return handle;
@@ -944,8 +972,13 @@ static int rcuda_link_service(int handle, int timeout_ms, struct link_reply *del
 
         long long left = deadline - now_ns();
         int wait_ms = left <= 0 ? 0 : (int)(left / 1000000LL) + 1;
+        int ahead = reading && l->ahead_end > l->ahead_start; /* poll() cannot see those */
         struct pollfd p[2] = {{l->wake_fd, POLLIN, 0}, {reading ? l->fd : -1, POLLIN, 0}};
-        int ready = poll(p, 2, wait_ms < LINK_SLICE_MS ? wait_ms : LINK_SLICE_MS);
+        int ready = poll(p, 2, ahead ? 0 : wait_ms < LINK_SLICE_MS ? wait_ms : LINK_SLICE_MS);
+        if (ahead) {
+            p[1].revents |= POLLIN;
+            ready = ready > 0 ? ready : 1;
+        }
         if (ready > 0 && (p[0].revents & POLLIN)) {
             uint64_t count;
             ssize_t ignored = read(l->wake_fd, &count, sizeof count);
@@ -1005,6 +1038,7 @@ static void rcuda_link_release(int handle)
     pthread_mutex_lock(&links_lock);
     close(l->fd);
     close(l->wake_fd);
+    free(l->ahead);
     while (l->queue) {
         struct queued *q = l->queue;
         l->queue = q->next;

@@ -83,19 +83,17 @@ TO_DEVICE_OPS = frozenset({"htod", "htod2d"})
 FROM_DEVICE_OPS = frozenset({"dtoh", "dtoh2d"})
 
 
-@dataclass
 class Later:
     """A request answered once its Completion is ready: `then()` gives the
     reply (a dict, or (dict, frames)), or None for an empty one."""
 
-    completion: Completion
-    then: object = None
-    # Filled in by the service:
-    reply_to: object = None
-    seq: object = None
-    op: str = ""
-    since: float = 0.0
-    watched: bool = False
+    __slots__ = ("completion", "then", "reply_to", "seq", "op", "since", "watched")
+
+    def __init__(self, completion: Completion, then=None):
+        self.completion, self.then = completion, then
+        # Filled in when it has to wait (DeviceService._defer):
+        self.reply_to = self.seq = None
+        self.op, self.since, self.watched = "", 0.0, False
 
 
 class DeviceService:
@@ -186,27 +184,24 @@ class DeviceService:
             self.socket.close(linger=0)
             self._close_lane()
 
-    def _watched(self) -> list:
+    def _watched(self) -> tuple:
         """What the thread waits on: the socket, the lane (or its listener),
         and the device's wake-up descriptor (cupy's Completions)."""
-        watched = [self.socket]
         lane_side = self._lane if self._lane is not None else self._lane_listener
-        if lane_side is not None:
-            watched.append(lane_side.fileno())
         wake = self.device.wake_fd() if self.device is not None else None
-        if wake is not None:
-            watched.append(wake)
-        return watched
+        return self.socket, lane_side.fileno() if lane_side is not None else None, wake
 
     def _serve_what_arrives(self) -> None:
         watched = self._watched()
         if self._poller is None or self._poller[0] != watched:
             poller = zmq.Poller()
             for item in watched:
-                poller.register(item, zmq.POLLIN)
+                if item is not None:
+                    poller.register(item, zmq.POLLIN)
             self._poller = (watched, poller)
+        wake = watched[2]
         ready = dict(self._poller[1].poll(self._wait_ms()))
-        if self.socket in ready or self._socket_has_message():
+        if self.socket in ready:
             while self._socket_has_message() and not self.closed.is_set():
                 self._serve_socket_message(self.socket.recv_multipart(copy=False))
         if self._lane_listener is not None and self._lane_listener.fileno() in ready:
@@ -224,8 +219,7 @@ class DeviceService:
                 # soon: stay awake for it a moment, if that paid after this
                 # kind of message lately (rcuda/lane.py, SpinPolicy).
                 self._lane.wait_readable(self._spin.window(self._lane_served[0]), also=self._socket_has_message)
-        wake = self.device.wake_fd() if self.device is not None else None
-        if wake is not None and wake in ready:
+        if wake is not None and wake in ready and self.device is not None:
             self.device.drain_wake_fd()
 
     def _wait_ms(self) -> int:
@@ -234,6 +228,8 @@ class DeviceService:
         being polled; until the nearest modelled deadline; else POLL_MS."""
         if self._lane_buffered():
             return 0
+        if not self._later:
+            return POLL_MS
         wait = POLL_MS / 1000
         now = time.perf_counter()
         for later in self._later:
@@ -431,6 +427,9 @@ class DeviceService:
             started = time.perf_counter()
             try:
                 result = self._handlers[op](header, payload)
+                if type(result) is Later and answer and result.completion.ready():  # most are ready at once
+                    result.completion.release()
+                    result = result.then() if result.then is not None else None
             finally:
                 self._count(op, payload, time.perf_counter() - started)
             if op == "open":
@@ -448,10 +447,9 @@ class DeviceService:
             self._failed(reply_to, seq, header.get("op"),
                          CudaError(cudaError.cudaErrorUnknown, f"server error: {exc}"), answer)
             return
-        if isinstance(result, Later):
+        if type(result) is Later:
             if answer:
                 self._defer(result, reply_to, seq, op)
-                self._answer_what_is_ready()  # most are ready at once
             else:
                 result.completion.release()
             return
