@@ -75,13 +75,10 @@ def out_pointer(pointer, what: str):
 def c_string(text: str):
     """A NUL-terminated C string that lives as long as the process (CUDA's
     name and error strings are static too)."""
-    cached = _strings.get(text)
+    cached = rt.c_strings.get(text)
     if cached is None:
-        cached = _strings[text] = ffi.new("char[]", text.encode())
+        cached = rt.c_strings[text] = ffi.new("char[]", text.encode())
     return cached
-
-
-_strings: dict = {}
 
 
 def stream_of(handle, per_thread: bool = False, device=None):
@@ -104,12 +101,9 @@ def __cudaRegisterFatBinary(fatCubin):
     from rcuda import fatbin
     size = fatbin.fatbin_size(header)
     handle = ffi.new("void *[1]")
-    _handles.append(handle)  # the program keeps the pointer until exit
+    rt.fatbin_handles.append(handle)  # the program keeps the pointer until exit
     rt.kernels.add_module(address(handle), bytes(ffi.buffer(data, size)))
     return handle
-
-
-_handles: list = []
 
 
 @cuda()

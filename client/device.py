@@ -41,19 +41,13 @@ def _check_length(frames, size: int, label: str) -> None:
         raise CudaError(cudaError.cudaErrorUnknown, f"dtoh on {label}: short reply")
 
 
-_ids = itertools.count(1)  # stream/event/function ids: unique in the process, so never reused
-
-
-def new_id() -> int:
-    return next(_ids)
-
-
 class RemoteDevice:
     def __init__(self, ordinal: int, session, local_index: int, link, properties: dict,
-                 attributes: dict | None = None, fast=None):
+                 attributes: dict | None = None, fast=None, new_id=None):
         from .fast_path import NullFastPath
         self.ordinal = ordinal
         self.fast = fast or NullFastPath()
+        self.new_id = new_id or itertools.count(1).__next__  # the runtime's: ids unique in the process
         self.session = session
         self.local_index = local_index  # the GPU's index on its server
         self.link = link
@@ -256,7 +250,7 @@ class RemoteDevice:
             fn = self._function_ids.get(kernel)
             if fn is None:
                 params = kernel.params
-                fn = new_id()
+                fn = self.new_id()
                 reply, _ = self.request("function", module=kernel.module.key, fn=fn, name=kernel.name,
                                         offsets=list(params.offsets), sizes=list(params.sizes))
                 self._function_attrs[kernel] = dict(reply.get("attrs") or {})

@@ -33,11 +33,7 @@ NOT_PERMITTED = int(cudaError.cudaErrorNotPermitted)
 #: "Not yet" from a query: a status, not an error; CUDA does not keep it as the last error.
 NOT_READY = int(cudaError.cudaErrorNotReady)
 
-runtime: Runtime | None = None
-
-
 def attach(ffi, lib) -> None:
-    global runtime
     try:
         config = ClientConfig.load()
     except ConfigError as exc:  # reported by the first CUDA call, which fails with it
@@ -58,22 +54,22 @@ def attach(ffi, lib) -> None:
         body = api.IMPLEMENTED.get(name)
         if body and runtime.stats is not None:
             body = timed(name, body, runtime.stats)
-        entry = guarded(name, row["result"], body) if body else not_supported(name, row["result"])
+        entry = guarded(runtime, name, row["result"], body) if body else not_supported(runtime, name, row["result"])
         ffi.def_extern(name=f"rcuda_py_{name}")(entry)
-    attach_launch_slow_path(ffi)
-    attach_last_error_slow_path(ffi)
-    attach_sync_slow_paths(ffi)
-    attach_lifecycle(ffi)
+    attach_launch_slow_path(ffi, runtime)
+    attach_last_error_slow_path(ffi, runtime)
+    attach_sync_slow_paths(ffi, runtime)
+    attach_lifecycle(ffi, runtime)
 
 
-def guarded(name: str, result: str, body):
+def guarded(runtime: Runtime, name: str, result: str, body):
     """Run `body`; turn any exception into a status (recorded as the thread's
     last error) or, for functions that return no status, a log line."""
     if result == "cudaError_t":
         def entry(*args):
             if in_host_function():
                 return refused_in_host_function(name)
-            return status_of(name, body, *args)
+            return status_of(runtime, name, body, *args)
     else:
         def entry(*args):
             try:
@@ -85,7 +81,7 @@ def guarded(name: str, result: str, body):
     return entry
 
 
-def status_of(name: str, body, *args) -> int:
+def status_of(runtime: Runtime, name: str, body, *args) -> int:
     """`body(*args)`'s status, or its exception's; an error is recorded as
     the thread's last error ("not ready" is a status, not an error)."""
     try:
@@ -148,13 +144,10 @@ _EXPLAINED = frozenset({
     cudaError.cudaErrorDevicesUnavailable, cudaError.cudaErrorUnknown, cudaError.cudaErrorNotSupported,
 })
 
-_reported: set[str] = set()
-
-
-def not_supported(name: str, result: str):
+def not_supported(runtime: Runtime, name: str, result: str):
     def entry(*args):
-        if name not in _reported:
-            _reported.add(name)
+        if name not in runtime.unsupported_reported:
+            runtime.unsupported_reported.add(name)
             log.warning("%s is not supported by rcuda yet: returning cudaErrorNotSupported", name)
         runtime.record_error(NOT_SUPPORTED)
         return NOT_SUPPORTED if result == "cudaError_t" else fallback_value(result)
@@ -169,17 +162,17 @@ def _write_stdout(ffi, lib, text: str) -> None:
     lib.rcuda_write_stdout(data, len(data))
 
 
-def attach_launch_slow_path(ffi) -> None:
+def attach_launch_slow_path(ffi, runtime: Runtime) -> None:
     """The launches native/launch_fast_path.c hands to Python."""
     def body(host_fun, grid, block, args, shared_mem, stream, per_thread):
         return api.launch(host_fun, grid, block, args, shared_mem, stream, bool(per_thread))
 
     if runtime.stats is not None:
         body = timed("cudaLaunchKernel (through Python)", body, runtime.stats)
-    ffi.def_extern(name="rcuda_py_launch")(guarded("cudaLaunchKernel", "cudaError_t", body))
+    ffi.def_extern(name="rcuda_py_launch")(guarded(runtime, "cudaLaunchKernel", "cudaError_t", body))
 
 
-def attach_last_error_slow_path(ffi) -> None:
+def attach_last_error_slow_path(ffi, runtime: Runtime) -> None:
     """cudaGetLastError (take=1) and cudaPeekAtLastError (take=0) when C
     cannot answer (native/last_error.c).  They report the last error rather
     than fail: what they return does not become the last error again."""
@@ -199,7 +192,7 @@ def attach_last_error_slow_path(ffi) -> None:
             return failed(names.get(take, "cudaGetLastError"), exc)
 
 
-def attach_sync_slow_paths(ffi) -> None:
+def attach_sync_slow_paths(ffi, runtime: Runtime) -> None:
     """What native/sync_fast_path.c leaves to Python of the synchronous calls
     it makes on a device's link: replies with an error or device output, and
     a link that failed."""
@@ -207,7 +200,7 @@ def attach_sync_slow_paths(ffi) -> None:
     def link_entry(body):
         def entry(ordinal, call, *rest):
             name = ffi.string(call).decode()
-            return status_of(name, lambda: body(runtime.device(ordinal), name, *rest))
+            return status_of(runtime, name, lambda: body(runtime.device(ordinal), name, *rest))
         return entry
 
     def link_failed(device, name, failure, error_number):
@@ -222,7 +215,7 @@ def attach_sync_slow_paths(ffi) -> None:
     ffi.def_extern(name="rcuda_py_link_reply")(link_entry(link_reply))
 
 
-def attach_lifecycle(ffi) -> None:
+def attach_lifecycle(ffi, runtime: Runtime) -> None:
     @ffi.def_extern()
     def rcuda_py_start():
         return READY_TOKEN

@@ -10,6 +10,7 @@ every later call, as CUDA does.
 """
 from __future__ import annotations
 
+import itertools
 import logging
 import threading
 
@@ -47,11 +48,17 @@ class Runtime:
         self._threads = threading.local()
         self._sessions: list[ServerSession] = []
         self._context: zmq.Context | None = None
+        #: Ids of streams, events and functions: chosen here, unique in the
+        #: process, never reused (the server knows objects by them).
+        self.new_id = itertools.count(1).__next__
+        self.c_strings: dict = {}     # C strings handed to the program (static, as CUDA's are)
+        self.fatbin_handles: list = []  # what __cudaRegisterFatBinary returned: kept until exit
+        self.unsupported_reported: set[str] = set()  # unsupported functions already logged once
         self.kernels = KernelRegistry()
         self.allocations = AllocationMap()
         self.host_memory = HostMemory()
         self.pending_downloads = PendingDownloads()  # asynchronous copies into pinned memory in flight
-        self.streams = StreamTable()
+        self.streams = StreamTable(new_id=self.new_id)
         self.callbacks = HostCallbacks()
         self.limits: dict[str, int] = {}  # cudaDeviceSetLimit, per process as in CUDA
         self.fast = NullFastPath()  # the C launch path, when running inside the interposer
@@ -130,7 +137,7 @@ class Runtime:
         for ordinal, (session, local_index, props) in enumerate(chosen):
             label = f"GPU{ordinal} ({session.address} GPU{local_index})"
             link = self._link(config, session, local_index, ordinal, label)
-            device = RemoteDevice(ordinal, session, local_index, link, props, fast=self.fast)
+            device = RemoteDevice(ordinal, session, local_index, link, props, fast=self.fast, new_id=self.new_id)
             device.output_sink = self.output_sink
             device.stats = link.stats = self.stats
             session.on_failure(device.lost)

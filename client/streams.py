@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from rcuda._generated.cuda_enums import MACROS
 from rcuda.errors import CudaError, cudaError
 
-from .device import RemoteDevice, new_id
+from .device import RemoteDevice
 
 LEGACY_HANDLE = MACROS["cudaStreamLegacy"]
 PER_THREAD_HANDLE = MACROS["cudaStreamPerThread"]
@@ -31,8 +31,8 @@ LEGACY_STREAM_ID = 0
 
 # Handles are values in a range no allocator hands out, so a stray pointer
 # is not taken for a stream, and a destroyed stream's handle is never reused.
-_STREAM_HANDLES = itertools.count(0x5D00_0000_0000, 0x10)
-_EVENT_HANDLES = itertools.count(0x5E00_0000_0000, 0x10)
+STREAM_HANDLES_FROM = 0x5D00_0000_0000
+EVENT_HANDLES_FROM = 0x5E00_0000_0000
 
 
 @dataclass(eq=False)
@@ -56,9 +56,12 @@ class Event:
 class StreamTable:
     """Every stream and event of the process, by handle."""
 
-    def __init__(self, fast=None):
+    def __init__(self, fast=None, new_id=None):
         from .fast_path import NullFastPath
         self.fast = fast or NullFastPath()
+        self.new_id = new_id or itertools.count(1).__next__  # the runtime's
+        self._stream_handles = itertools.count(STREAM_HANDLES_FROM, 0x10)
+        self._event_handles = itertools.count(EVENT_HANDLES_FROM, 0x10)
         self._lock = threading.Lock()
         self._streams: dict[int, Stream] = {}
         self._events: dict[int, Event] = {}
@@ -68,7 +71,7 @@ class StreamTable:
     # ---------------------------------------------------------- streams
 
     def create(self, device: RemoteDevice, flags: int, priority: int) -> Stream:
-        stream = Stream(next(_STREAM_HANDLES), device, new_id(), flags, priority)
+        stream = Stream(next(self._stream_handles), device, self.new_id(), flags, priority)
         device.post("stream_create", stream=stream.id, flags=flags, priority=priority)
         with self._lock:
             self._streams[stream.handle] = stream
@@ -111,7 +114,7 @@ class StreamTable:
             streams = self._per_thread.streams = {}
         generation, stream = streams.get(device, (None, None))
         if generation != device.generation:  # first use, or the device was reset since
-            stream = Stream(PER_THREAD_HANDLE, device, new_id())
+            stream = Stream(PER_THREAD_HANDLE, device, self.new_id())
             device.post("stream_create", stream=stream.id, flags=0, priority=0)
             streams[device] = (device.generation, stream)
             self.fast.per_thread_stream(stream)
@@ -120,7 +123,7 @@ class StreamTable:
     # ---------------------------------------------------------- events
 
     def create_event(self, device: RemoteDevice, flags: int) -> Event:
-        event = Event(next(_EVENT_HANDLES), device, new_id(), flags)
+        event = Event(next(self._event_handles), device, self.new_id(), flags)
         device.post("event_create", event=event.id, flags=flags)
         with self._lock:
             self._events[event.handle] = event
