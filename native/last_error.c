@@ -4,8 +4,7 @@
  * Programs check every launch (`kernel<<<...>>>(...); cudaGetLastError();`).
  * Launches are recorded in C (launch_fast_path.c), so a trip into the
  * embedded interpreter for the check would cost more than the launch, and
- * with several host threads it also waits for the GIL (measured: 39 us on
- * average, 8 ms at worst, in the MNIST demo on four GPUs).
+ * with several host threads it also waits for the GIL.
  *
  * Python keeps the error state (client/runtime.py: each thread's last
  * error, each device's sticky error).  C only remembers, per thread, that

@@ -96,8 +96,7 @@ class Worker:
 
 #: One BLAS thread per numpy call in a worker: a worker already runs one
 #: thread per GPU, and machines run several servers; multi-threaded BLAS
-#: then oversubscribes the cores (the sim's MNIST kernels ran 8x slower with
-#: four servers on two cores).  The user's own setting wins.
+#: then oversubscribes the cores.  The user's own setting wins.
 BLAS_THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 
 
@@ -112,13 +111,18 @@ def worker_environment() -> dict:
 PROGRESS_INTERVAL = 0.5
 
 
+def parallel_worker_starts() -> int:
+    """With a queue of hellos, how many workers start at once (more would only
+    compete for the CPUs)."""
+    return max(2, os.cpu_count() or 1)
+
+
 class Daemon:
     def __init__(self, listen: str, worker_config: dict, spares: int = 1, max_sessions: int | None = None):
         self.listen = listen
         self.spares_wanted = max(1, spares)
         self.max_sessions = max_sessions  # sessions at once (with hellos waiting); None: no limit
-        #: With a queue of hellos, workers started at once (more only compete for the CPUs).
-        self.parallel_starts = max(2, os.cpu_count() or 1)
+        self.parallel_starts = parallel_worker_starts()
         self.context = zmq.Context()
         # --auth DIR: every socket a client reaches is a CURVE server (rcuda/auth.py).
         self.auth = ServerAuth(worker_config["auth"]) if worker_config.get("auth") else None

@@ -76,6 +76,7 @@ class Server:
     address: str  # HOST:PORT
     ready_line: str
     log: list[str] = field(default_factory=list)
+    log_reader: threading.Thread | None = None
 
     def stop(self, sig=signal.SIGTERM) -> None:
         if self.process.poll() is None:
@@ -85,6 +86,19 @@ class Server:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
+        if self.log_reader is not None:
+            self.log_reader.join(timeout=10)  # everything it wrote is in `log` now
+
+    def wait_for_log(self, text: str, timeout: float = 20.0) -> bool:
+        """Whether the server logs `text` within `timeout` seconds: for tests
+        of what an operator is told (a log line is written after the event
+        it reports, so it is waited for, never just looked for)."""
+        deadline = time.monotonic() + timeout
+        while text not in self.stderr:
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.05)
+        return True
 
     def kill(self) -> None:
         """Like a machine going away: the daemon and its workers, at once."""
@@ -100,7 +114,8 @@ def start_server(*args: str, env: dict | None = None, listen: str = "tcp://127.0
     process = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                env=env, start_new_session=True)
     log: list[str] = []
-    threading.Thread(target=lambda: log.extend(iter(process.stderr.readline, "")), daemon=True).start()
+    log_reader = threading.Thread(target=lambda: log.extend(iter(process.stderr.readline, "")), daemon=True)
+    log_reader.start()
     lines: list[str] = []
     reader = threading.Thread(target=lambda: lines.append(process.stdout.readline()), daemon=True)
     reader.start()
@@ -112,7 +127,7 @@ def start_server(*args: str, env: dict | None = None, listen: str = "tcp://127.0
         process.wait()
         time.sleep(0.1)
         raise RuntimeError(f"server did not start: {' '.join(cmd)}\nstdout: {line!r}\nstderr: {''.join(log)}")
-    return Server(process, f"{match[1]}:{match[2]}", line, log)
+    return Server(process, f"{match[1]}:{match[2]}", line, log, log_reader)
 
 
 @pytest.fixture

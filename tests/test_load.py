@@ -16,6 +16,7 @@ from rcuda.benchmarks.load import run_load
 from rcuda.client.session import ServerSession
 from rcuda.config import parse_server
 from rcuda.errors import TransportError
+from rcuda.server.daemon import parallel_worker_starts
 
 SLOW_START = str(CUDA_SOURCES / "slow_start_kernels.py")
 
@@ -60,19 +61,21 @@ def connect_all(address: str, count: int, timeout: float) -> list:
 
 
 def test_queued_hellos_keep_waiting_while_the_queue_moves(slow_worker_server):
-    """12 hellos, one spare, each further worker 2 s to start: the last
-    waits far longer than its 6 s timeout, and gets its session, because its
-    place in the queue keeps improving."""
+    """Hellos for three waves of workers (the daemon starts as many at once
+    as the machine has CPUs), each worker 2 s to start: the last waits far
+    longer than its 3 s timeout, and gets its session, because its place in
+    the queue keeps improving."""
     server, delay = slow_worker_server
     delay.write_text("2")
+    hellos = 3 * parallel_worker_starts() + 2  # one is served by the spare
     started = time.monotonic()
-    results = connect_all(server.address, 12, timeout=6.0)
+    results = connect_all(server.address, hellos, timeout=3.0)
     took = time.monotonic() - started
     try:
         failures = [r for r in results if not isinstance(r, ServerSession)]
         assert not failures, failures
-        assert len({r.token for r in results}) == 12
-        assert took > 6.0, f"all 12 sessions in {took:.1f}s: the queue was never longer than the timeout"
+        assert len({r.token for r in results}) == hellos
+        assert took > 3.0, f"all {hellos} sessions in {took:.1f}s: the queue was never longer than the timeout"
     finally:
         for r in results:
             if isinstance(r, ServerSession):
@@ -91,10 +94,7 @@ def test_a_queue_that_does_not_move_fails_within_the_timeout(slow_worker_server)
         assert "still queued at position 0 for a session worker" in str(second)
         assert time.monotonic() - started < 15
         # The daemon notices the client gave up: no worker will be spent on it.
-        deadline = time.monotonic() + 10
-        while "queued hello(s) dropped: their clients went away" not in server.stderr and time.monotonic() < deadline:
-            time.sleep(0.2)
-        assert "queued hello(s) dropped: their clients went away" in server.stderr, server.stderr[-2000:]
+        assert server.wait_for_log("queued hello(s) dropped: their clients went away"), server.stderr[-2000:]
     finally:
         first.close()
 

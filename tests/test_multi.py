@@ -211,7 +211,7 @@ def test_peer_ring_on_four_servers_goes_server_to_server(compile_cuda, four_serv
         previous, following = four_servers[i - 1], four_servers[(i + 1) % 4]
         assert re.search(rf"sent 9437187 bytes to GPU\d \({re.escape(following.address)} GPU0\) \(tcp://",
                          server.stderr), server.stderr[-3000:]
-        assert f"received 9437187 bytes from {previous.address}" in server.stderr
+        assert server.wait_for_log(f"received 9437187 bytes from {previous.address}")
 
 
 def test_peer_copies_between_gpus_of_one_server_stay_inside_its_worker(compile_cuda, mixed_servers):

@@ -4,8 +4,7 @@
 //
 // First WARMUP_MS milliseconds of untimed small copies both ways: a new
 // session makes the server start its next spare worker, whose start-up
-// (~150 ms of CPU) shares a small machine's cores with the first timed
-// sizes (4 KiB copies took 2x as long in the program's first 200 ms).
+// shares a small machine's cores with the first timed sizes.
 // Then, for each size: one device allocation and one ordinary (pageable) host
 // buffer, a warm-up round trip whose bytes are checked, then REPEATS timed
 // copies each way.  OUTFILE gets CSV lines: direction,bytes,seconds.
