@@ -144,6 +144,8 @@ CUDA_ERROR_NOT_READY = 600
 COMPLETION_EVENT_FLAGS = 0x01 | 0x02
 #: cudaStreamNonBlocking: the stream event waits are made on.
 STREAM_NON_BLOCKING = 0x01
+#: Uploads from this size on go through pinned staging buffers of ours.
+STAGE_UPLOADS_FROM = 256 << 10
 
 
 class EventCompletion(Completion):
@@ -397,9 +399,16 @@ class CupyDevice(Device):
         if not source.size:
             return
         self._memory.require(dst, source.size, "cudaMemcpy to device")
+        if source.size < STAGE_UPLOADS_FROM:
+            # Small: the driver copies it into its own staging buffer and
+            # returns, so `data` (a message frame) is free again at once.
+            with self._cuda("cudaMemcpy host to device"):
+                self._runtime.memcpyAsync(dst, source.ctypes.data, source.size, self._runtime.memcpyHostToDevice,
+                                          self._streams[stream])
+            return
         self._reap_staged()
-        # Through pinned memory: from pageable memory the copy may wait for
-        # the stream.  `data` (a message frame) is free again at once.
+        # Large: through pinned memory of our own, since from pageable memory
+        # the driver may wait for the stream (and this thread with it).
         staging = self._staging(source.size)
         staging[:] = source
         with self._cuda("cudaMemcpy host to device"):
