@@ -103,6 +103,27 @@ static struct sigaction previous_segv; /* the program's handler, for faults outs
 
 static void mirror_segv(int sig, siginfo_t *info, void *context);
 
+/* Protected pages [first, end) (indexes) of `m` marked dirty (async-signal-safe). */
+static void mirror_mark_pages(struct mirror *m, uint64_t first, uint64_t end)
+{
+    for (uint64_t page = first; page < end;) {
+        uint64_t bit = page % 64, take = 64 - bit < end - page ? 64 - bit : end - page;
+        uint64_t mask = take == 64 ? ~0ull : ((1ull << take) - 1) << bit;
+        __atomic_or_fetch(&m->dirty[page / 64], mask, __ATOMIC_SEQ_CST);
+        page += take;
+    }
+    __atomic_store_n(&mirror_devices[m->device].maybe_dirty, 1, __ATOMIC_SEQ_CST);
+}
+
+/* Protected pages [first, end) of `m` read-only again, clean; where the
+ * process cannot have one more mapping (vm.max_map_count), they stay
+ * writable and dirty (sent again next time). */
+static void mirror_protect_pages(struct mirror *m, uint64_t first, uint64_t end)
+{
+    if (end > first && mprotect((void *)(m->page_lo + first * mirror_page), (end - first) * mirror_page, PROT_READ))
+        mirror_mark_pages(m, first, end);
+}
+
 /* Whether a mirror protects the page at `address`: then it is made writable
  * and marked dirty (in a retiring mirror: writable only). */
 static int mirror_fault(uint64_t address)
@@ -117,10 +138,15 @@ static int mirror_fault(uint64_t address)
         int state = __atomic_load_n(&m->state, __ATOMIC_SEQ_CST);
         if (state != MIRROR_FREE && page >= m->page_lo && page < m->page_hi) {
             found = 1;
-            mprotect((void *)page, mirror_page, PROT_READ | PROT_WRITE);
+            int whole = mprotect((void *)page, mirror_page, PROT_READ | PROT_WRITE) != 0;
+            if (whole) /* the process has as many mappings as it may (vm.max_map_count): fewer, then */
+                mprotect((void *)m->page_lo, m->page_hi - m->page_lo, PROT_READ | PROT_WRITE);
             if (state == MIRROR_ACTIVE) { /* writable first, then dirty: see the top */
                 uint64_t index = (page - m->page_lo) / mirror_page;
-                __atomic_or_fetch(&m->dirty[index / 64], 1ull << (index % 64), __ATOMIC_SEQ_CST);
+                if (whole)
+                    mirror_mark_pages(m, 0, (m->page_hi - m->page_lo) / mirror_page);
+                else
+                    __atomic_or_fetch(&m->dirty[index / 64], 1ull << (index % 64), __ATOMIC_SEQ_CST);
                 __atomic_store_n(&mirror_devices[m->device].maybe_dirty, 1, __ATOMIC_SEQ_CST);
             }
         }
@@ -296,7 +322,7 @@ static int mirror_add_run(struct mirror_runs *r, uint64_t dst, const char *data,
 static int mirror_close_run(struct mirror *m, uint64_t first, uint64_t end, struct mirror_runs *r)
 {
     uint64_t lo = m->page_lo + first * mirror_page, hi = m->page_lo + end * mirror_page;
-    mprotect((void *)lo, hi - lo, PROT_READ);
+    mirror_protect_pages(m, first, end);
     if (lo < m->host)
         lo = m->host;
     if (hi > m->host + m->size)
@@ -505,15 +531,21 @@ static void mirror_edges_received(struct mirror *m)
  * bytes win (another thread's; they reach the device at the next flush). */
 static void mirror_store_clean(struct mirror *m, const char *data)
 {
-    uint64_t pages = (m->page_hi - m->page_lo) / mirror_page;
-    for (uint64_t page = 0; page < pages; page++) {
-        if (__atomic_load_n(&m->dirty[page / 64], __ATOMIC_SEQ_CST) & (1ull << (page % 64)))
-            continue;
-        uint64_t lo = m->page_lo + page * mirror_page, hi = lo + mirror_page;
-        uint64_t from = lo > m->host ? lo : m->host, to = hi < m->host + m->size ? hi : m->host + m->size;
-        mprotect((void *)lo, mirror_page, PROT_READ | PROT_WRITE);
-        memcpy((void *)(uintptr_t)from, data + (from - m->host), to - from);
-        mprotect((void *)lo, mirror_page, PROT_READ);
+    uint64_t pages = (m->page_hi - m->page_lo) / mirror_page, start = UINT64_MAX;
+    if (pages)
+        mprotect((void *)m->page_lo, m->page_hi - m->page_lo, PROT_READ | PROT_WRITE);
+    for (uint64_t page = 0; page <= pages; page++) {
+        int dirty = page == pages || (__atomic_load_n(&m->dirty[page / 64], __ATOMIC_SEQ_CST) & (1ull << (page % 64)));
+        if (!dirty) {
+            uint64_t lo = m->page_lo + page * mirror_page, hi = lo + mirror_page;
+            uint64_t from = lo > m->host ? lo : m->host, to = hi < m->host + m->size ? hi : m->host + m->size;
+            memcpy((void *)(uintptr_t)from, data + (from - m->host), to - from);
+            if (start == UINT64_MAX)
+                start = page;
+        } else if (start != UINT64_MAX) {
+            mirror_protect_pages(m, start, page); /* the dirty ones stay writable */
+            start = UINT64_MAX;
+        }
     }
     pthread_mutex_lock(&m->edge_lock);
     for (int i = 0; i < m->edge_count; i++) {
@@ -545,8 +577,7 @@ static int mirror_refresh_one(struct link *l, struct mirror *m, struct link_repl
     if (m->page_hi > m->page_lo)
         mprotect((void *)m->page_lo, m->page_hi - m->page_lo, PROT_READ | PROT_WRITE);
     int result = mirror_download(l, m->device_ptr, m->size, (void *)(uintptr_t)m->host, reply);
-    if (m->page_hi > m->page_lo)
-        mprotect((void *)m->page_lo, m->page_hi - m->page_lo, PROT_READ);
+    mirror_protect_pages(m, 0, (m->page_hi - m->page_lo) / mirror_page);
     if (result == 0)
         mirror_edges_received(m);
     return result;
