@@ -6,17 +6,20 @@ host's made before their launch (64 MiB in turns, a non-blocking stream
 behind a busy legacy stream, host functions, events, copies); flags,
 attributes, bad input, two devices, fork and the program's own SIGSEGV
 handler.  On the lane (C's link) and on the ZeroMQ link of a --auth
-server, and with every call through Python (RCUDA_STATS)."""
+server, and with every call through Python (RCUDA_STATS); the mirror ops by
+hand.  (The programs' tests skip without nvcc: compile_cuda says so.)"""
 from __future__ import annotations
 
 import re
 
+import numpy as np
 import pytest
 
 from auth_helpers import make_keys
-from conftest import CUDA_SOURCES, requires_nvcc, run_program, start_server
-
-pytestmark = requires_nvcc
+from conftest import CUDA_SOURCES, run_program, start_server
+from rcuda.client.runtime import Runtime
+from rcuda.config import ClientConfig, parse_server
+from rcuda.errors import CudaError, cudaError
 KERNELS = str(CUDA_SOURCES / "mapped_kernels.py")
 
 SECTIONS = ["attributes", "alloc_vector_add", "register_vector_add", "rounds_64mib", "nonblocking_stream",
@@ -88,6 +91,57 @@ def test_section_through_python(through_python, section):
     assert "FAILED" not in through_python.stdout, through_python.stdout + through_python.stderr[-3000:]
     assert f"ok {section}" in through_python.stdout, through_python.stdout + through_python.stderr[-3000:]
     assert through_python.returncode == 0
+
+
+@pytest.fixture
+def device(sim_server):
+    """GPU0 of a Python client (no interposer): the mirror ops by hand."""
+    rt = Runtime(ClientConfig(servers=[parse_server(sim_server.address)], timeout=10.0))
+    yield rt.device(0)
+    rt.shutdown()
+
+
+def test_mirror_ops_by_hand(device):
+    """mirror_htod's runs land where they say, a large one streamed on the
+    lane; mirror_dtoh reads the device copy now; mirror_zero zeroes."""
+    ptr = device.malloc(24 << 20)
+    big = np.random.default_rng(3).integers(0, 256, 12 << 20, dtype=np.uint8)
+    device.post("mirror_htod", [memoryview(big)], runs=[ptr + 4096, big.size])
+    device.post("mirror_htod", [b"abc", b"defgh"], runs=[ptr, 3, ptr + 100, 5])
+    reply, frames = device.request("mirror_dtoh", src=ptr, size=108)
+    assert b"".join(bytes(f.buffer) for f in frames) == b"abc" + bytes(97) + b"defgh" + bytes(3)
+    back = np.zeros(big.size, np.uint8)
+    device.request("mirror_dtoh", into=memoryview(back), src=ptr + 4096, size=big.size)
+    assert np.array_equal(back, big)
+    device.request("mirror_zero", ptr=ptr, size=8192)
+    _, frames = device.request("mirror_dtoh", src=ptr, size=8192)
+    assert bytes(frames[0].buffer) == bytes(8192)
+
+
+@pytest.mark.parametrize("fields, frames", [
+    ({"runs": [1, 2, 3]}, [b"12"]),            # not pairs
+    ({"runs": [0, 4]}, [b"1234"]),             # not the session's memory
+    ({"runs": ["x", 4]}, [b"1234"]),           # not integers
+])
+def test_a_bad_mirror_htod_fails_the_next_call_and_nothing_else(device, fields, frames):
+    ptr = device.malloc(64)
+    device.post("mirror_htod", frames, **fields)
+    with pytest.raises(CudaError) as error:
+        device.request("sync")
+    assert error.value.status == cudaError.cudaErrorInvalidValue
+    device.request("mirror_zero", ptr=ptr, size=64)  # the device goes on
+
+
+def test_mirror_dtoh_leaves_an_earlier_failure_to_the_programs_next_call(device):
+    """mirror_dtoh is rcuda's own bookkeeping: an asynchronous failure waiting
+    to be reported stays for the next reply the program gets."""
+    ptr = device.malloc(64)
+    device.post("memset", ptr=ptr + 4096, value=0, size=8, stream=0)  # outside: fails, unanswered
+    reply, _ = device.link.call({"op": "mirror_dtoh", "src": ptr, "size": 8})
+    assert reply["err"] == 0
+    with pytest.raises(CudaError) as error:
+        device.request("sync")
+    assert error.value.status == cudaError.cudaErrorInvalidValue
 
 
 def test_on_a_gpu(compile_cuda, server_factory):
