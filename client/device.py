@@ -62,6 +62,7 @@ class RemoteDevice:
         self.flags = 0           # cudaSetDeviceFlags
         self.generation = 0      # counts cudaDeviceResets: objects of an older one are gone
         self.mirrored = 0        # mapped host memory ranges on this device (client/mapped_memory.py)
+        self.mirror_lock = threading.Lock()  # their downloads through Python (a ZeroMQ link), one at a time
         self._lock = threading.Lock()
         self._forget_state()
 

@@ -80,7 +80,7 @@ class NullFastPath:
         return None
 
     # Mapped host memory (native/mapped_memory.c): only inside the interposer.
-    def mirror_add(self, host: int, size: int, device_ptr: int, device, owned: bool, dirty: bool,
+    def mirror_add(self, host: int, size: int, device_ptr: int, device, alias: int, dirty: bool,
                    device_only_reads: bool) -> int:
         raise CudaError(cudaError.cudaErrorNotSupported, "mapped host memory needs the interposer")
 
@@ -201,13 +201,14 @@ class FastPath(NullFastPath):
         return self._lib.rcuda_fast_records_made(ordinal)
 
     # Mapped host memory (native/mapped_memory.c, client/mapped_memory.py).
-    def mirror_add(self, host: int, size: int, device_ptr: int, device, owned: bool, dirty: bool,
+    def mirror_add(self, host: int, size: int, device_ptr: int, device, alias: int, dirty: bool,
                    device_only_reads: bool) -> int:
+        """`alias`: a second writable mapping of the host copy's pages (0: none)."""
         if device.ordinal >= self._lib.FAST_MAX_DEVICES:
             raise CudaError(cudaError.cudaErrorNotSupported,
                             f"mapped host memory on {device.label}: only the first "
                             f"{self._lib.FAST_MAX_DEVICES} devices can have it")
-        return self._lib.rcuda_mirror_add(host, size, device_ptr, device.ordinal, int(owned), int(dirty),
+        return self._lib.rcuda_mirror_add(host, size, device_ptr, device.ordinal, alias, int(dirty),
                                           int(device_only_reads))
 
     def mirror_remove(self, slot: int) -> None:
@@ -249,39 +250,21 @@ class FastPath(NullFastPath):
             return
         slots, pointers = ffi.new("int[]", MAX_MIRRORS), ffi.new("uint64_t[]", MAX_MIRRORS)
         sizes = ffi.new("uint64_t[]", MAX_MIRRORS)
-        for i in range(lib.rcuda_mirror_slots(device.ordinal, slots, pointers, sizes, MAX_MIRRORS)):
-            reply, frames = link.call({"op": "mirror_dtoh", "src": pointers[i], "size": sizes[i]}, urgent=True)
-            device.answered("mirror_dtoh", reply)
-            data = frames[0].buffer if len(frames) == 1 else b"".join(f.buffer for f in frames)
-            if len(data) != sizes[i]:
-                raise CudaError(cudaError.cudaErrorUnknown, f"mirror_dtoh on {device.label}: short reply")
-            lib.rcuda_mirror_store(slots[i], pointers[i], ffi.from_buffer(data), sizes[i])
+        with device.mirror_lock:  # one download of a mirror at a time (as C's refresh_lock)
+            for i in range(lib.rcuda_mirror_slots(device.ordinal, slots, pointers, sizes, MAX_MIRRORS)):
+                reply, frames = link.call({"op": "mirror_dtoh", "src": pointers[i], "size": sizes[i]}, urgent=True)
+                device.answered("mirror_dtoh", reply)
+                data = frames[0].buffer if len(frames) == 1 else b"".join(f.buffer for f in frames)
+                if len(data) != sizes[i]:
+                    raise CudaError(cudaError.cudaErrorUnknown, f"mirror_dtoh on {device.label}: short reply")
+                lib.rcuda_mirror_store(slots[i], pointers[i], ffi.from_buffer(data), sizes[i])
         lib.rcuda_mirror_covered(device.ordinal, token)
 
     def mirror_source(self, ordinal: int):
-        """For a ZeroMQ link: a function returning the dirty runs of device
-        `ordinal`'s mapped memory, made clean, as (device address, bytes)."""
+        """For a ZeroMQ link: its device's mapped memory (MirrorSource)."""
         if ordinal >= self._lib.FAST_MAX_DEVICES:
             return None
-        ffi, lib = self._ffi, self._lib
-        data_out, runs_out, count_out = ffi.new("char **"), ffi.new("uint64_t **"), ffi.new("uint32_t *")
-
-        def take():
-            size = lib.rcuda_mirror_take(ordinal, data_out, runs_out, count_out)
-            if not count_out[0]:
-                return None
-            try:
-                data, runs, taken, offset = ffi.buffer(data_out[0], size)[:], runs_out[0], [], 0
-                for i in range(count_out[0]):
-                    dst, length = runs[2 * i], runs[2 * i + 1]
-                    taken.append((dst, memoryview(data)[offset:offset + length]))
-                    offset += length
-                return taken
-            finally:
-                lib.rcuda_fast_free(data_out[0])
-                lib.rcuda_fast_free(ffi.cast("char *", runs_out[0]))
-
-        return take
+        return MirrorSource(self._ffi, self._lib, ordinal)
 
     def batch_source(self, ordinal: int):
         """A function returning (count, bytes) of the launches C recorded for
@@ -300,3 +283,34 @@ class FastPath(NullFastPath):
                 lib.rcuda_fast_free(data_out[0])
 
         return take
+
+
+class MirrorSource:
+    """What a ZeroMQ link (client/socket_link.py) does for its device's mapped
+    memory, which C does itself on a lane (native/mapped_memory.c)."""
+
+    def __init__(self, ffi, lib, ordinal: int):
+        self._ffi, self._lib, self.ordinal = ffi, lib, ordinal
+        self._data, self._runs, self._count = ffi.new("char **"), ffi.new("uint64_t **"), ffi.new("uint32_t *")
+
+    def take(self):
+        """The dirty runs, made clean, as (device address, bytes), or None:
+        sent before the next message."""
+        ffi, lib = self._ffi, self._lib
+        size = lib.rcuda_mirror_take(self.ordinal, self._data, self._runs, self._count)
+        if not self._count[0]:
+            return None
+        try:
+            data, runs, taken, offset = ffi.buffer(self._data[0], size)[:], self._runs[0], [], 0
+            for i in range(self._count[0]):
+                dst, length = runs[2 * i], runs[2 * i + 1]
+                taken.append((dst, memoryview(data)[offset:offset + length]))
+                offset += length
+            return taken
+        finally:
+            lib.rcuda_fast_free(self._data[0])
+            lib.rcuda_fast_free(ffi.cast("char *", self._runs[0]))
+
+    def download_sent(self, device_ptr: int) -> None:
+        """A mirror_dtoh of the mirror at `device_ptr` goes out now."""
+        self._lib.rcuda_mirror_download_sent(self.ordinal, device_ptr)

@@ -10,7 +10,9 @@ with cudaHostAllocPortable too) that its kernels read and write.
     the device's address window, free in this process), then H is mapped
     there with MAP_FIXED_NOREPLACE.  The host pointer is the device
     pointer, as with unified addressing on a local GPU, and programs may
-    pass it straight to kernels.
+    pass it straight to kernels.  H's pages are a memory file's, mapped a
+    second time elsewhere (the alias), where rcuda writes what the device
+    wrote without ever making the program's view of them writable.
   * cudaHostRegister(Mapped) leaves the program's memory where it is
     (H != D); cudaHostGetDevicePointer returns D
     (cudaDevAttrCanUseHostPointerForRegisteredMem reads 0).
@@ -33,6 +35,7 @@ from __future__ import annotations
 import ctypes
 import logging
 import mmap
+import os
 import threading
 from dataclasses import dataclass
 
@@ -62,6 +65,12 @@ def _round_up(value: int, alignment: int = PAGE) -> int:
     return -(-value // alignment) * alignment
 
 
+def _map(address: int, length: int, flags: int, memory: int) -> int | None:
+    """mmap of the memory file `memory`, readable and writable; None if it failed."""
+    placed = _libc.mmap(address or None, length, mmap.PROT_READ | mmap.PROT_WRITE, flags, memory, 0)
+    return None if placed in (None, MAP_FAILED) else placed
+
+
 def _mapped_end(address: int, length: int) -> int | None:
     """The end of the last mapping of this process that overlaps
     [address, address + length), or None."""
@@ -87,6 +96,7 @@ class Mirror:
     allocation: int    # the device allocation holding it (freed with the mirror)
     flags: int         # as the program gave them
     allocated: bool    # cudaHostAlloc's (its host copy is ours to unmap), or registered program memory
+    alias: int = 0     # cudaHostAlloc's: the host copy's pages mapped a second time (ours to unmap)
 
     def on_host(self, address: int, length: int = 1) -> bool:
         return self.host <= address and address + max(length, 1) <= self.host + self.size
@@ -155,12 +165,33 @@ class MappedMemory:
         copy's address.  Returns that address."""
         fast, allocations = runtime.fast, runtime.allocations
         rounded = _round_up(size)
-        base, host = self._place(device, size, rounded)
+        try:
+            memory = os.memfd_create("rcuda mapped memory", os.MFD_CLOEXEC)
+        except OSError as exc:
+            raise CudaError(cudaError.cudaErrorMemoryAllocation,
+                            f"cudaHostAlloc(cudaHostAllocMapped) of {size} bytes: {exc}") from None
+        try:
+            os.ftruncate(memory, rounded)
+            alias = _map(0, rounded, mmap.MAP_SHARED, memory)
+            if alias is None:
+                raise CudaError(cudaError.cudaErrorMemoryAllocation,
+                                f"cudaHostAlloc(cudaHostAllocMapped) of {size} bytes: out of host memory "
+                                f"(errno {ctypes.get_errno()})")
+            try:
+                base, host = self._place(device, size, rounded, memory)
+            except BaseException:
+                _libc.munmap(alias, rounded)
+                raise
+        except OSError as exc:
+            raise CudaError(cudaError.cudaErrorMemoryAllocation,
+                            f"cudaHostAlloc(cudaHostAllocMapped) of {size} bytes: {exc}") from None
+        finally:
+            os.close(memory)  # the two mappings keep it
         allocations.add(base, rounded + PAGE, device)
         try:
             # Both copies start as zeros; answered, so no flush can come before it.
             device.request("mirror_zero", ptr=host, size=rounded)
-            slot = fast.mirror_add(host, size, host, device, owned=True, dirty=False, device_only_reads=False)
+            slot = fast.mirror_add(host, size, host, device, alias=alias, dirty=False, device_only_reads=False)
             if slot < 0:
                 raise CudaError(cudaError.cudaErrorMemoryAllocation,
                                 "cudaHostAlloc(cudaHostAllocMapped): too many mapped ranges at once")
@@ -168,12 +199,13 @@ class MappedMemory:
             allocations.remove(base)
             self._free_device_copy(device, base)
             _libc.munmap(host, rounded)
+            _libc.munmap(alias, rounded)
             raise
-        self._add(Mirror(slot, host, size, host, device, base, flags, allocated=True))
+        self._add(Mirror(slot, host, size, host, device, base, flags, allocated=True, alias=alias))
         return host
 
     @staticmethod
-    def _place(device, size: int, rounded: int) -> tuple[int, int]:
+    def _place(device, size: int, rounded: int, memory: int) -> tuple[int, int]:
         """A device allocation with a page-aligned address inside it where
         `rounded` bytes of host memory could be mapped: (its base, that
         address, now mapped).  The device's window is free in this process
@@ -186,12 +218,11 @@ class MappedMemory:
                 # to 256 bytes, the host copy must start on a page.
                 base = device.malloc(rounded + PAGE)
                 host = _round_up(base)
-                placed = _libc.mmap(host, rounded, mmap.PROT_READ | mmap.PROT_WRITE,
-                                    mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0)
+                placed = _map(host, rounded, mmap.MAP_SHARED | MAP_FIXED_NOREPLACE, memory)
                 if placed == host:
                     return base, host
                 errno = ctypes.get_errno()
-                if placed not in (None, MAP_FAILED):
+                if placed is not None:
                     _libc.munmap(placed, rounded)  # an old kernel took the address as a hint
                 spacers.append(base)
                 taken_end = _mapped_end(host, rounded)
@@ -215,7 +246,7 @@ class MappedMemory:
         fast, allocations = runtime.fast, runtime.allocations
         device_ptr = device.malloc(size)
         allocations.add(device_ptr, size, device)
-        slot = fast.mirror_add(address, size, device_ptr, device, owned=False, dirty=True,
+        slot = fast.mirror_add(address, size, device_ptr, device, alias=0, dirty=True,
                                device_only_reads=bool(flags & HOST_REGISTER_READ_ONLY))
         if slot < 0:
             allocations.remove(device_ptr)
@@ -249,6 +280,9 @@ class MappedMemory:
                 mirror.device.mirrored -= 1
         if mirrors:
             fast.mirrors_forget()
+        for mirror in mirrors:
+            if mirror.alias:
+                _libc.munmap(mirror.alias, _round_up(mirror.size))
 
     def forget_after_fork(self) -> None:
         """In a forked child (C already made the pages plain memory)."""
@@ -267,6 +301,8 @@ class MappedMemory:
             self._mirrors = [m for m in self._mirrors if m is not mirror]
             mirror.device.mirrored -= 1
         fast.mirror_remove(mirror.slot)
+        if mirror.alias:  # C is done with it: the host copy stays, as plain memory
+            _libc.munmap(mirror.alias, _round_up(mirror.size))
 
     @staticmethod
     def _free_device_copy(device, ptr: int) -> None:

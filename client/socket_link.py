@@ -122,8 +122,9 @@ class SocketLink:
         # each thread's program order.
         self._batch_source = batch_source
         self._records_shipped = 0
-        # The host's writes to mapped memory (client/fast_path.py): sent
-        # before each message, as C does on a lane (native/mapped_memory.c).
+        # The device's mapped memory (client/fast_path.py, MirrorSource): the
+        # host's writes sent before each message, as C does on a lane
+        # (native/mapped_memory.c).
         self._mirror_source = mirror_source
         self._post_lock = threading.Lock()
         self._socket_lock = threading.Lock()  # whoever uses the socket: a caller, or the forwarding thread
@@ -332,6 +333,8 @@ class SocketLink:
                                                                                                 frame)).cast("B"))]
             try:
                 self._send_mirrors()  # what the program wrote to mapped memory before it
+                if header["op"] == "mirror_dtoh" and self._mirror_source is not None:
+                    self._mirror_source.download_sent(header["src"])  # its place among the flushes
                 if frames:
                     self._socket.send(protocol.pack(header), zmq.SNDMORE)
                     self._socket.send_multipart(frames, copy=False)
@@ -345,7 +348,7 @@ class SocketLink:
     def _send_mirrors(self) -> None:
         """The dirty pages of the device's mapped memory, as mirror_htod
         messages of up to MIRROR_RUNS runs (under _socket_lock)."""
-        runs = self._mirror_source() if self._mirror_source is not None else None
+        runs = self._mirror_source.take() if self._mirror_source is not None else None
         for first in range(0, len(runs or ()), MIRROR_RUNS):
             group = runs[first:first + MIRROR_RUNS]
             header = {"op": "mirror_htod", "seq": next(self._seq), "runs": [v for dst, data in group

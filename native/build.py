@@ -132,8 +132,8 @@ static void rcuda_pinned_removed(uint64_t base);
 # synchronisations (on a lane in C; on a ZeroMQ link through Python).
 MIRROR_CDEF = """
 struct mirror_sync { uint64_t written; int pending; int covers; };
-static int rcuda_mirror_add(uint64_t host, uint64_t size, uint64_t device_ptr, int device, int owned, int dirty,
-                            int no_refresh);
+static int rcuda_mirror_add(uint64_t host, uint64_t size, uint64_t device_ptr, int device, uint64_t alias,
+                            int dirty, int no_refresh);
 static void rcuda_mirror_remove(int slot);
 static void rcuda_mirrors_forget(int device);
 static void rcuda_mirror_written(int device, uint64_t stream);
@@ -142,6 +142,7 @@ static int rcuda_mirror_refresh(int device, int handle, const struct mirror_sync
 static int rcuda_mirror_slots(int device, int *slots, uint64_t *device_ptrs, uint64_t *sizes, int max);
 static void rcuda_mirror_store(int slot, uint64_t device_ptr, const char *data, uint64_t size);
 static void rcuda_mirror_covered(int device, const struct mirror_sync *token);
+static void rcuda_mirror_download_sent(int device, uint64_t device_ptr);
 static uint64_t rcuda_mirror_take(int device, char **data, uint64_t **runs, uint32_t *count);
 """
 

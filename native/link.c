@@ -95,6 +95,9 @@ struct waiter {
     int done;
     int for_python; /* its reply goes to the inbox */
     int registered; /* counted in python_awaited */
+    void (*on_send)(void *); /* called with `send` held just before the request is written (its place in the
+                                link's order), for a request written at once (LINK_SEND_BYPASS) */
+    void *on_send_context;
     struct waiter *next;
 };
 
@@ -664,6 +667,8 @@ static int link_send(struct link *l, struct iovec *parts, const unsigned char *k
     int sent = failure || (!bypass && l->queue);
     pthread_mutex_unlock(&l->lock);
     if (!sent) {
+        if (w && w->on_send)
+            w->on_send(w->on_send_context);
         unsigned char head[64];
         struct iovec all[8 + WIRE_MAX_FRAMES];
         struct framing batch_framing, message_framing;

@@ -26,7 +26,10 @@
  *   synchronising call's reply arrives (sync_fast_path.c's c_call, or
  *   Python's requests: rcuda_mirror_refresh) and the device may have
  *   written since the last refresh, each of its mirrors is downloaded into
- *   H (`mirror_dtoh`, the pages writable meanwhile).  Launches and the
+ *   H (`mirror_dtoh`) without making its pages writable for the program:
+ *   through a second mapping of cudaHostAlloc's pages (its alias), else
+ *   through /proc/self/mem, while a thread that writes them meanwhile waits
+ *   in the handler until the bytes are there.  Launches and the
  *   device-side writes Python makes into mirrors count as writes
  *   (mirror_note_write); which synchronisations cover them is kept per
  *   device (the stream all writes since the last refresh went to, if one).
@@ -45,6 +48,7 @@
  * Included into the cffi module after sync_fast_path.c (native/mapped_memory.h
  * declares what the files before it call).
  */
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/mman.h>
 
@@ -61,6 +65,7 @@ enum { MIRROR_FREE = 0, MIRROR_ACTIVE = 1, MIRROR_RETIRING = 2 };
 struct mirror_edge {
     uint64_t address, size;
     char *sent; /* the bytes as last sent to (or received from) the device */
+    char *base; /* `sent` when the running refresh's download was sent: the device had these */
     int unsent; /* sent at the next flush whatever they are (registered memory's first) */
 };
 
@@ -73,8 +78,12 @@ struct mirror {
     uint64_t device_ptr;     /* the device address of host's first byte */
     uint64_t page_lo, page_hi; /* the protected pages, [page_lo, page_hi) (maybe none) */
     uint64_t *dirty;         /* one bit per protected page: written since it was last sent */
+    uint64_t *fresh;         /* one bit per protected page: sent after the running refresh's download */
     size_t words;
     pthread_mutex_t edge_lock; /* the edges' `sent` (never the handler's) */
+    pthread_mutex_t refresh_lock; /* one download into the host copy at a time */
+    uint64_t alias;          /* a second, writable mapping of the host copy's pages (cudaHostAlloc's); 0: none */
+    uint64_t writing;        /* protected pages [lo, hi) a refresh writes now, (lo << 32) | hi; 0: none */
     int edge_count;
     struct mirror_edge edges[2];
 };
@@ -103,15 +112,28 @@ static struct sigaction previous_segv; /* the program's handler, for faults outs
 
 static void mirror_segv(int sig, siginfo_t *info, void *context);
 
-/* Protected pages [first, end) (indexes) of `m` marked dirty (async-signal-safe). */
-static void mirror_mark_pages(struct mirror *m, uint64_t first, uint64_t end)
+/* Whether a refresh writes protected page `index` of `m` now. */
+static int mirror_writing(struct mirror *m, uint64_t index)
+{
+    uint64_t range = __atomic_load_n(&m->writing, __ATOMIC_SEQ_CST);
+    return range && index >= (range >> 32) && index < (range & 0xffffffffu);
+}
+
+/* Bits [first, end) of a page bitmap set (async-signal-safe). */
+static void mirror_set_bits(uint64_t *bits, uint64_t first, uint64_t end)
 {
     for (uint64_t page = first; page < end;) {
         uint64_t bit = page % 64, take = 64 - bit < end - page ? 64 - bit : end - page;
         uint64_t mask = take == 64 ? ~0ull : ((1ull << take) - 1) << bit;
-        __atomic_or_fetch(&m->dirty[page / 64], mask, __ATOMIC_SEQ_CST);
+        __atomic_or_fetch(&bits[page / 64], mask, __ATOMIC_SEQ_CST);
         page += take;
     }
+}
+
+/* Protected pages [first, end) (indexes) of `m` marked dirty (async-signal-safe). */
+static void mirror_mark_pages(struct mirror *m, uint64_t first, uint64_t end)
+{
+    mirror_set_bits(m->dirty, first, end);
     __atomic_store_n(&mirror_devices[m->device].maybe_dirty, 1, __ATOMIC_SEQ_CST);
 }
 
@@ -148,6 +170,10 @@ static int mirror_fault(uint64_t address)
                 else
                     __atomic_or_fetch(&m->dirty[index / 64], 1ull << (index % 64), __ATOMIC_SEQ_CST);
                 __atomic_store_n(&mirror_devices[m->device].maybe_dirty, 1, __ATOMIC_SEQ_CST);
+                /* Dirty first, then this: a refresh marks what it writes first, then
+                 * skips dirty pages.  Either it saw the bit, or the write waits for it. */
+                while (mirror_writing(m, index))
+                    sched_yield();
             }
         }
         __atomic_sub_fetch(&m->users, 1, __ATOMIC_SEQ_CST);
@@ -337,8 +363,14 @@ static int mirror_collect(struct mirror *m, struct mirror_runs *r)
     uint64_t pages = (m->page_hi - m->page_lo) / mirror_page, start = UINT64_MAX;
     int failure = 0;
     for (size_t w = 0; w < m->words && !failure; w++) {
-        uint64_t bits = __atomic_load_n(&m->dirty[w], __ATOMIC_RELAXED)
-                            ? __atomic_exchange_n(&m->dirty[w], 0, __ATOMIC_SEQ_CST) : 0;
+        uint64_t bits = __atomic_load_n(&m->dirty[w], __ATOMIC_SEQ_CST);
+        if (bits) {
+            /* Fresh (newer than a download already on its way) before clean:
+             * a refresh looking at the page meanwhile always finds one. */
+            __atomic_or_fetch(&m->fresh[w], bits, __ATOMIC_SEQ_CST);
+            bits = __atomic_exchange_n(&m->dirty[w], 0, __ATOMIC_SEQ_CST);
+            __atomic_or_fetch(&m->fresh[w], bits, __ATOMIC_SEQ_CST);
+        }
         if (!bits && start == UINT64_MAX)
             continue; /* a clean word */
         for (uint64_t b = 0; b < 64 && !failure; b++) {
@@ -460,11 +492,26 @@ static int mirror_flush(struct link *l)
 
 /* ------------------------------------------------------------ refreshing */
 
-/* A `mirror_dtoh` of [src, src + size) into `into`, jumping the link's
- * queue (it may wait behind a host function's gate, which waits for this).
- * 0, a link failure, or -1: the reply in *reply is not plain success. */
-static int mirror_download(struct link *l, uint64_t src, uint64_t size, void *into, struct link_reply *reply)
+/* A refresh's download of `m` takes its place in the link's order (with
+ * `send` held): what flushes send from now on is newer than what it brings
+ * (mirror_store_clean keeps it). */
+static void mirror_download_sent(void *context)
 {
+    struct mirror *m = context;
+    for (size_t w = 0; w < m->words; w++)
+        __atomic_store_n(&m->fresh[w], 0, __ATOMIC_SEQ_CST);
+    pthread_mutex_lock(&m->edge_lock);
+    for (int i = 0; i < m->edge_count; i++)
+        memcpy(m->edges[i].base, m->edges[i].sent, m->edges[i].size);
+    pthread_mutex_unlock(&m->edge_lock);
+}
+
+/* A `mirror_dtoh` of `m` into `into`, jumping the link's queue (it may
+ * wait behind a host function's gate, which waits for this).  0, a link
+ * failure, or -1: the reply in *reply is not plain success. */
+static int mirror_download(struct link *l, struct mirror *m, void *into, struct link_reply *reply)
+{
+    uint64_t src = m->device_ptr, size = m->size;
     uint64_t seq = __atomic_fetch_add(&next_c_seq, 1, __ATOMIC_RELAXED);
     unsigned char head[96];
     struct mp_writer w = {head, head + sizeof head};
@@ -484,6 +531,8 @@ static int mirror_download(struct link *l, uint64_t src, uint64_t size, void *in
     waiter.reply.seq = seq;
     waiter.into = into;
     waiter.into_size = size;
+    waiter.on_send = mirror_download_sent;
+    waiter.on_send_context = m;
     int failure = link_send(l, parts, kinds, 1, &waiter, LINK_SEND_BYPASS);
     if (failure && !waiter.done) {
         memset(reply, 0, sizeof *reply);
@@ -502,6 +551,14 @@ static int mirror_download(struct link *l, uint64_t src, uint64_t size, void *in
     return 0;
 }
 
+/* Whether a protected page of `m` holds host bytes newer than a download:
+ * dirty, or sent after the download was. */
+static int mirror_page_dirty(struct mirror *m, uint64_t page)
+{
+    return ((__atomic_load_n(&m->dirty[page / 64], __ATOMIC_SEQ_CST) |
+             __atomic_load_n(&m->fresh[page / 64], __ATOMIC_SEQ_CST)) >> (page % 64)) & 1;
+}
+
 /* Whether the host wrote `m` since it was last flushed. */
 static int mirror_host_wrote(struct mirror *m)
 {
@@ -517,43 +574,104 @@ static int mirror_host_wrote(struct mirror *m)
     return changed;
 }
 
-/* The edges' bytes, just received from the device, are what it has. */
-static void mirror_edges_received(struct mirror *m)
-{
-    pthread_mutex_lock(&m->edge_lock);
-    for (int i = 0; i < m->edge_count; i++)
-        memcpy(m->edges[i].sent, (const void *)(uintptr_t)m->edges[i].address, m->edges[i].size);
-    pthread_mutex_unlock(&m->edge_lock);
-}
+/* /proc/self/mem, which writes a read-only page of this process without
+ * making it writable for the program meanwhile; -1: not opened yet, -2:
+ * refused (a kernel that forbids it). */
+static int mirror_self_mem = -1;
 
-/* The device copy's bytes (downloaded to `data`) into the host copy of
- * `m`, but where the host wrote since the synchronisation began: its
- * bytes win (another thread's; they reach the device at the next flush). */
-static void mirror_store_clean(struct mirror *m, const char *data)
+/* Write `size` bytes at `address`, inside protected pages of `m` that the
+ * program does not see writable meanwhile: through the alias, else
+ * /proc/self/mem; where neither can, the pages are writable for that long
+ * (a thread writing them then may lose its write). */
+static void mirror_write_protected(struct mirror *m, uint64_t address, const char *data, uint64_t size)
 {
-    uint64_t pages = (m->page_hi - m->page_lo) / mirror_page, start = UINT64_MAX;
-    if (pages)
-        mprotect((void *)m->page_lo, m->page_hi - m->page_lo, PROT_READ | PROT_WRITE);
-    for (uint64_t page = 0; page <= pages; page++) {
-        int dirty = page == pages || (__atomic_load_n(&m->dirty[page / 64], __ATOMIC_SEQ_CST) & (1ull << (page % 64)));
-        if (!dirty) {
-            uint64_t lo = m->page_lo + page * mirror_page, hi = lo + mirror_page;
-            uint64_t from = lo > m->host ? lo : m->host, to = hi < m->host + m->size ? hi : m->host + m->size;
-            memcpy((void *)(uintptr_t)from, data + (from - m->host), to - from);
-            if (start == UINT64_MAX)
-                start = page;
-        } else if (start != UINT64_MAX) {
-            mirror_protect_pages(m, start, page); /* the dirty ones stay writable */
-            start = UINT64_MAX;
+    if (m->alias) {
+        memcpy((void *)(uintptr_t)(m->alias + (address - m->page_lo)), data, size);
+        return;
+    }
+    int fd = __atomic_load_n(&mirror_self_mem, __ATOMIC_ACQUIRE);
+    if (fd == -1) {
+        int opened = open("/proc/self/mem", O_RDWR | O_CLOEXEC);
+        fd = opened >= 0 ? opened : -2;
+        int expected = -1;
+        if (!__atomic_compare_exchange_n(&mirror_self_mem, &expected, fd, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {
+            if (opened >= 0)
+                close(opened);
+            fd = expected;
         }
     }
+    while (fd >= 0 && size) {
+        ssize_t done = pwrite(fd, data, size, (off_t)address);
+        if (done <= 0) {
+            if (done < 0 && errno == EINTR)
+                continue;
+            __atomic_store_n(&mirror_self_mem, -2, __ATOMIC_RELEASE); /* refused: the fallback from now on */
+            break;
+        }
+        address += (uint64_t)done;
+        data += done;
+        size -= (uint64_t)done;
+    }
+    if (size) {
+        uint64_t lo = address & ~(mirror_page - 1), hi = (address + size + mirror_page - 1) & ~(mirror_page - 1);
+        mprotect((void *)lo, hi - lo, PROT_READ | PROT_WRITE);
+        memcpy((void *)(uintptr_t)address, data, size);
+        mprotect((void *)lo, hi - lo, PROT_READ); /* (only clean pages come here: they were read-only) */
+    }
+}
+
+/* The device copy's bytes (downloaded to `data`, the whole mirror) into the
+ * host copy of `m`, but where the host wrote since the synchronisation
+ * began: its bytes win (another thread's; they reach the device at the next
+ * flush).  A protected run is marked as being written before its pages are
+ * looked at: a thread writing one then waits in the handler until the bytes
+ * are there (see mirror_fault), so no write is lost or goes untracked. */
+static void mirror_store_clean(struct mirror *m, const char *data)
+{
+    uint64_t pages = (m->page_hi - m->page_lo) / mirror_page;
+    for (uint64_t first = 0; first < pages;) {
+        uint64_t end = first + 256 < pages ? first + 256 : pages; /* 1 MiB at a time: short waits */
+        __atomic_store_n(&m->writing, (first << 32) | end, __ATOMIC_SEQ_CST);
+        for (uint64_t page = first; page < end;) {
+            if (mirror_page_dirty(m, page)) {
+                page++;
+                continue;
+            }
+            uint64_t clean = page;
+            while (clean < end && !mirror_page_dirty(m, clean))
+                clean++;
+            uint64_t lo = m->page_lo + page * mirror_page, hi = m->page_lo + clean * mirror_page;
+            uint64_t from = lo > m->host ? lo : m->host, to = hi < m->host + m->size ? hi : m->host + m->size;
+            if (to > from)
+                mirror_write_protected(m, from, data + (from - m->host), to - from);
+            page = clean;
+        }
+        __atomic_store_n(&m->writing, 0, __ATOMIC_SEQ_CST);
+        first = end;
+    }
+    /* The edges are never protected, so a thread may write them while this
+     * runs: only the bytes the device changed (they differ from what it had
+     * when the download was sent) are written, the host's own changes stay
+     * (they differ from `sent`, so the next flush sends them). */
     pthread_mutex_lock(&m->edge_lock);
     for (int i = 0; i < m->edge_count; i++) {
         struct mirror_edge *e = &m->edges[i];
-        if (e->unsent || memcmp(e->sent, (const void *)(uintptr_t)e->address, e->size))
-            continue;
-        memcpy((void *)(uintptr_t)e->address, data + (e->address - m->host), e->size);
-        memcpy(e->sent, data + (e->address - m->host), e->size);
+        const char *device = data + (e->address - m->host);
+        char *host = (char *)(uintptr_t)e->address;
+        if (e->unsent)
+            continue; /* the device has not had them yet */
+        for (uint64_t at = 0; at < e->size;) {
+            if (device[at] == e->base[at]) {
+                at++;
+                continue;
+            }
+            uint64_t end = at;
+            while (end < e->size && device[end] != e->base[end])
+                end++;
+            memcpy(host + at, device + at, end - at);
+            memcpy(e->sent + at, device + at, end - at);
+            at = end;
+        }
     }
     pthread_mutex_unlock(&m->edge_lock);
 }
@@ -561,25 +679,30 @@ static void mirror_store_clean(struct mirror *m, const char *data)
 /* Download one mirror into its host copy (the caller has entered it). */
 static int mirror_refresh_one(struct link *l, struct mirror *m, struct link_reply *reply)
 {
-    if (mirror_host_wrote(m)) { /* rare: another thread wrote meanwhile */
+    int result = -2;
+    pthread_mutex_lock(&m->refresh_lock);
+    if (m->alias && m->page_hi > m->page_lo) {
+        /* Straight into the alias, the whole mirror marked as being written
+         * first: a thread writing it meanwhile waits (in the handler) until
+         * the bytes are there.  Unless the host wrote it already. */
+        __atomic_store_n(&m->writing, (uint64_t)((m->page_hi - m->page_lo) / mirror_page), __ATOMIC_SEQ_CST);
+        if (!mirror_host_wrote(m))
+            result = mirror_download(l, m, (void *)(uintptr_t)(m->alias + (m->host - m->page_lo)), reply);
+        __atomic_store_n(&m->writing, 0, __ATOMIC_SEQ_CST);
+    }
+    if (result == -2) { /* through a staging buffer, page by page */
         char *staging = malloc(m->size);
         if (!staging) {
             memset(reply, 0, sizeof *reply);
-            return reply->failure = LINK_NO_MEMORY;
+            result = reply->failure = LINK_NO_MEMORY;
+        } else {
+            result = mirror_download(l, m, staging, reply);
+            if (result == 0)
+                mirror_store_clean(m, staging);
+            free(staging);
         }
-        int result = mirror_download(l, m->device_ptr, m->size, staging, reply);
-        if (result == 0)
-            mirror_store_clean(m, staging);
-        free(staging);
-        return result;
     }
-    /* Straight into the program's pages, writable meanwhile. */
-    if (m->page_hi > m->page_lo)
-        mprotect((void *)m->page_lo, m->page_hi - m->page_lo, PROT_READ | PROT_WRITE);
-    int result = mirror_download(l, m->device_ptr, m->size, (void *)(uintptr_t)m->host, reply);
-    mirror_protect_pages(m, 0, (m->page_hi - m->page_lo) / mirror_page);
-    if (result == 0)
-        mirror_edges_received(m);
+    pthread_mutex_unlock(&m->refresh_lock);
     return result;
 }
 
@@ -608,15 +731,17 @@ static int mirror_after_sync(int device, struct link *l, const struct mirror_syn
 /* ------------------------------------------------------------ Python's side */
 
 /* A mirror of [host, host + size) at device address `device_ptr` on
- * `device`.  `owned`: the whole pages are the mirror's (cudaHostAlloc's);
- * otherwise (registered memory) a first or last page shared with other
- * data is an edge.  `dirty`: every byte is to be sent (registered memory,
+ * `device`.  `alias` (cudaHostAlloc's): the address of a second, writable
+ * mapping of the host copy's pages, which are all the mirror's; without
+ * one (registered memory) a first or last page shared with other data is
+ * an edge.  `dirty`: every byte is to be sent (registered memory,
  * whose bytes the device does not have yet); otherwise both copies hold
  * the same bytes and the pages become read-only now.  Returns its slot, or
  * -1 (no room, or the range is not mapped memory of this process). */
-static int rcuda_mirror_add(uint64_t host, uint64_t size, uint64_t device_ptr, int device, int owned, int dirty,
+static int rcuda_mirror_add(uint64_t host, uint64_t size, uint64_t device_ptr, int device, uint64_t alias, int dirty,
                             int no_refresh)
 {
+    int owned = alias != 0;
     if (!size || device < 0 || device >= FAST_MAX_DEVICES)
         return -1;
     pthread_mutex_lock(&mirrors_lock);
@@ -634,7 +759,7 @@ static int rcuda_mirror_add(uint64_t host, uint64_t size, uint64_t device_ptr, i
         page_hi = page_lo; /* within one page: no protected page, one edge */
     uint64_t pages = (page_hi - page_lo) / mirror_page;
     size_t words = (pages + 63) / 64;
-    uint64_t *bits = slot >= 0 ? calloc(words ? words : 1, sizeof *bits) : NULL;
+    uint64_t *bits = slot >= 0 ? calloc(2 * (words ? words : 1), sizeof *bits) : NULL; /* dirty, then fresh */
     /* msync fails (ENOMEM) for a range that is not mapped. */
     if (!bits || msync((void *)first, last - first, MS_ASYNC) != 0) {
         free(bits);
@@ -644,16 +769,16 @@ static int rcuda_mirror_add(uint64_t host, uint64_t size, uint64_t device_ptr, i
     struct mirror *m = &mirrors[slot];
     m->edge_count = 0;
     if (page_lo == page_hi) { /* all of it on shared pages */
-        m->edges[m->edge_count++] = (struct mirror_edge){host, size, NULL, dirty};
+        m->edges[m->edge_count++] = (struct mirror_edge){.address = host, .size = size, .unsent = dirty};
     } else {
         if (host < page_lo)
-            m->edges[m->edge_count++] = (struct mirror_edge){host, page_lo - host, NULL, dirty};
+            m->edges[m->edge_count++] = (struct mirror_edge){.address = host, .size = page_lo - host, .unsent = dirty};
         if (end > page_hi)
-            m->edges[m->edge_count++] = (struct mirror_edge){page_hi, end - page_hi, NULL, dirty};
+            m->edges[m->edge_count++] = (struct mirror_edge){.address = page_hi, .size = end - page_hi, .unsent = dirty};
     }
     for (int i = 0; i < m->edge_count; i++) {
         struct mirror_edge *e = &m->edges[i];
-        e->sent = malloc(e->size);
+        e->sent = malloc(2 * e->size); /* sent, then base */
         if (!e->sent) {
             for (int j = 0; j < i; j++)
                 free(m->edges[j].sent);
@@ -661,12 +786,16 @@ static int rcuda_mirror_add(uint64_t host, uint64_t size, uint64_t device_ptr, i
             pthread_mutex_unlock(&mirrors_lock);
             return -1;
         }
+        e->base = e->sent + e->size;
         memcpy(e->sent, (const void *)(uintptr_t)e->address, e->size);
     }
     if (dirty)
         for (uint64_t p = 0; p < pages; p++)
             bits[p / 64] |= 1ull << (p % 64);
     pthread_mutex_init(&m->edge_lock, NULL);
+    pthread_mutex_init(&m->refresh_lock, NULL);
+    m->alias = alias;
+    m->writing = 0;
     m->device = device;
     m->no_refresh = no_refresh;
     m->host = host;
@@ -675,6 +804,7 @@ static int rcuda_mirror_add(uint64_t host, uint64_t size, uint64_t device_ptr, i
     m->page_lo = page_lo;
     m->page_hi = page_hi;
     m->dirty = bits;
+    m->fresh = bits + (words ? words : 1);
     m->words = words;
     mirror_install_handler();
     struct mirror_device *md = &mirror_devices[device];
@@ -719,9 +849,10 @@ static void mirror_retire(struct mirror *m)
     free(m->dirty);
     for (int i = 0; i < m->edge_count; i++)
         free(m->edges[i].sent);
-    m->dirty = NULL;
+    m->dirty = m->fresh = NULL;
     m->edge_count = 0;
     pthread_mutex_destroy(&m->edge_lock);
+    pthread_mutex_destroy(&m->refresh_lock);
 }
 
 static void rcuda_mirror_remove(int slot)
@@ -796,9 +927,27 @@ static void rcuda_mirror_store(int slot, uint64_t device_ptr, const char *data, 
     struct mirror *m = &mirrors[slot];
     if (!mirror_enter(m))
         return;
-    if (m->device_ptr == device_ptr && m->size == size)
+    if (m->device_ptr == device_ptr && m->size == size) {
+        pthread_mutex_lock(&m->refresh_lock);
         mirror_store_clean(m, data);
+        pthread_mutex_unlock(&m->refresh_lock);
+    }
     mirror_leave(m);
+}
+
+/* Python's ZeroMQ link is about to send a `mirror_dtoh` of `device`'s
+ * mirror at `device_ptr` (as mirror_download_sent). */
+static void rcuda_mirror_download_sent(int device, uint64_t device_ptr)
+{
+    int high = __atomic_load_n(&mirrors_high, __ATOMIC_ACQUIRE);
+    for (int i = 0; i < high; i++) {
+        struct mirror *m = &mirrors[i];
+        if (m->device != device || !mirror_enter(m))
+            continue;
+        if (m->device == device && m->device_ptr == device_ptr)
+            mirror_download_sent(m);
+        mirror_leave(m);
+    }
 }
 
 static void rcuda_mirror_covered(int device, const struct mirror_sync *token)
@@ -866,10 +1015,28 @@ static uint64_t rcuda_mirror_take(int device, char **data, uint64_t **runs, uint
 static void mirror_after_fork(void)
 {
     pthread_mutex_init(&mirrors_lock, NULL);
+    if (mirror_self_mem >= 0)
+        close(mirror_self_mem); /* the parent's memory, not ours */
+    mirror_self_mem = -1;
     for (int i = 0; i < MIRROR_SLOTS; i++) {
         struct mirror *m = &mirrors[i];
-        if (m->state != MIRROR_FREE && m->page_hi > m->page_lo)
-            mprotect((void *)m->page_lo, m->page_hi - m->page_lo, PROT_READ | PROT_WRITE);
+        if (m->state != MIRROR_FREE && m->page_hi > m->page_lo) {
+            uint64_t size = m->page_hi - m->page_lo;
+            mprotect((void *)m->page_lo, size, PROT_READ | PROT_WRITE);
+            /* cudaHostAlloc's pages are shared with the parent (the alias's
+             * memory file): the child gets a private copy in their place. */
+            void *copy = m->alias ? mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
+                                  : MAP_FAILED;
+            if (copy != MAP_FAILED) {
+                memcpy(copy, (void *)m->page_lo, size);
+                if (mmap((void *)m->page_lo, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED,
+                         -1, 0) != MAP_FAILED)
+                    memcpy((void *)m->page_lo, copy, size);
+                munmap(copy, size);
+            }
+            if (m->alias)
+                munmap((void *)m->alias, size);
+        }
         m->state = MIRROR_FREE;
         m->users = 0;
     }

@@ -3,7 +3,8 @@ unmodified through rcuda on sim servers: kernels read and write
 cudaHostAlloc(Mapped) and cudaHostRegister(Mapped) memory through its
 pointers; the host sees their writes after a synchronisation, they see the
 host's made before their launch (64 MiB in turns, a non-blocking stream
-behind a busy legacy stream, host functions, events, copies); flags,
+behind a busy legacy stream, host functions, events, copies, threads
+writing while others synchronise); flags,
 attributes, bad input, two devices, fork and the program's own SIGSEGV
 handler.  On the lane (C's link) and on the ZeroMQ link of a --auth
 server, and with every call through Python (RCUDA_STATS); the mirror ops by
@@ -23,10 +24,10 @@ from rcuda.errors import CudaError, cudaError
 KERNELS = str(CUDA_SOURCES / "mapped_kernels.py")
 
 SECTIONS = ["attributes", "alloc_vector_add", "register_vector_add", "rounds_64mib", "nonblocking_stream",
-            "host_function_and_events", "copies", "bad_input", "devices", "forked", "signals"]
+            "host_function_and_events", "copies", "bad_input", "devices", "threads", "forked", "signals"]
 #: On the ZeroMQ link and with every call through Python: what takes other paths there.
 OTHER_PATHS = ["alloc_vector_add", "register_vector_add", "nonblocking_stream", "host_function_and_events",
-               "copies", "bad_input", "devices"]
+               "copies", "bad_input", "devices", "threads"]
 
 
 def _run(compile_cuda, *sections: str, auth_root=None, env: dict | None = None):

@@ -16,6 +16,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <thread>
+#include <vector>
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -486,6 +488,48 @@ static void forked()
     printf("ok forked\n");
 }
 
+// Threads writing their own mapped memory while other threads' synchronisations
+// (which download every mapped range of the device) come and go: no write is
+// lost, none misses the device.  Even threads use cudaHostAlloc'd memory, odd
+// ones registered memory.
+static void threads()
+{
+    const int count = 4, n = 1 << 16, rounds = 25;
+    std::vector<std::thread> workers;
+    std::vector<int> failures(count, 0);
+    for (int t = 0; t < count; t++) {
+        workers.emplace_back([t, &failures] {
+            int *p, *block = nullptr;
+            cudaStream_t s;
+            if (cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess) { failures[t] = -1; return; }
+            if (t % 2 == 0) {
+                if (cudaHostAlloc(&p, n * sizeof(int), cudaHostAllocMapped) != cudaSuccess) { failures[t] = -2; return; }
+            } else {
+                block = (int *)malloc(n * sizeof(int) + 64);
+                p = block + 5;
+                if (cudaHostRegister(p, n * sizeof(int), cudaHostRegisterMapped) != cudaSuccess) { failures[t] = -3; return; }
+            }
+            int *d;
+            cudaHostGetDevicePointer((void **)&d, p, 0);
+            for (int r = 0; r < rounds; r++) {
+                for (int i = 0; i < n; i++) p[i] = r * 1000 + i;
+                addOne<<<blocks(n), 256, 0, s>>>(d, n);
+                if (cudaStreamSynchronize(s) != cudaSuccess) { failures[t] = -4; return; }
+                for (int i = 0; i < n; i++)
+                    if (p[i] != r * 1000 + i + 1) { failures[t]++; break; }
+            }
+            if (block) { cudaHostUnregister(p); free(block); } else { cudaFreeHost(p); }
+            cudaStreamDestroy(s);
+        });
+    }
+    for (auto &w : workers) w.join();
+    for (int t = 0; t < count; t++) {
+        if (failures[t]) printf("thread %d: %d\n", t, failures[t]);
+        REQUIRE(failures[t] == 0);
+    }
+    printf("ok threads\n");
+}
+
 static sigjmp_buf program_jump;
 static volatile sig_atomic_t program_handler_calls = 0;
 
@@ -534,8 +578,8 @@ int main(int argc, char **argv)
         {"attributes", attributes}, {"alloc_vector_add", alloc_vector_add},
         {"register_vector_add", register_vector_add}, {"rounds_64mib", rounds_64mib},
         {"nonblocking_stream", nonblocking_stream}, {"host_function_and_events", host_function_and_events},
-        {"copies", copies}, {"bad_input", bad_input}, {"devices", devices}, {"forked", forked},
-        {"signals", signals},
+        {"copies", copies}, {"bad_input", bad_input}, {"devices", devices}, {"threads", threads},
+        {"forked", forked}, {"signals", signals},
     };
     for (auto &section : sections) {
         bool wanted = argc == 1;
