@@ -19,8 +19,8 @@
  *   carrying the device's dirty pages, in runs (several to a message), and
  *   the pages are read-only again.  The server writes them at once,
  *   outside every stream, so a kernel on any stream sees the host's writes
- *   made before its launch.
- *   (The ZeroMQ link takes them from rcuda_mirror_take.)
+ *   made before its launch.  (The ZeroMQ link takes them from
+ *   rcuda_mirror_take.)
  *
  *   After a synchronisation the host sees the device's writes: when a
  *   synchronising call's reply arrives (sync_fast_path.c's c_call, or
