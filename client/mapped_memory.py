@@ -246,14 +246,17 @@ class MappedMemory:
         fast, allocations = runtime.fast, runtime.allocations
         device_ptr = device.malloc(size)
         allocations.add(device_ptr, size, device)
-        slot = fast.mirror_add(address, size, device_ptr, device, alias=0, dirty=True,
-                               device_only_reads=bool(flags & HOST_REGISTER_READ_ONLY))
-        if slot < 0:
+        try:
+            slot = fast.mirror_add(address, size, device_ptr, device, alias=0, dirty=True,
+                                   device_only_reads=bool(flags & HOST_REGISTER_READ_ONLY))
+            if slot < 0:
+                raise CudaError(cudaError.cudaErrorInvalidValue,
+                                f"cudaHostRegister({address:#x}, {size}, cudaHostRegisterMapped): not memory of "
+                                f"this process (or too many mapped ranges at once)")
+        except BaseException:
             allocations.remove(device_ptr)
             self._free_device_copy(device, device_ptr)
-            raise CudaError(cudaError.cudaErrorInvalidValue,
-                            f"cudaHostRegister({address:#x}, {size}, cudaHostRegisterMapped): not memory of this "
-                            f"process (or too many mapped ranges at once)")
+            raise
         mirror = Mirror(slot, address, size, device_ptr, device, device_ptr, flags, allocated=False)
         self._add(mirror)
         return mirror
