@@ -163,6 +163,8 @@ def launch(host_fun, grid, block, args, shared_mem, stream_handle, per_thread: b
     device.check_kernel_limits(kernel, block_t, shared_mem)
     params = kernel.params.pack(ffi, args)
     device.launch(fn, grid_t, block_t, shared_mem, stream.id, params)
+    if device.mirrored:  # the kernel may write mapped memory (client/mapped_memory.py)
+        rt.fast.mirror_written(device, stream.id)
     rt.fast.kernel_ready(host_fun, kernel, device, fn, device.function_attributes(kernel))
     return SUCCESS
 

@@ -14,6 +14,11 @@ Asynchronous copies follow CUDA's rules for where the host memory is:
   * pageable memory: a host-to-device copy returns once the source is read
     (a snapshot), a device-to-host copy only once it is complete, so the
     program may touch its buffer right after the call, as CUDA allows.
+
+Mapped host memory (client/mapped_memory.py) has a host and a device copy:
+copies and memsets that touch it are made on its device copy, in their
+stream, and one that returns synchronously brings the result to the host
+copy before it returns.
 """
 from __future__ import annotations
 
@@ -36,13 +41,11 @@ DEVICE_TO_DEVICE = KINDS["cudaMemcpyDeviceToDevice"]
 DEFAULT = KINDS["cudaMemcpyDefault"]
 
 MEMORY_TYPES = ENUMS["cudaMemoryType"]
+HOST_ALLOC_PORTABLE = MACROS["cudaHostAllocPortable"]
 HOST_ALLOC_MAPPED = MACROS["cudaHostAllocMapped"]
 HOST_REGISTER_MAPPED = MACROS["cudaHostRegisterMapped"]
 #: cudaPointerAttributes.device for memory CUDA knows nothing about.
 UNREGISTERED_DEVICE = -2
-
-MAPPED_NOT_SUPPORTED = ("mapped (zero-copy) host memory cannot work with a remote GPU: a kernel there cannot "
-                        "read this host's memory; use cudaMemcpy/cudaMemcpyAsync")
 
 
 def rt():
@@ -76,6 +79,9 @@ def cudaFree(devPtr):
     if ptr == 0:
         rt().device()  # cudaFree(0) initialises the runtime, nothing more
         return SUCCESS
+    if rt().mapped.find(ptr) is not None:
+        raise CudaError(cudaError.cudaErrorInvalidValue, f"cudaFree of {ptr:#x}: that is mapped host memory "
+                                                         f"(cudaFreeHost or cudaHostUnregister frees it)")
     allocation = rt().allocations.find(ptr)
     if allocation is None or allocation.base != ptr:
         raise CudaError(cudaError.cudaErrorInvalidValue, f"cudaFree of {ptr:#x}: not an allocation's start")
@@ -179,9 +185,61 @@ def _write_host(ptr: int, frames) -> None:
         target += len(chunk)
 
 
+# -- mapped host memory (client/mapped_memory.py): the device copy stands for it
+
+
+def _mapped_involved(*ranges) -> bool:
+    mapped = rt().mapped
+    return mapped.active and any(mapped.touching(ptr, length) is not None for ptr, length in ranges if length)
+
+
+def _device_side(ptr: int, length: int, what: str) -> int:
+    """Where [ptr, ptr + length) is on a device: a mirror's host copy stands
+    for its device copy; other memory is itself."""
+    mapped = rt().mapped
+    mirror = mapped.on_host(ptr, length)
+    if mirror is not None:
+        return mirror.to_device(ptr)
+    if mapped.touching(ptr, length) is not None and mapped.find(ptr, length) is None:
+        raise CudaError(cudaError.cudaErrorInvalidValue,
+                        f"{what} {ptr:#x}..+{length} runs past the edge of mapped host memory")
+    return ptr
+
+
+def _device_wrote(ptr: int, length: int, stream, asynchronous: bool) -> None:
+    """[ptr, ptr + length) was written on a device (a copy, a memset): if it
+    is a mirror's device copy, the next synchronisation brings it to the host
+    copy, and a synchronous call is that synchronisation."""
+    mirror = rt().mapped.touching(ptr, length) if length else None
+    if mirror is None:
+        return
+    device = mirror.device
+    stream_id = stream.id if stream is not None and stream.device is device else 0
+    rt().fast.mirror_written(device, stream_id)
+    if not asynchronous:
+        device.request("stream_sync", stream=stream_id)  # and the host copy is refreshed
+
+
+def _check_kind_value(kind: int) -> None:
+    if kind not in copy_kinds.DIRECTIONS and kind != DEFAULT:
+        raise CudaError(cudaError.cudaErrorInvalidMemcpyDirection, f"cudaMemcpyKind {kind}")
+
+
 def memcpy(dst: int, src: int, count: int, kind: int, stream=None, asynchronous: bool = False) -> None:
     """cudaMemcpy and cudaMemcpyAsync.  `stream` None means the legacy
     default stream of the devices involved."""
+    if count and _mapped_involved((dst, count), (src, count)):
+        # Mapped memory is on both sides of the bus: its device copy is used,
+        # whatever the kind says (with unified addressing, CUDA goes by the pointers).
+        _check_kind_value(kind)
+        device_dst = _device_side(dst, count, "destination")
+        _memcpy(device_dst, _device_side(src, count, "source"), count, DEFAULT, stream, asynchronous)
+        _device_wrote(device_dst, count, stream, asynchronous)
+        return
+    _memcpy(dst, src, count, kind, stream, asynchronous)
+
+
+def _memcpy(dst: int, src: int, count: int, kind: int, stream=None, asynchronous: bool = False) -> None:
     kind = _check_kind(kind, dst, src, count)
     if count == 0:
         return
@@ -283,6 +341,8 @@ def _memcpy_peer(dst, dstDevice, src, srcDevice, count, stream=None, asynchronou
             dst_device.copy_on_device(dst_ptr, src_ptr, count, stream_id)
     else:
         copy_between_devices(dst_device, dst_ptr, src_device, src_ptr, count, stream, asynchronous, call)
+    if rt().mapped.active:
+        _device_wrote(dst_ptr, count, stream, asynchronous)
     return SUCCESS
 
 
@@ -325,6 +385,16 @@ def cudaDeviceDisablePeerAccess(peerDevice):
 def memset(ptr: int, value: int, count: int, stream=None, asynchronous: bool = False) -> None:
     if count == 0:
         return
+    if _mapped_involved((ptr, count)):
+        # On pinned host memory cudaMemset is synchronous, as CUDA documents.
+        ptr = _device_side(ptr, count, "destination")
+        _memset(ptr, value, count, stream, asynchronous)
+        _device_wrote(ptr, count, stream, asynchronous)
+        return
+    _memset(ptr, value, count, stream, asynchronous)
+
+
+def _memset(ptr: int, value: int, count: int, stream=None, asynchronous: bool = False) -> None:
     device = _device_of(ptr, count, "destination")
     stream_id = _stream_on(device, stream)
     if asynchronous:
@@ -377,6 +447,19 @@ def _scatter_rows(dst: int, dpitch: int, width: int, height: int, frames) -> Non
 
 def memcpy2d(dst: int, dpitch: int, src: int, spitch: int, width: int, height: int, kind: int,
              stream=None, asynchronous: bool = False) -> None:
+    dst_span, src_span = _rows_span(dpitch, width, height), _rows_span(spitch, width, height)
+    if width and height and _mapped_involved((dst, dst_span), (src, src_span)):
+        _check_kind_value(kind)
+        device_dst = _device_side(dst, dst_span, "destination")
+        _memcpy2d(device_dst, dpitch, _device_side(src, src_span, "source"), spitch, width, height, DEFAULT, stream,
+                  asynchronous)
+        _device_wrote(device_dst, dst_span, stream, asynchronous)
+        return
+    _memcpy2d(dst, dpitch, src, spitch, width, height, kind, stream, asynchronous)
+
+
+def _memcpy2d(dst: int, dpitch: int, src: int, spitch: int, width: int, height: int, kind: int,
+              stream=None, asynchronous: bool = False) -> None:
     _check_pitch(width, height, dpitch, spitch)
     if width == 0 or height == 0:
         return
@@ -437,6 +520,17 @@ def memset2d(ptr: int, pitch: int, value: int, width: int, height: int, stream=N
     _check_pitch(width, height, pitch)
     if width == 0 or height == 0:
         return
+    span = _rows_span(pitch, width, height)
+    if _mapped_involved((ptr, span)):
+        ptr = _device_side(ptr, span, "destination")
+        _memset2d(ptr, pitch, value, width, height, stream, asynchronous)
+        _device_wrote(ptr, span, stream, asynchronous)
+        return
+    _memset2d(ptr, pitch, value, width, height, stream, asynchronous)
+
+
+def _memset2d(ptr: int, pitch: int, value: int, width: int, height: int, stream=None,
+              asynchronous: bool = False) -> None:
     device = _device_of(ptr, _rows_span(pitch, width, height), "destination")
     fields = dict(ptr=ptr, pitch=pitch, value=value, width=width, height=height, stream=_stream_on(device, stream))
     if asynchronous:
@@ -536,15 +630,19 @@ def cudaGetSymbolSize(size, symbol):
 @cuda()
 def cudaHostAlloc(pHost, size, flags):
     """Plain memory of this process (see client/host_memory.py): any memory
-    is valid for async copies through rcuda.  cudaHostAllocMapped is not
-    supported."""
+    is valid for async copies through rcuda.  With cudaHostAllocMapped, a
+    mirror on the current device (client/mapped_memory.py), also with
+    cudaHostAllocPortable: its device copy is on that device only."""
     out_pointer(pHost, "pHost")
     if flags & ~0xF:
         raise CudaError(cudaError.cudaErrorInvalidValue, f"cudaHostAlloc flags {flags:#x}")
-    if flags & HOST_ALLOC_MAPPED:
-        raise CudaError(cudaError.cudaErrorNotSupported, f"cudaHostAlloc(cudaHostAllocMapped): {MAPPED_NOT_SUPPORTED}")
-    rt().device()  # initialises the runtime, as cudaHostAlloc does
-    pHost[0] = ffi().cast("void *", rt().host_memory.allocate(size, flags))
+    device = rt().device()  # initialises the runtime, as cudaHostAlloc does
+    if flags & HOST_ALLOC_MAPPED and size:
+        host = rt().mapped.allocate(rt(), device, size, flags)
+        rt().host_memory.add_range(host, size, flags)
+    else:
+        host = rt().host_memory.allocate(size, flags)
+    pHost[0] = ffi().cast("void *", host)
     return SUCCESS
 
 
@@ -557,28 +655,47 @@ def cudaMallocHost(ptr, size):
 def cudaFreeHost(ptr):
     """Synchronises every device first, as CUDA does: queued async copies
     may still read or fill the memory."""
-    found = rt().host_memory.find(address(ptr))
-    if found is not None and found.base == address(ptr):
+    base = address(ptr)
+    found = rt().host_memory.find(base)
+    if found is not None and found.base == base:
         for device in rt().opened_devices():
             device.synchronize()
-    rt().host_memory.free(address(ptr))
+        mirror = rt().mapped.at(base)
+        if mirror is not None and mirror.allocated:
+            rt().mapped.release(rt(), mirror)  # before its pages go
+    rt().host_memory.free(base)
     return SUCCESS
 
 
 @cuda()
 def cudaHostRegister(ptr, size, flags):
+    """With cudaHostRegisterMapped, a mirror on the current device
+    (client/mapped_memory.py): the memory stays where it is, its device
+    copy is elsewhere (cudaHostGetDevicePointer)."""
+    base = address(ptr)
+    host_memory = rt().host_memory
+    host_memory.check_registrable(base, size)
     if flags & HOST_REGISTER_MAPPED:
-        raise CudaError(cudaError.cudaErrorNotSupported,
-                        f"cudaHostRegister(cudaHostRegisterMapped): {MAPPED_NOT_SUPPORTED}")
-    rt().host_memory.register(address(ptr), size, flags)
+        mirror = rt().mapped.register(rt(), rt().device(), base, size, flags)
+        try:
+            host_memory.register(base, size, flags)
+        except BaseException:
+            rt().mapped.release(rt(), mirror)
+            raise
+    else:
+        host_memory.register(base, size, flags)
     return SUCCESS
 
 
 @cuda()
 def cudaHostUnregister(ptr):
+    base = address(ptr)
     for device in rt().opened_devices():  # as cudaFreeHost: queued copies may use it
         device.synchronize()
-    rt().host_memory.unregister(address(ptr))
+    mirror = rt().mapped.at(base)
+    if mirror is not None and not mirror.allocated:
+        rt().mapped.release(rt(), mirror)
+    rt().host_memory.unregister(base)
     return SUCCESS
 
 
@@ -594,7 +711,29 @@ def cudaHostGetFlags(pFlags, pHost):
 
 @cuda()
 def cudaHostGetDevicePointer(pDevice, pHost, flags):
-    raise CudaError(cudaError.cudaErrorNotSupported, f"cudaHostGetDevicePointer: {MAPPED_NOT_SUPPORTED}")
+    """The device address of mapped host memory: for cudaHostAlloc's the
+    host address itself; for registered memory its device copy's."""
+    out_pointer(pDevice, "pDevice")
+    ptr = address(pHost)
+    if flags != 0:
+        raise CudaError(cudaError.cudaErrorInvalidValue, f"cudaHostGetDevicePointer: flags must be 0, not {flags}")
+    mirror = rt().mapped.on_host(ptr)
+    if mirror is None:
+        pinned = rt().host_memory.find(ptr)
+        what = ("pinned memory that is not mapped" if pinned is not None
+                else "device memory" if rt().allocations.find(ptr) is not None else "not pinned host memory")
+        raise CudaError(cudaError.cudaErrorInvalidValue, f"cudaHostGetDevicePointer({ptr:#x}): {what}")
+    device = rt().device()
+    if mirror.device is not device:
+        if mirror.flags & HOST_ALLOC_PORTABLE:
+            raise CudaError(cudaError.cudaErrorNotSupported,
+                            f"cudaHostGetDevicePointer({ptr:#x}) on {device.label}: rcuda maps portable memory "
+                            f"on the device it was allocated on only ({mirror.device.label})")
+        raise CudaError(cudaError.cudaErrorInvalidValue,
+                        f"cudaHostGetDevicePointer({ptr:#x}) on {device.label}: it is mapped on "
+                        f"{mirror.device.label}")
+    pDevice[0] = ffi().cast("void *", mirror.to_device(ptr))
+    return SUCCESS
 
 
 @cuda()
@@ -605,7 +744,14 @@ def cudaPointerGetAttributes(attributes, ptr):
     ffi().memmove(attrs, bytes(ffi().sizeof(attrs[0])), ffi().sizeof(attrs[0]))
     allocation = rt().allocations.find(value)
     host = rt().host_memory.find(value)
-    if allocation is not None:
+    mirror = rt().mapped.find(value)
+    if mirror is not None:  # mapped host memory, by either of its addresses
+        host_ptr = value if mirror.on_host(value) else mirror.to_host(value)
+        attrs.type = MEMORY_TYPES["cudaMemoryTypeHost"]
+        attrs.device = mirror.device.ordinal
+        attrs.hostPointer = ffi().cast("void *", host_ptr)
+        attrs.devicePointer = ffi().cast("void *", mirror.to_device(host_ptr))
+    elif allocation is not None:
         attrs.type = MEMORY_TYPES["cudaMemoryTypeDevice"]
         attrs.device = allocation.device.ordinal
         attrs.devicePointer = ffi().cast("void *", value)

@@ -79,9 +79,7 @@ def cudaChooseDevice(device, prop):
 def cudaSetDeviceFlags(flags):
     if flags & ~DEVICE_FLAGS:
         raise CudaError(cudaError.cudaErrorInvalidValue, f"cudaSetDeviceFlags({flags:#x})")
-    if flags & MACROS["cudaDeviceMapHost"]:
-        log.info("cudaDeviceMapHost: accepted, but mapped host memory is not available through rcuda")
-    rt().device().flags = flags
+    rt().device().flags = flags  # cudaDeviceMapHost too: mapped memory needs no more (client/mapped_memory.py)
     return SUCCESS
 
 

@@ -10,7 +10,10 @@ does it this way, per device:
      device (not only the stream's: simpler, and never wrong, merely less
      concurrent while a host function runs);
   3. when the marker's answer arrives, a callback thread of that device runs
-     the function and then opens the gate.
+     the function and then opens the gate.  Mapped host memory gets the
+     device's writes first (client/mapped_memory.py), so the function sees
+     what the stream's kernels wrote; what it writes goes to the device
+     before the work behind the gate.
 
 CUDA forbids CUDA calls inside a host function; here one would wait for the
 gate it holds shut, so it fails at once with cudaErrorNotPermitted instead
@@ -46,10 +49,14 @@ class HostCallbacks:
         the device until it returns."""
         gate = Gate()
         work = self._queue(device)
+        mirrors = device.mirror_token("marker", stream=stream_id)
+
+        def before():
+            device.refresh_mirrors(mirrors)
 
         def reached(reply, frames, error):
             status = getattr(error, "status", 0) if error is not None else int(reply.get("err", 0))
-            work.put((run, status, gate))
+            work.put((run, status, gate, before if mirrors is not None and mirrors.pending else None))
 
         device.link.post_awaited({"op": "marker", "stream": stream_id}, (), reached)
         device.link.add_gate(gate)
@@ -67,8 +74,14 @@ class HostCallbacks:
     def _serve(work: queue.SimpleQueue) -> None:
         _local.running = True
         while True:
-            run, status, gate = work.get()
+            run, status, gate, before = work.get()
             try:
+                if before is not None and not status:
+                    try:
+                        before()  # mapped memory: the device's writes, ahead of the gate
+                    except Exception as exc:  # noqa: BLE001 - the function then sees the failure
+                        log.error("before a host function: %s", exc)
+                        status = int(getattr(exc, "status", 999))
                 run(status)
             except Exception:  # noqa: BLE001 - the program's function must not stop the stream
                 log.exception("host function raised")

@@ -16,20 +16,24 @@ import time
 from rcuda import launch_rules, protocol
 from rcuda.errors import CudaError, cudaError, is_sticky
 
+from .fast_path import SYNC_SCOPES
+
 log = logging.getLogger(__name__)
 trace = logging.getLogger("rcuda.trace")  # RCUDA_LOG=debug: every forwarded message
 
 #: Properties a remote GPU cannot offer through rcuda, whatever the GPU can
-#: do locally: host memory cannot be mapped into a GPU across a network, and
-#: managed memory, IPC and host atomics need the GPU on this host's bus.
+#: do locally: managed memory, IPC and host atomics need the GPU on this
+#: host's bus.  Mapped host memory is rcuda's own (client/mapped_memory.py),
+#: whatever the GPU says; a registered range's device pointer differs from
+#: its host pointer.
 NOT_REMOTELY = {
-    "canMapHostMemory": 0, "managedMemory": 0, "concurrentManagedAccess": 0, "pageableMemoryAccess": 0,
+    "canMapHostMemory": 1, "managedMemory": 0, "concurrentManagedAccess": 0, "pageableMemoryAccess": 0,
     "pageableMemoryAccessUsesHostPageTables": 0, "directManagedMemAccessFromHost": 0,
     "hostNativeAtomicSupported": 0, "canUseHostPointerForRegisteredMem": 0, "ipcEventSupported": 0,
     "hostRegisterSupported": 1,  # cudaHostRegister works: the memory just stays on this host
 }
 NOT_REMOTELY_ATTRIBUTES = {
-    "cudaDevAttrCanMapHostMemory": 0, "cudaDevAttrManagedMemory": 0, "cudaDevAttrConcurrentManagedAccess": 0,
+    "cudaDevAttrCanMapHostMemory": 1, "cudaDevAttrManagedMemory": 0, "cudaDevAttrConcurrentManagedAccess": 0,
     "cudaDevAttrPageableMemoryAccess": 0, "cudaDevAttrPageableMemoryAccessUsesHostPageTables": 0,
     "cudaDevAttrDirectManagedMemAccessFromHost": 0, "cudaDevAttrHostNativeAtomicSupported": 0,
     "cudaDevAttrCanUseHostPointerForRegisteredMem": 0, "cudaDevAttrIpcEventSupport": 0,
@@ -57,6 +61,8 @@ class RemoteDevice:
         self.stats = None        # client/stats.py Stats, with RCUDA_STATS=1
         self.flags = 0           # cudaSetDeviceFlags
         self.generation = 0      # counts cudaDeviceResets: objects of an older one are gone
+        self.mirrored = 0        # mapped host memory ranges on this device (client/mapped_memory.py)
+        self.mirror_lock = threading.Lock()  # their downloads through Python (a ZeroMQ link), one at a time
         self._lock = threading.Lock()
         self._forget_state()
 
@@ -107,10 +113,26 @@ class RemoteDevice:
         self._check_usable(op)
         fields["op"] = op
         started = time.perf_counter()
+        # A synchronisation: mapped memory may then need the device's writes.
+        mirrors = self.fast.mirror_before_sync(self, op, fields) if self.mirrored and op in SYNC_SCOPES else None
         reply, payload = self.link.call(fields, frames, into)
         landed = [memoryview(into)] if into is not None and not payload and not reply.get("err") else payload
         self._answered(op, fields, frames, landed, started, reply)
+        if mirrors is not None and reply.get("ready", True):  # (a query: once it says the work is done)
+            self.refresh_mirrors(mirrors)
         return reply, payload
+
+    def mirror_token(self, op: str, **fields):
+        """Before synchronising request `op` (a host function's marker, say)
+        is sent: what refresh_mirrors needs once its reply came (None: no
+        mapped memory on this device)."""
+        return self.fast.mirror_before_sync(self, op, fields) if self.mirrored else None
+
+    def refresh_mirrors(self, token) -> None:
+        """After a synchronisation: the device's writes to mapped memory, if
+        it may have made some, into the host copies (client/mapped_memory.py)."""
+        if token is not None:
+            self.fast.mirror_refresh(self, token)
 
     def answered(self, op: str, reply: dict) -> None:
         """A reply to a synchronous call C made (native/sync_fast_path.c) that

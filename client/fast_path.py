@@ -26,9 +26,23 @@ from __future__ import annotations
 import logging
 import threading
 
+from rcuda import protocol
+from rcuda.errors import CudaError, cudaError
+
 from . import native as native_library
 
 trace = logging.getLogger("rcuda.trace")
+
+#: What a synchronising request covers, for mapped memory (native/mapped_memory.h):
+#: the device's work, a stream's (the request's `stream`), or less (an event's).
+MIRROR_SYNC_DEVICE, MIRROR_SYNC_STREAM, MIRROR_SYNC_EVENT = 0, 1, 2
+SYNC_SCOPES = {"sync": MIRROR_SYNC_DEVICE, "stream_sync": MIRROR_SYNC_STREAM, "marker": MIRROR_SYNC_STREAM,
+               "dtoh": MIRROR_SYNC_STREAM, "htod": MIRROR_SYNC_STREAM, "dtoh2d": MIRROR_SYNC_STREAM,
+               "htod2d": MIRROR_SYNC_STREAM, "event_sync": MIRROR_SYNC_EVENT,
+               # a query that says the work is done: as good as a synchronisation
+               "stream_query": MIRROR_SYNC_STREAM, "event_query": MIRROR_SYNC_EVENT}
+#: Mirrors refreshed through Python on a ZeroMQ link, at most, per synchronisation.
+MAX_MIRRORS = 1024
 
 
 class NullFastPath:
@@ -63,6 +77,23 @@ class NullFastPath:
 
     def records_in_c(self, ordinal: int) -> int | None:
         """How many asynchronous memsets and copies C recorded for the device (None: no C side)."""
+        return None
+
+    # Mapped host memory (native/mapped_memory.c): only inside the interposer.
+    def mirror_add(self, host: int, size: int, device_ptr: int, device, alias: int, dirty: bool,
+                   device_only_reads: bool) -> int:
+        raise CudaError(cudaError.cudaErrorNotSupported, "mapped host memory needs the interposer")
+
+    def mirror_remove(self, slot: int) -> None: ...
+    def mirrors_forget(self, device=None) -> None: ...
+    def mirror_written(self, device, stream: int) -> None: ...
+
+    def mirror_before_sync(self, device, op: str, fields: dict):
+        return None
+
+    def mirror_refresh(self, device, token) -> None: ...
+
+    def mirror_source(self, ordinal: int):
         return None
 
 
@@ -169,6 +200,72 @@ class FastPath(NullFastPath):
     def records_in_c(self, ordinal: int) -> int | None:
         return self._lib.rcuda_fast_records_made(ordinal)
 
+    # Mapped host memory (native/mapped_memory.c, client/mapped_memory.py).
+    def mirror_add(self, host: int, size: int, device_ptr: int, device, alias: int, dirty: bool,
+                   device_only_reads: bool) -> int:
+        """`alias`: a second writable mapping of the host copy's pages (0: none)."""
+        if device.ordinal >= self._lib.FAST_MAX_DEVICES:
+            raise CudaError(cudaError.cudaErrorNotSupported,
+                            f"mapped host memory on {device.label}: only the first "
+                            f"{self._lib.FAST_MAX_DEVICES} devices can have it")
+        return self._lib.rcuda_mirror_add(host, size, device_ptr, device.ordinal, alias, int(dirty),
+                                          int(device_only_reads))
+
+    def mirror_remove(self, slot: int) -> None:
+        self._lib.rcuda_mirror_remove(slot)
+
+    def mirrors_forget(self, device=None) -> None:
+        self._lib.rcuda_mirrors_forget(-1 if device is None else device.ordinal)
+
+    def mirror_written(self, device, stream: int) -> None:
+        """Work that may write mapped memory went to `device` in `stream`
+        (C notes its own launches)."""
+        self._lib.rcuda_mirror_written(device.ordinal, stream)
+
+    def mirror_before_sync(self, device, op: str, fields: dict):
+        """Before a synchronising request goes out: what its reply will mean
+        for the device's mapped memory (a token for mirror_refresh)."""
+        token = self._ffi.new("struct mirror_sync *")
+        self._lib.rcuda_mirror_before_sync(device.ordinal, SYNC_SCOPES[op], fields.get("stream", 0), token)
+        return token
+
+    def mirror_refresh(self, device, token) -> None:
+        """After a synchronising reply: the device's mapped memory gets what
+        the device wrote, if it may have (token.pending).  On a lane C
+        downloads it; on a ZeroMQ link Python does, ahead of its queue."""
+        ffi, lib, link = self._ffi, self._lib, device.link
+        if not token.pending:
+            return
+        handle = getattr(link, "handle", None)
+        if handle is not None:
+            reply = ffi.new("struct link_reply *")
+            result = lib.rcuda_mirror_refresh(device.ordinal, handle, token, reply)
+            try:
+                if result > 0:
+                    raise link.failed_in_c("mapped memory", result, reply.error_number)
+                if result < 0:
+                    device.answered("mirror_dtoh", protocol.unpack(ffi.buffer(reply.header, reply.header_size)))
+            finally:
+                lib.rcuda_link_free(reply)
+            return
+        slots, pointers = ffi.new("int[]", MAX_MIRRORS), ffi.new("uint64_t[]", MAX_MIRRORS)
+        sizes = ffi.new("uint64_t[]", MAX_MIRRORS)
+        with device.mirror_lock:  # one download of a mirror at a time (as C's refresh_lock)
+            for i in range(lib.rcuda_mirror_slots(device.ordinal, slots, pointers, sizes, MAX_MIRRORS)):
+                reply, frames = link.call({"op": "mirror_dtoh", "src": pointers[i], "size": sizes[i]}, urgent=True)
+                device.answered("mirror_dtoh", reply)
+                data = frames[0].buffer if len(frames) == 1 else b"".join(f.buffer for f in frames)
+                if len(data) != sizes[i]:
+                    raise CudaError(cudaError.cudaErrorUnknown, f"mirror_dtoh on {device.label}: short reply")
+                lib.rcuda_mirror_store(slots[i], pointers[i], ffi.from_buffer(data), sizes[i])
+        lib.rcuda_mirror_covered(device.ordinal, token)
+
+    def mirror_source(self, ordinal: int):
+        """For a ZeroMQ link: its device's mapped memory (MirrorSource)."""
+        if ordinal >= self._lib.FAST_MAX_DEVICES:
+            return None
+        return MirrorSource(self._ffi, self._lib, ordinal)
+
     def batch_source(self, ordinal: int):
         """A function returning (count, bytes) of the launches C recorded for
         device `ordinal` since the last call, or None."""
@@ -186,3 +283,34 @@ class FastPath(NullFastPath):
                 lib.rcuda_fast_free(data_out[0])
 
         return take
+
+
+class MirrorSource:
+    """What a ZeroMQ link (client/socket_link.py) does for its device's mapped
+    memory, which C does itself on a lane (native/mapped_memory.c)."""
+
+    def __init__(self, ffi, lib, ordinal: int):
+        self._ffi, self._lib, self.ordinal = ffi, lib, ordinal
+        self._data, self._runs, self._count = ffi.new("char **"), ffi.new("uint64_t **"), ffi.new("uint32_t *")
+
+    def take(self):
+        """The dirty runs, made clean, as (device address, bytes), or None:
+        sent before the next message."""
+        ffi, lib = self._ffi, self._lib
+        size = lib.rcuda_mirror_take(self.ordinal, self._data, self._runs, self._count)
+        if not self._count[0]:
+            return None
+        try:
+            data, runs, taken, offset = ffi.buffer(self._data[0], size)[:], self._runs[0], [], 0
+            for i in range(self._count[0]):
+                dst, length = runs[2 * i], runs[2 * i + 1]
+                taken.append((dst, memoryview(data)[offset:offset + length]))
+                offset += length
+            return taken
+        finally:
+            lib.rcuda_fast_free(self._data[0])
+            lib.rcuda_fast_free(ffi.cast("char *", self._runs[0]))
+
+    def download_sent(self, device_ptr: int) -> None:
+        """A mirror_dtoh of the mirror at `device_ptr` goes out now."""
+        self._lib.rcuda_mirror_download_sent(self.ordinal, device_ptr)

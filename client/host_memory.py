@@ -8,8 +8,8 @@ large allocations cost nothing until touched, and freeing returns it).  We
 still track it, so that cudaPointerGetAttributes, cudaHostGetFlags and
 cudaMemcpyDefault know these ranges are host memory.
 
-Mapped (zero-copy) memory cannot work: a kernel on a remote GPU cannot load
-from this host's memory.  Asking for it gets cudaErrorNotSupported.
+Mapped (zero-copy) memory is tracked here too; its device copy and the
+bookkeeping that keeps the two in step are client/mapped_memory.py's.
 """
 from __future__ import annotations
 
@@ -69,18 +69,32 @@ class HostMemory:
         self._add(HostRange(address, size, flags, allocated=True))
         return address
 
+    def add_range(self, address: int, size: int, flags: int) -> None:
+        """Memory cudaHostAlloc mapped itself (client/mapped_memory.py): freed here."""
+        self._add(HostRange(address, size, flags, allocated=True))
+
     def free(self, address: int) -> None:
         if address == 0:
             return
         found = self._remove(address, allocated=True, what="cudaFreeHost")
         _libc.munmap(found.base, found.size)
 
-    def register(self, address: int, size: int, flags: int) -> None:
+    def check_registrable(self, address: int, size: int) -> None:
+        """cudaHostRegister's checks: a range, not pinned in any part yet."""
         if address == 0 or size == 0:
             raise CudaError(cudaError.cudaErrorInvalidValue, "cudaHostRegister of a NULL or empty range")
-        if self.find(address, size) is not None or self.find(address) is not None:
+        with self._lock:
+            # Ranges never overlap: only one starting before `address` can reach into it.
+            first = max(bisect.bisect_left(self._bases, address) - 1, 0)
+            candidates = [self._ranges[b] for b in self._bases[first:bisect.bisect_left(self._bases, address + size)]]
+        found = next((r for r in candidates if r.base < address + size and address < r.base + r.size), None)
+        if found is not None:
             raise CudaError(cudaError.cudaErrorHostMemoryAlreadyRegistered,
-                            f"cudaHostRegister({address:#x}): already pinned")
+                            f"cudaHostRegister({address:#x}, {size}): overlaps pinned memory at {found.base:#x} "
+                            f"(+{found.size})")
+
+    def register(self, address: int, size: int, flags: int) -> None:
+        self.check_registrable(address, size)
         self._add(HostRange(address, size, flags, allocated=False))
 
     def unregister(self, address: int) -> None:

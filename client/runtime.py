@@ -27,6 +27,7 @@ from .device import RemoteDevice
 from .lane_link import LaneLink, connect_lane
 from .fast_path import NullFastPath
 from .host_memory import HostMemory, PendingDownloads
+from .mapped_memory import MappedMemory
 from .modules import KernelRegistry
 from .peer import PeerCopies
 from .session import ServerSession
@@ -57,6 +58,7 @@ class Runtime:
         self.kernels = KernelRegistry()
         self.allocations = AllocationMap()
         self.host_memory = HostMemory()
+        self.mapped = MappedMemory()  # mapped (zero-copy) host memory: a host and a device copy each
         self.pending_downloads = PendingDownloads()  # asynchronous copies into pinned memory in flight
         self.streams = StreamTable(new_id=self.new_id)
         self.callbacks = HostCallbacks()
@@ -161,7 +163,7 @@ class Runtime:
                                 spin_us=config.spin_us)
         return SocketLink(self._context, session.endpoint(local_index), label, config.timeout,
                           liveness=session.liveness, batch_source=self.fast.batch_source(ordinal),
-                          socket_options=session.socket_options)
+                          mirror_source=self.fast.mirror_source(ordinal), socket_options=session.socket_options)
 
     def _connect_all(self, config: ClientConfig) -> list[ServerSession]:
         """Hello to every server at once; any failure fails initialisation,
@@ -250,6 +252,7 @@ class Runtime:
         """At exit: close every device (the close reply proves all queued
         asynchronous work reached the server), then the sessions."""
         devices = self._devices or []
+        self.mapped.forget_all(self.fast)  # plain memory again: nothing more goes to the devices
         for i, device in enumerate(devices):
             try:
                 device.close()
@@ -274,6 +277,7 @@ class Runtime:
     def reset_device(self, device: RemoteDevice) -> None:
         """cudaDeviceReset: everything the process had on `device` is gone."""
         try:
+            self.mapped.forget_device(self.fast, device)  # the device copies go with the reset
             device.reset()
         finally:
             for allocation in self.allocations.of_device(device):
@@ -290,6 +294,7 @@ class Runtime:
         self._sessions = []
         self._context = None
         self.allocations.clear()
+        self.mapped.forget_after_fork()  # C made their pages plain memory
         self.streams.clear()
         self.callbacks = HostCallbacks()
         self.pending_downloads = PendingDownloads()  # the parent's land in the parent

@@ -42,6 +42,8 @@ WAIT_SLICE = 0.2
 #: How long a caller driving the socket first waits for its reply in a plain
 #: blocking recv, before it also watches for other threads' posts.
 DRIVE_FIRST_WAIT_MS = 2
+#: Runs of mapped memory's dirty pages one mirror_htod message carries at most.
+MIRROR_RUNS = 32
 
 
 class Pending:
@@ -101,7 +103,8 @@ def _landed(frames, into) -> list:
 
 class SocketLink:
     def __init__(self, context: zmq.Context, endpoint: str, label: str, timeout: float,
-                 liveness=lambda: time.monotonic(), socket_options: dict | None = None, batch_source=None):
+                 liveness=lambda: time.monotonic(), socket_options: dict | None = None, batch_source=None,
+                 mirror_source=None):
         self.label = label  # "GPU1 (host:port)", for messages
         self.timeout = timeout
         self.stats = None  # client/stats.py Stats, with RCUDA_STATS=1
@@ -119,6 +122,10 @@ class SocketLink:
         # each thread's program order.
         self._batch_source = batch_source
         self._records_shipped = 0
+        # The device's mapped memory (client/fast_path.py, MirrorSource): the
+        # host's writes sent before each message, as C does on a lane
+        # (native/mapped_memory.c).
+        self._mirror_source = mirror_source
         self._post_lock = threading.Lock()
         self._socket_lock = threading.Lock()  # whoever uses the socket: a caller, or the forwarding thread
         self.wake_fd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
@@ -135,10 +142,12 @@ class SocketLink:
 
     # ---------------------------------------------------------- app threads
 
-    def call(self, header: dict, frames=(), into=None) -> tuple[dict, list]:
+    def call(self, header: dict, frames=(), into=None, urgent: bool = False) -> tuple[dict, list]:
+        """`urgent`: ahead of everything queued, gates too (mapped memory's
+        download, which a host function's gate may be waiting for)."""
         op = header["op"]
         pending = Pending(into)
-        self._enqueue(op, (header, frames), pending, wake=False)
+        self._enqueue(op, (header, frames), pending, wake=False, urgent=urgent)
         if self._socket_lock.acquire(blocking=False):
             try:
                 if not self._socket.closed:
@@ -173,16 +182,20 @@ class SocketLink:
     def gate_opened(self, gate: Gate) -> None:
         self._wake()
 
-    def _enqueue(self, op: str, item, receiver=None, wake: bool = True) -> None:
+    def _enqueue(self, op: str, item, receiver=None, wake: bool = True, urgent: bool = False) -> None:
         if self._failure:
             raise failed_call(self._failure, op, self.label)
         with self._post_lock:
-            self._seal_batch()
+            if not urgent:
+                self._seal_batch()
             header = item[0]
             header["seq"] = next(self._seq)
             if receiver is not None:
                 self._pending[header["seq"]] = receiver
-            self._outbox.append(item)
+            if urgent:
+                self._outbox.appendleft(item)
+            else:
+                self._outbox.append(item)
         if wake:
             self._wake()
 
@@ -319,6 +332,9 @@ class SocketLink:
             frames = [piece for frame in frames for piece in protocol.chunks(memoryview(getattr(frame, "buffer",
                                                                                                 frame)).cast("B"))]
             try:
+                self._send_mirrors()  # what the program wrote to mapped memory before it
+                if header["op"] == "mirror_dtoh" and self._mirror_source is not None:
+                    self._mirror_source.download_sent(header["src"])  # its place among the flushes
                 if frames:
                     self._socket.send(protocol.pack(header), zmq.SNDMORE)
                     self._socket.send_multipart(frames, copy=False)
@@ -328,6 +344,17 @@ class SocketLink:
                 log.exception("socket of %s failed", self.label)
                 self.fail(TransportError(f"its socket failed: {exc}"))
                 return
+
+    def _send_mirrors(self) -> None:
+        """The dirty pages of the device's mapped memory, as mirror_htod
+        messages of up to MIRROR_RUNS runs (under _socket_lock)."""
+        runs = self._mirror_source.take() if self._mirror_source is not None else None
+        for first in range(0, len(runs or ()), MIRROR_RUNS):
+            group = runs[first:first + MIRROR_RUNS]
+            header = {"op": "mirror_htod", "seq": next(self._seq), "runs": [v for dst, data in group
+                                                                            for v in (dst, len(data))]}
+            self._socket.send(protocol.pack(header), zmq.SNDMORE)
+            self._socket.send_multipart([piece for _, data in group for piece in protocol.chunks(data)])
 
     def _receive_replies(self) -> None:
         socket = self._socket

@@ -109,7 +109,9 @@ static int record_op(int device, void *stream, int per_thread, uint32_t kind, co
 /* A memset of [ptr, ptr + count) inside one allocation: its device, or -1. */
 static int memset_device(void *ptr, size_t count)
 {
-    return count ? device_holding((uintptr_t)ptr, count) : -1;
+    if (!count || mirror_overlaps((uintptr_t)ptr, count))
+        return -1; /* mapped memory: Python's, which keeps both copies in step */
+    return device_holding((uintptr_t)ptr, count);
 }
 
 struct memset_fields {
@@ -154,6 +156,8 @@ static int memcpy_async_in_c(const char *name, void *dst, const void *src, size_
     *status = cudaSuccess;
     if (count == 0 || dst == NULL || src == NULL)
         return 0;
+    if (mirror_overlaps((uintptr_t)dst, count) || mirror_overlaps((uintptr_t)src, count))
+        return 0; /* mapped memory: Python's */
     int dst_device = device_holding((uintptr_t)dst, count), src_device = device_holding((uintptr_t)src, count);
     kind = copy_kind(kind, dst_device, src_device);
     if (kind == cudaMemcpyHostToDevice && dst_device >= 0 && src_device < 0 && count <= RECORD_HTOD_MAX &&

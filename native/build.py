@@ -127,6 +127,25 @@ static void rcuda_pinned_added(uint64_t base, uint64_t size);
 static void rcuda_pinned_removed(uint64_t base);
 """
 
+# Mapped host memory (native/mapped_memory.c): the mirrors Python makes and
+# forgets, the device-side writes it makes, and the refreshes after its own
+# synchronisations (on a lane in C; on a ZeroMQ link through Python).
+MIRROR_CDEF = """
+struct mirror_sync { uint64_t written; int pending; int covers; };
+static int rcuda_mirror_add(uint64_t host, uint64_t size, uint64_t device_ptr, int device, uint64_t alias,
+                            int dirty, int no_refresh);
+static void rcuda_mirror_remove(int slot);
+static void rcuda_mirrors_forget(int device);
+static void rcuda_mirror_written(int device, uint64_t stream);
+static void rcuda_mirror_before_sync(int device, int scope, uint64_t stream, struct mirror_sync *token);
+static int rcuda_mirror_refresh(int device, int handle, const struct mirror_sync *token, struct link_reply *reply);
+static int rcuda_mirror_slots(int device, int *slots, uint64_t *device_ptrs, uint64_t *sizes, int max);
+static void rcuda_mirror_store(int slot, uint64_t device_ptr, const char *data, uint64_t size);
+static void rcuda_mirror_covered(int device, const struct mirror_sync *token);
+static void rcuda_mirror_download_sent(int device, uint64_t device_ptr);
+static uint64_t rcuda_mirror_take(int device, char **data, uint64_t **runs, uint32_t *count);
+"""
+
 # cudaGetLastError/cudaPeekAtLastError in C (native/last_error.c): Python
 # says when an error was recorded; the slow path asks Python.
 LAST_ERROR_CDEF = """
@@ -206,6 +225,7 @@ def make_ffi(extra_link_args: list[str], build_dir: Path) -> cffi.FFI:
     ffi.cdef(LIFECYCLE_CDEF)
     ffi.cdef(FAST_PATH_CDEF)
     ffi.cdef(LINK_CDEF % {"max_frames": wire.MAX_FRAMES})
+    ffi.cdef(MIRROR_CDEF)
     ffi.cdef(LAST_ERROR_CDEF)
     ffi.embedding_api("")
     source = "\n".join([
@@ -214,6 +234,7 @@ def make_ffi(extra_link_args: list[str], build_dir: Path) -> cffi.FFI:
         '#include "cudart_types.h"',
         '#include "cudart_layout.h"',
         '#include "wire.h"',
+        '#include "mapped_memory.h"',
         '#include "interposer.c"',
         '#include "launch_fast_path.c"',
         '#include "allocation_table.c"',
@@ -221,6 +242,7 @@ def make_ffi(extra_link_args: list[str], build_dir: Path) -> cffi.FFI:
         '#include "msgpack_lite.c"',
         '#include "link.c"',
         '#include "sync_fast_path.c"',
+        '#include "mapped_memory.c"',
         '#include "last_error.c"',
         '#include "cudart_exports.c"',
         '#include "registrations.c"',

@@ -345,9 +345,11 @@ static void last_error_after_fork(void);  /* native/last_error.c */
 static void link_after_fork(void);        /* native/link.c */
 static void allocation_table_after_fork(void); /* native/allocation_table.c */
 static void async_path_after_fork(void);  /* native/async_fast_path.c */
+/* mirror_after_fork: native/mapped_memory.h */
 
 static void after_fork_child(void)
 {
+    mirror_after_fork(); /* first: the parent's mapped memory becomes plain writable memory */
     fast_path_after_fork();
     async_path_after_fork();
     link_after_fork();

@@ -426,7 +426,10 @@ static int record_launch(const void *host_fun, dim3 grid, dim3 block, void **arg
             memcpy(params + k->offsets[i], args[i], k->sizes[i]);
     }
     pthread_rwlock_unlock(&kernels_lock);
-    return finish_record(d, &r, params != NULL);
+    if (!finish_record(d, &r, params != NULL))
+        return 0;
+    mirror_note_write(device, stream_id); /* the kernel may write mapped memory (native/mapped_memory.c) */
+    return 1;
 }
 
 /* The slow path: the Python client (client/api.py, `launch`). */

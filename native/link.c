@@ -95,6 +95,9 @@ struct waiter {
     int done;
     int for_python; /* its reply goes to the inbox */
     int registered; /* counted in python_awaited */
+    void (*on_send)(void *); /* called with `send` held just before the request is written (its place in the
+                                link's order), for a request written at once (LINK_SEND_BYPASS) */
+    void *on_send_context;
     struct waiter *next;
 };
 
@@ -129,6 +132,11 @@ struct link {
 };
 
 static struct link links[LINK_SLOTS];
+
+/* How link_send sends. */
+#define LINK_SEND_HAND_OVER 1 /* the service thread writes it (a large asynchronous upload) */
+#define LINK_SEND_BYPASS 2    /* now, ahead of the queue and of the recorded launches, without flushing
+                                 mirrors (a mirror's download, which a host function's gate may wait for) */
 static pthread_mutex_t links_lock = PTHREAD_MUTEX_INITIALIZER;
 static uint64_t next_c_seq = WIRE_C_SEQ_BASE;
 
@@ -617,7 +625,9 @@ static void send_queue(struct link *l)
         }
         pthread_mutex_unlock(&l->lock);
         int error_number = 0;
-        int failure = write_all(l, q->parts, q->count, &error_number);
+        int failure = mirror_flush(l); /* what the program wrote before it (or a host function) */
+        if (!failure)
+            failure = write_all(l, q->parts, q->count, &error_number);
         free_queued(q);
         pthread_mutex_lock(&l->lock);
         if (failure)
@@ -625,13 +635,15 @@ static void send_queue(struct link *l)
     }
 }
 
-/* Send a message (parts[0] its header), after the recorded launches; `w`
- * (may be NULL) is registered for its reply first.  Queued instead when
- * something waits in the queue, or when `hand_over` (the service thread
- * then writes it).  0, or the link's failure. */
+/* Send a message (parts[0] its header), after the device's dirty mirror
+ * pages and the recorded launches; `w` (may be NULL) is registered for its
+ * reply first.  Queued instead when something waits in the queue, or with
+ * LINK_SEND_HAND_OVER (the service thread then writes it); LINK_SEND_BYPASS
+ * writes it alone, now.  0, or the link's failure. */
 static int link_send(struct link *l, struct iovec *parts, const unsigned char *kinds, int count, struct waiter *w,
-                     int hand_over)
+                     int mode)
 {
+    int hand_over = mode & LINK_SEND_HAND_OVER, bypass = mode & LINK_SEND_BYPASS;
     pthread_mutex_lock(&l->send);
     pthread_mutex_lock(&l->lock);
     int failure = l->failure;
@@ -643,7 +655,7 @@ static int link_send(struct link *l, struct iovec *parts, const unsigned char *k
             l->python_awaited++;
         }
     }
-    if (!failure && (l->queue || hand_over)) {
+    if (!failure && !bypass && (l->queue || hand_over)) {
         failure = enqueue_batch(l);
         if (!failure)
             failure = enqueue(l, parts, kinds, count);
@@ -652,20 +664,25 @@ static int link_send(struct link *l, struct iovec *parts, const unsigned char *k
         else
             wake(l);
     }
-    int sent = failure || l->queue;
+    int sent = failure || (!bypass && l->queue);
     pthread_mutex_unlock(&l->lock);
     if (!sent) {
+        if (w && w->on_send)
+            w->on_send(w->on_send_context);
         unsigned char head[64];
         struct iovec all[8 + WIRE_MAX_FRAMES];
         struct framing batch_framing, message_framing;
-        char *batch;
-        int n = 0, batch_parts = batch_message(l, head, all + 1, &batch);
+        char *batch = NULL;
+        int n = 0, batch_parts = bypass ? 0 : batch_message(l, head, all + 1, &batch);
         if (batch_parts) {
             frame(&batch_framing, all + 1, batch_parts);
             all[0] = (struct iovec){batch_framing.bytes, batch_framing.size};
             n = 1 + batch_parts;
         }
-        if (!frame(&message_framing, parts, count)) {
+        /* After the batch is detached: the pages written before its launches. */
+        if (!bypass && (failure = mirror_flush(l))) {
+            /* the link failed */
+        } else if (!frame(&message_framing, parts, count)) {
             failure = LINK_BAD_MESSAGE;
         } else {
             all[n++] = (struct iovec){message_framing.bytes, message_framing.size};
@@ -707,7 +724,9 @@ static void flush(struct link *l)
             frame(&f, parts + 1, n);
             parts[0] = (struct iovec){f.bytes, f.size};
             int error_number = 0;
-            int failure = write_all(l, parts, n + 1, &error_number);
+            int failure = mirror_flush(l); /* the pages written before those launches */
+            if (!failure)
+                failure = write_all(l, parts, n + 1, &error_number);
             free(batch);
             if (failure) {
                 pthread_mutex_lock(&l->lock);
@@ -814,7 +833,7 @@ static int rcuda_link_post(int handle, const struct link_part *given, uint32_t c
         return LINK_SHUT;
     if (!python_parts(given, count, parts, kinds, &borrowed))
         return LINK_BAD_MESSAGE;
-    return link_send(l, parts, kinds, (int)count, NULL, borrowed >= LINK_ASYNC_SEND_MIN);
+    return link_send(l, parts, kinds, (int)count, NULL, borrowed >= LINK_ASYNC_SEND_MIN ? LINK_SEND_HAND_OVER : 0);
 }
 
 /* A request whose reply goes to the inbox (rcuda_link_service hands it to
@@ -837,7 +856,7 @@ static int rcuda_link_post_awaited(int handle, uint64_t seq, const struct link_p
     w->for_python = 1;
     w->into = into;
     w->into_size = into_size;
-    int failure = link_send(l, parts, kinds, (int)count, w, borrowed >= LINK_ASYNC_SEND_MIN);
+    int failure = link_send(l, parts, kinds, (int)count, w, borrowed >= LINK_ASYNC_SEND_MIN ? LINK_SEND_HAND_OVER : 0);
     if (failure) {
         pthread_mutex_lock(&l->lock);
         if (!w->registered) /* never registered: nobody else has it */

@@ -1,6 +1,6 @@
 /* Just enough msgpack for the C side of the link (native/link.c): writing
  * the small requests C makes itself (maps of short string keys to
- * unsigned integers, one string), and reading any reply far enough to find
+ * unsigned integers, one string, an array of them), and reading any reply far enough to find
  * its top-level fields.  Python encodes and decodes everything else.
  *
  * Included into the cffi module before link.c.
@@ -29,6 +29,16 @@ static void mp_big_endian(struct mp_writer *w, uint64_t value, int bytes)
 static void mp_map(struct mp_writer *w, unsigned fields) /* at most 15 */
 {
     mp_byte(w, (unsigned char)(0x80 | fields));
+}
+
+static void mp_array(struct mp_writer *w, unsigned items) /* at most 65535 */
+{
+    if (items < 16) {
+        mp_byte(w, (unsigned char)(0x90 | items));
+    } else {
+        mp_byte(w, 0xdc);
+        mp_big_endian(w, items, 2);
+    }
 }
 
 static void mp_str(struct mp_writer *w, const char *text) /* keys and ops: under 32 bytes */

@@ -107,6 +107,13 @@ static int c_call(int device, const char *name, struct c_call *call, cudaError_t
     struct iovec parts[2] = {{head, (size_t)(w.at - head)}, {(void *)call->outgoing, call->outgoing ? call->size : 0}};
     static const unsigned char kinds[2] = {PART_COPY, PART_BORROWED}; /* the caller waits: its bytes stay */
     struct link_reply reply;
+    struct mirror_sync mirrors; /* a synchronisation: the device's mapped memory may need its writes */
+    int is_mem_info = strcmp(call->op, "mem_info") == 0;
+    if (is_mem_info)
+        memset(&mirrors, 0, sizeof mirrors);
+    else
+        mirror_before_sync(device, call->has_stream ? MIRROR_SYNC_STREAM : MIRROR_SYNC_DEVICE, call->stream,
+                           &mirrors);
     __atomic_add_fetch(&l->calls_in_c, 1, __ATOMIC_RELAXED);
     int failure = link_call(l, seq, call->op, parts, kinds, call->outgoing ? 2 : 1, call->incoming, call->size, &reply);
     if (failure) {
@@ -120,6 +127,14 @@ static int c_call(int device, const char *name, struct c_call *call, cudaError_t
     else if (call->incoming && !reply.landed)
         *status = rcuda_py_link_failed(device, name, LINK_BAD_MESSAGE, 0); /* a dtoh's success without its bytes */
     rcuda_link_free(&reply);
+    if (*status == cudaSuccess && mirrors.pending) {
+        int result = mirror_after_sync(device, l, &mirrors, &reply);
+        if (result > 0)
+            *status = rcuda_py_link_failed(device, name, result, reply.error_number);
+        else if (result < 0)
+            *status = rcuda_py_link_reply(device, name, "mirror_dtoh", reply.seq, reply.header, reply.header_size);
+        rcuda_link_free(&reply);
+    }
     return 1;
 }
 
@@ -188,6 +203,8 @@ static int memcpy_in_c(const char *name, void *dst, const void *src, size_t coun
 {
     if (count == 0 || dst == NULL || src == NULL)
         return 0;
+    if (mirror_overlaps((uintptr_t)dst, count) || mirror_overlaps((uintptr_t)src, count))
+        return 0; /* mapped memory: Python keeps its two copies in step */
     int dst_device = device_holding((uintptr_t)dst, count), src_device = device_holding((uintptr_t)src, count);
     kind = copy_kind(kind, dst_device, src_device);
     if (kind == cudaMemcpyHostToDevice && dst_device >= 0 && src_device < 0) {

@@ -90,6 +90,19 @@ the legacy default stream):
                   ops on this GPU see the bytes
     peer_access   {peer, enable}                      -> {}        cudaDeviceEnable/DisablePeerAccess
                                                                    between two GPUs of this server
+    mirror_htod   {runs} + data frames                (never answered)   mapped host memory: the
+                  host's writes to mapped ranges, written to their device
+                  copies at once, outside every stream (a kernel on any stream
+                  launched after it sees them); see client/mapped_memory.py.
+                  runs: [dst, size, dst, size, ...]; the frames carry their
+                  bytes in that order (a frame per run on a lane)
+    mirror_zero   {ptr, size}                         -> {}        a new mapped range's
+                  device copy zeroed at once, as its host copy starts
+    mirror_dtoh   {src, size}                         -> {} + data frames
+                  a mapped range's device copy as it is now (not in any
+                  stream), for its host copy after a synchronisation; the
+                  reply carries neither device output nor an earlier
+                  asynchronous error (the next reply does)
 Ops in MAY_BE_ASYNC take `"async": true` to be sent without waiting: then no
 reply comes at all.  Ops in ALWAYS_ASYNC are never answered.
 Session worker, peer socket (one per worker, port and token in the hello
@@ -119,7 +132,7 @@ import msgpack
 
 from rcuda.errors import ProtocolError
 
-PROTOCOL_VERSION = 4
+PROTOCOL_VERSION = 5
 
 #: Bulk bytes on a ZeroMQ socket travel in frames of this size: ZeroMQ slows
 #: down on messages above ~32 MiB (fresh buffers page-fault).
@@ -186,13 +199,17 @@ OPS: dict[str, dict[str, type | tuple]] = {
                   "timeout": (_INT, float)},
     "peer_wait": {"xfer": _INT, "dst": _INT, "size": _INT, "source": _STR},
     "peer_access": {"peer": _INT, "enable": _INT},
+    # -- mapped host memory, see client/mapped_memory.py and native/mapped_memory.c
+    "mirror_htod": {"runs": _LIST},
+    "mirror_zero": {"ptr": _INT, "size": _INT},
+    "mirror_dtoh": {"src": _INT, "size": _INT},
     "peer_data": {"token": _STR, "xfer": _INT, "offset": _INT, "total": _INT},
     "peer_abort": {"token": _STR, "xfer": (_INT, type(None)), "source": _STR, "upto": _INT, "msg": _STR},
     "peer_hello": {"token": _STR},
 }
 
 #: Ops that are never answered: their errors surface in a later reply.
-ALWAYS_ASYNC = frozenset({"launch", "launches", "peer_push", "peer_wait"})
+ALWAYS_ASYNC = frozenset({"launch", "launches", "peer_push", "peer_wait", "mirror_htod"})
 
 #: Ops that may carry `"async": true` (sent without waiting, no reply).
 MAY_BE_ASYNC = frozenset({

@@ -79,8 +79,16 @@ class Usage:
 
 
 #: Ops whose payload goes to the device, and ops whose reply brings bytes back.
-TO_DEVICE_OPS = frozenset({"htod", "htod2d"})
-FROM_DEVICE_OPS = frozenset({"dtoh", "dtoh2d"})
+TO_DEVICE_OPS = frozenset({"htod", "htod2d", "mirror_htod"})
+FROM_DEVICE_OPS = frozenset({"dtoh", "dtoh2d", "mirror_dtoh"})
+#: Ops whose one payload frame a lane leaves in the connection, for the
+#: handler to read straight into device memory (it may exceed MAX_BUFFERED_PAYLOAD).
+STREAMED_OPS = frozenset({"htod", "mirror_htod"})
+#: Replies that carry neither device output nor an earlier asynchronous
+#: failure: the client's own bookkeeping (mapped memory), not a program's call.
+TRANSPARENT_OPS = frozenset({"mirror_dtoh"})
+#: Zeros written at a time by mirror_zero.
+ZERO_PIECE = 4 << 20
 
 
 class Later:
@@ -144,6 +152,7 @@ class DeviceService:
             "event_record": self._event_record, "event_sync": self._event_sync, "event_query": self._event_query,
             "event_elapsed": self._event_elapsed, "marker": self._marker, "reset": self._reset,
             "close": self._close,
+            "mirror_htod": self._mirror_htod, "mirror_zero": self._mirror_zero, "mirror_dtoh": self._mirror_dtoh,
         }
         # Server-to-server copies (server/peer.py): `inbox` holds the worker's
         # incoming transfers, `peer_token` authorises them.
@@ -335,7 +344,7 @@ class DeviceService:
             header, undecodable = protocol.unpack(head), None
         except ProtocolError as exc:
             header, undecodable = None, exc
-        streamed = header is not None and header.get("op") == "htod" and len(lengths) == 1
+        streamed = header is not None and header.get("op") in STREAMED_OPS and len(lengths) == 1
         if not streamed and sum(lengths) > wire.MAX_BUFFERED_PAYLOAD:
             bad_requests.warning("GPU%d: lane closed: %d payload bytes (at most %d but in an htod)",
                                  self.index, sum(lengths), wire.MAX_BUFFERED_PAYLOAD)
@@ -456,17 +465,19 @@ class DeviceService:
         if not answer:
             self._collect_output()
             return
-        self._respond(reply_to, seq, result)
+        self._respond(reply_to, seq, result, transparent=op in TRANSPARENT_OPS)
 
-    def _respond(self, reply_to, seq, result) -> None:
-        """A request's reply, with an earlier asynchronous failure if one waits."""
+    def _respond(self, reply_to, seq, result, transparent: bool = False) -> None:
+        """A request's reply, with an earlier asynchronous failure if one
+        waits (not on a `transparent` one, which leaves it and the device
+        output to the next)."""
         reply, frames = result if isinstance(result, tuple) else (result or {}, [])
         reply["seq"] = seq
         reply["err"] = 0
-        if self._deferred is not None:  # an earlier asynchronous failure
+        if self._deferred is not None and not transparent:  # an earlier asynchronous failure
             reply["err"], reply["msg"] = int(self._deferred.status), self._deferred.message
             self._deferred = None
-        self._reply(reply_to, reply, frames)
+        self._reply(reply_to, reply, frames, with_output=not transparent)
 
     def _count(self, op: str, payload, seconds: float) -> None:
         usage = self.usage
@@ -495,10 +506,10 @@ class DeviceService:
             return
         self._reply(peer, {"seq": seq, "err": int(status), "msg": str(exc)})
 
-    def _reply(self, peer, reply: dict, frames=()) -> None:
+    def _reply(self, peer, reply: dict, frames=(), with_output: bool = True) -> None:
         """Answer on the socket (`peer`: the identity), or on the lane."""
         self._collect_output()
-        if self._output:
+        if self._output and with_output:
             reply["out"] = "".join(self._output)
             self._output.clear()
         if isinstance(peer, Lane):
@@ -579,6 +590,37 @@ class DeviceService:
                 self.device.memcpy_htod(header["dst"] + offset, frame.buffer, stream)
             offset += len(frame)
         return self._stream_order(header, stream)
+
+    # -- mapped host memory (client/mapped_memory.py): the device copies of
+    # the program's mapped ranges, written and read at once, outside every
+    # stream, as the program's host memory would be.
+
+    def _mirror_htod(self, header, payload):
+        runs = header["runs"]
+        if len(runs) % 2 or len(runs) > 2 * wire.MAX_FRAMES or not all(type(v) is int and v >= 0 for v in runs):
+            raise ProtocolError(f"mirror_htod: runs must be at most {wire.MAX_FRAMES} pairs of non-negative "
+                                f"integers (dst, size)")
+        pairs = list(zip(runs[::2], runs[1::2]))
+        if _payload_size(payload) != sum(size for _, size in pairs):
+            raise ProtocolError(f"mirror_htod: the runs add up to {sum(size for _, size in pairs)} bytes, frames "
+                                f"carry {_payload_size(payload)}")
+        for dst, size in pairs:
+            self.device.check_range(dst, size, "mapped memory")
+        source = _Payload(payload)
+        for dst, size in pairs:
+            source.write_now(self.device, dst, size)
+
+    def _mirror_zero(self, header, payload):
+        size = _non_negative(header, "size")
+        self.device.check_range(header["ptr"], size, "mapped memory")
+        zeros = memoryview(bytes(min(size, ZERO_PIECE)))
+        for offset in range(0, size, len(zeros) or 1):
+            self.device.write_now(header["ptr"] + offset, zeros[:min(len(zeros), size - offset)])
+
+    def _mirror_dtoh(self, header, payload):
+        data = self.device.read_now(header["src"], _non_negative(header, "size"))
+        self.usage.bytes_from_device += len(data)
+        return {}, [_bytes_view(data)]
 
     def _dtoh(self, header, payload):
         data, done = self.device.memcpy_dtoh(header["src"], _non_negative(header, "size"), self._stream(header))
@@ -861,6 +903,37 @@ def land_on_device(frame: UnreadFrame, device, dst: int, stream: int, piece: int
         frame.read_into(chunk)
         device.memcpy_htod(dst + offset, chunk, stream)
         offset += len(chunk)
+
+
+class _Payload:
+    """A request's payload frames read in order, a run at a time, whatever
+    their boundaries (a frame per run on a lane, 1 MiB pieces on ZeroMQ);
+    a frame still in the lane is read straight where it goes."""
+
+    def __init__(self, frames):
+        self._frames = list(frames)
+        self._index = self._offset = 0
+
+    def write_now(self, device, dst: int, size: int, piece: int = LANE_STAGING_PIECE) -> None:
+        """The next `size` bytes to device address `dst`, at once (Device.write_now)."""
+        while size:
+            frame = self._frames[self._index]
+            length = min(size, len(frame) - self._offset)
+            if isinstance(frame, UnreadFrame):
+                target = device.host_view(dst, length)  # no stream: the copy has no place in any
+                if target is not None:
+                    frame.read_into(target)
+                else:
+                    staging = memoryview(bytearray(min(length, piece)))
+                    for at in range(0, length, len(staging)):
+                        chunk = staging[:min(len(staging), length - at)]
+                        frame.read_into(chunk)
+                        device.write_now(dst + at, chunk)
+            else:
+                device.write_now(dst, frame.buffer[self._offset:self._offset + length])
+            dst, size, self._offset = dst + length, size - length, self._offset + length
+            if self._offset == len(frame):
+                self._index, self._offset = self._index + 1, 0
 
 
 def _payload_size(payload) -> int:

@@ -106,6 +106,25 @@ def test_memory_round_trip_inside_the_window(device):
     wait(device.free(0))  # cudaFree(NULL) does nothing
 
 
+def test_mapped_memory_is_written_and_read_now(device):
+    """write_now/read_now (mapped host memory's device copies): at once, in
+    no stream, whatever the streams hold; ranges are checked."""
+    ptr = device.malloc(1 << 16)
+    data = bytes(range(256)) * 256
+    device.write_now(ptr, memoryview(data))
+    assert bytes(device.read_now(ptr, 1 << 16)) == data
+    assert fetch(device, ptr + 100, 50) == data[100:150]  # and a stream's copy sees them
+    device.memset(ptr, 9, 16)
+    wait(device.synchronize())
+    assert bytes(device.read_now(ptr, 20)) == b"\x09" * 16 + data[16:20]
+    assert bytes(device.read_now(ptr, 0)) == b""
+    for bad in (lambda: device.write_now(ptr + (1 << 16) - 2, memoryview(b"1234")),
+                lambda: device.read_now(ptr - 8, 16)):
+        with pytest.raises(CudaError) as error:
+            bad()
+        assert error.value.status == cudaError.cudaErrorInvalidValue
+
+
 def test_two_d_copies(device):
     width, height, pitch = 24, 5, 64
     base = device.malloc(pitch * height)

@@ -25,7 +25,3 @@ def test_section(result, section):
 
 def test_whole_program_passes(result):
     assert result.returncode == 0 and "PASSED runtime_memory" in result.stdout, result.stdout + result.stderr
-
-
-def test_mapped_memory_refusal_explains_itself(result):
-    assert "mapped (zero-copy) host memory cannot work with a remote GPU" in result.stderr

@@ -154,6 +154,22 @@ class Device(abc.ABC):
         modelled time (without it, the copy has no place in any stream)."""
         return None
 
+    # Mapped host memory (the device copies of the program's mapped ranges,
+    # client/mapped_memory.py): written and read at once, in no stream, as
+    # a kernel on any stream would find host memory.  The range is checked
+    # by the caller (check_range).
+
+    def write_now(self, dst: int, data: memoryview) -> None:
+        """Write host bytes to device address `dst` now, whatever the streams
+        are doing (a kernel launched after this returns sees them)."""
+        raise CudaError(cudaError.cudaErrorNotSupported, f"{type(self).__name__}: no mapped host memory")
+
+    def read_now(self, src: int, size: int) -> memoryview:
+        """The `size` bytes at device address `src` as they are now (what
+        kernels wrote to them so far).  May be a view of device memory that
+        the caller sends before serving anything else."""
+        raise CudaError(cudaError.cudaErrorNotSupported, f"{type(self).__name__}: no mapped host memory")
+
     @abc.abstractmethod
     def memcpy_dtod(self, dst: int, src: int, size: int, stream: int = 0) -> None:
         """Copy between two device addresses of this device."""

@@ -238,6 +238,7 @@ class CupyDevice(Device):
                 self._window = AddressWindow(index, va_base, VA_WINDOW_SIZE)
         with self._cuda("creating the stream event waits use"):
             self._wait_stream = self._runtime.streamCreateWithFlags(STREAM_NON_BLOCKING)
+        self._mirror_stream = None  # mapped memory's copies (write_now, read_now), made on first use
 
     # ---------------------------------------------------------- completions
 
@@ -425,6 +426,34 @@ class CupyDevice(Device):
             self._runtime.memcpyAsync(host.ctypes.data, src, size, self._runtime.memcpyDeviceToHost,
                                       self._streams[stream])
         return memoryview(host), self._completion([self._streams[stream]])
+
+    # Mapped memory: through pinned staging, on a stream of their own that
+    # waits for no other (non-blocking), and only for that copy.
+
+    def _mirror_copy(self, dst: int, src: int, size: int, kind, what: str) -> None:
+        with self._cuda(what):
+            if self._mirror_stream is None:
+                self._mirror_stream = self._runtime.streamCreateWithFlags(STREAM_NON_BLOCKING)
+            self._runtime.memcpyAsync(dst, src, size, kind, self._mirror_stream)
+            self._runtime.streamSynchronize(self._mirror_stream)
+
+    def write_now(self, dst: int, data: memoryview) -> None:
+        source = np.frombuffer(data, np.uint8)
+        if not source.size:
+            return
+        self._memory.require(dst, source.size, "mapped memory")
+        staging = self._staging(source.size)
+        staging[:] = source
+        self._mirror_copy(dst, staging.ctypes.data, source.size, self._runtime.memcpyHostToDevice,
+                          "mapped memory to device")
+
+    def read_now(self, src: int, size: int) -> memoryview:
+        if not size:
+            return memoryview(b"")
+        self._memory.require(src, size, "mapped memory")
+        host = self._staging(size)
+        self._mirror_copy(host.ctypes.data, src, size, self._runtime.memcpyDeviceToHost, "mapped memory from device")
+        return memoryview(host)
 
     def memcpy_dtod(self, dst: int, src: int, size: int, stream: int = 0) -> None:
         if size:
@@ -621,6 +650,8 @@ class CupyDevice(Device):
         steps += [("cudaEventDestroy", lambda h=h: self._runtime.eventDestroy(h))
                   for h in [*self._events.values(), *self._spare_events]]
         steps.append(("cudaStreamDestroy", lambda: self._runtime.streamDestroy(self._wait_stream)))
+        if self._mirror_stream is not None:
+            steps.append(("cudaStreamDestroy", lambda: self._runtime.streamDestroy(self._mirror_stream)))
         steps += [(f"unloading module {key}", lambda m=m: self._driver.moduleUnload(m))
                   for key, (m, _) in self._modules.items()]
         if self._window:

@@ -291,6 +291,18 @@ class SimDevice(Device):
             self._op(stream)
         return view
 
+    # Mapped memory: kernels run when they arrive, so "now" is every stream's present.
+
+    def write_now(self, dst: int, data: memoryview) -> None:
+        source = np.frombuffer(data, np.uint8)
+        if source.size:
+            self._bytes(dst, source.size, "mapped memory")[:] = source
+
+    def read_now(self, src: int, size: int) -> memoryview:
+        if not size:
+            return memoryview(b"")
+        return memoryview(self._bytes(src, size, "mapped memory"))
+
     def memcpy_dtod(self, dst: int, src: int, size: int, stream: int = 0) -> None:
         if size:
             source = self._bytes(src, size, "cudaMemcpy device to device (source)")

@@ -156,14 +156,12 @@ static void host_memory() {
     CHECK(cudaHostGetFlags(&flags, a));
     REQUIRE(flags == cudaHostAllocPortable);
     memset(a, 3, 1 << 20);  // ordinary memory of this process
-    void *mapped = nullptr;
-    EXPECT_AND_CLEAR(cudaHostAlloc(&mapped, 4096, cudaHostAllocMapped), cudaErrorNotSupported);
-    void *dptr = nullptr;
-    EXPECT_AND_CLEAR(cudaHostGetDevicePointer(&dptr, a, 0), cudaErrorNotSupported);
+    void *dptr = nullptr;  // (mapped memory: tests/cuda/mapped_memory.cu)
+    EXPECT_AND_CLEAR(cudaHostGetDevicePointer(&dptr, a, 0), cudaErrorInvalidValue);  // not mapped
     b = (char *)malloc(1 << 16);
     CHECK(cudaHostRegister(b, 1 << 16, cudaHostRegisterDefault));
     EXPECT_AND_CLEAR(cudaHostRegister(b, 1 << 16, cudaHostRegisterDefault), cudaErrorHostMemoryAlreadyRegistered);
-    EXPECT_AND_CLEAR(cudaHostRegister(b, 64, cudaHostRegisterMapped), cudaErrorNotSupported);
+    EXPECT_AND_CLEAR(cudaHostRegister(b, 64, cudaHostRegisterMapped), cudaErrorHostMemoryAlreadyRegistered);
     char *d;
     CHECK(cudaMalloc(&d, 1 << 16));
     CHECK(cudaMemcpyAsync(d, a, 1 << 16, cudaMemcpyHostToDevice, 0));

@@ -40,7 +40,7 @@ static void attributes() {
     CHECK(cudaDeviceGetAttribute(&clock, cudaDevAttrClockRate, 0));  // not in cudaDeviceProp any more
     REQUIRE(clock > 0);
     CHECK(cudaDeviceGetAttribute(&value, cudaDevAttrCanMapHostMemory, 0));
-    REQUIRE(value == 0 && prop.canMapHostMemory == 0);  // not through rcuda
+    REQUIRE(value == 1 && prop.canMapHostMemory == 1);  // rcuda's mapped memory (tests/cuda/mapped_memory.cu)
     EXPECT_AND_CLEAR(cudaDeviceGetAttribute(&value, (cudaDeviceAttr)9999, 0), cudaErrorInvalidValue);
     EXPECT_AND_CLEAR(cudaDeviceGetAttribute(&value, cudaDevAttrWarpSize, 7), cudaErrorInvalidDevice);
     char bus[32];
