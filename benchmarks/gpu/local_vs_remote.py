@@ -92,6 +92,13 @@ def demo(out: Path, epochs: int, sim: bool) -> dict:
         for devices, sync in ((1, "host"), (4, "host"), (4, "peer")):
             runs[f"remote_{devices}_{sync}"] = common.run_program(
                 [binary, *args, "--devices", str(devices), "--sync", sync], env=env)
+        # Equal shares: the same split, so the two ways of summing the
+        # gradients (on the host, and on GPU0 after peer copies) add the same
+        # numbers in the same order.  Shares by measured speed differ from run
+        # to run, and so does the order of additions.
+        for sync in ("host", "peer"):
+            runs[f"remote_4_{sync}_static"] = common.run_program(
+                [binary, *args, "--devices", "4", "--sync", sync, "--static-split"], env=env)
     reference = runs.get("local_gpu_1", runs["cpu_reference"])
     name = "local_gpu_1" if "local_gpu_1" in runs else "cpu_reference"
     for key, run in runs.items():
@@ -99,6 +106,8 @@ def demo(out: Path, epochs: int, sim: bool) -> dict:
             continue
         exact = key == "remote_1_host" and name == "local_gpu_1"  # same GPU, same kernels, same order
         report["comparisons"][f"{key} vs {name}"] = agree(reference, run, 1e-5 if exact else 1e-3, 0.3)
+    report["comparisons"]["remote_4_peer_static vs remote_4_host_static"] = agree(
+        runs["remote_4_host_static"], runs["remote_4_peer_static"], 1e-5, 0.1)
     report["accuracies"] = {key: run["test_accuracy"] for key, run in runs.items()}
     report["train_seconds"] = {key: run["train_seconds"] for key, run in runs.items()}
     common.write_json(out, report)

@@ -128,7 +128,8 @@ step_tests_gpu() {
     [[ $DRY_RUN == 1 ]] && skip "dry run: no GPU"
     # -rs lists every skip with its reason: these must not skip on a GPU machine.
     "$PY" -m pytest -q -rs -p no:cacheprovider --junitxml="$OUT/tests/gpu-junit.xml" \
-        tests/test_backends.py tests/test_mnist.py tests/test_independent_streams.py -k "cupy or local_gpu or on_a_gpu"
+        tests/test_backends.py tests/test_mnist.py tests/test_independent_streams.py tests/test_mapped_memory.py \
+        -k "cupy or local_gpu or on_a_gpu"
 }
 
 step_demo() {
