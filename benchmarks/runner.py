@@ -19,10 +19,10 @@ import time
 from pathlib import Path
 
 from . import common, paper
-from .micro import copy_throughput, latency, launch_throughput, startup
+from .micro import copy_throughput, latency, launch_throughput, startup, streams
 
 SUITES = {
-    "micro": [latency, copy_throughput, launch_throughput, startup],
+    "micro": [latency, copy_throughput, launch_throughput, startup, streams],
     "paper": paper.BENCHMARKS,
 }
 

@@ -183,3 +183,13 @@ def test_unknown_benchmark_name_is_refused(tmp_path):
     run = run_bench("micro", "--only", "latncy", "--out", str(tmp_path))
     assert run.returncode == 2
     assert "latncy" in run.stderr and "latency" in run.stderr
+
+
+@requires_nvcc
+def test_streams_quick(tmp_path):
+    run = run_bench("micro", "--quick", "--only", "streams", "--out", str(tmp_path))
+    assert run.returncode == 0, run.stderr
+    result = check_outputs(tmp_path, "streams")
+    assert result["idle_sync"]["kernel_still_running"] and result["idle_sync"]["beside_calls"] > 0
+    assert result["concurrency"]["parallel_us"] < result["concurrency"]["one_stream_us"]
+    assert result["zero_copy"]["mapped_us"] > 0 and result["zero_copy"]["copies_us"] > 0

@@ -1,0 +1,82 @@
+"""Streams that stay independent, and mapped (zero-copy) host memory.
+
+An unmodified CUDA program (cuda/streams.cu) against a sim server whose
+long kernel's time is modelled (cuda/stream_kernels.py):
+
+    idle_sync     cudaStreamSynchronize of an idle stream, alone and while
+                  another stream runs a KERNEL_MS kernel (goal: within 2x)
+    concurrency   one KERNEL_MS kernel on each of N streams, against the same
+                  N kernels one after the other on one stream (the sim runs
+                  kernels of different streams at once, up to 128)
+    zero_copy     a kernel adding 1 to BYTES of input: the host writes the
+                  input into mapped memory and reads the output there, against
+                  the same with cudaMemcpy both ways and device buffers
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from .. import common
+from ..common import Context, goal
+
+NAME = "streams"
+TITLE = "Independent streams and mapped memory"
+
+KERNELS = Path(common.__file__).resolve().parent / "cuda" / "stream_kernels.py"
+GOAL_IDLE_SYNC = 2.0
+
+
+def parameters(quick: bool) -> dict:
+    return {"kernel_ms": 300, "idle_syncs": 50 if quick else 300, "streams": 8, "concurrency_kernel_ms": 100,
+            "zero_copy_bytes": (4 if quick else 64) << 20, "zero_copy_repeats": 2 if quick else 5}
+
+
+def run(ctx: Context) -> dict:
+    params = parameters(ctx.quick)
+    ctx.progress("building cuda/streams.cu")
+    binary = common.compile_cuda("streams.cu")
+    with common.sim_server(kernels=KERNELS) as server:
+        def program(*args):
+            server.wait_idle()
+            return common.run_program([binary, *args], env=common.rcuda_environment(server.address))
+
+        ctx.progress(f"idle-stream syncs, alone and beside a {params['kernel_ms']} ms kernel")
+        idle = program("idle-sync", params["kernel_ms"], params["idle_syncs"])
+        ctx.progress(f"{params['streams']} streams of {params['concurrency_kernel_ms']} ms kernels")
+        concurrency = program("concurrency", params["concurrency_kernel_ms"], params["streams"])
+        ctx.progress(f"zero copy vs explicit copies, {params['zero_copy_bytes'] >> 20} MiB")
+        zero_copy = program("zero-copy", params["zero_copy_bytes"], params["zero_copy_repeats"])
+    idle_ratio = idle["beside_us"] / idle["alone_us"]
+    speedup = concurrency["one_stream_us"] / concurrency["parallel_us"]
+    return {"parameters": params, "idle_sync": idle, "concurrency": concurrency, "zero_copy": zero_copy,
+            "ratios": {"idle_sync_beside_a_kernel_over_alone": round(idle_ratio, 3),
+                       "one_stream_over_n_streams": round(speedup, 3),
+                       "zero_copy_over_explicit_copies": round(zero_copy["mapped_us"] / zero_copy["copies_us"], 3)},
+            "goals": {"idle-stream sync beside a running kernel / alone": goal(idle_ratio, "<=", GOAL_IDLE_SYNC),
+                      f"{params['streams']} streams of kernels: speed-up over one stream":
+                          goal(speedup, ">=", params["streams"] / 2)}}
+
+
+def plot(result: dict, out_dir: Path) -> list[Path]:
+    from .. import plots
+
+    path = out_dir / "micro_streams.png"
+    i, c, z = result["idle_sync"], result["concurrency"], result["zero_copy"]
+    n = result["parameters"]["streams"]
+    bars = [("idle-stream sync, alone (us)", i["alone_us"]), ("idle-stream sync beside a kernel (us)", i["beside_us"]),
+            (f"{n} kernels on {n} streams (ms)", c["parallel_us"] / 1000),
+            (f"{n} kernels on one stream (ms)", c["one_stream_us"] / 1000),
+            (f"zero copy, {z['bytes'] >> 20} MiB (ms)", z["mapped_us"] / 1000),
+            (f"explicit copies, {z['bytes'] >> 20} MiB (ms)", z["copies_us"] / 1000)]
+    plots.bars(result, path, bars, "us / ms (see labels)", "Independent streams and mapped memory via rcuda (sim)")
+    return [path]
+
+
+def headline(result: dict) -> list[str]:
+    i, c, z, r = result["idle_sync"], result["concurrency"], result["zero_copy"], result["ratios"]
+    return [f"idle-stream sync: {i['alone_us']:.1f} us alone, {i['beside_us']:.1f} us beside a running kernel "
+            f"({r['idle_sync_beside_a_kernel_over_alone']:.2f}x, goal <= {GOAL_IDLE_SYNC})",
+            f"{c['streams']} streams: {c['parallel_us'] / 1000:.0f} ms, one stream {c['one_stream_us'] / 1000:.0f} ms "
+            f"({r['one_stream_over_n_streams']:.2f}x)",
+            f"zero copy {z['mapped_us'] / 1000:.1f} ms vs explicit copies {z['copies_us'] / 1000:.1f} ms "
+            f"({r['zero_copy_over_explicit_copies']:.2f}x) for {z['bytes'] >> 20} MiB"]
