@@ -2,7 +2,7 @@
 
 On a local GPU, pinned memory is page-locked so that the GPU can DMA from it
 and async copies can overlap.  Here the GPU is across a network and the
-forwarding thread reads host memory itself, so any memory is valid for async
+client reads host memory itself, so any memory is valid for async
 copies: pinned memory is plain memory of this process (anonymous mmap, so
 large allocations cost nothing until touched, and freeing returns it).  We
 still track it, so that cudaPointerGetAttributes, cudaHostGetFlags and

@@ -5,7 +5,7 @@ session worker (a process of its own on the server) and the ports of its
 per-GPU sockets.  The session then keeps a heartbeat going with the worker on
 a separate socket: the worker ends the session (freeing everything) when the
 client goes silent, and the client fails its waiting calls when the worker
-does.  The data path (DeviceChannel) stays free of heartbeat traffic.
+does.  The devices' links stay free of heartbeat traffic.
 
 With a server run with --auth, every socket to it (daemon, GPU, heartbeat)
 carries the client's CURVE keys (`curve`, from rcuda.auth.ClientKeys); a

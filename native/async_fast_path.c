@@ -25,7 +25,7 @@
  *                     it): Python's, which reads it as the message goes out.
  * in a stream C knows on the memory's device, while the device is usable
  * and Python said records are welcome (not with statistics or a trace,
- * which count each call in Python; RCUDA_ASYNC_IN_C=0).  A download into
+ * which count each call in Python).  A download into
  * pageable memory returns once it is done, in CUDA too: it is made on the
  * link as cudaMemcpy is (sync_fast_path.c).  One into pinned memory must
  * land there before a later synchronisation returns: Python's, for now.
@@ -39,12 +39,12 @@
 #define RECORD_HTOD ((uint32_t)WIRE_RECORD_HTOD)     /* dst u64, then the bytes */
 #define RECORD_DTOD ((uint32_t)WIRE_RECORD_DTOD)     /* dst u64, src u64, size u64 */
 
-/* Larger uploads take Python's path, which streams them in pipelined
- * chunks instead of copying them into the batch first. */
+/* Larger uploads take Python's path, which sends them from where they are
+ * instead of copying them into the batch first. */
 #define RECORD_HTOD_MAX (64u << 10)
-/* Bytes of uploads a batch may hold before the forwarding thread ships it:
- * beyond, a program that uploads faster than the link carries goes to
- * Python, where the outbox holds what waits. */
+/* Bytes of uploads a batch may hold before it is shipped: beyond, a
+ * program that uploads faster than the link carries goes to Python, whose
+ * sends wait for the link. */
 #define RECORD_BATCH_DATA_MAX (8u << 20)
 
 static int record_ops_welcome[FAST_MAX_DEVICES]; /* Python's word (rcuda_fast_record_ops) */

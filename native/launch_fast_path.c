@@ -1,13 +1,14 @@
 /* The launch fast path: kernel launches recorded in C, without Python.
  *
- * A <<<>>> launch costs about 20-40 us through the embedded Python client;
- * programs that launch many small kernels need far less.  Here a launch of
- * a kernel the client has already seen on this device, into a stream it
- * knows, is checked against cached limits, its arguments are packed into
- * the device's batch buffer, and the device's forwarding thread is woken
- * (only when the batch was empty).  Python ships whole batches
- * (rcuda_fast_take) as one `launches` message, and seals the batch into
- * the message order before anything else it sends to the device, so a
+ * A <<<>>> launch through the embedded Python client costs tens of
+ * microseconds; programs that launch many small kernels need far less.
+ * Here a launch of a kernel the client has already seen on this device,
+ * into a stream it knows, is checked against cached limits, its arguments
+ * are packed into the device's batch buffer, and whoever ships the batches
+ * is woken (only when the batch was empty): the device's link
+ * (native/link.c) sends the batch as one `launches` message before
+ * anything else it sends; a device without a link has Python take it
+ * (rcuda_fast_take) and seal it into its outbox the same way.  So a
  * thread's launches and its other calls stay in program order.
  *
  * Everything else (the first launch of a kernel on a device, unknown

@@ -20,13 +20,10 @@ def calls_made_in_c(stderr: str) -> int:
 @requires_nvcc
 @pytest.mark.parametrize("flags", [(), ("--default-stream", "per-thread")], ids=["legacy", "per-thread"])
 def test_calls_made_in_c_keep_program_order_results_output_and_errors(compile_cuda, server_factory, flags):
-    """Socket traffic (asynchronous copies) before launches and a
+    """Python's traffic (asynchronous copies) before launches and a
     synchronisation lands first; results, device output and a kernel's fault
     come back as CUDA reports them, whoever made the call; and C makes the
-    calls of a loop that only launches and synchronises.  Bursts of launches
-    longer than a lane message may carry go by the socket (C sending them on
-    the lane failed this in two runs of three: whether a burst is still
-    whole at its synchronisation depends on when the forwarding thread runs)."""
+    calls of a loop that only launches and synchronises."""
     server = server_factory("--backend", "sim", "--kernels", SYNC_KERNELS)
     loop = 300
     result = run_program(compile_cuda("sync_in_c.cu", *flags), server, "30", str(loop),
@@ -35,8 +32,7 @@ def test_calls_made_in_c_keep_program_order_results_output_and_errors(compile_cu
     assert "say 1\nsay 2\nsay 3\n" + "".join(f"say {i}\n" for i in range(1000, 1700)) in result.stdout
     assert re.search(r"cudaDeviceSynchronize: sync on GPU0 \(127.0.0.1:\d+ GPU0\): .*outOfBounds", result.stderr), \
         result.stderr[-3000:]
-    # The loop makes 3 synchronous calls a round; a few may find the
-    # forwarding thread sealing the round's launches and go to Python.
+    # The loop makes 3 synchronous calls a round; a few may go to Python.
     made = calls_made_in_c(result.stderr)
     assert made >= 0.8 * 3 * loop, f"only {made} of the loop's {3 * loop} calls were made in C"
 
