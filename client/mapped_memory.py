@@ -265,7 +265,10 @@ class MappedMemory:
         """cudaFreeHost, cudaHostUnregister: the mirror ends (its host pages
         are plain memory again, unmapped by the caller if they were ours);
         its device copy is freed."""
-        self._forget(runtime.fast, mirror)
+        # Not while another thread downloads the device's mirrors through
+        # Python (a ZeroMQ link): it would ask for a device copy freed meanwhile.
+        with mirror.device.mirror_lock:
+            self._forget(runtime.fast, mirror)
         runtime.allocations.remove(mirror.allocation)
         self._free_device_copy(mirror.device, mirror.allocation)
 
