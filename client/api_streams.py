@@ -199,7 +199,6 @@ def cudaEventRecord(event, stream, per_thread=False):
         raise CudaError(cudaError.cudaErrorInvalidResourceHandle,
                         f"cudaEventRecord: the event belongs to {e.device.label}, the stream to {s.device.label}")
     e.device.post("event_record", event=e.id, stream=s.id)
-    e.recorded_on = s
     return SUCCESS
 
 

@@ -50,7 +50,6 @@ class Event:
     device: RemoteDevice
     id: int
     flags: int = 0
-    recorded_on: Stream | None = None
 
 
 class StreamTable:

@@ -175,10 +175,6 @@ def modelled_step_us(model: CostModel, timings: dict, rows: int) -> float:
     return sum(modelled_us(model, k) for k in step_records(timings, rows))
 
 
-def step_flops(timings: dict, rows: int) -> float:
-    return sum(work(k)[0] for k in step_records(timings, rows))
-
-
 def fit(timings: dict, name: str, source: str) -> tuple[CostModel, dict]:
     """Least squares for t = launch + flops / GFLOPS + bytes / GBPS over the
     timed launches, each weighted by 1/t (relative errors: a 3 us launch
