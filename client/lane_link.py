@@ -23,7 +23,7 @@ from rcuda import protocol
 from rcuda.errors import ProtocolError, TransportError
 from rcuda.lane import Lane, LaneFrame
 
-from .link import Gate, failed_call, server_silent
+from .link import Gate, Link, failed_call, server_silent
 
 log = logging.getLogger(__name__)
 
@@ -64,11 +64,12 @@ def connect_lane(address: tuple[str, int], hello: dict, label: str, timeout: flo
     return sock
 
 
-class LaneLink:
+class LaneLink(Link):
     def __init__(self, native, sock: pysocket.socket, label: str, timeout: float, batch_device: int = -1,
                  spin_us: float = 300.0):
         """`batch_device`: the device whose launches C records (its batches
         go out first on this link); -1 outside the interposer."""
+        super().__init__()
         self._ffi, self._lib = native
         self.label = label
         self.timeout = timeout
@@ -82,8 +83,6 @@ class LaneLink:
         self.wake_fd = self._lib.rcuda_link_wake_fd(handle)
         self._seq = itertools.count(1)
         self._awaited: dict[int, object] = {}  # seq -> callback(reply, frames, error)
-        self._failure: TransportError | None = None
-        self._on_failure: list = []
         self._on_notice = None
         self._closed_counts: tuple[int, int] | None = None  # (calls in C, records shipped) once closed
         self._thread = threading.Thread(target=self._serve, name=f"rcuda {label}", daemon=True)
@@ -214,21 +213,8 @@ class LaneLink:
         """A call C made on this link failed (native/sync_fast_path.c)."""
         return self._failed(call, failure, error_number)
 
-    def fail(self, error: TransportError) -> None:
-        """The device cannot go on: every waiting and later call fails."""
-        if self._failure is not None:
-            return
-        self._failure = error
+    def _release_waiters(self, error: TransportError) -> None:
         self._lib.rcuda_link_alive_until(self.handle, 0)  # what waits in C gives up at once
-        for callback in self._on_failure:
-            callback(error)
-
-    def on_failure(self, callback) -> None:
-        self._on_failure.append(callback)
-
-    @property
-    def failed(self) -> bool:
-        return self._failure is not None
 
     def heard(self, when: float) -> None:
         """The session's heartbeat heard the server at monotonic time `when`."""
@@ -287,7 +273,7 @@ class LaneLink:
         header, frames = self._received(delivery)
         if not solicited:
             if header.get("seq") is None and header.get("notice"):
-                self._notice(header)
+                self._hand_notice(header)
             else:
                 log.warning("%s: reply to unknown request %r ignored", self.label, header.get("seq"))
             return
@@ -302,15 +288,6 @@ class LaneLink:
             callback(header, frames, error)
         except Exception:  # noqa: BLE001 - never let a callback stop the service thread
             log.exception("%s: reply callback failed", self.label)
-
-    def _notice(self, header: dict) -> None:
-        if self._on_notice is None:
-            log.warning("%s: unhandled notice %r", self.label, header.get("notice"))
-            return
-        try:
-            self._on_notice(header)
-        except Exception:  # noqa: BLE001 - a handler's bug must not stop the service thread
-            log.exception("%s: handling notice %r failed", self.label, header.get("notice"))
 
     def close(self) -> None:
         self._closed_counts = (self.calls_in_c(), self.records_shipped())

@@ -35,9 +35,12 @@ as the session's heartbeats tell (`heard`).
 """
 from __future__ import annotations
 
+import logging
 import threading
 
 from rcuda.errors import ServerTimeout, TransportError
+
+log = logging.getLogger(__name__)
 
 
 class Gate:
@@ -73,12 +76,45 @@ class Gate:
             return not self._opened
 
 
-def payload_bytes(frames) -> int:
-    total = 0
-    for frame in frames:
-        view = getattr(frame, "buffer", frame)
-        total += view.nbytes if isinstance(view, memoryview) else len(view)
-    return total
+class Link:
+    """What both kinds of link do alike: keep their first failure and tell
+    it to whoever asked, and hand the server's notices to `on_notice`."""
+
+    label: str
+    on_notice = None  # callable(header) for unsolicited server messages ({seq: null, notice: ...})
+
+    def __init__(self):
+        self._failure: TransportError | None = None
+        self._on_failure: list = []
+
+    def fail(self, error: TransportError) -> None:
+        """The device cannot go on: every waiting and later call fails."""
+        if self._failure is not None:
+            return
+        self._failure = error
+        self._release_waiters(error)
+        for callback in self._on_failure:
+            callback(error)
+
+    def _release_waiters(self, error: TransportError) -> None:
+        """Make every call waiting on this link give up with `error`."""
+        raise NotImplementedError
+
+    def on_failure(self, callback) -> None:
+        self._on_failure.append(callback)
+
+    @property
+    def failed(self) -> bool:
+        return self._failure is not None
+
+    def _hand_notice(self, header: dict) -> None:
+        if self.on_notice is None:
+            log.warning("%s: unhandled notice %r", self.label, header.get("notice"))
+            return
+        try:
+            self.on_notice(header)
+        except Exception:  # noqa: BLE001 - a handler's bug must not stop the link's thread
+            log.exception("%s: handling notice %r failed", self.label, header.get("notice"))
 
 
 def server_silent(timeout: float) -> ServerTimeout:

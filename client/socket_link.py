@@ -31,7 +31,7 @@ import zmq
 from rcuda import protocol
 from rcuda.errors import ProtocolError, TransportError
 
-from .link import Gate, failed_call, server_silent
+from .link import Gate, Link, failed_call, server_silent
 
 log = logging.getLogger(__name__)
 #: Plain ints for the checks made on every message (pyzmq's are enum members).
@@ -101,21 +101,18 @@ def _landed(frames, into) -> list:
     return frames
 
 
-class SocketLink:
+class SocketLink(Link):
     def __init__(self, context: zmq.Context, endpoint: str, label: str, timeout: float,
                  liveness=lambda: time.monotonic(), socket_options: dict | None = None, batch_source=None,
                  mirror_source=None):
+        super().__init__()
         self.label = label  # "GPU1 (host:port)", for messages
         self.timeout = timeout
         self.stats = None  # client/stats.py Stats, with RCUDA_STATS=1
-        #: callable(header) for unsolicited server messages ({seq: null, notice: ...}).
-        self.on_notice = None
         self._liveness = liveness  # -> monotonic time the server was last heard from
         self._seq = itertools.count(1)
         self._outbox: collections.deque = collections.deque()
         self._pending: dict[int, object] = {}
-        self._failure: TransportError | None = None
-        self._on_failure: list = []
         self._closing = False
         # The launches C recorded (client/fast_path.py): sealed into the
         # outbox before anything else is posted, so they keep their place in
@@ -249,24 +246,11 @@ class SocketLink:
     def heard(self, when: float) -> None:
         """(The liveness callable tells this link.)"""
 
-    def fail(self, error: TransportError) -> None:
-        """The server is gone: fail every waiting and future call."""
-        if self._failure is not None:
-            return
-        self._failure = error
+    def _release_waiters(self, error: TransportError) -> None:
         for seq in list(self._pending):
             receiver = self._pending.pop(seq, None)
             if receiver:
                 receiver.resolve(error=error)
-        for callback in self._on_failure:
-            callback(error)
-
-    def on_failure(self, callback) -> None:
-        self._on_failure.append(callback)
-
-    @property
-    def failed(self) -> bool:
-        return self._failure is not None
 
     def calls_in_c(self) -> int:
         return 0
@@ -370,13 +354,7 @@ class SocketLink:
             log.error("%s sent an unreadable reply: %s", self.label, exc)
             return
         if seq is None and header.get("notice"):
-            if self.on_notice is None:
-                log.warning("%s: unhandled notice %r", self.label, header.get("notice"))
-                return
-            try:
-                self.on_notice(header)
-            except Exception:  # noqa: BLE001 - a handler's bug must not stop the forwarding thread
-                log.exception("%s: handling notice %r failed", self.label, header.get("notice"))
+            self._hand_notice(header)
             return
         receiver = self._pending.pop(seq, None)
         if receiver is None:
