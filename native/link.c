@@ -822,18 +822,23 @@ static int python_parts(const struct link_part *given, uint32_t count, struct io
     return 1;
 }
 
+/* Python's message, whose reply goes to `w` (NULL: none is awaited); many
+ * borrowed bytes are handed to the service thread to write. */
+static int python_send(struct link *l, const struct link_part *given, uint32_t count, struct waiter *w)
+{
+    struct iovec parts[WIRE_MAX_FRAMES + 1];
+    unsigned char kinds[WIRE_MAX_FRAMES + 1];
+    uint64_t borrowed;
+    if (!python_parts(given, count, parts, kinds, &borrowed))
+        return LINK_BAD_MESSAGE;
+    return link_send(l, parts, kinds, (int)count, w, borrowed >= LINK_ASYNC_SEND_MIN ? LINK_SEND_HAND_OVER : 0);
+}
+
 /* A message that gets no reply.  0, or the link's failure. */
 static int rcuda_link_post(int handle, const struct link_part *given, uint32_t count)
 {
     struct link *l = link_at(handle);
-    struct iovec parts[WIRE_MAX_FRAMES + 1];
-    unsigned char kinds[WIRE_MAX_FRAMES + 1];
-    uint64_t borrowed;
-    if (!l)
-        return LINK_SHUT;
-    if (!python_parts(given, count, parts, kinds, &borrowed))
-        return LINK_BAD_MESSAGE;
-    return link_send(l, parts, kinds, (int)count, NULL, borrowed >= LINK_ASYNC_SEND_MIN ? LINK_SEND_HAND_OVER : 0);
+    return l ? python_send(l, given, count, NULL) : LINK_SHUT;
 }
 
 /* A request whose reply goes to the inbox (rcuda_link_service hands it to
@@ -842,13 +847,8 @@ static int rcuda_link_post_awaited(int handle, uint64_t seq, const struct link_p
                                    void *into, uint64_t into_size)
 {
     struct link *l = link_at(handle);
-    struct iovec parts[WIRE_MAX_FRAMES + 1];
-    unsigned char kinds[WIRE_MAX_FRAMES + 1];
-    uint64_t borrowed;
     if (!l)
         return LINK_SHUT;
-    if (!python_parts(given, count, parts, kinds, &borrowed))
-        return LINK_BAD_MESSAGE;
     struct waiter *w = calloc(1, sizeof *w);
     if (!w)
         return LINK_NO_MEMORY;
@@ -856,7 +856,7 @@ static int rcuda_link_post_awaited(int handle, uint64_t seq, const struct link_p
     w->for_python = 1;
     w->into = into;
     w->into_size = into_size;
-    int failure = link_send(l, parts, kinds, (int)count, w, borrowed >= LINK_ASYNC_SEND_MIN ? LINK_SEND_HAND_OVER : 0);
+    int failure = python_send(l, given, count, w);
     if (failure) {
         pthread_mutex_lock(&l->lock);
         if (!w->registered) /* never registered: nobody else has it */

@@ -267,13 +267,17 @@ static int mirror_overlaps(uint64_t address, uint64_t size)
 
 /* ------------------------------------------------------------ device-side writes */
 
+/* `device`'s mirror bookkeeping; NULL for a device out of range. */
+static struct mirror_device *mirror_device_at(int device)
+{
+    return device >= 0 && device < FAST_MAX_DEVICES ? &mirror_devices[device] : NULL;
+}
+
 /* Work that may write a mirror's device copy went to `device`, in `stream`. */
 static void mirror_note_write(int device, uint64_t stream)
 {
-    if (device < 0 || device >= FAST_MAX_DEVICES)
-        return;
-    struct mirror_device *md = &mirror_devices[device];
-    if (!__atomic_load_n(&md->mirrors, __ATOMIC_ACQUIRE))
+    struct mirror_device *md = mirror_device_at(device);
+    if (!md || !__atomic_load_n(&md->mirrors, __ATOMIC_ACQUIRE))
         return;
     pthread_mutex_lock(&md->lock);
     if (md->written == md->covered) {
@@ -290,10 +294,8 @@ static void mirror_note_write(int device, uint64_t stream)
 static void mirror_before_sync(int device, int scope, uint64_t stream, struct mirror_sync *token)
 {
     memset(token, 0, sizeof *token);
-    if (device < 0 || device >= FAST_MAX_DEVICES)
-        return;
-    struct mirror_device *md = &mirror_devices[device];
-    if (!__atomic_load_n(&md->mirrors, __ATOMIC_ACQUIRE))
+    struct mirror_device *md = mirror_device_at(device);
+    if (!md || !__atomic_load_n(&md->mirrors, __ATOMIC_ACQUIRE))
         return;
     pthread_mutex_lock(&md->lock);
     token->written = md->written;
@@ -306,9 +308,9 @@ static void mirror_before_sync(int device, int scope, uint64_t stream, struct mi
 /* The host copies now hold what the writes `token` covers did. */
 static void mirror_covered(int device, const struct mirror_sync *token)
 {
-    if (device < 0 || device >= FAST_MAX_DEVICES || !token->covers)
+    struct mirror_device *md = mirror_device_at(device);
+    if (!md || !token->covers)
         return;
-    struct mirror_device *md = &mirror_devices[device];
     pthread_mutex_lock(&md->lock);
     if (token->written > md->covered)
         md->covered = token->written;
@@ -409,9 +411,9 @@ static int mirror_collect(struct mirror *m, struct mirror_runs *r)
  * groups while each mirror is held (its bytes cannot go away meanwhile). */
 static int mirror_flush_device(int device, mirror_emit emit, void *context)
 {
-    if (device < 0 || device >= FAST_MAX_DEVICES)
+    struct mirror_device *md = mirror_device_at(device);
+    if (!md)
         return 0;
-    struct mirror_device *md = &mirror_devices[device];
     int edges = __atomic_load_n(&md->edges, __ATOMIC_ACQUIRE);
     if (!edges && (!__atomic_load_n(&md->maybe_dirty, __ATOMIC_ACQUIRE) ||
                    !__atomic_exchange_n(&md->maybe_dirty, 0, __ATOMIC_SEQ_CST)))
@@ -485,7 +487,7 @@ static int mirror_emit_on_link(void *context, struct mirror_run *runs, int count
  * go out before whatever is written next.  0, or the link's failure. */
 static int mirror_flush(struct link *l)
 {
-    if (l->device < 0 || l->device >= FAST_MAX_DEVICES || l->failure)
+    if (l->failure)
         return 0;
     return mirror_flush_device(l->device, mirror_emit_on_link, l);
 }
