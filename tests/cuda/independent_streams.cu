@@ -15,16 +15,7 @@
 #include <cstdlib>
 #include <thread>
 #include "check.h"
-
-__global__ void longKernel(int *flag, long long nanoseconds)
-{
-    unsigned long long start, now;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
-    do {
-        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
-    } while (now - start < (unsigned long long)nanoseconds);
-    *flag = 42;
-}
+#include "long_kernel.h"
 
 __global__ void addOne(const int *in, int *out)
 {

@@ -23,6 +23,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include "check.h"
+#include "long_kernel.h"
 
 __global__ void vectorAdd(const float *a, const float *b, float *c, int n)
 {
@@ -50,16 +51,6 @@ __global__ void addOne(int *p, int n)
 {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) p[i] += 1;
-}
-
-__global__ void longKernel(int *flag, long long nanoseconds)
-{
-    unsigned long long start, now;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
-    do {
-        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
-    } while (now - start < (unsigned long long)nanoseconds);
-    *flag = 42;
 }
 
 static double ms_since(std::chrono::steady_clock::time_point start)
