@@ -133,12 +133,19 @@ def __cudaRegisterVar(fatCubinHandle, hostVar, deviceAddress, deviceName, ext, s
 @cuda()
 def __cudaRegisterManagedVar(fatCubinHandle, hostVarPtrAddress, deviceAddress, deviceName, ext, size,
                              constant, global_):
-    log.warning("__managed__ variable %s: managed memory cannot be shared with a remote GPU; rcuda does not "
-                "support it", ffi.string(deviceName).decode())
+    """A __managed__ variable: set up at the program's first touch of it
+    (__cudaInitModule), which fills in the host pointer it goes through."""
+    rt.kernels.add_managed_variable(address(fatCubinHandle), address(hostVarPtrAddress),
+                                    ffi.string(deviceName).decode(), size)
 
 
 @cuda()
 def __cudaInitModule(fatCubinHandle):
+    """Non-zero once the module's __managed__ variables can be touched by
+    the host (0 makes native/registrations.c stop the program, saying why)."""
+    module = rt.kernels.module(address(fatCubinHandle))
+    for host_pointer_at, host in rt.managed.set_up_variables(rt, module):
+        ffi.cast("void **", host_pointer_at)[0] = ffi.cast("void *", host)
     return b"\x01"
 
 

@@ -79,9 +79,13 @@ def cudaFree(devPtr):
     if ptr == 0:
         rt().device()  # cudaFree(0) initialises the runtime, nothing more
         return SUCCESS
+    if rt().managed.is_managed(ptr):
+        rt().managed.free(rt(), ptr)
+        return SUCCESS
     if rt().mapped.find(ptr) is not None:
-        raise CudaError(cudaError.cudaErrorInvalidValue, f"cudaFree of {ptr:#x}: that is mapped host memory "
-                                                         f"(cudaFreeHost or cudaHostUnregister frees it)")
+        what = "managed memory, not its start" if rt().mapped.find(ptr).managed else \
+            "mapped host memory (cudaFreeHost or cudaHostUnregister frees it)"
+        raise CudaError(cudaError.cudaErrorInvalidValue, f"cudaFree of {ptr:#x}: that is {what}")
     allocation = rt().allocations.find(ptr)
     if allocation is None or allocation.base != ptr:
         raise CudaError(cudaError.cudaErrorInvalidValue, f"cudaFree of {ptr:#x}: not an allocation's start")
@@ -718,9 +722,9 @@ def cudaHostGetDevicePointer(pDevice, pHost, flags):
     if flags != 0:
         raise CudaError(cudaError.cudaErrorInvalidValue, f"cudaHostGetDevicePointer: flags must be 0, not {flags}")
     mirror = rt().mapped.on_host(ptr)
-    if mirror is None:
+    if mirror is None or mirror.managed:
         pinned = rt().host_memory.find(ptr)
-        what = ("pinned memory that is not mapped" if pinned is not None
+        what = ("managed memory" if mirror is not None else "pinned memory that is not mapped" if pinned is not None
                 else "device memory" if rt().allocations.find(ptr) is not None else "not pinned host memory")
         raise CudaError(cudaError.cudaErrorInvalidValue, f"cudaHostGetDevicePointer({ptr:#x}): {what}")
     device = rt().device()
@@ -745,9 +749,9 @@ def cudaPointerGetAttributes(attributes, ptr):
     allocation = rt().allocations.find(value)
     host = rt().host_memory.find(value)
     mirror = rt().mapped.find(value)
-    if mirror is not None:  # mapped host memory, by either of its addresses
+    if mirror is not None:  # mapped host memory or managed memory, by either of its addresses
         host_ptr = value if mirror.on_host(value) else mirror.to_host(value)
-        attrs.type = MEMORY_TYPES["cudaMemoryTypeHost"]
+        attrs.type = MEMORY_TYPES["cudaMemoryTypeManaged" if mirror.managed else "cudaMemoryTypeHost"]
         attrs.device = mirror.device.ordinal
         attrs.hostPointer = ffi().cast("void *", host_ptr)
         attrs.devicePointer = ffi().cast("void *", mirror.to_device(host_ptr))

@@ -67,6 +67,7 @@ def cudaStreamDestroy(stream):
     handle = address(stream)
     if handle in (0, MACROS["cudaStreamLegacy"], MACROS["cudaStreamPerThread"]):
         raise CudaError(cudaError.cudaErrorInvalidResourceHandle, "a default stream cannot be destroyed")
+    rt().managed.stream_destroyed(rt().streams.resolve(handle, rt().device()))
     rt().streams.destroy(handle)
     return SUCCESS
 

@@ -21,19 +21,20 @@ from .fast_path import SYNC_SCOPES
 log = logging.getLogger(__name__)
 trace = logging.getLogger("rcuda.trace")  # RCUDA_LOG=debug: every forwarded message
 
-#: Properties a remote GPU cannot offer through rcuda, whatever the GPU can
-#: do locally: managed memory, IPC and host atomics need the GPU on this
-#: host's bus.  Mapped host memory is rcuda's own (client/mapped_memory.py),
-#: whatever the GPU says; a registered range's device pointer differs from
-#: its host pointer.
+#: Properties that are rcuda's, whatever the GPU can do locally.  Mapped
+#: host memory and managed memory are rcuda's own (client/mapped_memory.py,
+#: client/managed_memory.py): a registered range's device pointer differs
+#: from its host pointer, and the host must not touch managed memory while
+#: kernels run (no concurrent managed access).  Pageable memory access, IPC
+#: and host atomics need the GPU on this host's bus.
 NOT_REMOTELY = {
-    "canMapHostMemory": 1, "managedMemory": 0, "concurrentManagedAccess": 0, "pageableMemoryAccess": 0,
+    "canMapHostMemory": 1, "managedMemory": 1, "concurrentManagedAccess": 0, "pageableMemoryAccess": 0,
     "pageableMemoryAccessUsesHostPageTables": 0, "directManagedMemAccessFromHost": 0,
     "hostNativeAtomicSupported": 0, "canUseHostPointerForRegisteredMem": 0, "ipcEventSupported": 0,
     "hostRegisterSupported": 1,  # cudaHostRegister works: the memory just stays on this host
 }
 NOT_REMOTELY_ATTRIBUTES = {
-    "cudaDevAttrCanMapHostMemory": 1, "cudaDevAttrManagedMemory": 0, "cudaDevAttrConcurrentManagedAccess": 0,
+    "cudaDevAttrCanMapHostMemory": 1, "cudaDevAttrManagedMemory": 1, "cudaDevAttrConcurrentManagedAccess": 0,
     "cudaDevAttrPageableMemoryAccess": 0, "cudaDevAttrPageableMemoryAccessUsesHostPageTables": 0,
     "cudaDevAttrDirectManagedMemAccessFromHost": 0, "cudaDevAttrHostNativeAtomicSupported": 0,
     "cudaDevAttrCanUseHostPointerForRegisteredMem": 0, "cudaDevAttrIpcEventSupport": 0,

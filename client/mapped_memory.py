@@ -97,6 +97,7 @@ class Mirror:
     flags: int         # as the program gave them
     allocated: bool    # cudaHostAlloc's (its host copy is ours to unmap), or registered program memory
     alias: int = 0     # cudaHostAlloc's: the host copy's pages mapped a second time (ours to unmap)
+    managed: bool = False  # cudaMallocManaged's (client/managed_memory.py): freed by cudaFree
 
     def on_host(self, address: int, length: int = 1) -> bool:
         return self.host <= address and address + max(length, 1) <= self.host + self.size
@@ -160,31 +161,32 @@ class MappedMemory:
 
     # ---------------------------------------------------------- making and freeing
 
-    def allocate(self, runtime, device, size: int, flags: int) -> int:
-        """cudaHostAlloc(cudaHostAllocMapped): the host copy at the device
-        copy's address.  Returns that address."""
+    def allocate(self, runtime, device, size: int, flags: int, managed: bool = False) -> int:
+        """cudaHostAlloc(cudaHostAllocMapped), or cudaMallocManaged if
+        `managed`: the host copy at the device copy's address.  Returns that
+        address."""
         fast, allocations = runtime.fast, runtime.allocations
+        call = "cudaMallocManaged" if managed else "cudaHostAlloc(cudaHostAllocMapped)"
         rounded = _round_up(size)
         try:
             memory = os.memfd_create("rcuda mapped memory", os.MFD_CLOEXEC)
         except OSError as exc:
             raise CudaError(cudaError.cudaErrorMemoryAllocation,
-                            f"cudaHostAlloc(cudaHostAllocMapped) of {size} bytes: {exc}") from None
+                            f"{call} of {size} bytes: {exc}") from None
         try:
             os.ftruncate(memory, rounded)
             alias = _map(0, rounded, mmap.MAP_SHARED, memory)
             if alias is None:
                 raise CudaError(cudaError.cudaErrorMemoryAllocation,
-                                f"cudaHostAlloc(cudaHostAllocMapped) of {size} bytes: out of host memory "
+                                f"{call} of {size} bytes: out of host memory "
                                 f"(errno {ctypes.get_errno()})")
             try:
-                base, host = self._place(device, size, rounded, memory)
+                base, host = self._place(device, call, size, rounded, memory)
             except BaseException:
                 _libc.munmap(alias, rounded)
                 raise
         except OSError as exc:
-            raise CudaError(cudaError.cudaErrorMemoryAllocation,
-                            f"cudaHostAlloc(cudaHostAllocMapped) of {size} bytes: {exc}") from None
+            raise CudaError(cudaError.cudaErrorMemoryAllocation, f"{call} of {size} bytes: {exc}") from None
         finally:
             os.close(memory)  # the two mappings keep it
         allocations.add(base, rounded + PAGE, device)
@@ -194,18 +196,18 @@ class MappedMemory:
             slot = fast.mirror_add(host, size, host, device, alias=alias, dirty=False, device_only_reads=False)
             if slot < 0:
                 raise CudaError(cudaError.cudaErrorMemoryAllocation,
-                                "cudaHostAlloc(cudaHostAllocMapped): too many mapped ranges at once")
+                                f"{call}: too many mapped and managed ranges at once")
         except BaseException:
             allocations.remove(base)
             self._free_device_copy(device, base)
             _libc.munmap(host, rounded)
             _libc.munmap(alias, rounded)
             raise
-        self._add(Mirror(slot, host, size, host, device, base, flags, allocated=True, alias=alias))
+        self._add(Mirror(slot, host, size, host, device, base, flags, allocated=True, alias=alias, managed=managed))
         return host
 
     @staticmethod
-    def _place(device, size: int, rounded: int, memory: int) -> tuple[int, int]:
+    def _place(device, call: str, size: int, rounded: int, memory: int) -> tuple[int, int]:
         """A device allocation with a page-aligned address inside it where
         `rounded` bytes of host memory could be mapped: (its base, that
         address, now mapped).  The device's window is free in this process
@@ -228,13 +230,13 @@ class MappedMemory:
                 taken_end = _mapped_end(host, rounded)
                 if taken_end is None:
                     raise CudaError(cudaError.cudaErrorMemoryAllocation,
-                                    f"cudaHostAlloc(cudaHostAllocMapped) of {size} bytes: its host copy cannot be "
+                                    f"{call} of {size} bytes: its host copy cannot be "
                                     f"placed at its device address {host:#x} on {device.label} (errno {errno})")
                 past = taken_end - (base + rounded + PAGE)
                 if past > 0:
                     spacers.append(device.malloc(past))  # the next allocation comes after it
             raise CudaError(cudaError.cudaErrorMemoryAllocation,
-                            f"cudaHostAlloc(cudaHostAllocMapped) of {size} bytes: no place for its host copy "
+                            f"{call} of {size} bytes: no place for its host copy "
                             f"where {device.label} allocates, after {PLACE_ATTEMPTS} attempts")
         finally:
             for spacer in spacers:
@@ -258,6 +260,19 @@ class MappedMemory:
             self._free_device_copy(device, device_ptr)
             raise
         mirror = Mirror(slot, address, size, device_ptr, device, device_ptr, flags, allocated=False)
+        self._add(mirror)
+        return mirror
+
+    def mirror_variable(self, runtime, device, host: int, size: int, device_ptr: int) -> Mirror:
+        """A __managed__ variable (client/managed_memory.py): the module's
+        variable at `device_ptr` and host memory at `host` that holds its
+        bytes already.  It lasts as long as the session."""
+        slot = runtime.fast.mirror_add(host, size, device_ptr, device, alias=0, dirty=False, device_only_reads=False)
+        if slot < 0:
+            raise CudaError(cudaError.cudaErrorMemoryAllocation,
+                            "__managed__ variables: too many mapped and managed ranges at once")
+        mirror = Mirror(slot, host, size, device_ptr, device, allocation=0, flags=MACROS["cudaMemAttachGlobal"],
+                        allocated=False, managed=True)
         self._add(mirror)
         return mirror
 

@@ -24,6 +24,9 @@ class Module:
 
     image: bytes
     kernels: dict = field(default_factory=dict)  # host stub address -> mangled name
+    #: __managed__ variables: (where the program keeps its host pointer, device name, size)
+    managed_variables: list = field(default_factory=list)
+    managed_ready: bool = False  # those are set up (client/managed_memory.py)
 
     @functools.cached_property
     def key(self) -> str:
@@ -113,6 +116,20 @@ class KernelRegistry:
                 raise CudaError(cudaError.cudaErrorInvalidResourceHandle,
                                 f"__cudaRegisterVar for {name} with an unknown module handle")
             self._variables[host_var] = DeviceVariable(module, name, size, constant)
+
+    def add_managed_variable(self, handle: int, host_pointer_at: int, name: str, size: int) -> None:
+        with self._lock:
+            module = self.modules.get(handle)
+            if module is None:
+                raise CudaError(cudaError.cudaErrorInvalidResourceHandle,
+                                f"__cudaRegisterManagedVar for {name} with an unknown module handle")
+            module.managed_variables.append((host_pointer_at, name, size))
+
+    def module(self, handle: int) -> Module:
+        module = self.modules.get(handle)
+        if module is None:
+            raise CudaError(cudaError.cudaErrorInvalidResourceHandle, f"no module is registered as {handle:#x}")
+        return module
 
     def variable(self, host_var: int) -> DeviceVariable:
         variable = self._variables.get(host_var)

@@ -27,6 +27,7 @@ from .device import RemoteDevice
 from .lane_link import LaneLink, connect_lane
 from .fast_path import NullFastPath
 from .host_memory import HostMemory, PendingDownloads
+from .managed_memory import ManagedMemory
 from .mapped_memory import MappedMemory
 from .modules import KernelRegistry
 from .peer import PeerCopies
@@ -59,6 +60,7 @@ class Runtime:
         self.allocations = AllocationMap()
         self.host_memory = HostMemory()
         self.mapped = MappedMemory()  # mapped (zero-copy) host memory: a host and a device copy each
+        self.managed = ManagedMemory(self.mapped)  # cudaMallocManaged's: mirrors too
         self.pending_downloads = PendingDownloads()  # asynchronous copies into pinned memory in flight
         self.streams = StreamTable(new_id=self.new_id)
         self.callbacks = HostCallbacks()
@@ -253,6 +255,7 @@ class Runtime:
         asynchronous work reached the server), then the sessions."""
         devices = self._devices or []
         self.mapped.forget_all(self.fast)  # plain memory again: nothing more goes to the devices
+        self.managed.forget_all()
         for i, device in enumerate(devices):
             try:
                 device.close()
@@ -278,6 +281,7 @@ class Runtime:
         """cudaDeviceReset: everything the process had on `device` is gone."""
         try:
             self.mapped.forget_device(self.fast, device)  # the device copies go with the reset
+            self.managed.forget_device(device)
             device.reset()
         finally:
             for allocation in self.allocations.of_device(device):
@@ -295,6 +299,7 @@ class Runtime:
         self._context = None
         self.allocations.clear()
         self.mapped.forget_after_fork()  # C made their pages plain memory
+        self.managed.forget_all()
         self.streams.clear()
         self.callbacks = HostCallbacks()
         self.pending_downloads = PendingDownloads()  # the parent's land in the parent

@@ -21,7 +21,7 @@
 /* The Python entry points they go to (client/api.py) are declared in
  * generated/cudart_exports.c, included before this file. */
 
-enum registration_kind { REGISTER_MODULE, REGISTER_FUNCTION, REGISTER_VARIABLE };
+enum registration_kind { REGISTER_MODULE, REGISTER_FUNCTION, REGISTER_VARIABLE, REGISTER_MANAGED_VARIABLE };
 
 struct registration {
     enum registration_kind kind;
@@ -31,7 +31,7 @@ struct registration {
     char *device_fun;
     const char *device_name; /* function, variable */
     int thread_limit;
-    char *host_var;          /* variable */
+    char *host_var;          /* variable; a managed one's: where its host address goes (void **) */
     char *device_address;
     int ext, constant, global;
     size_t size;
@@ -58,6 +58,10 @@ static void forward(const struct registration *r)
     case REGISTER_VARIABLE:
         rcuda_py___cudaRegisterVar((void **)*r->handle, r->host_var, r->device_address, r->device_name,
                                    r->ext, r->size, r->constant, r->global);
+        break;
+    case REGISTER_MANAGED_VARIABLE:
+        rcuda_py___cudaRegisterManagedVar((void **)*r->handle, (void **)r->host_var, r->device_address,
+                                          r->device_name, r->ext, r->size, r->constant, r->global);
         break;
     }
 }
@@ -137,6 +141,34 @@ RCUDA_EXPORT void __cudaRegisterVar(void **fatCubinHandle, char *hostVar, char *
                              .device_address = deviceAddress, .device_name = deviceName, .ext = ext,
                              .constant = constant, .global = global, .size = size};
     register_or_queue(&r);
+}
+
+/* A __managed__ variable: the program reads and writes it through the
+ * pointer at hostVarPtrAddress, which __cudaInitModule sets. */
+RCUDA_EXPORT void __cudaRegisterManagedVar(void **fatCubinHandle, void **hostVarPtrAddress, char *deviceAddress,
+                                           const char *deviceName, int ext, size_t size, int constant, int global)
+{
+    struct registration r = {.kind = REGISTER_MANAGED_VARIABLE, .handle = fatCubinHandle,
+                             .host_var = (char *)hostVarPtrAddress, .device_address = deviceAddress,
+                             .device_name = deviceName, .ext = ext, .constant = constant, .global = global,
+                             .size = size};
+    register_or_queue(&r);
+}
+
+/* The program's first touch of a module's __managed__ variables (nvcc's
+ * __nv_init_managed_rt): a real CUDA call, so the client starts.  If they
+ * cannot be set up, the program would go on through a NULL pointer: it is
+ * stopped here instead, saying why (the client logged the cause). */
+RCUDA_EXPORT char __cudaInitModule(void **fatCubinHandle)
+{
+    rcuda_ensure_started();
+    char ready = rcuda_py___cudaInitModule((void **)*fatCubinHandle);
+    if (!ready) {
+        fprintf(stderr, "rcuda: fatal: the __managed__ variables of a CUDA module could not be set up "
+                        "(the error is logged above)\n");
+        abort();
+    }
+    return ready;
 }
 
 /* A module going away (at exit, or a library's dlclose): the client forgets

@@ -439,22 +439,10 @@ RCUDA_EXPORT cudaError_t __cudaGetProcAddress(void)
     return rcuda_py___cudaGetProcAddress();
 }
 
-RCUDA_EXPORT char __cudaInitModule(void ** fatCubinHandle)
-{
-    rcuda_ensure_started();
-    return rcuda_py___cudaInitModule(fatCubinHandle);
-}
-
 RCUDA_EXPORT cudaError_t __cudaRegisterHostVar(void)
 {
     rcuda_ensure_started();
     return rcuda_py___cudaRegisterHostVar();
-}
-
-RCUDA_EXPORT void __cudaRegisterManagedVar(void ** fatCubinHandle, void ** hostVarPtrAddress, char * deviceAddress, const char * deviceName, int ext, size_t size, int constant, int global)
-{
-    rcuda_ensure_started();
-    rcuda_py___cudaRegisterManagedVar(fatCubinHandle, hostVarPtrAddress, deviceAddress, deviceName, ext, size, constant, global);
 }
 
 RCUDA_EXPORT cudaError_t __cudaRegisterUnifiedTable(void)

@@ -1,0 +1,470 @@
+// Managed memory through rcuda: cudaMallocManaged and __managed__ variables
+// that the host and kernels use through one pointer; the host sees kernel
+// writes after every kind of synchronisation, kernels see host writes made
+// before their launch; stream attachment, prefetches, advice and range
+// attributes; copies and memsets; threads; fork; bad input.
+//
+//   managed_memory [SECTION...]      (default: all; "devices" needs 2 devices)
+//
+// Each section prints "ok SECTION"; any failure prints "FAILED line N".
+// "touch_64mib" prints its timings ("time ...").
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+#include <sys/wait.h>
+#include <unistd.h>
+#include "check.h"
+
+__managed__ int counter = 5;
+__managed__ float table[16];
+
+__global__ void vectorAdd(const float *a, const float *b, float *c, int n)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) c[i] = a[i] + b[i];
+}
+
+__global__ void addOne(int *p, int n)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) p[i] += 1;
+}
+
+// y[i] += x[i]
+__global__ void accumulate(const int *x, int *y, int n)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] += x[i];
+}
+
+// counter += 1; table[i] = i * scale
+__global__ void bumpGlobals(float scale)
+{
+    if (threadIdx.x == 0) counter += 1;
+    if (threadIdx.x < 16) table[threadIdx.x] = threadIdx.x * scale;
+}
+
+// p[i] = i * 7 + seed (as 32-bit words)
+__global__ void fill(unsigned int *p, size_t n, unsigned int seed)
+{
+    size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+    if (i < n) p[i] = (unsigned int)i * 7u + seed;
+}
+
+static int blocks(size_t n) { return (int)((n + 255) / 256); }
+
+static double ms_since(std::chrono::steady_clock::time_point start)
+{
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+}
+
+static void attributes()
+{
+    int value = -1;
+    CHECK(cudaDeviceGetAttribute(&value, cudaDevAttrManagedMemory, 0));
+    REQUIRE(value == 1);
+    CHECK(cudaDeviceGetAttribute(&value, cudaDevAttrConcurrentManagedAccess, 0));
+    REQUIRE(value == 0);  // the host must not touch it while kernels run
+    cudaDeviceProp prop;
+    CHECK(cudaGetDeviceProperties(&prop, 0));
+    REQUIRE(prop.managedMemory == 1 && prop.concurrentManagedAccess == 0);
+    printf("ok attributes\n");
+}
+
+static void vector_add()
+{
+    const int n = 10000;
+    float *a, *b, *c;
+    CHECK(cudaMallocManaged(&a, n * sizeof(float)));
+    CHECK(cudaMallocManaged(&b, n * sizeof(float), cudaMemAttachGlobal));
+    CHECK(cudaMallocManaged(&c, n * sizeof(float), cudaMemAttachHost));
+    for (int i = 0; i < n; i++) { a[i] = i; b[i] = 2 * i; }
+    vectorAdd<<<blocks(n), 256>>>(a, b, c, n);
+    CHECK(cudaGetLastError());
+    CHECK(cudaDeviceSynchronize());
+    for (int i = 0; i < n; i++) REQUIRE(c[i] == 3.0f * i);
+    cudaPointerAttributes attrs;
+    CHECK(cudaPointerGetAttributes(&attrs, c + 17));
+    REQUIRE(attrs.type == cudaMemoryTypeManaged && attrs.device == 0);
+    REQUIRE(attrs.devicePointer == c + 17 && attrs.hostPointer == c + 17);
+    CHECK(cudaFree(a));
+    CHECK(cudaFree(b));
+    CHECK(cudaFree(c));
+    printf("ok vector_add\n");
+}
+
+// The host writes between launches (after synchronising, as devices without
+// concurrent managed access require); each launch sees the latest writes.
+static void host_writes_between_launches()
+{
+    const int n = 5000;
+    int *x, *y;
+    CHECK(cudaMallocManaged(&x, n * sizeof(int)));
+    CHECK(cudaMallocManaged(&y, n * sizeof(int)));
+    memset(y, 0, n * sizeof(int));
+    int expected = 0;
+    for (int round = 1; round <= 6; round++) {
+        for (int i = 0; i < n; i++) x[i] = round * 10 + (i % 7);
+        expected += round * 10;
+        accumulate<<<blocks(n), 256>>>(x, y, n);
+        CHECK(cudaDeviceSynchronize());
+        for (int i = 0; i < n; i += 97) REQUIRE(y[i] == expected + round * (i % 7));
+    }
+    CHECK(cudaFree(x));
+    CHECK(cudaFree(y));
+    printf("ok host_writes_between_launches\n");
+}
+
+static void CUDART_CB check_in_host_function(void *data)
+{
+    int *p = (int *)data;
+    // The kernel before it in the stream added one to each of 0..1023.
+    int good = 1;
+    for (int i = 0; i < 1024; i++) good &= p[i] == i + 1;
+    p[2000] = good ? 77 : -1;  // a host write the next kernel must see
+}
+
+// The kernel's writes are there when a stream synchronises, an event is
+// waited for, a host function runs, a stream query says done.
+static void synchronisations()
+{
+    const int n = 4096;
+    int *p;
+    CHECK(cudaMallocManaged(&p, n * sizeof(int)));
+    for (int i = 0; i < n; i++) p[i] = i;
+    cudaStream_t s;
+    CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    CHECK(cudaStreamAttachMemAsync(s, p, 0, cudaMemAttachSingle));
+    addOne<<<blocks(1024), 256, 0, s>>>(p, 1024);
+    CHECK(cudaLaunchHostFunc(s, check_in_host_function, p));
+    addOne<<<blocks(n), 256, 0, s>>>(p, n);
+    CHECK(cudaStreamSynchronize(s));
+    REQUIRE(p[2000] == 78 && p[0] == 2 && p[3000] == 3001);
+
+    cudaEvent_t done;
+    CHECK(cudaEventCreate(&done));
+    addOne<<<blocks(n), 256, 0, s>>>(p, n);
+    CHECK(cudaEventRecord(done, s));
+    CHECK(cudaEventSynchronize(done));
+    REQUIRE(p[0] == 3 && p[3000] == 3002);
+
+    addOne<<<blocks(n), 256, 0, s>>>(p, n);
+    cudaError_t state = cudaErrorNotReady;
+    for (int i = 0; i < 100000 && state == cudaErrorNotReady; i++) {
+        state = cudaStreamQuery(s);
+        if (state == cudaErrorNotReady) usleep(100);
+    }
+    CHECK(state);
+    REQUIRE(p[0] == 4 && p[3000] == 3003);
+
+    CHECK(cudaStreamAttachMemAsync(s, p, n * sizeof(int), cudaMemAttachGlobal));
+    CHECK(cudaEventDestroy(done));
+    CHECK(cudaStreamDestroy(s));
+    CHECK(cudaFree(p));
+    printf("ok synchronisations\n");
+}
+
+// Threads each use their own managed memory on their own stream while the
+// others synchronise.
+static void threads()
+{
+    const int workers = 4, n = 3000, rounds = 5;
+    std::vector<int> failures(workers, 0);
+    std::vector<std::thread> pool;
+    for (int t = 0; t < workers; t++) {
+        pool.emplace_back([t, &failures] {
+            int *p;
+            cudaStream_t s;
+            if (cudaMallocManaged(&p, n * sizeof(int)) != cudaSuccess || cudaStreamCreate(&s) != cudaSuccess) {
+                failures[t] = -1;
+                return;
+            }
+            for (int i = 0; i < n; i++) p[i] = t * 1000;
+            for (int r = 1; r <= rounds; r++) {
+                p[r] += 100;  // a host write between launches
+                addOne<<<blocks(n), 256, 0, s>>>(p, n);
+                if (cudaStreamSynchronize(s) != cudaSuccess) failures[t]++;
+                if (p[0] != t * 1000 + r || p[r] != t * 1000 + r + 100) failures[t]++;
+            }
+            cudaStreamDestroy(s);
+            cudaFree(p);
+        });
+    }
+    for (auto &thread : pool) thread.join();
+    for (int t = 0; t < workers; t++) {
+        if (failures[t]) printf("thread %d: %d failures\n", t, failures[t]);
+        REQUIRE(failures[t] == 0);
+    }
+    printf("ok threads\n");
+}
+
+static void managed_variables()
+{
+    REQUIRE(counter == 5);  // the module's initial value
+    counter = 7;
+    table[3] = -1.0f;
+    bumpGlobals<<<1, 32>>>(2.0f);
+    CHECK(cudaDeviceSynchronize());
+    REQUIRE(counter == 8);
+    for (int i = 0; i < 16; i++) REQUIRE(table[i] == i * 2.0f);
+    cudaPointerAttributes attrs;
+    CHECK(cudaPointerGetAttributes(&attrs, &counter));
+    REQUIRE(attrs.type == cudaMemoryTypeManaged);
+    counter = 100;
+    bumpGlobals<<<1, 32>>>(0.5f);
+    CHECK(cudaDeviceSynchronize());
+    REQUIRE(counter == 101 && table[15] == 7.5f);
+    printf("ok managed_variables\n");
+}
+
+static void advice_and_prefetch()
+{
+    const size_t bytes = 64 * 4096;
+    char *p;
+    CHECK(cudaMallocManaged(&p, bytes));
+    cudaMemLocation gpu0 = {cudaMemLocationTypeDevice, 0}, host = {cudaMemLocationTypeHost, 0};
+    int value = -7;
+    CHECK(cudaMemRangeGetAttribute(&value, 4, cudaMemRangeAttributeReadMostly, p, bytes));
+    REQUIRE(value == 0);
+    CHECK(cudaMemAdvise(p, bytes, cudaMemAdviseSetReadMostly, gpu0));
+    CHECK(cudaMemRangeGetAttribute(&value, 4, cudaMemRangeAttributeReadMostly, p, bytes));
+    REQUIRE(value == 1);
+    CHECK(cudaMemAdvise(p, 4096, cudaMemAdviseUnsetReadMostly, gpu0));
+    CHECK(cudaMemRangeGetAttribute(&value, 4, cudaMemRangeAttributeReadMostly, p, bytes));
+    REQUIRE(value == 0);  // not every page any more
+    CHECK(cudaMemRangeGetAttribute(&value, 4, cudaMemRangeAttributeReadMostly, p + 4096, bytes - 4096));
+    REQUIRE(value == 1);
+
+    CHECK(cudaMemRangeGetAttribute(&value, 4, cudaMemRangeAttributePreferredLocation, p, bytes));
+    REQUIRE(value == cudaInvalidDeviceId);
+    CHECK(cudaMemAdvise(p, bytes, cudaMemAdviseSetPreferredLocation, gpu0));
+    CHECK(cudaMemRangeGetAttribute(&value, 4, cudaMemRangeAttributePreferredLocation, p, bytes));
+    REQUIRE(value == 0);
+    CHECK(cudaMemAdvise(p + 8 * 4096, 4096, cudaMemAdviseSetPreferredLocation, host));
+    CHECK(cudaMemRangeGetAttribute(&value, 4, cudaMemRangeAttributePreferredLocation, p, bytes));
+    REQUIRE(value == cudaInvalidDeviceId);  // pages disagree
+    CHECK(cudaMemRangeGetAttribute(&value, 4, cudaMemRangeAttributePreferredLocation, p + 8 * 4096 + 100, 8));
+    REQUIRE(value == cudaCpuDeviceId);
+    cudaMemLocationType type = cudaMemLocationTypeInvalid;
+    CHECK(cudaMemRangeGetAttribute(&type, sizeof type, cudaMemRangeAttributePreferredLocationType, p, 4096));
+    REQUIRE(type == cudaMemLocationTypeDevice);
+    CHECK(cudaMemAdvise(p, bytes, cudaMemAdviseUnsetPreferredLocation, gpu0));
+    CHECK(cudaMemRangeGetAttribute(&type, sizeof type, cudaMemRangeAttributePreferredLocationType, p, bytes));
+    REQUIRE(type == cudaMemLocationTypeInvalid);
+
+    CHECK(cudaMemAdvise(p, bytes, cudaMemAdviseSetAccessedBy, gpu0));
+    CHECK(cudaMemAdvise(p, bytes / 2, cudaMemAdviseSetAccessedBy, host));
+    int accessors[3] = {9, 9, 9};
+    CHECK(cudaMemRangeGetAttribute(accessors, sizeof accessors, cudaMemRangeAttributeAccessedBy, p, bytes));
+    REQUIRE(accessors[0] == 0 && accessors[1] == cudaInvalidDeviceId && accessors[2] == cudaInvalidDeviceId);
+    CHECK(cudaMemRangeGetAttribute(accessors, sizeof accessors, cudaMemRangeAttributeAccessedBy, p, bytes / 2));
+    REQUIRE(accessors[0] == 0 && accessors[1] == cudaCpuDeviceId && accessors[2] == cudaInvalidDeviceId);
+    CHECK(cudaMemAdvise(p, bytes, cudaMemAdviseUnsetAccessedBy, gpu0));
+    CHECK(cudaMemRangeGetAttribute(accessors, 4, cudaMemRangeAttributeAccessedBy, p, bytes));
+    REQUIRE(accessors[0] == cudaInvalidDeviceId);
+
+    // Prefetches: recorded as the last location, and the data stays right.
+    for (size_t i = 0; i < bytes; i++) p[i] = (char)(i % 101);
+    CHECK(cudaMemRangeGetAttribute(&value, 4, cudaMemRangeAttributeLastPrefetchLocation, p, bytes));
+    REQUIRE(value == cudaInvalidDeviceId);
+    CHECK(cudaMemPrefetchAsync(p, bytes, gpu0, 0, 0));
+    addOne<<<blocks(bytes / 4), 256>>>((int *)p, (int)(bytes / 4));
+    CHECK(cudaMemPrefetchAsync(p, bytes, host, 0, 0));
+    CHECK(cudaDeviceSynchronize());
+    CHECK(cudaMemRangeGetAttribute(&value, 4, cudaMemRangeAttributeLastPrefetchLocation, p, bytes));
+    REQUIRE(value == cudaCpuDeviceId);
+    for (size_t i = 0; i < bytes; i += 4) REQUIRE(p[i] == (char)(i % 101 + 1));
+
+    // A batch: the first two ranges to the GPU, the third to the host.
+    void *ranges[3] = {p, p + 4096, p + 2 * 4096};
+    size_t sizes[3] = {4096, 4096, 4096};
+    cudaMemLocation where[2] = {gpu0, host};
+    size_t first[2] = {0, 2};
+    CHECK(cudaMemPrefetchBatchAsync(ranges, sizes, 3, where, first, 2, 0, 0));
+    CHECK(cudaMemRangeGetAttribute(&value, 4, cudaMemRangeAttributeLastPrefetchLocation, p, 2 * 4096));
+    REQUIRE(value == 0);
+    cudaMemLocationType last_type;
+    int last_id = -5;
+    void *data[2] = {&last_type, &last_id};
+    size_t data_sizes[2] = {sizeof last_type, 4};
+    cudaMemRangeAttribute wanted[2] = {cudaMemRangeAttributeLastPrefetchLocationType,
+                                       cudaMemRangeAttributeLastPrefetchLocationId};
+    CHECK(cudaMemRangeGetAttributes(data, data_sizes, wanted, 2, p + 2 * 4096, 4096));
+    REQUIRE(last_type == cudaMemLocationTypeHost);
+    CHECK(cudaMemRangeGetAttributes(data, data_sizes, wanted, 2, p, 4096));
+    REQUIRE(last_type == cudaMemLocationTypeDevice && last_id == 0);
+    CHECK(cudaMemDiscardBatchAsync(ranges, sizes, 3, 0, 0));
+    CHECK(cudaDeviceSynchronize());
+    CHECK(cudaFree(p));
+    printf("ok advice_and_prefetch\n");
+}
+
+// Copies and memsets into and out of managed memory, with every kind.
+static void copies()
+{
+    const int n = 2048;
+    int *m, *d, h[n];
+    CHECK(cudaMallocManaged(&m, n * sizeof(int)));
+    CHECK(cudaMalloc(&d, n * sizeof(int)));
+    for (int i = 0; i < n; i++) m[i] = i * 3;
+    CHECK(cudaMemcpy(d, m, n * sizeof(int), cudaMemcpyDefault));
+    addOne<<<blocks(n), 256>>>(d, n);
+    CHECK(cudaMemcpy(m, d, n * sizeof(int), cudaMemcpyDeviceToDevice));
+    REQUIRE(m[0] == 1 && m[n - 1] == (n - 1) * 3 + 1);
+    CHECK(cudaMemcpy(h, m, n * sizeof(int), cudaMemcpyDeviceToHost));
+    REQUIRE(h[10] == 31);
+    CHECK(cudaMemset(m, 0, n * sizeof(int)));
+    REQUIRE(m[0] == 0 && m[n - 1] == 0);
+    cudaStream_t s;
+    CHECK(cudaStreamCreate(&s));
+    CHECK(cudaMemsetAsync(m + 100, 0xff, 16, s));
+    CHECK(cudaMemcpyAsync(m + 200, h, 8 * sizeof(int), cudaMemcpyHostToDevice, s));
+    CHECK(cudaStreamSynchronize(s));
+    REQUIRE(m[100] == -1 && m[103] == -1 && m[104] == 0 && m[200] == 1 && m[207] == 22);
+    CHECK(cudaStreamDestroy(s));
+    CHECK(cudaFree(d));
+    CHECK(cudaFree(m));
+    printf("ok copies\n");
+}
+
+// Managed memory of GPU1 while GPU0 is current: its own device's kernels use it.
+static void devices()
+{
+    int count = 0;
+    CHECK(cudaGetDeviceCount(&count));
+    REQUIRE(count >= 2);
+    CHECK(cudaSetDevice(1));
+    int *p;
+    CHECK(cudaMallocManaged(&p, 256 * sizeof(int)));
+    for (int i = 0; i < 256; i++) p[i] = -i;
+    addOne<<<1, 256>>>(p, 256);
+    CHECK(cudaDeviceSynchronize());
+    REQUIRE(p[0] == 1 && p[255] == -254);
+    cudaPointerAttributes attrs;
+    CHECK(cudaPointerGetAttributes(&attrs, p));
+    REQUIRE(attrs.type == cudaMemoryTypeManaged && attrs.device == 1);
+    CHECK(cudaSetDevice(0));
+    CHECK(cudaFree(p));
+    printf("ok devices\n");
+}
+
+// A forked child has the parent's managed memory as plain memory.
+static void forked()
+{
+    int *p;
+    CHECK(cudaMallocManaged(&p, 1 << 16));
+    for (int i = 0; i < 1024; i++) p[i] = i;
+    addOne<<<blocks(1024), 256>>>(p, 1024);
+    CHECK(cudaDeviceSynchronize());
+    fflush(stdout);
+    pid_t child = fork();
+    if (child == 0) {
+        if (p[5] != 6) _exit(3);
+        p[5] = -1;  // its own copy, writable
+        _exit(p[5] == -1 ? 0 : 4);
+    }
+    int status = 0;
+    REQUIRE(waitpid(child, &status, 0) == child && WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    REQUIRE(p[5] == 6);
+    p[6] = 60;
+    addOne<<<blocks(1024), 256>>>(p, 1024);
+    CHECK(cudaDeviceSynchronize());
+    REQUIRE(p[5] == 7 && p[6] == 61);
+    CHECK(cudaFree(p));
+    printf("ok forked\n");
+}
+
+static void bad_input()
+{
+    int *p, *d;
+    EXPECT_AND_CLEAR(cudaMallocManaged(&p, 0), cudaErrorInvalidValue);
+    EXPECT_AND_CLEAR(cudaMallocManaged(&p, 64, cudaMemAttachSingle), cudaErrorInvalidValue);
+    CHECK(cudaMallocManaged(&p, 8192));
+    CHECK(cudaMalloc(&d, 64));
+    cudaMemLocation gpu0 = {cudaMemLocationTypeDevice, 0}, gpu99 = {cudaMemLocationTypeDevice, 99};
+    EXPECT_AND_CLEAR(cudaMemAdvise(d, 64, cudaMemAdviseSetReadMostly, gpu0), cudaErrorInvalidValue);
+    EXPECT_AND_CLEAR(cudaMemAdvise(p, 8192, (cudaMemoryAdvise)42, gpu0), cudaErrorInvalidValue);
+    EXPECT_AND_CLEAR(cudaMemAdvise(p, 8192, cudaMemAdviseSetPreferredLocation, gpu99), cudaErrorInvalidDevice);
+    EXPECT_AND_CLEAR(cudaMemAdvise(p, 8193, cudaMemAdviseSetReadMostly, gpu0), cudaErrorInvalidValue);
+    EXPECT_AND_CLEAR(cudaMemPrefetchAsync(p, 8192, gpu99, 0, 0), cudaErrorInvalidDevice);
+    EXPECT_AND_CLEAR(cudaMemPrefetchAsync(p, 8192, gpu0, 1, 0), cudaErrorInvalidValue);
+    EXPECT_AND_CLEAR(cudaMemPrefetchAsync(d, 64, gpu0, 0, 0), cudaErrorInvalidValue);
+    int value;
+    EXPECT_AND_CLEAR(cudaMemRangeGetAttribute(&value, 8, cudaMemRangeAttributeReadMostly, p, 8192),
+                     cudaErrorInvalidValue);
+    EXPECT_AND_CLEAR(cudaMemRangeGetAttribute(&value, 4, cudaMemRangeAttributeReadMostly, d, 64),
+                     cudaErrorInvalidValue);
+    EXPECT_AND_CLEAR(cudaStreamAttachMemAsync(0, p, 0, cudaMemAttachSingle), cudaErrorInvalidValue);
+    EXPECT_AND_CLEAR(cudaStreamAttachMemAsync(0, p, 100, cudaMemAttachGlobal), cudaErrorInvalidValue);
+    EXPECT_AND_CLEAR(cudaStreamAttachMemAsync(0, d, 0, cudaMemAttachGlobal), cudaErrorInvalidValue);
+    int *not_mapped;
+    EXPECT_AND_CLEAR(cudaHostGetDevicePointer((void **)&not_mapped, p, 0), cudaErrorInvalidValue);
+    EXPECT_AND_CLEAR(cudaFreeHost(p), cudaErrorInvalidValue);
+    EXPECT_AND_CLEAR(cudaFree(p + 1), cudaErrorInvalidValue);
+    p[0] = 41;  // still fine after all that
+    addOne<<<1, 1>>>(p, 1);
+    CHECK(cudaDeviceSynchronize());
+    REQUIRE(p[0] == 42);
+    CHECK(cudaFree(p));
+    EXPECT_AND_CLEAR(cudaFree(p), cudaErrorInvalidValue);  // freed twice
+    CHECK(cudaFree(d));
+    printf("ok bad_input\n");
+}
+
+// The host reading 64 MiB a kernel wrote, against cudaMemcpy of the same.
+static void touch_64mib()
+{
+    const size_t bytes = 64u << 20, n = bytes / 4;
+    unsigned int *m, *d;
+    CHECK(cudaMallocManaged(&m, bytes));
+    CHECK(cudaMalloc(&d, bytes));
+    std::vector<unsigned int> h(n);
+    double best_touch = 1e30, best_copy = 1e30;
+    for (int round = 1; round <= 3; round++) {
+        fill<<<blocks(n), 256>>>(m, n, round);
+        fill<<<blocks(n), 256>>>(d, n, round);
+        CHECK(cudaDeviceSynchronize());
+        // Both after a synchronisation: cudaDeviceSynchronize brings the kernel's writes.
+        auto start = std::chrono::steady_clock::now();
+        fill<<<blocks(n), 256>>>(m, n, round + 10);
+        CHECK(cudaDeviceSynchronize());
+        unsigned long long sum = 0;
+        for (size_t i = 0; i < n; i += 1024) sum += m[i];
+        double touch = ms_since(start);
+        start = std::chrono::steady_clock::now();
+        fill<<<blocks(n), 256>>>(d, n, round + 10);
+        CHECK(cudaMemcpy(h.data(), d, bytes, cudaMemcpyDeviceToHost));
+        for (size_t i = 0; i < n; i += 1024) sum -= h[i];
+        double copy = ms_since(start);
+        REQUIRE(sum == 0 && m[n - 1] == (unsigned int)(n - 1) * 7u + round + 10);
+        best_touch = touch < best_touch ? touch : best_touch;
+        best_copy = copy < best_copy ? copy : best_copy;
+    }
+    printf("time touch_64mib managed %.2f ms memcpy %.2f ms\n", best_touch, best_copy);
+    CHECK(cudaFree(m));
+    CHECK(cudaFree(d));
+    printf("ok touch_64mib\n");
+}
+
+int main(int argc, char **argv)
+{
+    struct { const char *name; void (*run)(); } sections[] = {
+        {"attributes", attributes}, {"vector_add", vector_add},
+        {"host_writes_between_launches", host_writes_between_launches}, {"synchronisations", synchronisations},
+        {"threads", threads}, {"managed_variables", managed_variables}, {"advice_and_prefetch", advice_and_prefetch},
+        {"copies", copies}, {"devices", devices}, {"forked", forked}, {"bad_input", bad_input},
+        {"touch_64mib", touch_64mib},
+    };
+    for (auto &section : sections) {
+        bool wanted = argc == 1;
+        for (int i = 1; i < argc; i++) wanted |= std::string(argv[i]) == section.name;
+        if (wanted) section.run();
+    }
+    printf("PASSED managed_memory\n");
+    return 0;
+}

@@ -1,0 +1,85 @@
+"""Managed memory, from tests/cuda/managed_memory.cu run unmodified through
+rcuda on sim servers: cudaMallocManaged and __managed__ variables used by
+the host and by kernels through one pointer; the host sees kernel writes
+after stream and device synchronisations, events, queries and in host
+functions, kernels see host writes made between launches; threads, two
+devices, fork; stream attachment, prefetches, advice and range attributes;
+bad input.  On the lane (C's link), on the ZeroMQ link of a --auth server,
+and with every call through Python (RCUDA_STATS).  (The programs' tests
+skip without nvcc: compile_cuda says so.)"""
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from auth_helpers import make_keys
+from conftest import CUDA_SOURCES, run_program, start_server
+
+KERNELS = str(CUDA_SOURCES / "managed_kernels.py")
+
+SECTIONS = ["attributes", "vector_add", "host_writes_between_launches", "synchronisations", "threads",
+            "managed_variables", "advice_and_prefetch", "copies", "devices", "forked", "bad_input", "touch_64mib"]
+#: On the ZeroMQ link and with every call through Python: what takes other paths there.
+OTHER_PATHS = ["vector_add", "host_writes_between_launches", "synchronisations", "threads", "managed_variables",
+               "copies", "devices"]
+
+
+def _run(compile_cuda, *sections: str, auth_root=None, env: dict | None = None):
+    args = ["--backend", "sim", "--devices", "2", "--kernels", KERNELS]
+    env = dict(env or {})
+    if auth_root is not None:
+        keys = make_keys(auth_root)
+        args += ["--auth", str(keys.server_dir)]
+        env.update(keys.env())
+    server = start_server(*args)
+    try:
+        return run_program(compile_cuda("managed_memory.cu"), server, *sections, env_extra=env, timeout=300)
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="module")
+def lane(compile_cuda):
+    return _run(compile_cuda)
+
+
+@pytest.fixture(scope="module")
+def zeromq(compile_cuda, tmp_path_factory):
+    return _run(compile_cuda, *OTHER_PATHS, auth_root=tmp_path_factory.mktemp("managed-auth"))
+
+
+@pytest.fixture(scope="module")
+def through_python(compile_cuda):
+    """RCUDA_STATS=1: no call is made or recorded in C, launches aside."""
+    return _run(compile_cuda, *OTHER_PATHS, env={"RCUDA_STATS": "1"})
+
+
+@pytest.mark.parametrize("section", SECTIONS)
+def test_section(lane, section):
+    assert "FAILED" not in lane.stdout, lane.stdout + lane.stderr[-3000:]
+    assert f"ok {section}" in lane.stdout, lane.stdout + lane.stderr[-3000:]
+
+
+def test_whole_program_passes_and_exits_cleanly(lane):
+    """It ends with __managed__ variables still mirrored."""
+    assert lane.returncode == 0 and "PASSED managed_memory" in lane.stdout, lane.stdout + lane.stderr[-3000:]
+    assert "Traceback" not in lane.stderr and "internal error" not in lane.stderr, lane.stderr[-3000:]
+
+
+def test_64mib_touch_reports_its_times(lane):
+    assert re.search(r"time touch_64mib managed [\d.]+ ms memcpy [\d.]+ ms", lane.stdout), lane.stdout
+
+
+@pytest.mark.parametrize("section", OTHER_PATHS)
+def test_section_on_the_zeromq_link(zeromq, section):
+    assert "FAILED" not in zeromq.stdout, zeromq.stdout + zeromq.stderr[-3000:]
+    assert f"ok {section}" in zeromq.stdout, zeromq.stdout + zeromq.stderr[-3000:]
+    assert zeromq.returncode == 0
+
+
+@pytest.mark.parametrize("section", OTHER_PATHS)
+def test_section_through_python(through_python, section):
+    assert "FAILED" not in through_python.stdout, through_python.stdout + through_python.stderr[-3000:]
+    assert f"ok {section}" in through_python.stdout, through_python.stdout + through_python.stderr[-3000:]
+    assert through_python.returncode == 0
