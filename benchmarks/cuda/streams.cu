@@ -1,4 +1,4 @@
-// Streams and mapped memory, from the program's view.
+// Streams, mapped and managed memory, from the program's view.
 //
 //   streams idle-sync KERNEL_MS N     N cudaStreamSynchronize of an idle stream, alone and
 //                                     while another stream runs a KERNEL_MS kernel
@@ -6,6 +6,9 @@
 //                                     one after the other on one stream): wall times
 //   streams zero-copy BYTES REPEATS   a kernel adding 1 to BYTES of input into output:
 //                                     through mapped host memory, and with explicit copies
+//   streams managed BYTES REPEATS     a kernel filling BYTES that the host then reads: managed
+//                                     memory after cudaDeviceSynchronize, and device memory
+//                                     with cudaMemcpy to a host buffer
 //
 // Prints one RESULT {...} line with the times in microseconds.  On a GPU the
 // long kernel spins on the global timer; on a sim server its plugin's COSTS
@@ -130,10 +133,50 @@ static int zero_copy(long long bytes, int repeats)
     return 0;
 }
 
+__global__ void fillBytes(unsigned char *out, long long n, int value)
+{
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x)
+        out[i] = (unsigned char)value;
+}
+
+// What a host touch of managed memory costs after a kernel wrote it, against
+// the explicit copy of the same bytes; the host reads a byte of every page.
+static int managed(long long bytes, int repeats)
+{
+    unsigned char *managed_mem, *dev, *host = (unsigned char *)malloc(bytes);
+    CHECK(cudaMallocManaged(&managed_mem, bytes));
+    CHECK(cudaMalloc(&dev, bytes));
+    memset(host, 0, bytes);
+    std::vector<long long> touch(repeats), copy(repeats);
+    long long pages = (bytes + 4095) / 4096;
+    for (int r = 0; r < repeats; r++) {
+        long long t = now_ns();
+        fillBytes<<<256, 256>>>(managed_mem, bytes, r + 1);
+        CHECK(cudaDeviceSynchronize());
+        long long sum = 0;
+        for (long long i = 0; i < bytes; i += 4096)
+            sum += managed_mem[i];
+        touch[r] = now_ns() - t;
+        t = now_ns();
+        fillBytes<<<256, 256>>>(dev, bytes, r + 1);
+        CHECK(cudaMemcpy(host, dev, bytes, cudaMemcpyDeviceToHost));
+        for (long long i = 0; i < bytes; i += 4096)
+            sum -= host[i];
+        copy[r] = now_ns() - t;
+        if (sum != 0 || managed_mem[bytes - 1] != (unsigned char)(r + 1)) {
+            fprintf(stderr, "FAILED: managed memory differs from the copy in round %d\n", r);
+            return 1;
+        }
+    }
+    printf("RESULT {\"bytes\": %lld, \"pages\": %lld, \"managed_us\": %.1f, \"memcpy_us\": %.1f}\n", bytes, pages,
+           median_us(touch), median_us(copy));
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 4) {
-        fprintf(stderr, "usage: %s idle-sync|concurrency|zero-copy A B\n", argv[0]);
+        fprintf(stderr, "usage: %s idle-sync|concurrency|zero-copy|managed A B\n", argv[0]);
         return 2;
     }
     long long a = atoll(argv[2]);
@@ -142,5 +185,7 @@ int main(int argc, char **argv)
         return idle_sync(a, b);
     if (!strcmp(argv[1], "concurrency"))
         return concurrency(a, b);
+    if (!strcmp(argv[1], "managed"))
+        return managed(a, b);
     return zero_copy(a, b);
 }

@@ -1,4 +1,4 @@
-"""Streams that stay independent, and mapped (zero-copy) host memory.
+"""Streams that stay independent, mapped (zero-copy) and managed memory.
 
 An unmodified CUDA program (cuda/streams.cu) against a sim server whose
 long kernel's time is modelled (cuda/stream_kernels.py):
@@ -11,6 +11,10 @@ long kernel's time is modelled (cuda/stream_kernels.py):
     zero_copy     a kernel adding 1 to BYTES of input: the host writes the
                   input into mapped memory and reads the output there, against
                   the same with cudaMemcpy both ways and device buffers
+    managed       a kernel filling N MiB that the host then reads (a byte of
+                  each page): managed memory after cudaDeviceSynchronize,
+                  against device memory and a cudaMemcpy to a host buffer
+                  (goal: within GOAL_MANAGED at 64 MiB)
 """
 from __future__ import annotations
 
@@ -20,15 +24,17 @@ from .. import common
 from ..common import Context, goal
 
 NAME = "streams"
-TITLE = "Independent streams and mapped memory"
+TITLE = "Independent streams, mapped and managed memory"
 
 KERNELS = Path(common.__file__).resolve().parent / "cuda" / "stream_kernels.py"
 GOAL_IDLE_SYNC = 2.0
+GOAL_MANAGED = 1.5
 
 
 def parameters(quick: bool) -> dict:
     return {"kernel_ms": 300, "idle_syncs": 50 if quick else 300, "streams": 8, "concurrency_kernel_ms": 100,
-            "zero_copy_bytes": (4 if quick else 64) << 20, "zero_copy_repeats": 2 if quick else 5}
+            "zero_copy_bytes": (4 if quick else 64) << 20, "zero_copy_repeats": 2 if quick else 5,
+            "managed_mib": [4, 64] if quick else [1, 4, 16, 64], "managed_repeats": 3 if quick else 5}
 
 
 def run(ctx: Context) -> dict:
@@ -46,15 +52,24 @@ def run(ctx: Context) -> dict:
         concurrency = program("concurrency", params["concurrency_kernel_ms"], params["streams"])
         ctx.progress(f"zero copy vs explicit copies, {params['zero_copy_bytes'] >> 20} MiB")
         zero_copy = program("zero-copy", params["zero_copy_bytes"], params["zero_copy_repeats"])
+        managed = []
+        for mib in params["managed_mib"]:
+            ctx.progress(f"managed memory touched vs cudaMemcpy, {mib} MiB")
+            managed.append(program("managed", mib << 20, params["managed_repeats"]))
+    managed_ratio = managed[-1]["managed_us"] / managed[-1]["memcpy_us"]
     idle_ratio = idle["beside_us"] / idle["alone_us"]
     speedup = concurrency["one_stream_us"] / concurrency["parallel_us"]
     return {"parameters": params, "idle_sync": idle, "concurrency": concurrency, "zero_copy": zero_copy,
+            "managed": managed,
             "ratios": {"idle_sync_beside_a_kernel_over_alone": round(idle_ratio, 3),
                        "one_stream_over_n_streams": round(speedup, 3),
-                       "zero_copy_over_explicit_copies": round(zero_copy["mapped_us"] / zero_copy["copies_us"], 3)},
+                       "zero_copy_over_explicit_copies": round(zero_copy["mapped_us"] / zero_copy["copies_us"], 3),
+                       "managed_touch_over_memcpy_largest": round(managed_ratio, 3)},
             "goals": {"idle-stream sync beside a running kernel / alone": goal(idle_ratio, "<=", GOAL_IDLE_SYNC),
                       f"{params['streams']} streams of kernels: speed-up over one stream":
-                          goal(speedup, ">=", params["streams"] / 2)}}
+                          goal(speedup, ">=", params["streams"] / 2),
+                      f"managed memory touched / cudaMemcpy, {params['managed_mib'][-1]} MiB":
+                          goal(managed_ratio, "<=", GOAL_MANAGED)}}
 
 
 def plot(result: dict, out_dir: Path) -> list[Path]:
@@ -68,7 +83,11 @@ def plot(result: dict, out_dir: Path) -> list[Path]:
             (f"{n} kernels on one stream (ms)", c["one_stream_us"] / 1000),
             (f"zero copy, {z['bytes'] >> 20} MiB (ms)", z["mapped_us"] / 1000),
             (f"explicit copies, {z['bytes'] >> 20} MiB (ms)", z["copies_us"] / 1000)]
-    plots.bars(result, path, bars, "us / ms (see labels)", "Independent streams and mapped memory via rcuda (sim)")
+    largest = result["managed"][-1]
+    bars += [(f"managed, touched, {largest['bytes'] >> 20} MiB (ms)", largest["managed_us"] / 1000),
+             (f"cudaMemcpy, {largest['bytes'] >> 20} MiB (ms)", largest["memcpy_us"] / 1000)]
+    plots.bars(result, path, bars, "us / ms (see labels)",
+               "Independent streams, mapped and managed memory via rcuda (sim)")
     return [path]
 
 
@@ -79,4 +98,7 @@ def headline(result: dict) -> list[str]:
             f"{c['streams']} streams: {c['parallel_us'] / 1000:.0f} ms, one stream {c['one_stream_us'] / 1000:.0f} ms "
             f"({r['one_stream_over_n_streams']:.2f}x)",
             f"zero copy {z['mapped_us'] / 1000:.1f} ms vs explicit copies {z['copies_us'] / 1000:.1f} ms "
-            f"({r['zero_copy_over_explicit_copies']:.2f}x) for {z['bytes'] >> 20} MiB"]
+            f"({r['zero_copy_over_explicit_copies']:.2f}x) for {z['bytes'] >> 20} MiB",
+            "managed memory touched after a kernel vs cudaMemcpy: " + ", ".join(
+                f"{m['bytes'] >> 20} MiB {m['managed_us'] / 1000:.1f} / {m['memcpy_us'] / 1000:.1f} ms"
+                for m in result["managed"]) + f" (goal <= {GOAL_MANAGED}x at the largest)"]
