@@ -83,7 +83,7 @@ def cudaFree(devPtr):
         rt().managed.free(rt(), ptr)
         return SUCCESS
     if rt().mapped.find(ptr) is not None:
-        what = "managed memory, not its start" if rt().mapped.find(ptr).managed else \
+        what = "managed memory, not an allocation's start (freed already?)" if rt().mapped.find(ptr).managed else \
             "mapped host memory (cudaFreeHost or cudaHostUnregister frees it)"
         raise CudaError(cudaError.cudaErrorInvalidValue, f"cudaFree of {ptr:#x}: that is {what}")
     allocation = rt().allocations.find(ptr)

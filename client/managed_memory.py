@@ -2,8 +2,9 @@
 program says about them (stream attachment, prefetches, advice).
 
 A managed allocation is a mirror (client/mapped_memory.py) like
-cudaHostAlloc(Mapped)'s: a device allocation on the device current at the
-call, with the host copy mapped at exactly its address.  One pointer
+cudaHostAlloc(Mapped)'s, or a block of one shared by small allocations
+(client/managed_arenas.py): a device allocation on the device current at
+the call, with the host copy mapped at exactly its address.  One pointer
 serves both sides; native/mapped_memory.c keeps the copies in step: a
 kernel sees the host's writes made before its launch, the host sees the
 device's after a synchronisation.  That is CUDA's model for devices
@@ -19,6 +20,7 @@ synchronisation.
 """
 from __future__ import annotations
 
+import bisect
 import ctypes
 import mmap
 import threading
@@ -29,6 +31,7 @@ import numpy as np
 from rcuda._generated.cuda_enums import ENUMS, MACROS
 from rcuda.errors import CudaError, cudaError
 
+from .managed_arenas import ARENA_BYTES, SMALL_BYTES, Arena
 from .mapped_memory import MAP_FAILED, PAGE, Mirror, _libc, _round_up
 
 ATTACH_GLOBAL = MACROS["cudaMemAttachGlobal"]
@@ -52,9 +55,15 @@ HOST_BIT = 63
 
 @dataclass(eq=False)
 class ManagedRange:
+    """One managed allocation (or __managed__ variable): [base, base + size)
+    of `mirror`, which it has to itself unless `arena` shares it."""
+    base: int
+    size: int
     mirror: Mirror
-    attach: int                       # cudaMemAttach* as the program last set it
+    flags: int                        # cudaMallocManaged's (cudaMemAttachGlobal or Host)
+    arena: Arena | None = None
     variable: bool = False            # a __managed__ variable's (not cudaFree's to free)
+    attach: int = 0                   # cudaMemAttach* as the program last set it (flags at first)
     attached_stream: object = None    # cudaMemAttachSingle's stream
     read_mostly: np.ndarray = field(default=None)
     preferred: np.ndarray = field(default=None)
@@ -62,24 +71,21 @@ class ManagedRange:
     accessed_by: np.ndarray = field(default=None)
 
     def __post_init__(self):
-        pages = _round_up(self.mirror.size) // PAGE
+        self.attach = self.attach or self.flags
+        pages = (self.base + self.size - 1) // PAGE - self.base // PAGE + 1
         self.read_mostly = np.zeros(pages, dtype=bool)
         self.preferred = np.full(pages, INVALID, dtype=np.int32)
         self.last_prefetch = np.full(pages, INVALID, dtype=np.int32)
         self.accessed_by = np.zeros(pages, dtype=np.uint64)
 
-    @property
-    def base(self) -> int:
-        return self.mirror.host
-
-    @property
-    def size(self) -> int:
-        return self.mirror.size
+    def holds(self, address: int, count: int) -> bool:
+        return self.base <= address and address + count <= self.base + self.size
 
     def pages(self, address: int, count: int) -> slice:
-        """The pages [address, address + count) touches, as CUDA rounds a range."""
-        first = (address - self.base) // PAGE
-        return slice(first, (address + count - 1 - self.base) // PAGE + 1)
+        """The pages [address, address + count) touches, as CUDA rounds a
+        range, counted from the allocation's first page."""
+        first = self.base // PAGE
+        return slice(address // PAGE - first, (address + count - 1) // PAGE - first + 1)
 
 
 class ManagedMemory:
@@ -89,6 +95,8 @@ class ManagedMemory:
         self._mapped = mapped
         self._lock = threading.Lock()
         self._ranges: dict[int, ManagedRange] = {}
+        self._bases: list[int] = []  # of _ranges, sorted
+        self._arenas: dict[object, list[Arena]] = {}  # device -> its arenas
 
     # ---------------------------------------------------------- making and freeing
 
@@ -98,10 +106,35 @@ class ManagedMemory:
         if flags not in (ATTACH_GLOBAL, ATTACH_HOST):
             raise CudaError(cudaError.cudaErrorInvalidValue,
                             f"cudaMallocManaged flags {flags:#x}: must be cudaMemAttachGlobal or cudaMemAttachHost")
+        with self._lock:
+            if size <= SMALL_BYTES:
+                arena, base = self._take_small(runtime, device, size)
+                self._add(ManagedRange(base, size, arena.mirror, flags, arena=arena))
+                return base
         host = self._mapped.allocate(runtime, device, size, flags, managed=True)
         with self._lock:
-            self._ranges[host] = ManagedRange(self._mapped.at(host), attach=flags)
+            self._add(ManagedRange(host, size, self._mapped.at(host), flags))
         return host
+
+    def _take_small(self, runtime, device, size: int) -> tuple[Arena, int]:
+        arenas = self._arenas.setdefault(device, [])
+        for arena in arenas:
+            base = arena.take(size)
+            if base is not None:
+                return arena, base
+        host = self._mapped.allocate(runtime, device, ARENA_BYTES, ATTACH_GLOBAL, managed=True)
+        arena = Arena(self._mapped.at(host))
+        arenas.append(arena)
+        return arena, arena.take(size)
+
+    def _add(self, managed: ManagedRange) -> None:
+        self._ranges[managed.base] = managed
+        bisect.insort(self._bases, managed.base)
+
+    def _remove(self, base: int) -> ManagedRange:
+        managed = self._ranges.pop(base)
+        self._bases.remove(base)
+        return managed
 
     def set_up_variables(self, runtime, module) -> list[tuple[int, int]]:
         """A module's __managed__ variables, at the program's first touch of
@@ -130,7 +163,7 @@ class ManagedMemory:
         # Its initial value (the module's initialiser) is the device's.
         ctypes.memmove(host, b"".join(bytes(f.buffer) for f in device.copy_from_device(ptr, size)), size)
         mirror = self._mapped.mirror_variable(runtime, device, host, size, ptr)
-        self._ranges[host] = ManagedRange(mirror, attach=ATTACH_GLOBAL, variable=True)
+        self._add(ManagedRange(host, size, mirror, ATTACH_GLOBAL, variable=True))
         return host
 
     def is_managed(self, base: int) -> bool:
@@ -140,11 +173,19 @@ class ManagedMemory:
 
     def free(self, runtime, base: int) -> None:
         """cudaFree of a managed allocation: after the device's queued work,
-        which may still use it (CUDA synchronises too)."""
+        which may still use it (CUDA synchronises too).  An arena goes when
+        its last block does, unless it is its device's last."""
         with self._lock:
-            managed = self._ranges.pop(base)
+            managed = self._remove(base)
         mirror = managed.mirror
         mirror.device.synchronize()
+        if managed.arena is not None:
+            with self._lock:
+                managed.arena.give(base, managed.size)
+                arenas = self._arenas[mirror.device]
+                if not managed.arena.empty or len(arenas) == 1:
+                    return
+                arenas.remove(managed.arena)
         self._mapped.release(runtime, mirror)
         _libc.munmap(mirror.host, _round_up(mirror.size))
 
@@ -154,11 +195,14 @@ class ManagedMemory:
         nothing to free."""
         with self._lock:
             for base in [b for b, r in self._ranges.items() if r.mirror.device is device]:
-                del self._ranges[base]
+                self._remove(base)
+            self._arenas.pop(device, None)
 
     def forget_all(self) -> None:
         with self._lock:
             self._ranges.clear()
+            self._bases.clear()
+            self._arenas.clear()
 
     def stream_destroyed(self, stream) -> None:
         """Attachments to a destroyed stream revert to the allocation's
@@ -166,7 +210,7 @@ class ManagedMemory:
         with self._lock:
             for managed in self._ranges.values():
                 if managed.attached_stream is stream:
-                    managed.attach, managed.attached_stream = managed.mirror.flags, None
+                    managed.attach, managed.attached_stream = managed.flags, None
 
     # ---------------------------------------------------------- lookups
 
@@ -174,9 +218,10 @@ class ManagedMemory:
         """The managed allocation holding [address, address + count)."""
         if count == 0:
             raise CudaError(cudaError.cudaErrorInvalidValue, f"{call}: an empty range at {address:#x}")
-        mirror = self._mapped.find(address, count)
-        managed = self._ranges.get(mirror.host) if mirror is not None else None
-        if managed is None:
+        with self._lock:
+            i = bisect.bisect_right(self._bases, address) - 1
+            managed = self._ranges[self._bases[i]] if i >= 0 else None
+        if managed is None or not managed.holds(address, count):
             raise CudaError(cudaError.cudaErrorInvalidValue,
                             f"{call}: {address:#x}..+{count} is not inside one managed allocation")
         return managed

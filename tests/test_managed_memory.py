@@ -3,7 +3,7 @@ rcuda on sim servers: cudaMallocManaged and __managed__ variables used by
 the host and by kernels through one pointer; the host sees kernel writes
 after stream and device synchronisations, events, queries and in host
 functions, kernels see host writes made between launches; threads, two
-devices, fork; stream attachment, prefetches, advice and range attributes;
+devices, fork; thousands of small allocations; stream attachment, prefetches, advice and range attributes;
 bad input.  On the lane (C's link), on the ZeroMQ link of a --auth server,
 and with every call through Python (RCUDA_STATS).  (The programs' tests
 skip without nvcc: compile_cuda says so.)"""
@@ -19,10 +19,10 @@ from conftest import CUDA_SOURCES, run_program, start_server
 KERNELS = str(CUDA_SOURCES / "managed_kernels.py")
 
 SECTIONS = ["attributes", "vector_add", "host_writes_between_launches", "synchronisations", "threads",
-            "managed_variables", "advice_and_prefetch", "copies", "devices", "forked", "bad_input", "touch_64mib"]
+            "managed_variables", "advice_and_prefetch", "many_small", "copies", "devices", "forked", "bad_input", "touch_64mib"]
 #: On the ZeroMQ link and with every call through Python: what takes other paths there.
 OTHER_PATHS = ["vector_add", "host_writes_between_launches", "synchronisations", "threads", "managed_variables",
-               "copies", "devices"]
+               "many_small", "copies", "devices"]
 
 
 def _run(compile_cuda, *sections: str, auth_root=None, env: dict | None = None):

@@ -21,6 +21,12 @@ def accumulate(launch):
     launch.array(launch.param(1, "Q"), np.int32, n)[:] += launch.array(launch.param(0, "Q"), np.int32, n)
 
 
+def add_one_each(launch):
+    """addOneEach(int **ptrs, int n): *ptrs[i] += 1."""
+    for ptr in launch.array(launch.param(0, "Q"), np.uint64, launch.param(1, "i")):
+        launch.array(int(ptr), np.int32, 1)[0] += 1
+
+
 def bump_globals(launch):
     """bumpGlobals(float scale): counter += 1; table[i] = i * scale."""
     launch.array(launch.symbol("counter"), np.int32, 1)[0] += 1
@@ -35,5 +41,5 @@ def fill(launch):
     words += np.uint32(seed)
 
 
-KERNELS = {"vectorAdd": vector_add, "addOne": add_one, "accumulate": accumulate, "bumpGlobals": bump_globals,
+KERNELS = {"vectorAdd": vector_add, "addOne": add_one, "addOneEach": add_one_each, "accumulate": accumulate, "bumpGlobals": bump_globals,
            "fill": fill}

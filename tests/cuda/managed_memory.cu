@@ -56,6 +56,13 @@ __global__ void fill(unsigned int *p, size_t n, unsigned int seed)
     if (i < n) p[i] = (unsigned int)i * 7u + seed;
 }
 
+// *ptrs[i] += 1 for each of n pointers (themselves in managed memory)
+__global__ void addOneEach(int **ptrs, int n)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) *ptrs[i] += 1;
+}
+
 static int blocks(size_t n) { return (int)((n + 255) / 256); }
 
 static double ms_since(std::chrono::steady_clock::time_point start)
@@ -304,6 +311,42 @@ static void advice_and_prefetch()
     printf("ok advice_and_prefetch\n");
 }
 
+// Thousands of small allocations (more than mapped ranges may be), freed
+// and made again in between: each keeps its own bytes.
+static void many_small()
+{
+    const int n = 3000;
+    int **ptrs;
+    CHECK(cudaMallocManaged(&ptrs, n * sizeof(int *)));
+    for (int i = 0; i < n; i++) {
+        CHECK(cudaMallocManaged(&ptrs[i], 100 + i % 300));
+        *ptrs[i] = i;
+        ptrs[i][(100 + i % 300) / 4 - 1] = -i;  // its last word
+    }
+    addOneEach<<<blocks(n), 256>>>(ptrs, n);
+    CHECK(cudaDeviceSynchronize());
+    for (int i = 0; i < n; i++) REQUIRE(*ptrs[i] == i + 1 && ptrs[i][(100 + i % 300) / 4 - 1] == -i);
+    for (int i = 0; i < n; i += 2) CHECK(cudaFree(ptrs[i]));
+    for (int i = 0; i < n; i += 2) {
+        CHECK(cudaMallocManaged(&ptrs[i], 64));
+        *ptrs[i] = 10 * i;
+    }
+    addOneEach<<<blocks(n), 256>>>(ptrs, n);
+    CHECK(cudaDeviceSynchronize());
+    for (int i = 0; i < n; i++) {
+        REQUIRE(*ptrs[i] == (i % 2 ? i + 2 : 10 * i + 1));
+        if (i % 2) REQUIRE(ptrs[i][(100 + i % 300) / 4 - 1] == -i);
+    }
+    cudaPointerAttributes attrs;
+    CHECK(cudaPointerGetAttributes(&attrs, ptrs[7] + 3));
+    REQUIRE(attrs.type == cudaMemoryTypeManaged);
+    EXPECT_AND_CLEAR(cudaFree(ptrs[7] + 1), cudaErrorInvalidValue);
+    for (int i = 0; i < n; i++) CHECK(cudaFree(ptrs[i]));
+    EXPECT_AND_CLEAR(cudaFree(ptrs[5]), cudaErrorInvalidValue);  // freed already
+    CHECK(cudaFree(ptrs));
+    printf("ok many_small\n");
+}
+
 // Copies and memsets into and out of managed memory, with every kind.
 static void copies()
 {
@@ -457,7 +500,7 @@ int main(int argc, char **argv)
         {"attributes", attributes}, {"vector_add", vector_add},
         {"host_writes_between_launches", host_writes_between_launches}, {"synchronisations", synchronisations},
         {"threads", threads}, {"managed_variables", managed_variables}, {"advice_and_prefetch", advice_and_prefetch},
-        {"copies", copies}, {"devices", devices}, {"forked", forked}, {"bad_input", bad_input},
+        {"many_small", many_small}, {"copies", copies}, {"devices", devices}, {"forked", forked}, {"bad_input", bad_input},
         {"touch_64mib", touch_64mib},
     };
     for (auto &section : sections) {
