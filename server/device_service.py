@@ -566,7 +566,8 @@ class DeviceService:
             raise CudaError(cudaError.cudaErrorDevicesUnavailable, "wrong session token or device")
         self._va_base = header["va_base"]
         self.device = self.backend.open_device(self.index, self._va_base)
-        return {"props": self.device.properties(), "attributes": self.device.attributes()}
+        props = dict(self.device.properties(), rcudaPeers=self.peer_ops.links())
+        return {"props": props, "attributes": self.device.attributes()}
 
     def _malloc(self, header, payload):
         return {"ptr": self.device.malloc(_non_negative(header, "size"))}

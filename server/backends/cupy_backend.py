@@ -26,6 +26,7 @@ import threading
 import numpy as np
 
 from rcuda import fatbin
+from rcuda._generated.cuda_enums import ENUMS
 from rcuda.device_attributes import DEVICE_ATTRIBUTES
 from rcuda.errors import CudaError, cudaError
 
@@ -40,6 +41,9 @@ CU_LAUNCH_PARAM_BUFFER_POINTER = 0x01
 CU_LAUNCH_PARAM_BUFFER_SIZE = 0x02
 
 CUDA_ERROR_NOT_FOUND = 500
+
+#: cudaDeviceP2PAttr -> CUdevice_P2PAttribute (cuda.h; the same numbers, 1..5).
+P2P_ATTRIBUTE_NUMBERS = ENUMS["cudaDeviceP2PAttr"]
 
 #: cudaDeviceProp fields that cupy's getDeviceProperties leaves out, read with
 #: cudaDeviceGetAttribute instead (cudaDeviceAttr numbers of CUDA 13).
@@ -624,11 +628,11 @@ class CupyDevice(Device):
     def take_output(self) -> str:
         return _device_output.take() if _device_output else ""
 
-    def can_access_peer(self, peer: int) -> bool:
-        try:
-            return bool(self._runtime.deviceCanAccessPeer(self.index, peer))
-        except self._runtime.CUDARuntimeError:
-            return False
+    def peer_attributes(self, peer: int) -> dict[str, int]:
+        """The driver's answer for this pair of the server's GPUs (CuPy has
+        no cudaDeviceGetP2PAttribute; cuDeviceGetP2PAttribute takes the same
+        attribute numbers)."""
+        return {name: _p2p_attribute(number, self.index, peer) for name, number in P2P_ATTRIBUTE_NUMBERS.items()}
 
     def set_peer_access(self, peer: int, enable: bool) -> None:
         if enable:
@@ -713,6 +717,22 @@ def _stream_priority_range() -> tuple[int, int]:
     except OSError:
         pass
     return 0, 0
+
+
+def _p2p_attribute(attribute: int, source: int, destination: int) -> int:
+    """cuDeviceGetP2PAttribute between two GPUs (driver ordinals are the
+    runtime's); 0 where the driver does not answer, as for no link."""
+    try:
+        libcuda = ctypes.CDLL("libcuda.so.1")
+        src, dst, value = ctypes.c_int(), ctypes.c_int(), ctypes.c_int()
+        answered = (libcuda.cuDeviceGet(ctypes.byref(src), source) == 0
+                    and libcuda.cuDeviceGet(ctypes.byref(dst), destination) == 0
+                    and libcuda.cuDeviceGetP2PAttribute(ctypes.byref(value), attribute, src, dst) == 0)
+        if answered:
+            return value.value
+    except (OSError, AttributeError):
+        pass
+    return 0
 
 
 def _uuid_from_driver(index: int) -> bytes | None:
