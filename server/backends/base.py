@@ -332,6 +332,17 @@ class Device(abc.ABC):
         Backends that cannot capture device output return ""."""
         return ""
 
+    # -- performance hints: a backend that models no cache or scheduling (the
+    # sim) ignores them; the client keeps what the program reads back.
+
+    def stream_set_attribute(self, stream: int, attribute: str, value) -> None:
+        """cudaStreamSetAttribute: `attribute` a cudaLaunchAttributeID name,
+        `value` as client/stream_attributes.py sends it (checked there; a
+        backend that applies it checks its shape again)."""
+
+    def reset_persisting_l2(self) -> None:
+        """cudaCtxResetPersistingL2Cache."""
+
     # -- multi-GPU (server/peer.py).  Concrete defaults, so a backend that
     # knows nothing of peers still works: copies between GPUs then go
     # through host memory, and direct peer access is refused.
