@@ -196,7 +196,7 @@ OPS: dict[str, dict[str, type | tuple]] = {
     "event_query": {"event": _INT},
     "event_elapsed": {"start": _INT, "end": _INT},
     "marker": {"stream": _INT},
-    "stream_attr": {"stream": _INT, "attr": _STR, "value": (_INT, _LIST)},
+    "stream_attr": {"stream": _INT, "attr": _STR, "value": (_INT, *_LIST)},
     "reset_persisting_l2": {},
     "reset": {},
     "close": {},
