@@ -711,10 +711,9 @@ class PeerMemory:
     def containing(self, ptr: int, size: int) -> Allocation | None:
         found = self.own.containing(ptr, size)
         for table in self.peers:
-            if found is not None:
-                break
-            with table.lock:
-                found = table.containing(ptr, size)
+            if found is None:
+                with table.lock:
+                    found = table.containing(ptr, size)
         return found
 
 
