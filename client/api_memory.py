@@ -41,6 +41,7 @@ DEVICE_TO_DEVICE = KINDS["cudaMemcpyDeviceToDevice"]
 DEFAULT = KINDS["cudaMemcpyDefault"]
 
 MEMORY_TYPES = ENUMS["cudaMemoryType"]
+P2P_ATTRIBUTES = {number: name for name, number in ENUMS["cudaDeviceP2PAttr"].items()}
 HOST_ALLOC_PORTABLE = MACROS["cudaHostAllocPortable"]
 HOST_ALLOC_MAPPED = MACROS["cudaHostAllocMapped"]
 HOST_REGISTER_MAPPED = MACROS["cudaHostRegisterMapped"]
@@ -366,6 +367,22 @@ def cudaMemcpyPeerAsync(dst, dstDevice, src, srcDevice, count, stream):
 def cudaDeviceCanAccessPeer(canAccessPeer, device, peerDevice):
     out_pointer(canAccessPeer, "canAccessPeer")
     canAccessPeer[0] = int(rt().peer_copies.can_access(rt().device(device), rt().device(peerDevice)))
+    return SUCCESS
+
+
+@cuda()
+def cudaDeviceGetP2PAttribute(value, attr, srcDevice, dstDevice):
+    """The link between two GPUs as their server sees it; GPUs of different
+    servers have none: every attribute reads 0 (copies still work)."""
+    out_pointer(value, "value")
+    source, destination = rt().device(srcDevice), rt().device(dstDevice)
+    if source is destination:
+        raise CudaError(cudaError.cudaErrorInvalidDevice,
+                        f"cudaDeviceGetP2PAttribute: {source.label} is both ends of the link")
+    name = P2P_ATTRIBUTES.get(attr)
+    if name is None:
+        raise CudaError(cudaError.cudaErrorInvalidValue, f"cudaDeviceGetP2PAttribute: cudaDeviceP2PAttr {attr}")
+    value[0] = rt().peer_copies.link_attribute(source, destination, name)
     return SUCCESS
 
 

@@ -133,8 +133,23 @@ def cudaDeviceGetLimit(pValue, limit):
 @cuda()
 def cudaDeviceSetLimit(limit, value):
     """Kept on the client: the sim backend has no such limits to apply, and
-    CUDA itself may round or ignore the values (it documents as much)."""
-    rt().limits[_limit_name(limit)] = value
+    CUDA itself may round or ignore the values (it documents as much).  The
+    persisting L2 size is clamped to the device's persistingL2CacheMaxSize."""
+    name = _limit_name(limit)
+    if name == "cudaLimitPersistingL2CacheSize":
+        most = rt().device().properties.get("persistingL2CacheMaxSize", 0)
+        if not most:
+            raise CudaError(cudaError.cudaErrorUnsupportedLimit,
+                            f"cudaDeviceSetLimit: {rt().device().label} has no persisting L2 cache")
+        value = min(value, most)
+    rt().limits[name] = value
+    return SUCCESS
+
+
+@cuda()
+def cudaCtxResetPersistingL2Cache():
+    """Applied by the server's backend (cupy); the sim has no cache."""
+    rt().device().request("reset_persisting_l2")
     return SUCCESS
 
 

@@ -17,8 +17,9 @@ import logging
 from rcuda._generated.cuda_enums import MACROS
 from rcuda.errors import CudaError, cudaError
 
-from . import api
+from . import api, stream_attributes
 from .api import SUCCESS, address, cuda, out_pointer, stream_of
+from .stream_attributes import PRIORITY
 
 log = logging.getLogger(__name__)
 
@@ -46,10 +47,14 @@ def cudaStreamCreateWithPriority(pStream, flags, priority):
     if flags & ~STREAM_FLAGS:
         raise CudaError(cudaError.cudaErrorInvalidValue, f"cudaStreamCreate flags {flags:#x}")
     device = rt().device()
-    least, greatest = _priority_range(device)
-    priority = min(max(priority, greatest), least)  # CUDA clamps to the device's range
-    pStream[0] = api.ffi.cast("cudaStream_t", rt().streams.create(device, flags, priority).handle)
+    pStream[0] = api.ffi.cast("cudaStream_t", rt().streams.create(device, flags, _clamped(device, priority)).handle)
     return SUCCESS
+
+
+def _clamped(device, priority: int) -> int:
+    """CUDA clamps a stream priority to the device's range."""
+    least, greatest = _priority_range(device)
+    return min(max(priority, greatest), least)
 
 
 @cuda()
@@ -133,6 +138,53 @@ def cudaDeviceGetStreamPriorityRange(leastPriority, greatestPriority):
     if greatestPriority != api.ffi.NULL:
         greatestPriority[0] = greatest
     return SUCCESS
+
+
+# ------------------------------------------------------------------ stream attributes
+
+
+@cuda(stream_variants=True)
+def cudaStreamSetAttribute(hStream, attr, value, per_thread=False):
+    """Kept here and sent to the server in stream order (client/stream_attributes.py)."""
+    call = "cudaStreamSetAttribute"
+    out_pointer(value, "value")
+    s = stream_of(hStream, per_thread)
+    name = stream_attributes.attribute_name(attr, call)
+    window_limit = s.device.properties.get("accessPolicyMaxWindowSize", 0)
+    _set_attribute(s, name, stream_attributes.read(name, value, api.ffi, call, window_limit))
+    return SUCCESS
+
+
+@cuda(stream_variants=True)
+def cudaStreamGetAttribute(hStream, attr, value_out, per_thread=False):
+    out_pointer(value_out, "value_out")
+    s = stream_of(hStream, per_thread)
+    name = stream_attributes.attribute_name(attr, "cudaStreamGetAttribute")
+    stream_attributes.write(name, _attribute(s, name), value_out, api.ffi)
+    return SUCCESS
+
+
+@cuda(stream_variants=True)
+def cudaStreamCopyAttributes(dst, src, per_thread=False):
+    to, source = stream_of(dst, per_thread), stream_of(src, per_thread)
+    if to.device is not source.device:
+        raise CudaError(cudaError.cudaErrorInvalidValue, f"cudaStreamCopyAttributes: the streams belong to "
+                                                         f"{source.device.label} and {to.device.label}")
+    for name in stream_attributes.STREAM_ATTRIBUTES:
+        _set_attribute(to, name, _attribute(source, name))
+    return SUCCESS
+
+
+def _attribute(stream, name: str):
+    return stream.priority if name == PRIORITY else stream.attributes.get(name, stream_attributes.DEFAULTS[name])
+
+
+def _set_attribute(stream, name: str, value) -> None:
+    if name == PRIORITY:
+        value = stream.priority = _clamped(stream.device, value)
+    else:
+        stream.attributes[name] = value
+    stream.device.post("stream_attr", stream=stream.id, attr=name, value=value)
 
 
 # ------------------------------------------------------------------ host functions

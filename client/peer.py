@@ -199,12 +199,19 @@ class PeerCopies:
     # ---------------------------------------------------------- peer access
 
     @staticmethod
-    def can_access(device, peer) -> bool:
+    def link_attribute(device, peer, name: str) -> int:
+        """cudaDeviceGetP2PAttribute `name` from `device` to `peer`: what
+        their server says of two of its GPUs (the `rcudaPeers` property);
+        0 across servers, where there is no link, only copies."""
+        if device is peer or device.session is not peer.session:
+            return 0
+        links = device.properties.get("rcudaPeers", [])
+        return links[peer.local_index].get(name, 0) if peer.local_index < len(links) else 0
+
+    def can_access(self, device, peer) -> bool:
         """Direct load/store: only between GPUs of one server whose backend
         says so.  Across servers there is no shared address space."""
-        if device is peer or device.session is not peer.session:
-            return False
-        return peer.local_index in device.properties.get("rcudaPeerAccess", [])
+        return bool(self.link_attribute(device, peer, "cudaDevP2PAttrAccessSupported"))
 
     def enable(self, device, peer) -> None:
         if device is peer:
@@ -223,6 +230,11 @@ class PeerCopies:
                             f"cudaDeviceEnablePeerAccess {device.label} -> {peer.label}: {where}")
         device.request("peer_access", peer=peer.local_index, enable=1)
         self._enabled.add((device.ordinal, peer.ordinal))
+
+    def forget_device(self, device) -> None:
+        """cudaDeviceReset of `device`: its peer access and its peers' access
+        to it went with its context."""
+        self._enabled = {pair for pair in self._enabled if device.ordinal not in pair}
 
     def disable(self, device, peer) -> None:
         if (device.ordinal, peer.ordinal) not in self._enabled:

@@ -287,6 +287,7 @@ class Runtime:
             for allocation in self.allocations.of_device(device):
                 self.allocations.remove(allocation.base)
             self.streams.forget_device(device)
+            self.peer_copies.forget_device(device)
             self.fast.device_reset(device)
 
     def forget_after_fork(self) -> None:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import itertools
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from rcuda._generated.cuda_enums import MACROS
 from rcuda.errors import CudaError, cudaError
@@ -42,6 +42,7 @@ class Stream:
     id: int          # the server's id; 0 is the legacy default stream
     flags: int = 0
     priority: int = 0
+    attributes: dict = field(default_factory=dict)  # set by cudaStreamSetAttribute (client/stream_attributes.py)
 
 
 @dataclass(eq=False)

@@ -231,6 +231,7 @@ class Fuzzer:
                                    [p + self.rng.randrange(0, 4096) for p in self.valid_pointers])
         if str in kinds:
             return self.rng.choice(["", "m", "0" * 32, "_Z5emptyi", "cudaFuncAttributeMaxDynamicSharedMemorySize",
+                                    "cudaLaunchAttributeAccessPolicyWindow", "cudaLaunchAttributeMemSyncDomainMap",
                                     *self.tokens])
         if list in kinds:
             return [self.rng.choice(HOSTILE_INTS) for _ in range(self.rng.choice([0, 1, 3, 3, 4, 1000]))]

@@ -76,6 +76,11 @@ the legacy default stream):
     event_elapsed {start, end}                        -> {ms}
     marker        {stream}                            -> {}        answered once the stream's
                                                                    earlier work is done
+    stream_attr   {stream, attr, value}               -> {}        cudaStreamSetAttribute, checked
+                  by the client: attr a cudaLaunchAttributeID name, value an
+                  int or a list (client/stream_attributes.py); a hint the
+                  backend applies or ignores
+    reset_persisting_l2 {}                            -> {}        cudaCtxResetPersistingL2Cache
     reset         {}                                  -> {}        cudaDeviceReset
     close         {}                                  -> {}
     peer_push     {xfer, src, size, endpoint, token, dest, timeout}  (never answered)
@@ -191,6 +196,8 @@ OPS: dict[str, dict[str, type | tuple]] = {
     "event_query": {"event": _INT},
     "event_elapsed": {"start": _INT, "end": _INT},
     "marker": {"stream": _INT},
+    "stream_attr": {"stream": _INT, "attr": _STR, "value": (_INT, *_LIST)},
+    "reset_persisting_l2": {},
     "reset": {},
     "close": {},
     "ping": {},
@@ -214,7 +221,7 @@ ALWAYS_ASYNC = frozenset({"launch", "launches", "peer_push", "peer_wait", "mirro
 #: Ops that may carry `"async": true` (sent without waiting, no reply).
 MAY_BE_ASYNC = frozenset({
     "htod", "dtod", "memset", "htod2d", "dtod2d", "memset2d",
-    "stream_create", "stream_destroy", "stream_wait",
+    "stream_create", "stream_destroy", "stream_wait", "stream_attr",
     "event_create", "event_destroy", "event_record",
 })
 

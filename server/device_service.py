@@ -150,7 +150,8 @@ class DeviceService:
             "stream_sync": self._stream_sync, "stream_query": self._stream_query, "stream_wait": self._stream_wait,
             "event_create": self._event_create, "event_destroy": self._event_destroy,
             "event_record": self._event_record, "event_sync": self._event_sync, "event_query": self._event_query,
-            "event_elapsed": self._event_elapsed, "marker": self._marker, "reset": self._reset,
+            "event_elapsed": self._event_elapsed, "marker": self._marker, "stream_attr": self._stream_attr,
+            "reset_persisting_l2": self._reset_persisting_l2, "reset": self._reset,
             "close": self._close,
             "mirror_htod": self._mirror_htod, "mirror_zero": self._mirror_zero, "mirror_dtoh": self._mirror_dtoh,
         }
@@ -566,7 +567,8 @@ class DeviceService:
             raise CudaError(cudaError.cudaErrorDevicesUnavailable, "wrong session token or device")
         self._va_base = header["va_base"]
         self.device = self.backend.open_device(self.index, self._va_base)
-        return {"props": self.device.properties(), "attributes": self.device.attributes()}
+        props = dict(self.device.properties(), rcudaPeers=self.peer_ops.links())
+        return {"props": props, "attributes": self.device.attributes()}
 
     def _malloc(self, header, payload):
         return {"ptr": self.device.malloc(_non_negative(header, "size"))}
@@ -823,6 +825,12 @@ class DeviceService:
 
     def _marker(self, header, payload):
         return Later(self.device.stream_synchronize(self._stream(header)))
+
+    def _stream_attr(self, header, payload):
+        self.device.stream_set_attribute(self._stream(header), header["attr"], header["value"])
+
+    def _reset_persisting_l2(self, header, payload):
+        self.device.reset_persisting_l2()
 
     # ---------------------------------------------------------- lifecycle
 

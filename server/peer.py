@@ -594,6 +594,14 @@ class PeerOps:
 
     # ---------------------------------------------------------- peer access
 
+    def links(self) -> list[dict]:
+        """Not a cudaDeviceProp field: for each GPU of this server, by its
+        index here, the cudaDeviceGetP2PAttribute values of the link from
+        this GPU to it ({} for this GPU itself), for the client."""
+        device = self.service.device
+        return [device.peer_attributes(j) if j != self.service.index else {}
+                for j in range(self.service.backend.device_count())]
+
     def access(self, header, payload):
         peer = header["peer"]
         if peer == self.service.index or not 0 <= peer < self.service.backend.device_count():

@@ -78,12 +78,7 @@ class SessionWorker:
         for i in range(len(self.services)):
             device = self.backend.open_device(i)
             try:
-                props = device.properties()
-                # Not a cudaDeviceProp field: the server-side GPUs this one can
-                # access directly (cudaDeviceCanAccessPeer), for the client.
-                props["rcudaPeerAccess"] = [j for j in range(len(self.services))
-                                            if j != i and device.can_access_peer(j)]
-                devices.append(props)
+                devices.append(device.properties())
             finally:
                 device.close()
         description = {"ports": [s.port for s in self.services], "control_port": self.control_port,

@@ -56,3 +56,13 @@ def test_2d_requests_beyond_their_allocation_fail_before_the_first_row(session, 
 def _fields(op: str) -> set:
     from rcuda import protocol
     return set(protocol.OPS[op])
+
+
+@pytest.mark.parametrize("value", [None, "x", {"a": 1}, 1.5])
+def test_stream_attr_with_a_value_of_another_type_is_refused(session, value):
+    """A field that may be an int or a list: describing the wrong type in
+    the error reply raised inside the checker (found by the fuzzer)."""
+    reply = session.call({"op": "stream_attr", "stream": 0, "attr": "cudaLaunchAttributePriority", "value": value})
+    assert reply["err"] != 0 and "must be int or list or tuple" in reply["msg"], reply
+    assert session.call({"op": "stream_attr", "stream": 0, "attr": "cudaLaunchAttributePriority",
+                         "value": -1})["err"] == 0

@@ -20,15 +20,20 @@ from __future__ import annotations
 import abc
 import bisect
 import functools
+import threading
 import time
 from dataclasses import dataclass
 
 from rcuda import launch_rules
+from rcuda._generated.cuda_enums import ENUMS
 from rcuda.errors import CudaError, cudaError
 from rcuda.protocol import VA_WINDOW_SIZE  # noqa: F401 - the backends' import of it
 
 #: cudaMalloc's guaranteed alignment.
 ALLOCATION_ALIGNMENT = 256
+
+#: cudaDeviceGetP2PAttribute's attributes, by name.
+P2P_ATTRIBUTES = tuple(ENUMS["cudaDeviceP2PAttr"])
 
 
 @dataclass(frozen=True)
@@ -327,6 +332,17 @@ class Device(abc.ABC):
         Backends that cannot capture device output return ""."""
         return ""
 
+    # -- performance hints: a backend that models no cache or scheduling (the
+    # sim) ignores them; the client keeps what the program reads back.
+
+    def stream_set_attribute(self, stream: int, attribute: str, value) -> None:
+        """cudaStreamSetAttribute: `attribute` a cudaLaunchAttributeID name,
+        `value` as client/stream_attributes.py sends it (checked there; a
+        backend that applies it checks its shape again)."""
+
+    def reset_persisting_l2(self) -> None:
+        """cudaCtxResetPersistingL2Cache."""
+
     # -- multi-GPU (server/peer.py).  Concrete defaults, so a backend that
     # knows nothing of peers still works: copies between GPUs then go
     # through host memory, and direct peer access is refused.
@@ -339,10 +355,12 @@ class Device(abc.ABC):
         if size and isinstance(table, AllocationTable):
             table.require(ptr, size, what)
 
-    def can_access_peer(self, peer: int) -> bool:
-        """Whether kernels on this GPU can load and store the memory of
-        server-side GPU `peer` once peer access is enabled."""
-        return False
+    def peer_attributes(self, peer: int) -> dict[str, int]:
+        """cudaDeviceGetP2PAttribute of the link from this GPU to server-side
+        GPU `peer` (another one), by attribute name: no link by default.
+        cudaDevP2PAttrAccessSupported is whether kernels on this GPU can load
+        and store `peer`'s memory once peer access is enabled."""
+        return dict.fromkeys(P2P_ATTRIBUTES, 0)
 
     def set_peer_access(self, peer: int, enable: bool) -> None:
         """cudaDeviceEnablePeerAccess / cudaDeviceDisablePeerAccess."""
@@ -388,12 +406,16 @@ class AllocationTable:
 
     Every pointer coming from a client is looked up here before the backend
     touches memory, so a session can only reach what it allocated itself.
+
+    Only the device's own thread changes a table, under `lock`; another
+    GPU's thread (a sim kernel with peer access) reads it under `lock` too.
     """
 
     def __init__(self):
         self._starts: list[int] = []  # sorted
         self._by_start: dict[int, Allocation] = {}
         self.bytes_in_use = 0
+        self.lock = threading.Lock()
 
     def __len__(self) -> int:
         return len(self._starts)
@@ -402,24 +424,26 @@ class AllocationTable:
         return (self._by_start[start] for start in self._starts)
 
     def add(self, allocation: Allocation) -> None:
-        bisect.insort(self._starts, allocation.start)
-        self._by_start[allocation.start] = allocation
+        with self.lock:
+            bisect.insort(self._starts, allocation.start)
+            self._by_start[allocation.start] = allocation
         self.bytes_in_use += allocation.size
 
     def remove(self, ptr: int) -> Allocation:
         """Forget the allocation starting at `ptr` (what cudaFree does);
         cudaErrorInvalidValue for any other pointer (unknown, interior,
         already freed, or a __device__ variable's storage)."""
-        found = self._by_start.get(ptr)
-        if found is not None and found.symbol:
+        allocation = self._by_start.get(ptr)
+        if allocation is not None and allocation.symbol:
             raise CudaError(cudaError.cudaErrorInvalidValue, f"cudaFree({ptr:#x}): that is a __device__ variable")
-        allocation = self._by_start.pop(ptr, None)
         if allocation is None:
             containing = self.containing(ptr, 1)
             where = (f"it points {ptr - containing.start} bytes into the allocation at {containing.start:#x}"
                      if containing else "it is not an allocation of this session (or was already freed)")
             raise CudaError(cudaError.cudaErrorInvalidValue, f"cudaFree({ptr:#x}): {where}")
-        del self._starts[bisect.bisect_left(self._starts, ptr)]
+        with self.lock:
+            del self._by_start[ptr]
+            del self._starts[bisect.bisect_left(self._starts, ptr)]
         self.bytes_in_use -= allocation.size
         return allocation
 
@@ -443,8 +467,9 @@ class AllocationTable:
 
     def clear(self) -> list[Allocation]:
         allocations = list(self)
-        self._starts.clear()
-        self._by_start.clear()
+        with self.lock:
+            self._starts.clear()
+            self._by_start.clear()
         self.bytes_in_use = 0
         return allocations
 

@@ -26,6 +26,7 @@ import threading
 import numpy as np
 
 from rcuda import fatbin
+from rcuda._generated.cuda_enums import ENUMS
 from rcuda.device_attributes import DEVICE_ATTRIBUTES
 from rcuda.errors import CudaError, cudaError
 
@@ -40,6 +41,9 @@ CU_LAUNCH_PARAM_BUFFER_POINTER = 0x01
 CU_LAUNCH_PARAM_BUFFER_SIZE = 0x02
 
 CUDA_ERROR_NOT_FOUND = 500
+
+#: cudaDeviceP2PAttr -> CUdevice_P2PAttribute (cuda.h; the same numbers, 1..5).
+P2P_ATTRIBUTE_NUMBERS = ENUMS["cudaDeviceP2PAttr"]
 
 #: cudaDeviceProp fields that cupy's getDeviceProperties leaves out, read with
 #: cudaDeviceGetAttribute instead (cudaDeviceAttr numbers of CUDA 13).
@@ -624,11 +628,27 @@ class CupyDevice(Device):
     def take_output(self) -> str:
         return _device_output.take() if _device_output else ""
 
-    def can_access_peer(self, peer: int) -> bool:
-        try:
-            return bool(self._runtime.deviceCanAccessPeer(self.index, peer))
-        except self._runtime.CUDARuntimeError:
-            return False
+    def stream_set_attribute(self, stream: int, attribute: str, value) -> None:
+        """Applied with cuStreamSetAttribute (CuPy has no binding; the driver
+        takes the runtime's attribute numbers and value layout)."""
+        number, packed = _stream_attribute(attribute, value)
+        with self._cuda(f"cudaStreamSetAttribute({attribute})"):
+            status = ctypes.CDLL("libcuda.so.1").cuStreamSetAttribute(
+                ctypes.c_void_p(self._streams[stream]), number, ctypes.byref(packed))
+        if status:
+            raise CudaError(driver_status(status), f"cudaStreamSetAttribute({attribute}) on GPU {self.index}")
+
+    def reset_persisting_l2(self) -> None:
+        with self._cuda("cudaCtxResetPersistingL2Cache"):
+            status = ctypes.CDLL("libcuda.so.1").cuCtxResetPersistingL2Cache()
+        if status:
+            raise CudaError(driver_status(status), f"cudaCtxResetPersistingL2Cache on GPU {self.index}")
+
+    def peer_attributes(self, peer: int) -> dict[str, int]:
+        """The driver's answer for this pair of the server's GPUs (CuPy has
+        no cudaDeviceGetP2PAttribute; cuDeviceGetP2PAttribute takes the same
+        attribute numbers)."""
+        return {name: _p2p_attribute(number, self.index, peer) for name, number in P2P_ATTRIBUTE_NUMBERS.items()}
 
     def set_peer_access(self, peer: int, enable: bool) -> None:
         if enable:
@@ -713,6 +733,59 @@ def _stream_priority_range() -> tuple[int, int]:
     except OSError:
         pass
     return 0, 0
+
+
+class _AccessPolicyWindow(ctypes.Structure):
+    _fields_ = [("base_ptr", ctypes.c_void_p), ("num_bytes", ctypes.c_size_t), ("hitRatio", ctypes.c_float),
+                ("hitProp", ctypes.c_int), ("missProp", ctypes.c_int)]
+
+
+class _StreamAttributeValue(ctypes.Union):
+    """The members of cudaStreamAttrValue (64 bytes) that streams use."""
+    _fields_ = [("pad", ctypes.c_char * 64), ("window", _AccessPolicyWindow), ("number", ctypes.c_int),
+                ("domain_map", ctypes.c_ubyte * 2)]
+
+
+#: The stream attributes the client sends (client/stream_attributes.py).
+STREAM_ATTRIBUTES = ("cudaLaunchAttributeAccessPolicyWindow", "cudaLaunchAttributeSynchronizationPolicy",
+                     "cudaLaunchAttributePriority", "cudaLaunchAttributeMemSyncDomainMap",
+                     "cudaLaunchAttributeMemSyncDomain", "cudaLaunchAttributeNvlinkUtilCentricScheduling")
+
+
+def _stream_attribute(attribute: str, value) -> tuple[int, _StreamAttributeValue]:
+    """(CUlaunchAttributeID, packed value) of a stream_attr request;
+    cudaErrorInvalidValue for one of another shape."""
+    packed = _StreamAttributeValue()
+    try:
+        if attribute not in STREAM_ATTRIBUTES:
+            raise ValueError("not a stream attribute")
+        if attribute == "cudaLaunchAttributeAccessPolicyWindow":
+            base, size, ratio, hit, miss = value
+            packed.window = _AccessPolicyWindow(base, size, ratio, hit, miss)
+        elif attribute == "cudaLaunchAttributeMemSyncDomainMap":
+            packed.domain_map[0], packed.domain_map[1] = value
+        else:
+            packed.number = value
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise CudaError(cudaError.cudaErrorInvalidValue, f"cudaStreamSetAttribute({attribute}, {value!r:.60}): "
+                                                         f"{exc}") from None
+    return ENUMS["cudaLaunchAttributeID"][attribute], packed
+
+
+def _p2p_attribute(attribute: int, source: int, destination: int) -> int:
+    """cuDeviceGetP2PAttribute between two GPUs (driver ordinals are the
+    runtime's); 0 where the driver does not answer, as for no link."""
+    try:
+        libcuda = ctypes.CDLL("libcuda.so.1")
+        src, dst, value = ctypes.c_int(), ctypes.c_int(), ctypes.c_int()
+        answered = (libcuda.cuDeviceGet(ctypes.byref(src), source) == 0
+                    and libcuda.cuDeviceGet(ctypes.byref(dst), destination) == 0
+                    and libcuda.cuDeviceGetP2PAttribute(ctypes.byref(value), attribute, src, dst) == 0)
+        if answered:
+            return value.value
+    except (OSError, AttributeError):
+        pass
+    return 0
 
 
 def _uuid_from_driver(index: int) -> bytes | None:

@@ -91,6 +91,9 @@ class SimBackend(Backend):
         # Loaded once, here: a plugin that fails to import stops the server
         # from starting rather than failing its first launch.
         self.kernels = KernelLibrary([*kernel_files, *kernel_files_from_environment()])
+        #: The GPUs open in this worker (its one session), by index: what a
+        #: kernel with peer access reaches.
+        self.open_devices: dict[int, SimDevice] = {}
 
     def device_count(self) -> int:
         return self.devices
@@ -101,7 +104,10 @@ class SimBackend(Backend):
                                                               f"(this server has {self.devices})")
         if va_base is None:
             va_base = DEFAULT_VA_BASE + index * VA_WINDOW_SIZE
-        return SimDevice(index, va_base, self.memory_bytes, self.kernels, identity=self.identity)
+        device = SimDevice(index, va_base, self.memory_bytes, self.kernels, identity=self.identity,
+                           open_devices=self.open_devices)
+        self.open_devices[index] = device
+        return device
 
 
 class SimFunction:
@@ -169,7 +175,8 @@ def _completion(at: float) -> Completion:
 
 class SimDevice(Device):
     def __init__(self, index: int, va_base: int, memory_bytes: int, kernels: KernelLibrary,
-                 window_size: int = VA_WINDOW_SIZE, identity: str = "", max_concurrent_kernels: int | None = None):
+                 window_size: int = VA_WINDOW_SIZE, identity: str = "", max_concurrent_kernels: int | None = None,
+                 open_devices: dict | None = None):
         if va_base < 0 or va_base % ALLOCATION_ALIGNMENT:
             raise CudaError(cudaError.cudaErrorInvalidValue,
                             f"va_base {va_base:#x} must be a non-negative multiple of {ALLOCATION_ALIGNMENT}")
@@ -197,6 +204,10 @@ class SimDevice(Device):
         if self._max_concurrent < 1:
             raise ValueError(f"max_concurrent_kernels must be at least 1, not {max_concurrent_kernels}")
         self._kernel_ends: list[float] = []  # sorted: when each running or queued modelled kernel ends
+        # Peer access: the sim GPUs of one server share its memory, so a
+        # kernel here may use the memory of the GPUs this one enabled.
+        self._open_devices = {} if open_devices is None else open_devices  # the worker's, by index
+        self._peers: dict[int, SimDevice] = {}  # enabled: index -> that GPU as it was then
 
     # ---------------------------------------------------------- properties
 
@@ -430,9 +441,11 @@ class SimDevice(Device):
             raise CudaError(cudaError.cudaErrorInvalidValue,
                             f"kernel {function.describe()}: {len(params)} bytes of parameters, "
                             f"its layout needs {function.layout.buffer_size}")
+        memory = PeerMemory(self._memory, [peer._memory for peer in self._peers.values()]) if self._peers \
+            else self._memory
         launch = Launch(name=function.name, demangled=function.demangled, grid=grid, block=block,
                         shared_mem=shared_mem, stream=stream, device=self.index, params=params,
-                        layout=function.layout, memory=self._memory, symbols=function.symbols)
+                        layout=function.layout, memory=memory, symbols=function.symbols)
         arrived = time.perf_counter()
         self._run(function, launch)
         self._queue_gpu_time(function, launch, stream, arrived)
@@ -646,6 +659,22 @@ class SimDevice(Device):
                             "cudaEventElapsedTime: an event's record has not happened yet")
         return (events[1].recorded_at - events[0].recorded_at) * 1000.0
 
+    # ---------------------------------------------------------- peers
+
+    def peer_attributes(self, peer: int) -> dict[str, int]:
+        return dict(SIM_PEER_LINK)
+
+    def set_peer_access(self, peer: int, enable: bool) -> None:
+        # The client keeps what is enabled (and CUDA's errors for enabling
+        # twice); a GPU reset since enabling is another GPU, unreachable.
+        if enable:
+            device = self._open_devices.get(peer)
+            if device is None:
+                raise CudaError(cudaError.cudaErrorInvalidDevice, f"sim GPU {peer} is not open in this session")
+            self._peers[peer] = device
+        else:
+            self._peers.pop(peer, None)
+
     # ---------------------------------------------------------- output
 
     def _keep_output(self, printed: list[str]) -> None:
@@ -661,11 +690,31 @@ class SimDevice(Device):
 
     def close(self) -> None:
         # Nothing runs in the background: the modelled work needs no waiting for.
+        if self._open_devices.get(self.index) is self:
+            del self._open_devices[self.index]
+        self._peers.clear()
         self._memory.clear()
         self._modules.clear()
         self._symbols.clear()
         self._events.clear()
         self._kernel_ends.clear()
+
+
+class PeerMemory:
+    """What a kernel reaches with peer access enabled: this GPU's
+    allocations, then those of its peers (read under their tables' locks,
+    as their own threads may be allocating meanwhile)."""
+
+    def __init__(self, own: AllocationTable, peers: list[AllocationTable]):
+        self.own, self.peers = own, peers
+
+    def containing(self, ptr: int, size: int) -> Allocation | None:
+        found = self.own.containing(ptr, size)
+        for table in self.peers:
+            if found is None:
+                with table.lock:
+                    found = table.containing(ptr, size)
+        return found
 
 
 # ---------------------------------------------------------------- device output
@@ -722,6 +771,19 @@ _install_lock = threading.Lock()
 
 
 # ---------------------------------------------------------------- properties
+
+
+#: cudaDeviceGetP2PAttribute between two sim GPUs of one server.  Kernels may
+#: load and store each other's memory (access), over the best link there is
+#: (rank 0).  Two GPUs' plugins run in parallel threads, so a read-modify-write
+#: across GPUs is not atomic: no native atomics.  The sim has no CUDA arrays.
+SIM_PEER_LINK = {
+    "cudaDevP2PAttrPerformanceRank": 0,
+    "cudaDevP2PAttrAccessSupported": 1,
+    "cudaDevP2PAttrNativeAtomicSupported": 0,
+    "cudaDevP2PAttrCudaArrayAccessSupported": 0,
+    "cudaDevP2PAttrOnlyPartialNativeAtomicSupported": 0,
+}
 
 
 def sim_properties(index: int, memory_bytes: int, identity: str = "") -> dict:

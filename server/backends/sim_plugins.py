@@ -242,7 +242,7 @@ class Launch:
     def array(self, ptr: int, dtype, shape) -> np.ndarray:
         """A writable numpy view of `shape` elements of `dtype` at device
         address `ptr`.  IllegalAddress unless the whole range lies inside one
-        of the session's allocations."""
+        of the session's allocations on this GPU or on a peer it enabled."""
         dtype = np.dtype(dtype)
         shape = (int(shape),) if np.ndim(shape) == 0 else tuple(int(n) for n in shape)
         if any(n < 0 for n in shape):
