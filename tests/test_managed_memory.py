@@ -13,10 +13,8 @@ import re
 
 import pytest
 
-from auth_helpers import make_keys
-from conftest import CUDA_SOURCES, run_program, start_server
-
-KERNELS = str(CUDA_SOURCES / "managed_kernels.py")
+from conftest import run_program
+from program_paths import THROUGH_PYTHON, check_section, run_on_sim
 
 SECTIONS = ["attributes", "vector_add", "host_writes_between_launches", "synchronisations", "threads",
             "managed_variables", "advice_and_prefetch", "many_small", "copies", "devices", "forked", "bad_input", "touch_64mib"]
@@ -25,18 +23,8 @@ OTHER_PATHS = ["vector_add", "host_writes_between_launches", "synchronisations",
                "many_small", "copies", "devices"]
 
 
-def _run(compile_cuda, *sections: str, auth_root=None, env: dict | None = None):
-    args = ["--backend", "sim", "--devices", "2", "--kernels", KERNELS]
-    env = dict(env or {})
-    if auth_root is not None:
-        keys = make_keys(auth_root)
-        args += ["--auth", str(keys.server_dir)]
-        env.update(keys.env())
-    server = start_server(*args)
-    try:
-        return run_program(compile_cuda("managed_memory.cu"), server, *sections, env_extra=env, timeout=300)
-    finally:
-        server.stop()
+def _run(compile_cuda, *sections: str, **options):
+    return run_on_sim(compile_cuda, "managed_memory.cu", "managed_kernels.py", *sections, **options)
 
 
 @pytest.fixture(scope="module")
@@ -52,13 +40,12 @@ def zeromq(compile_cuda, tmp_path_factory):
 @pytest.fixture(scope="module")
 def through_python(compile_cuda):
     """RCUDA_STATS=1: no call is made or recorded in C, launches aside."""
-    return _run(compile_cuda, *OTHER_PATHS, env={"RCUDA_STATS": "1"})
+    return _run(compile_cuda, *OTHER_PATHS, env=THROUGH_PYTHON)
 
 
 @pytest.mark.parametrize("section", SECTIONS)
 def test_section(lane, section):
-    assert "FAILED" not in lane.stdout, lane.stdout + lane.stderr[-3000:]
-    assert f"ok {section}" in lane.stdout, lane.stdout + lane.stderr[-3000:]
+    check_section(lane, section)
 
 
 def test_whole_program_passes_and_exits_cleanly(lane):
@@ -73,13 +60,24 @@ def test_64mib_touch_reports_its_times(lane):
 
 @pytest.mark.parametrize("section", OTHER_PATHS)
 def test_section_on_the_zeromq_link(zeromq, section):
-    assert "FAILED" not in zeromq.stdout, zeromq.stdout + zeromq.stderr[-3000:]
-    assert f"ok {section}" in zeromq.stdout, zeromq.stdout + zeromq.stderr[-3000:]
+    check_section(zeromq, section)
     assert zeromq.returncode == 0
 
 
 @pytest.mark.parametrize("section", OTHER_PATHS)
 def test_section_through_python(through_python, section):
-    assert "FAILED" not in through_python.stdout, through_python.stdout + through_python.stderr[-3000:]
-    assert f"ok {section}" in through_python.stdout, through_python.stdout + through_python.stderr[-3000:]
+    check_section(through_python, section)
     assert through_python.returncode == 0
+
+
+def test_on_a_gpu(compile_cuda, server_factory):
+    """The cupy backend: managed memory is device memory behind the mirror,
+    __managed__ variables the driver's own."""
+    from test_backends import cupy_unavailable
+
+    if reason := cupy_unavailable():
+        pytest.skip(reason)
+    server = server_factory("--backend", "cupy", "--devices", "1")
+    sections = [s for s in SECTIONS if s != "devices"]
+    result = run_program(compile_cuda("managed_memory.cu"), server, *sections, timeout=300)
+    assert result.returncode == 0 and "PASSED" in result.stdout, result.stdout + result.stderr[-3000:]

@@ -16,12 +16,11 @@ import re
 import numpy as np
 import pytest
 
-from auth_helpers import make_keys
-from conftest import CUDA_SOURCES, run_program, start_server
+from conftest import run_program
+from program_paths import THROUGH_PYTHON, check_section, run_on_sim
 from rcuda.client.runtime import Runtime
 from rcuda.config import ClientConfig, parse_server
 from rcuda.errors import CudaError, cudaError
-KERNELS = str(CUDA_SOURCES / "mapped_kernels.py")
 
 SECTIONS = ["attributes", "alloc_vector_add", "register_vector_add", "rounds_64mib", "nonblocking_stream",
             "host_function_and_events", "copies", "bad_input", "devices", "threads", "forked", "signals"]
@@ -30,18 +29,8 @@ OTHER_PATHS = ["alloc_vector_add", "register_vector_add", "nonblocking_stream", 
                "copies", "bad_input", "devices", "threads"]
 
 
-def _run(compile_cuda, *sections: str, auth_root=None, env: dict | None = None):
-    args = ["--backend", "sim", "--devices", "2", "--kernels", KERNELS]
-    env = dict(env or {})
-    if auth_root is not None:
-        keys = make_keys(auth_root)
-        args += ["--auth", str(keys.server_dir)]
-        env.update(keys.env())
-    server = start_server(*args)
-    try:
-        return run_program(compile_cuda("mapped_memory.cu"), server, *sections, env_extra=env, timeout=300)
-    finally:
-        server.stop()
+def _run(compile_cuda, *sections: str, **options):
+    return run_on_sim(compile_cuda, "mapped_memory.cu", "mapped_kernels.py", *sections, **options)
 
 
 @pytest.fixture(scope="module")
@@ -57,13 +46,12 @@ def zeromq(compile_cuda, tmp_path_factory):
 @pytest.fixture(scope="module")
 def through_python(compile_cuda):
     """RCUDA_STATS=1: no call is made or recorded in C, launches aside."""
-    return _run(compile_cuda, *OTHER_PATHS, env={"RCUDA_STATS": "1"})
+    return _run(compile_cuda, *OTHER_PATHS, env=THROUGH_PYTHON)
 
 
 @pytest.mark.parametrize("section", SECTIONS)
 def test_section(lane, section):
-    assert "FAILED" not in lane.stdout, lane.stdout + lane.stderr[-3000:]
-    assert f"ok {section}" in lane.stdout, lane.stdout + lane.stderr[-3000:]
+    check_section(lane, section)
 
 
 def test_whole_program_passes_and_exits_cleanly(lane):
@@ -82,15 +70,13 @@ def test_section_on_the_zeromq_link(zeromq, section):
     """Against a --auth server the link is Python's: it sends the dirty
     pages before each message and downloads the mirrors itself, ahead of a
     host function's gate."""
-    assert "FAILED" not in zeromq.stdout, zeromq.stdout + zeromq.stderr[-3000:]
-    assert f"ok {section}" in zeromq.stdout, zeromq.stdout + zeromq.stderr[-3000:]
+    check_section(zeromq, section)
     assert zeromq.returncode == 0
 
 
 @pytest.mark.parametrize("section", OTHER_PATHS)
 def test_section_through_python(through_python, section):
-    assert "FAILED" not in through_python.stdout, through_python.stdout + through_python.stderr[-3000:]
-    assert f"ok {section}" in through_python.stdout, through_python.stdout + through_python.stderr[-3000:]
+    check_section(through_python, section)
     assert through_python.returncode == 0
 
 

@@ -1,0 +1,35 @@
+"""A sectioned test program (tests/cuda/*.cu, each section printing "ok
+NAME") run on a sim server on the paths a call can take: the device's lane
+(C), the ZeroMQ link of a --auth server (Python), and, with RCUDA_STATS,
+every call through Python."""
+from __future__ import annotations
+
+from auth_helpers import make_keys
+from conftest import CUDA_SOURCES, run_program, start_server
+
+#: RCUDA_STATS=1: no call is made or recorded in C, launches aside.
+THROUGH_PYTHON = {"RCUDA_STATS": "1"}
+
+
+def run_on_sim(compile_cuda, source: str, kernels: str, *sections: str, auth_root=None, env: dict | None = None,
+               devices: int = 2, timeout: float = 300):
+    """Run `source`'s `sections` (all by default) against a sim server of
+    `devices` GPUs with the plugin file tests/cuda/`kernels`; a --auth server
+    (so a ZeroMQ link) when `auth_root` is a folder for its keys."""
+    args = ["--backend", "sim", "--devices", str(devices), "--kernels", str(CUDA_SOURCES / kernels)]
+    env = dict(env or {})
+    if auth_root is not None:
+        keys = make_keys(auth_root)
+        args += ["--auth", str(keys.server_dir)]
+        env.update(keys.env())
+    server = start_server(*args)
+    try:
+        return run_program(compile_cuda(source), server, *sections, env_extra=env, timeout=timeout)
+    finally:
+        server.stop()
+
+
+def check_section(result, section: str) -> None:
+    """The section ran and nothing before it in the run failed."""
+    assert "FAILED" not in result.stdout, result.stdout + result.stderr[-3000:]
+    assert f"ok {section}" in result.stdout, result.stdout + result.stderr[-3000:]
