@@ -38,6 +38,9 @@ DEVICE_LIMITS = {
     "sharedMemPerBlockOptin": 48 << 10,
 }
 
+#: CUDA's limit on a kernel's parameter block (bytes; ptxas refuses more).
+MAX_PARAM_BYTES = 32764
+
 #: The kernel limits (cudaFuncAttributes).  One the client was not told is
 #: not checked in Python; in C it is 0, which sends the launch to Python.
 KERNEL_LIMITS = ("maxThreadsPerBlock", "maxDynamicSharedSizeBytes")
