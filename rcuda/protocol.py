@@ -60,8 +60,9 @@ the legacy default stream):
     func_set_attr {fn, attr, value}                   -> {}        attr: a cudaFuncAttribute name
     symbol        {module, name}                      -> {ptr, size}
     launch        {fn, grid, block, shmem, stream} + parameter buffer   (never answered)
-    launches      {count} + records, one frame       (never answered)   launches recorded in C,
-                  laid out as rcuda/wire.py says (LAUNCH_RECORD, RECORD_*)
+    launches      {count} + records                  (never answered)   launches recorded in C,
+                  laid out as rcuda/wire.py says (LAUNCH_RECORD, RECORD_*); one
+                  frame, or CHUNK_SIZE pieces of it on a ZeroMQ socket
     sync          {}                                  -> {}        cudaDeviceSynchronize
     stream_create {stream, flags, priority}           -> {}
     stream_destroy{stream}                            -> {}

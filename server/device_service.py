@@ -38,6 +38,7 @@ import zmq
 from rcuda import protocol, wire
 from rcuda.errors import CudaError, ProtocolError, cudaError, is_sticky
 from rcuda.lane import Lane, LaneClosed, SpinPolicy, UnreadFrame, set_timeouts
+from rcuda.launch_rules import MAX_PARAM_BYTES
 from rcuda.log import RateLimitedLog
 from rcuda.server.backends.base import Completion, ParamLayout
 from rcuda.server.peer import PeerOps
@@ -48,8 +49,6 @@ bad_requests = RateLimitedLog(log)
 #: a microsecond a time to combine).
 ZMQ_EVENTS, ZMQ_POLLIN = int(zmq.EVENTS), int(zmq.POLLIN)
 
-#: CUDA's limit on a kernel's parameter buffer (bytes).
-MAX_PARAM_BYTES = 32764
 #: Largest 2-D copy or memset one request may describe (bytes moved).
 MAX_2D_BYTES = 1 << 40
 #: Longest wait for anything before the thread looks whether to stop (ms).
@@ -637,7 +636,7 @@ class DeviceService:
         width, height, pitch = _rect(header, "dpitch")
         if _payload_size(payload) != width * height:
             raise ProtocolError(f"htod2d: {height} rows of {width} bytes, frames carry {_payload_size(payload)}")
-        data = payload[0].buffer if len(payload) == 1 else memoryview(b"".join(f.buffer for f in payload))
+        data = _joined(payload)
         stream = self._stream(header)
         self.device.memcpy_htod_2d(header["dst"], pitch, data, width, height, stream)
         return self._stream_order(header, stream)
@@ -713,9 +712,7 @@ class DeviceService:
         """A batch recorded by the client's C fast path.  Each launch fails
         alone (the first failure is reported, as for `launch`); a sticky
         one stops the rest, as a lost context would."""
-        if len(payload) != 1:
-            raise ProtocolError("launches: the records must be one frame")
-        data = payload[0].buffer
+        data = _joined(payload)  # a ZeroMQ link sends a batch beyond protocol.CHUNK_SIZE in chunks
         record, offset, first_error = wire.LAUNCH_RECORD, 0, None
         for _ in range(_non_negative(header, "count")):
             if offset + record.size > len(data):
@@ -938,6 +935,12 @@ class _Payload:
 
 def _payload_size(payload) -> int:
     return sum(len(f) for f in payload)
+
+
+def _joined(payload) -> memoryview:
+    """A request's payload frames as one buffer (bulk bytes on a ZeroMQ
+    socket come in frames of at most protocol.CHUNK_SIZE)."""
+    return payload[0].buffer if len(payload) == 1 else memoryview(b"".join(f.buffer for f in payload))
 
 
 def _bytes_view(data) -> memoryview:
