@@ -718,6 +718,9 @@ class DeviceService:
             if offset + record.size > len(data):
                 raise ProtocolError(f"launches: truncated record at byte {offset}")
             fn, shmem, gx, gy, gz, bx, by, bz, stream, nbytes = record.unpack_from(data, offset)
+            if offset + record.size + nbytes > len(data):
+                raise ProtocolError(f"launches: the record at byte {offset} claims {nbytes} bytes of parameters, "
+                                    f"{len(data) - offset - record.size} follow")
             params = bytes(data[offset + record.size:offset + record.size + nbytes])
             offset += (record.size + nbytes + 7) & ~7
             try:

@@ -14,8 +14,10 @@ import shutil
 import pytest
 from elftools.elf.elffile import ELFFile
 
-from auth_helpers import make_keys
+from auth_helpers import KeyedSession, make_keys
 from conftest import CUDA_SOURCES, run_program, start_server
+from rcuda import protocol, wire
+from rcuda.errors import cudaError
 
 KERNELS = str(CUDA_SOURCES / "large_params_kernels.py")
 SECTIONS = ["chevrons", "stream", "launch_kernel", "launch_ex", "many"]
@@ -81,3 +83,27 @@ def test_unreadable_parameter_records_fail_the_launch(compile_cuda, tmp_path):
     result = _run(binary, "unreadable")
     assert "launch -> cudaErrorInvalidKernelImage" in result.stdout, result.stdout + result.stderr[-3000:]
     assert "ok unreadable" in result.stdout, result.stdout + result.stderr[-3000:]
+
+
+def test_a_record_claiming_more_parameter_bytes_than_follow_is_refused(sim_server):
+    """A `launches` record whose parameter block runs past the end of its
+    batch is refused before it runs: an upload record cut short used to
+    write the bytes there were."""
+    session = KeyedSession(sim_server.address, None)
+    try:
+        ptr = session.call({"op": "malloc", "size": 64})["ptr"]
+        claimed = wire.HTOD_FIELDS.size + 32
+        record = (wire.LAUNCH_RECORD.pack(wire.RECORD_HTOD, 0, 1, 1, 1, 1, 1, 1, 0, claimed)
+                  + wire.HTOD_FIELDS.pack(ptr) + b"\x55" * 16)
+        session.send({"op": "launches", "count": 1}, [record + bytes(-len(record) % 8)])
+        session.send({"op": "dtoh", "src": ptr, "size": 64, "stream": 0})
+        assert session.gpu.poll(20000)
+        reply, *data = session.gpu.recv_multipart()
+        reply = protocol.unpack(reply)
+        assert reply["err"] == cudaError.cudaErrorInvalidValue and "claims 40 bytes of parameters" in reply["msg"]
+        assert session.call({"op": "dtoh", "src": ptr, "size": 64, "stream": 0})["err"] == 0
+        session.send({"op": "dtoh", "src": ptr, "size": 64, "stream": 0})
+        assert session.gpu.poll(20000)
+        assert b"".join(session.gpu.recv_multipart()[1:]) == bytes(64)  # nothing was written
+    finally:
+        session.close()
