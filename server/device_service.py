@@ -705,8 +705,10 @@ class DeviceService:
         grid, block = _dims(header, "grid"), _dims(header, "block")
         if len(payload) != 1 or len(payload[0].buffer) != layout.buffer_size:
             raise ProtocolError(f"launch: parameter buffer must be one frame of {layout.buffer_size} bytes")
+        if header["cooperative"] not in (0, 1):
+            raise ProtocolError(f"launch: cooperative must be 0 or 1, not {header['cooperative']}")
         self.device.launch(handle, grid, block, bytes(payload[0].buffer), _non_negative(header, "shmem"),
-                           self._stream(header))
+                           self._stream(header), cooperative=header["cooperative"] == 1)
 
     def _launches(self, header, payload):
         """A batch recorded by the client's C fast path.  Each launch fails
