@@ -61,3 +61,16 @@ def test_cooperative_grid_must_be_resident_at_once(grid, block, shared, fits):
     with pytest.raises(CudaError) as unsupported:
         check(dict(PROPS, cooperativeLaunch=0))
     assert unsupported.value.status == cudaError.cudaErrorNotSupported
+
+
+def test_on_a_gpu(compile_cuda, server_factory):
+    """The cupy backend: the kernel really synchronises its grid
+    (cuLaunchCooperativeKernel), and the driver agrees on what fits."""
+    from test_backends import cupy_unavailable
+
+    if reason := cupy_unavailable():
+        pytest.skip(reason)
+    server = server_factory("--backend", "cupy", "--devices", "1")
+    result = run_program(compile_cuda("cooperative.cu"), server, timeout=300)
+    assert result.returncode == 0 and "PASSED cooperative" in result.stdout, \
+        result.stdout[-3000:] + result.stderr[-3000:]

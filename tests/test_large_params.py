@@ -107,3 +107,14 @@ def test_a_record_claiming_more_parameter_bytes_than_follow_is_refused(sim_serve
         assert b"".join(session.gpu.recv_multipart()[1:]) == bytes(64)  # nothing was written
     finally:
         session.close()
+
+
+def test_on_a_gpu(compile_cuda, server_factory):
+    """The cupy backend: the kernels check every byte themselves, on the GPU
+    (cuLaunchKernel's packed buffer of 32,764 bytes)."""
+    from test_backends import cupy_unavailable
+
+    if reason := cupy_unavailable():
+        pytest.skip(reason)
+    server = server_factory("--backend", "cupy", "--devices", "1")
+    _passed(run_program(compile_cuda("large_params.cu"), server, timeout=300))
