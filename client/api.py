@@ -152,11 +152,12 @@ def __cudaInitModule(fatCubinHandle):
 # ------------------------------------------------------------------ launch
 
 
-def launch(host_fun, grid, block, args, shared_mem, stream_handle, per_thread: bool = False) -> int:
+def launch(host_fun, grid, block, args, shared_mem, stream_handle, per_thread: bool = False,
+           cooperative: bool = False) -> int:
     """A kernel launch the C fast path (native/launch_fast_path.c) did not
     take: the first of a kernel on a device, an unknown stream, a
-    configuration to refuse, a device in error.  Once it succeeds, C knows
-    enough to take the next ones itself."""
+    configuration to refuse, a device in error; and every cooperative one.
+    Once it succeeds, C knows enough to take the next plain ones itself."""
     host_fun = address(host_fun)
     kernel = rt.kernels.kernel(host_fun)
     device = rt.device()
@@ -168,16 +169,28 @@ def launch(host_fun, grid, block, args, shared_mem, stream_handle, per_thread: b
     device.check_launch_configuration(grid_t, block_t, shared_mem)
     fn = device.function_id(kernel)
     device.check_kernel_limits(kernel, block_t, shared_mem)
+    if cooperative:
+        device.check_cooperative_grid(kernel, grid_t, block_t, shared_mem)
     params = kernel.params.pack(ffi, args)
-    device.launch(fn, grid_t, block_t, shared_mem, stream.id, params)
+    device.launch(fn, grid_t, block_t, shared_mem, stream.id, params, cooperative)
     if device.mirrored:  # the kernel may write mapped memory (client/mapped_memory.py)
         rt.fast.mirror_written(device, stream.id)
     rt.fast.kernel_ready(host_fun, kernel, device, fn, device.function_attributes(kernel))
     return SUCCESS
 
 
+@cuda(stream_variants=True)
+def cudaLaunchCooperativeKernel(func, gridDim, blockDim, args, sharedMem, stream, per_thread=False):
+    """A launch whose blocks may synchronise with each other
+    (cooperative_groups::this_grid().sync()): refused with
+    cudaErrorCooperativeLaunchTooLarge unless every block can be resident at
+    once.  The sim's plugin computes such a kernel whole."""
+    return launch(func, gridDim, blockDim, args, sharedMem, stream, per_thread, cooperative=True)
+
+
 #: cudaLaunchAttributes that change nothing rcuda can honour remotely and
-#: that a GPU may equally ignore (hints); others are refused.
+#: that a GPU may equally ignore (hints); others are refused, but for
+#: cudaLaunchAttributeCooperative.
 IGNORED_LAUNCH_ATTRIBUTES = {"cudaLaunchAttributeIgnore", "cudaLaunchAttributeAccessPolicyWindow",
                              "cudaLaunchAttributePriority", "cudaLaunchAttributeMemSyncDomain",
                              "cudaLaunchAttributeMemSyncDomainMap", "cudaLaunchAttributeSynchronizationPolicy"}
@@ -185,17 +198,22 @@ IGNORED_LAUNCH_ATTRIBUTES = {"cudaLaunchAttributeIgnore", "cudaLaunchAttributeAc
 
 @cuda(stream_variants=True)
 def cudaLaunchKernelExC(config, func, args, per_thread=False):
-    """cudaLaunchKernelEx: hints among the attributes are ignored; cluster
-    shapes, cooperative and programmatic launches are not supported."""
+    """cudaLaunchKernelEx: hints among the attributes are ignored, a
+    cooperative one is honoured (cudaLaunchCooperativeKernel); cluster
+    shapes and programmatic launches are not supported."""
     out_pointer(config, "config")
     from rcuda._generated.cuda_enums import ENUMS
     names = {v: k for k, v in ENUMS["cudaLaunchAttributeID"].items()}
+    cooperative = False
     for i in range(config.numAttrs):
         name = names.get(config.attrs[i].id, f"attribute {config.attrs[i].id}")
-        if name not in IGNORED_LAUNCH_ATTRIBUTES:
+        if name == "cudaLaunchAttributeCooperative":
+            cooperative = bool(config.attrs[i].val.cooperative)
+        elif name not in IGNORED_LAUNCH_ATTRIBUTES:
             raise CudaError(cudaError.cudaErrorNotSupported, f"cudaLaunchKernelExC: {name} is not supported "
                                                              f"by rcuda")
-    return launch(func, config.gridDim, config.blockDim, args, config.dynamicSmemBytes, config.stream, per_thread)
+    return launch(func, config.gridDim, config.blockDim, args, config.dynamicSmemBytes, config.stream, per_thread,
+                  cooperative)
 
 
 # ------------------------------------------------------------------ devices

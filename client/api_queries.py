@@ -4,8 +4,9 @@ flags, cudaDeviceReset.
 Device attributes and properties are fetched once per device (when it is
 opened) and answered here.  Kernel attributes come from the server (the
 cupy backend asks the driver; the sim backend reads the program's cubin) and
-are cached per device.  Occupancy is computed here from them, with the same
-rules as CUDA's occupancy calculator.
+are cached per device.  Occupancy is computed from them with the same
+rules as CUDA's occupancy calculator (rcuda/launch_rules.py, which checks
+cooperative launches with it too).
 """
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import logging
 from rcuda._generated.cuda_enums import ENUMS, MACROS
 from rcuda.device_attributes import attribute_name
 from rcuda.errors import CudaError, cudaError
+from rcuda.launch_rules import active_blocks_per_sm
 
 from . import api
 from .api import SUCCESS, address, c_string, cuda, fill_struct, out_pointer
@@ -252,29 +254,6 @@ def cudaFuncGetParamInfo(func, paramIndex, paramOffset, paramSize):
 
 
 # ------------------------------------------------------------------ occupancy
-
-
-def active_blocks_per_sm(props: dict, attrs: dict, block_size: int, dynamic_shared: int) -> int:
-    """Resident blocks of this kernel per multiprocessor, limited by warps,
-    blocks, registers and shared memory (CUDA's occupancy calculator)."""
-    if block_size <= 0 or block_size > attrs["maxThreadsPerBlock"]:
-        return 0
-    warp = props["warpSize"]
-    warps_per_block = -(-block_size // warp)
-    by_warps = props["maxThreadsPerMultiProcessor"] // warp // warps_per_block
-    by_blocks = props.get("maxBlocksPerMultiProcessor", 32)
-    limits = [by_warps, by_blocks]
-    registers = attrs.get("numRegs", 0)
-    if registers:
-        # Registers are allocated per warp in units of 256.
-        per_warp = -(-registers * warp // 256) * 256
-        warps_by_registers = props["regsPerMultiprocessor"] // per_warp
-        limits.append(warps_by_registers // warps_per_block)
-    shared = attrs.get("sharedSizeBytes", 0) + dynamic_shared
-    if shared:
-        per_block = shared + props.get("reservedSharedMemPerBlock", 0)
-        limits.append(props["sharedMemPerMultiprocessor"] // per_block)
-    return max(0, min(limits))
 
 
 def _occupancy_inputs(func):

@@ -301,8 +301,10 @@ class RemoteDevice:
             found = self._symbols[(module.key, name)] = (reply["ptr"], reply["size"])
         return found
 
-    def launch(self, fn: int, grid, block, shared_mem: int, stream: int, params: bytes) -> None:
-        self.post("launch", [params], fn=fn, grid=grid, block=block, shmem=shared_mem, stream=stream)
+    def launch(self, fn: int, grid, block, shared_mem: int, stream: int, params: bytes,
+               cooperative: bool = False) -> None:
+        self.post("launch", [params], fn=fn, grid=grid, block=block, shmem=shared_mem, stream=stream,
+                  cooperative=int(cooperative))
 
     def check_kernel_limits(self, kernel, block, shared_mem: int) -> None:
         """The kernel's own limits (launch bounds, registers, dynamic shared
@@ -312,6 +314,12 @@ class RemoteDevice:
         if attrs:
             launch_rules.check_kernel(launch_rules.kernel_limits(attrs), kernel.name, block, shared_mem,
                                       where=f"launch on {self.label}: ")
+
+    def check_cooperative_grid(self, kernel, grid, block, shared_mem: int) -> None:
+        """A cooperative launch's blocks must all be resident at once
+        (rcuda/launch_rules.py), as CUDA checks before launching one."""
+        launch_rules.check_cooperative(self.properties, self.function_attributes(kernel), kernel.name, grid, block,
+                                       shared_mem, where=f"cooperative launch on {self.label}: ")
 
     def check_launch_configuration(self, grid, block, shared_mem: int) -> None:
         """What a GPU rejects at launch time (rcuda/launch_rules.py), checked

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from rcuda import fatbin
 from rcuda.errors import CudaError, cudaError
+from rcuda.launch_rules import MAX_PARAM_BYTES
 
 
 @dataclass(eq=False)
@@ -79,6 +80,14 @@ class Kernel:
         except fatbin.FatbinError as exc:
             raise CudaError(cudaError.cudaErrorInvalidKernelImage,
                             f"cannot read the fatbinary holding {self.name}: {exc}") from None
+        # A layout the client cannot vouch for fails the launch: parameters
+        # left out would only fail later, inside the kernel.
+        problem = info.layout_error()
+        if problem is None and info.param_buffer_size > MAX_PARAM_BYTES:
+            problem = f"its parameters take {info.param_buffer_size} bytes, more than CUDA's {MAX_PARAM_BYTES}"
+        if problem is not None:
+            raise CudaError(cudaError.cudaErrorInvalidKernelImage,
+                            f"cannot lay out the parameters of kernel {self.name}: {problem}")
         params = sorted(info.params, key=lambda p: p.ordinal)
         return KernelParams(tuple(p.offset for p in params), tuple(p.size for p in params),
                             info.param_buffer_size)

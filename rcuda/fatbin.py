@@ -22,8 +22,11 @@ translation unit's own and a small one from the device-link step), so
 `fatbin_size` measures one container and `parse_fatbin` accepts a sequence.
 
 Parameter layouts come from a cubin's `.nv.info.<kernel>` section
-(EIATTR_KPARAM_INFO records) when there is a cubin, else from the PTX
-`.entry` parameter lists with natural alignment.  Both give the same result.
+(EIATTR_KPARAM_INFO records, EIATTR_KPARAM_INFO_V2 for blocks beyond about
+4 KiB) when there is a cubin, else from the PTX `.entry` parameter lists with
+natural alignment.  Both give the same result.  The cubin also states the
+block's size (EIATTR_CBANK_PARAM_SIZE); `Kernel.layout_error` says when the
+records found do not account for it.
 """
 from __future__ import annotations
 
@@ -70,8 +73,15 @@ NV_INFO_PREFIX = ".nv.info."
 # (formats 1-3, 4 bytes in all) or a u16 size and that many bytes (format 4).
 EIFMT_SVAL = 0x04
 EIATTR_KPARAM_INFO = 0x17
-KPARAM_INFO = struct.Struct("<IHHI")  # index, ordinal, offset, packed
+# nvcc 13 describes parameter blocks of more than 4208 bytes with
+# EIATTR_KPARAM_INFO_V2 records instead (0x45; the name's place in nvlink's
+# table of attribute names gives the number), laid out alike but for the
+# last field: KPARAM_INFO packs the size (size << 18 | flags), V2 holds it.
+EIATTR_KPARAM_INFO_V2 = 0x45
+KPARAM_INFO = struct.Struct("<IHHI")  # index, ordinal, offset, packed size (V2: size)
 KPARAM_SIZE_SHIFT = 18
+# EIATTR_CBANK_PARAM_SIZE: a u16, the parameter block's size in bytes.
+EIATTR_CBANK_PARAM_SIZE = 0x19
 # Resource records (checked against `ptxas -v` in tests/test_fatbin.py): in
 # the module-wide `.nv.info`, u32 symbol index + u32 value per kernel; in a
 # kernel's own section, __launch_bounds__ as three u32.
@@ -124,11 +134,29 @@ class Kernel:
 
     name: str
     params: tuple[KernelParam, ...]
+    # The parameter block's size as the cubin states it (None: not stated,
+    # as in PTX).  Not part of equality: PTX and cubin layouts compare equal.
+    declared_size: int | None = field(default=None, compare=False)
 
     @property
     def param_buffer_size(self) -> int:
         """Bytes needed to hold every parameter at its offset."""
         return max((p.offset + p.size for p in self.params), default=0)
+
+    def layout_error(self) -> str | None:
+        """Why these parameters cannot be packed as the kernel expects (an
+        attribute this reader does not know, records that overlap), or None."""
+        if [p.ordinal for p in self.params] != list(range(len(self.params))):
+            return f"its parameter records have ordinals {[p.ordinal for p in self.params]}, not 0 to n-1"
+        ends = 0
+        for p in sorted(self.params, key=lambda p: p.offset):
+            if p.offset < ends:
+                return f"its parameter {p.ordinal} at offset {p.offset} overlaps the one before"
+            ends = p.offset + p.size
+        if self.declared_size is not None and self.declared_size != self.param_buffer_size:
+            return (f"its cubin says its parameters take {self.declared_size} bytes, the parameter records "
+                    f"read cover {self.param_buffer_size}")
+        return None
 
 
 @dataclass(frozen=True)
@@ -413,7 +441,7 @@ def _symbols(elf):
 
 
 def cubin_kernels(image: bytes) -> dict[str, Kernel]:
-    """Kernels of a cubin with their layout from EIATTR_KPARAM_INFO."""
+    """Kernels of a cubin with their layout from EIATTR_KPARAM_INFO(_V2)."""
     elf = _open_cubin(image)
     kernels = {}
     for symbol, other in _symbols(elf):
@@ -421,8 +449,9 @@ def cubin_kernels(image: bytes) -> dict[str, Kernel]:
             info = elf.get_section_by_name(NV_INFO_PREFIX + symbol.name)
             if info is None:
                 log.debug("kernel %s has no %s section: no parameters", symbol.name, NV_INFO_PREFIX)
-            params = _kparams(info.data(), symbol.name) if info is not None else ()
-            kernels[symbol.name] = Kernel(symbol.name, params)
+                kernels[symbol.name] = Kernel(symbol.name, ())
+            else:
+                kernels[symbol.name] = _kparams(info.data(), symbol.name)
     return kernels
 
 
@@ -442,15 +471,21 @@ def _nv_info_records(data: bytes, where: str):
         yield attribute, value
 
 
-def _kparams(data: bytes, kernel: str) -> tuple[KernelParam, ...]:
-    params = {}
+def _kparams(data: bytes, kernel: str) -> Kernel:
+    """A kernel's layout from its .nv.info records."""
+    params, declared_size = {}, None
     for attribute, value in _nv_info_records(data, NV_INFO_PREFIX + kernel):
-        if attribute == EIATTR_KPARAM_INFO:
+        if attribute in (EIATTR_KPARAM_INFO, EIATTR_KPARAM_INFO_V2):
             if len(value) < KPARAM_INFO.size:
-                raise FatbinError(f"short KPARAM_INFO record ({len(value)} bytes) for {kernel}")
-            _index, ordinal, offset, packed = KPARAM_INFO.unpack_from(value)
-            params[ordinal] = KernelParam(ordinal, offset, packed >> KPARAM_SIZE_SHIFT)
-    return tuple(params[o] for o in sorted(params))
+                raise FatbinError(f"short parameter record (attribute {attribute:#x}, {len(value)} bytes) "
+                                  f"for {kernel}")
+            _index, ordinal, offset, size = KPARAM_INFO.unpack_from(value)
+            if attribute == EIATTR_KPARAM_INFO:
+                size >>= KPARAM_SIZE_SHIFT
+            params[ordinal] = KernelParam(ordinal, offset, size)
+        elif attribute == EIATTR_CBANK_PARAM_SIZE:
+            (declared_size,) = struct.unpack("<H", value)
+    return Kernel(kernel, tuple(params[o] for o in sorted(params)), declared_size)
 
 
 def cubin_resources(image: bytes, arch: int = 0) -> dict[str, KernelResources]:

@@ -10,9 +10,10 @@ bytes, msgpack
 values that are not maps, headers of every op in rcuda.protocol.OPS with
 fields of wrong types or hostile values (negative, huge, random pointers,
 unknown ids, sometimes the session's real tokens), random payload frames,
-well-framed `launches` records (memory operations and unknown kernels) with
-hostile fields, and bit-flipped copies of valid requests.  It drains replies as it goes and
-counts them, and keeps the session alive with valid heartbeats.  With
+well-framed `launches` records (memory operations and unknown kernels, with
+parameter blocks up to beyond CUDA's 32,764 bytes, some claiming more bytes
+than follow) with hostile fields, and bit-flipped copies of valid requests.
+It drains replies as it goes and counts them, and keeps the session alive with valid heartbeats.  With
 `curve` (a server run with --auth) every socket uses the client's keys.
 A server passes when it is still up afterwards and a normal client still
 runs correctly (the tests and benchmarks/fuzz.py check that).
@@ -39,6 +40,7 @@ import zmq
 from rcuda import auth, protocol, wire
 from rcuda.config import parse_server
 from rcuda.errors import ProtocolError
+from rcuda.launch_rules import MAX_PARAM_BYTES
 from rcuda.lane import PREFIX, Lane, LaneClosed, set_timeouts
 
 HOSTILE_INTS = [0, 1, -1, 2**31 - 1, 2**31, 2**32, 2**63 - 1, -(2**63), 2**64 - 1, 4096, 0x7000_0000_0000,
@@ -242,14 +244,15 @@ class Fuzzer:
     def _frames(self) -> list[bytes]:
         frames = []
         for _ in range(self.rng.choice([0, 0, 1, 1, 2, 5])):
-            size = self.rng.choice([0, 1, 7, 44, 48, 52, 4096, 65536])
+            size = self.rng.choice([0, 1, 7, 44, 48, 52, 4096, MAX_PARAM_BYTES, MAX_PARAM_BYTES + 4, 65536])
             frames.append(self.rng.randbytes(size))
         return frames
 
     def _launch_records(self) -> tuple[int, bytes]:
         """(count, frame) of well-framed `launches` records: kernels of
         unknown ids and memory operations (protocol.RECORD_*) with hostile
-        fields, so that they pass the framing and reach the checks."""
+        fields, so that they pass the framing and reach the checks; one in
+        ten claims more parameter bytes than follow."""
         records = []
         for _ in range(self.rng.randrange(1, 6)):
             kind = self.rng.choice([wire.RECORD_MEMSET, wire.RECORD_HTOD, wire.RECORD_DTOD,
@@ -259,12 +262,17 @@ class Fuzzer:
                 params = wire.MEMSET_FIELDS.pack(fields[0], fields[1], fields[2] % (1 << 32))
             elif kind == wire.RECORD_DTOD:
                 params = wire.DTOD_FIELDS.pack(*fields)
+            elif kind < wire.RECORD_FIRST_OP:  # a kernel's parameter block, up to beyond CUDA's limit
+                params = self.rng.randbytes(self.rng.choice([0, 8, MAX_PARAM_BYTES, MAX_PARAM_BYTES + 4]))
             else:
                 params = wire.HTOD_FIELDS.pack(fields[0]) + self.rng.randbytes(self.rng.choice([0, 1, 4096]))
             if self.rng.random() < 0.1:  # fields of the wrong length
                 params = params[:self.rng.randrange(len(params) + 1)]
             stream = self.rng.choice([0, 0, 1, 2**64 - 1])
-            record = wire.LAUNCH_RECORD.pack(kind, 0, 1, 1, 1, 1, 1, 1, stream, len(params)) + params
+            claimed = len(params)
+            if self.rng.random() < 0.1:  # a parameter block running past the batch's end
+                claimed = self.rng.choice([len(params) + 8, MAX_PARAM_BYTES + 8, 2**32 - 1])
+            record = wire.LAUNCH_RECORD.pack(kind, 0, 1, 1, 1, 1, 1, 1, stream, claimed) + params
             records.append(record + bytes(-len(record) % 8))
         return len(records), b"".join(records)
 

@@ -12,6 +12,10 @@ They are checked in three places, all from RULES below:
     native/generated/launch_rules.h.  C only asks whether a rule is broken;
     a launch that breaks one goes to Python, which says which.
 
+A cooperative launch (cudaLaunchCooperativeKernel) must also fit its whole
+grid on the device at once: `check_cooperative`, from the occupancy
+calculation (`active_blocks_per_sm`).
+
 A rule compares one value of the launch (each dimension of `grid` or
 `block`, the block's `threads`, its dynamic `shared_mem`) with a bound: a
 constant or a named limit of its scope ("device": the device's properties,
@@ -37,6 +41,9 @@ DEVICE_LIMITS = {
     "maxThreadsPerBlock": 1024,
     "sharedMemPerBlockOptin": 48 << 10,
 }
+
+#: CUDA's limit on a kernel's parameter block (bytes; ptxas refuses more).
+MAX_PARAM_BYTES = 32764
 
 #: The kernel limits (cudaFuncAttributes).  One the client was not told is
 #: not checked in Python; in C it is 0, which sends the launch to Python.
@@ -181,3 +188,45 @@ def check_kernel(limits: dict, kernel: str, block, shared_mem: int, where: str =
     """The CUDA error, naming the limit, for a launch of `kernel` (its name)
     beyond its own `kernel_limits`; `where` prefixes its message."""
     _check("kernel", limits, (1, 1, 1), block, shared_mem, kernel, where)
+
+
+# ------------------------------------------------------------------ co-residency
+
+def active_blocks_per_sm(props: dict, attrs: dict, block_size: int, dynamic_shared: int) -> int:
+    """Resident blocks of this kernel per multiprocessor, limited by warps,
+    blocks, registers and shared memory (CUDA's occupancy calculator)."""
+    if block_size <= 0 or block_size > attrs["maxThreadsPerBlock"]:
+        return 0
+    warp = props["warpSize"]
+    warps_per_block = -(-block_size // warp)
+    by_warps = props["maxThreadsPerMultiProcessor"] // warp // warps_per_block
+    by_blocks = props.get("maxBlocksPerMultiProcessor", 32)
+    limits = [by_warps, by_blocks]
+    registers = attrs.get("numRegs", 0)
+    if registers:
+        # Registers are allocated per warp in units of 256.
+        per_warp = -(-registers * warp // 256) * 256
+        warps_by_registers = props["regsPerMultiprocessor"] // per_warp
+        limits.append(warps_by_registers // warps_per_block)
+    shared = attrs.get("sharedSizeBytes", 0) + dynamic_shared
+    if shared:
+        per_block = shared + props.get("reservedSharedMemPerBlock", 0)
+        limits.append(props["sharedMemPerMultiprocessor"] // per_block)
+    return max(0, min(limits))
+
+
+def check_cooperative(props: dict, attrs: dict, kernel: str, grid, block, shared_mem: int, where: str = "") -> None:
+    """The CUDA error for a cooperative launch whose blocks cannot all be
+    resident at once (grid-wide synchronisation would wait forever), or on a
+    device without cooperative launches; `where` prefixes its message."""
+    if not props.get("cooperativeLaunch"):
+        raise CudaError(cudaError.cudaErrorNotSupported, where + "the device does not support cooperative launches")
+    per_sm = active_blocks_per_sm(props, attrs, block[0] * block[1] * block[2], shared_mem)
+    resident = per_sm * props["multiProcessorCount"]
+    blocks = grid[0] * grid[1] * grid[2]
+    if blocks > resident:
+        raise CudaError(cudaError.cudaErrorCooperativeLaunchTooLarge,
+                        where + f"grid {tuple(grid)} has {blocks} blocks; {resident} blocks of kernel {kernel} "
+                                f"with block {tuple(block)} and {shared_mem} bytes of dynamic shared memory fit "
+                                f"on the device at once ({per_sm} per multiprocessor x "
+                                f"{props['multiProcessorCount']} multiprocessors)")

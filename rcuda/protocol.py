@@ -59,9 +59,11 @@ the legacy default stream):
     func_attrs    {fn}                                -> {attrs}   cudaFuncAttributes fields
     func_set_attr {fn, attr, value}                   -> {}        attr: a cudaFuncAttribute name
     symbol        {module, name}                      -> {ptr, size}
-    launch        {fn, grid, block, shmem, stream} + parameter buffer   (never answered)
-    launches      {count} + records, one frame       (never answered)   launches recorded in C,
-                  laid out as rcuda/wire.py says (LAUNCH_RECORD, RECORD_*)
+    launch        {fn, grid, block, shmem, stream, cooperative} + parameter buffer   (never answered);
+                  cooperative 1: cudaLaunchCooperativeKernel
+    launches      {count} + records                  (never answered)   launches recorded in C,
+                  laid out as rcuda/wire.py says (LAUNCH_RECORD, RECORD_*); one
+                  frame, or CHUNK_SIZE pieces of it on a ZeroMQ socket
     sync          {}                                  -> {}        cudaDeviceSynchronize
     stream_create {stream, flags, priority}           -> {}
     stream_destroy{stream}                            -> {}
@@ -137,7 +139,7 @@ import msgpack
 
 from rcuda.errors import ProtocolError
 
-PROTOCOL_VERSION = 5
+PROTOCOL_VERSION = 6
 
 #: Bulk bytes on a ZeroMQ socket travel in frames of this size: ZeroMQ slows
 #: down on messages above ~32 MiB (fresh buffers page-fault).
@@ -181,7 +183,7 @@ OPS: dict[str, dict[str, type | tuple]] = {
     "func_attrs": {"fn": _INT},
     "func_set_attr": {"fn": _INT, "attr": _STR, "value": _INT},
     "symbol": {"module": _STR, "name": _STR},
-    "launch": {"fn": _INT, "grid": _LIST, "block": _LIST, "shmem": _INT, "stream": _INT},
+    "launch": {"fn": _INT, "grid": _LIST, "block": _LIST, "shmem": _INT, "stream": _INT, "cooperative": _INT},
     "launches": {"count": _INT},
     "sync": {},
     "stream_create": {"stream": _INT, "flags": _INT, "priority": _INT},

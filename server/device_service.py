@@ -38,6 +38,7 @@ import zmq
 from rcuda import protocol, wire
 from rcuda.errors import CudaError, ProtocolError, cudaError, is_sticky
 from rcuda.lane import Lane, LaneClosed, SpinPolicy, UnreadFrame, set_timeouts
+from rcuda.launch_rules import MAX_PARAM_BYTES
 from rcuda.log import RateLimitedLog
 from rcuda.server.backends.base import Completion, ParamLayout
 from rcuda.server.peer import PeerOps
@@ -48,8 +49,6 @@ bad_requests = RateLimitedLog(log)
 #: a microsecond a time to combine).
 ZMQ_EVENTS, ZMQ_POLLIN = int(zmq.EVENTS), int(zmq.POLLIN)
 
-#: CUDA's limit on a kernel's parameter buffer (bytes).
-MAX_PARAM_BYTES = 32764
 #: Largest 2-D copy or memset one request may describe (bytes moved).
 MAX_2D_BYTES = 1 << 40
 #: Longest wait for anything before the thread looks whether to stop (ms).
@@ -639,7 +638,7 @@ class DeviceService:
         width, height, pitch = _rect(header, "dpitch")
         if _payload_size(payload) != width * height:
             raise ProtocolError(f"htod2d: {height} rows of {width} bytes, frames carry {_payload_size(payload)}")
-        data = payload[0].buffer if len(payload) == 1 else memoryview(b"".join(f.buffer for f in payload))
+        data = _joined(payload)
         stream = self._stream(header)
         self.device.memcpy_htod_2d(header["dst"], pitch, data, width, height, stream)
         return self._stream_order(header, stream)
@@ -708,21 +707,24 @@ class DeviceService:
         grid, block = _dims(header, "grid"), _dims(header, "block")
         if len(payload) != 1 or len(payload[0].buffer) != layout.buffer_size:
             raise ProtocolError(f"launch: parameter buffer must be one frame of {layout.buffer_size} bytes")
+        if header["cooperative"] not in (0, 1):
+            raise ProtocolError(f"launch: cooperative must be 0 or 1, not {header['cooperative']}")
         self.device.launch(handle, grid, block, bytes(payload[0].buffer), _non_negative(header, "shmem"),
-                           self._stream(header))
+                           self._stream(header), cooperative=header["cooperative"] == 1)
 
     def _launches(self, header, payload):
         """A batch recorded by the client's C fast path.  Each launch fails
         alone (the first failure is reported, as for `launch`); a sticky
         one stops the rest, as a lost context would."""
-        if len(payload) != 1:
-            raise ProtocolError("launches: the records must be one frame")
-        data = payload[0].buffer
+        data = _joined(payload)  # a ZeroMQ link sends a batch beyond protocol.CHUNK_SIZE in chunks
         record, offset, first_error = wire.LAUNCH_RECORD, 0, None
         for _ in range(_non_negative(header, "count")):
             if offset + record.size > len(data):
                 raise ProtocolError(f"launches: truncated record at byte {offset}")
             fn, shmem, gx, gy, gz, bx, by, bz, stream, nbytes = record.unpack_from(data, offset)
+            if offset + record.size + nbytes > len(data):
+                raise ProtocolError(f"launches: the record at byte {offset} claims {nbytes} bytes of parameters, "
+                                    f"{len(data) - offset - record.size} follow")
             params = bytes(data[offset + record.size:offset + record.size + nbytes])
             offset += (record.size + nbytes + 7) & ~7
             try:
@@ -946,6 +948,12 @@ class _Payload:
 
 def _payload_size(payload) -> int:
     return sum(len(f) for f in payload)
+
+
+def _joined(payload) -> memoryview:
+    """A request's payload frames as one buffer (bulk bytes on a ZeroMQ
+    socket come in frames of at most protocol.CHUNK_SIZE)."""
+    return payload[0].buffer if len(payload) == 1 else memoryview(b"".join(f.buffer for f in payload))
 
 
 def _bytes_view(data) -> memoryview:

@@ -184,6 +184,24 @@ def test_module_symbols_and_kernels(device, module_image):
     assert (np.frombuffer(fetch(device, out, 400), np.int32) == 42).all()
 
 
+def test_largest_parameter_block_plain_and_cooperative(device, module_image):
+    """CUDA's 32,764 bytes of parameters reach the kernel whole, launched
+    plainly and cooperatively (on cupy: cuLaunchKernel's packed buffer, and
+    cuLaunchCooperativeKernel's pointer per parameter)."""
+    device.load_module("m", module_image)
+    kernel = fatbin.parse_fatbin(module_image).kernels()["_Z7largest4HugePii"]
+    layout = ParamLayout(tuple(p.offset for p in kernel.params), tuple(p.size for p in kernel.params))
+    assert layout.buffer_size == 32764
+    function = device.get_function("m", kernel.name, layout)
+    out = device.malloc(4)
+    huge = np.arange(8188, dtype=np.int32) * 3 + 1
+    for cooperative, n in ((False, 8187), (True, 4321)):
+        device.launch(function, (1, 1, 1), (1, 1, 1), huge.tobytes() + struct.pack("<Qi", out, n), 0, 0,
+                      cooperative=cooperative)
+        wait(device.synchronize())
+        assert struct.unpack("<i", fetch(device, out, 4))[0] == huge[n]
+
+
 
 # ---------------------------------------------------------------- the sim's modelled GPU time
 # Deadlines are exact in the model, so these tests assert on them rather

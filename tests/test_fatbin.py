@@ -59,6 +59,10 @@ EXPECTED_KERNELS = {
     "_Z4fillIiEvPT_S0_i": P((0, 0, 8), (1, 8, 4), (2, 12, 4)),
     "_Z4fillIdEvPT_S0_i": P((0, 0, 8), (1, 8, 8), (2, 16, 4)),
     "_ZN4math5scaleEPffdts": P((0, 0, 8), (1, 8, 4), (2, 16, 8), (3, 24, 2), (4, 26, 2)),
+    # midSized(char, Mid /*16000 B*/, short, int*): beyond 4208 bytes, KPARAM_INFO_V2 records
+    "_Z8midSizedc3MidsPi": P((0, 0, 1), (1, 1, 16000), (2, 16002, 2), (3, 16008, 8)),
+    # largest(const __grid_constant__ Huge /*32752 B*/, int*, int): CUDA's limit, 32764 bytes
+    "_Z7largest4HugePii": P((0, 0, 32752), (1, 32752, 8), (2, 32760, 4)),
 }
 EXPECTED_VARIABLES = {
     "gvar": Variable("gvar", 64, False),
@@ -158,6 +162,19 @@ def test_ptx_layout_equals_cubin_layout(parsed, variant):
 
 
 @pytest.mark.parametrize("variant", WITH_CUBIN)
+def test_cubins_state_each_parameter_block_size(parsed, variant):
+    """EIATTR_CBANK_PARAM_SIZE: every kernel with parameters has it, and the
+    records read account for it exactly."""
+    kernels = parsed[variant].kernels()
+    assert kernels["_Z7largest4HugePii"].declared_size == 32764
+    assert kernels["_Z8midSizedc3MidsPi"].declared_size == 16016
+    assert kernels["_Z8noParamsv"].declared_size is None
+    for kernel in kernels.values():
+        assert kernel.layout_error() is None
+        assert kernel.declared_size == (kernel.param_buffer_size if kernel.params else None), kernel.name
+
+
+@pytest.mark.parametrize("variant", WITH_CUBIN)
 def test_device_variables(parsed, variant):
     assert parsed[variant].variables() == EXPECTED_VARIABLES
 
@@ -234,6 +251,74 @@ def test_kernels_are_cached_and_copied(parsed):
     assert f._kernels is f._kernels
     with pytest.raises(dataclasses.FrozenInstanceError):
         f.size = 0
+
+
+def _unreadable_v2_records(image: bytes) -> bytes:
+    """`image` with its KPARAM_INFO_V2 records turned into an attribute this
+    reader does not know (as a newer nvcc's might be)."""
+    v2 = bytes([fb.EIFMT_SVAL, fb.EIATTR_KPARAM_INFO_V2, fb.KPARAM_INFO.size, 0])
+    assert image.count(v2) == 7  # midSized's 4, largest's 3
+    return image.replace(v2, bytes([fb.EIFMT_SVAL, 0x7F, fb.KPARAM_INFO.size, 0]))
+
+
+def test_unreadable_layout_is_an_error_naming_the_kernel(built):
+    """The client refuses to pack parameters it cannot place: the launch
+    fails with cudaErrorInvalidKernelImage, never runs without them."""
+    from rcuda.client.modules import Module, Kernel as ClientKernel
+    from rcuda.errors import CudaError, cudaError
+    image = _unreadable_v2_records(built["raw"].read_bytes())
+    kernel = parse_fatbin(image).kernels()["_Z7largest4HugePii"]
+    assert kernel.params == () and kernel.declared_size == 32764
+    assert kernel.layout_error() == "its cubin says its parameters take 32764 bytes, the parameter records read cover 0"
+    module = Module(image)
+    with pytest.raises(CudaError) as raised:
+        ClientKernel(module, "_Z7largest4HugePii").params
+    assert raised.value.status == cudaError.cudaErrorInvalidKernelImage
+    assert "_Z7largest4HugePii" in str(raised.value) and "32764" in str(raised.value)
+    assert ClientKernel(module, "_Z5tiledPfi").params.buffer_size == 12  # small kernels are unaffected
+
+
+def _nv_info(*records: tuple[int, int, bytes]) -> bytes:
+    """A .nv.info section from (format, attribute, value) records."""
+    return b"".join(bytes([f, a]) + (struct.pack("<H", len(v)) + v if f == fb.EIFMT_SVAL else v)
+                    for f, a, v in records)
+
+
+def _kparam(attribute: int, ordinal: int, offset: int, size: int) -> tuple[int, int, bytes]:
+    packed = size << fb.KPARAM_SIZE_SHIFT | 0x1F000 if attribute == fb.EIATTR_KPARAM_INFO else size
+    return fb.EIFMT_SVAL, attribute, fb.KPARAM_INFO.pack(0, ordinal, offset, packed)
+
+
+def _block_size(size: int) -> tuple[int, int, bytes]:
+    return 3, fb.EIATTR_CBANK_PARAM_SIZE, struct.pack("<H", size)
+
+
+def test_kparam_info_v2_records():
+    """As nvcc 13 writes bigKernel(const __grid_constant__ Big /*32000 B*/, int*):
+    V2 records hold the size whole; the block's size comes first."""
+    data = _nv_info(_block_size(32008), _kparam(fb.EIATTR_KPARAM_INFO_V2, 1, 32000, 8),
+                    _kparam(fb.EIATTR_KPARAM_INFO_V2, 0, 0, 32000))
+    kernel = fb._kparams(data, "bigKernel")
+    assert kernel == Kernel("bigKernel", P((0, 0, 32000), (1, 32000, 8)))
+    assert kernel.declared_size == 32008 and kernel.layout_error() is None
+    small = fb._kparams(_nv_info(_block_size(12), _kparam(fb.EIATTR_KPARAM_INFO, 1, 8, 4),
+                                 _kparam(fb.EIATTR_KPARAM_INFO, 0, 0, 8)), "small")
+    assert small.params == P((0, 0, 8), (1, 8, 4)) and small.layout_error() is None
+
+
+@pytest.mark.parametrize("records, problem", [
+    ([_block_size(16), _kparam(fb.EIATTR_KPARAM_INFO_V2, 0, 0, 8)], "take 16 bytes, the parameter records read cover 8"),
+    ([_kparam(fb.EIATTR_KPARAM_INFO_V2, 0, 0, 8), _kparam(fb.EIATTR_KPARAM_INFO_V2, 2, 8, 8)], "ordinals [0, 2]"),
+    ([_kparam(fb.EIATTR_KPARAM_INFO_V2, 0, 0, 8), _kparam(fb.EIATTR_KPARAM_INFO_V2, 1, 4, 8)],
+     "parameter 1 at offset 4 overlaps"),
+])
+def test_layouts_that_do_not_add_up(records, problem):
+    assert problem in fb._kparams(_nv_info(*records), "k").layout_error()
+
+
+def test_ptx_parameter_of_32000_bytes():
+    ptx = b".visible .entry big(.param .align 4 .b8 big_param_0[32000], .param .u64 big_param_1) { ret; }"
+    assert ptx_kernels(ptx)["big"] == Kernel("big", P((0, 0, 32000), (1, 32000, 8)))
 
 
 # ---------------------------------------------------------------- hand-made fatbinaries

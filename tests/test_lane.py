@@ -440,7 +440,8 @@ def test_a_client_stops_spinning_for_replies_that_wait_for_the_gpu(server_factor
         device.request("module", [image.read_bytes()], module="m")
         device.request("function", fn=1, module="m", name="_Z8noParamsv", offsets=[], sizes=[])
         for _ in range(6):
-            device.post("launch", [b""], fn=1, grid=[1, 1, 1], block=[1, 1, 1], shmem=0, stream=0)
+            device.post("launch", [b""], fn=1, grid=[1, 1, 1], block=[1, 1, 1], shmem=0, stream=0,
+                        cooperative=0)
             device.copy_from_device(ptr, 64)
         assert link.spin_window("dtoh") == 0.0
         for _ in range(3):

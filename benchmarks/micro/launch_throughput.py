@@ -43,7 +43,8 @@ def parameters(quick: bool) -> dict:
 
 def launch_message() -> tuple[dict, bytes]:
     """The header and parameter frame a 4-argument launch sends."""
-    return {"op": "launch", "fn": 2, "grid": [1, 1, 1], "block": [32, 1, 1], "shmem": 0, "stream": 0}, bytes(24)
+    return {"op": "launch", "fn": 2, "grid": [1, 1, 1], "block": [32, 1, 1], "shmem": 0, "stream": 0,
+            "cooperative": 0}, bytes(24)
 
 
 def time_rcuda(binary: Path, server: common.Server, launches: int, repeats: int, kernel: str) -> dict:

@@ -256,8 +256,10 @@ class Device(abc.ABC):
 
     @abc.abstractmethod
     def launch(self, function: object, grid: tuple[int, int, int], block: tuple[int, int, int],
-               params: bytes, shared_mem: int, stream: int) -> None:
-        """Launch a kernel with its packed parameter buffer."""
+               params: bytes, shared_mem: int, stream: int, cooperative: bool = False) -> None:
+        """Launch a kernel with its packed parameter buffer; `cooperative`:
+        as cudaLaunchCooperativeKernel (the client checked that the grid fits
+        on the device at once)."""
 
     # ---------------------------------------------------------- streams, events
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import ctypes
+import functools
 import logging
 import os
 import threading
@@ -546,12 +547,16 @@ class CupyDevice(Device):
             self._memory.add(Allocation(ptr, max(size, 1), symbol=True))  # copies to it are checked like any
         return ptr, size
 
-    def launch(self, function: CupyFunction, grid, block, params: bytes, shared_mem: int, stream: int) -> None:
+    def launch(self, function: CupyFunction, grid, block, params: bytes, shared_mem: int, stream: int,
+               cooperative: bool = False) -> None:
         check_launch_configuration(self._properties, grid, block, shared_mem)
         params = bytes(params)
         # ctypes objects that must live until cuLaunchKernel returns (it copies
         # the parameters before returning).
         buffer = ctypes.create_string_buffer(params, len(params))
+        if cooperative:
+            self._launch_cooperative(function, grid, block, buffer, shared_mem, stream)
+            return
         size = ctypes.c_size_t(len(params))
         extra = (ctypes.c_void_p * 5)(CU_LAUNCH_PARAM_BUFFER_POINTER, ctypes.addressof(buffer),
                                       CU_LAUNCH_PARAM_BUFFER_SIZE, ctypes.addressof(size), CU_LAUNCH_PARAM_END)
@@ -559,6 +564,21 @@ class CupyDevice(Device):
         with self._cuda(f"launch of kernel {function.name}"):
             self._driver.launchKernel(function.handle, grid[0], grid[1], grid[2], block[0], block[1], block[2],
                                       shared_mem, self._streams[stream], 0, extra_pointer)
+
+    def _launch_cooperative(self, function: CupyFunction, grid, block, buffer, shared_mem: int, stream: int) -> None:
+        """cuLaunchCooperativeKernel takes no packed buffer, a pointer per
+        parameter instead: each points into the buffer at its offset.  The
+        driver refuses a grid that cannot be resident at once (720,
+        cudaErrorCooperativeLaunchTooLarge)."""
+        base = ctypes.addressof(buffer)
+        offsets = function.layout.offsets
+        pointers = (ctypes.c_void_p * max(len(offsets), 1))(*(base + offset for offset in offsets))
+        with self._cuda(f"cooperative launch of kernel {function.name}"):
+            status = _cu_launch_cooperative_kernel()(function.handle, *grid, *block, shared_mem,
+                                                     self._streams[stream], pointers)
+        if status:
+            raise CudaError(driver_status(status), f"cooperative launch of kernel {function.name} on GPU "
+                                                   f"{self.index} failed with CUresult {status}")
 
     # ---------------------------------------------------------- streams, events
 
@@ -786,6 +806,16 @@ def _p2p_attribute(attribute: int, source: int, destination: int) -> int:
     except (OSError, AttributeError):
         pass
     return 0
+
+
+@functools.cache
+def _cu_launch_cooperative_kernel():
+    """The driver's cuLaunchCooperativeKernel(f, grid x/y/z, block x/y/z,
+    sharedMemBytes, hStream, kernelParams), through ctypes."""
+    function = ctypes.CDLL("libcuda.so.1").cuLaunchCooperativeKernel
+    function.argtypes = [ctypes.c_void_p, *[ctypes.c_uint] * 7, ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p)]
+    function.restype = ctypes.c_int
+    return function
 
 
 def _uuid_from_driver(index: int) -> bytes | None:

@@ -429,7 +429,10 @@ class SimDevice(Device):
             name = matches[0]
         return self.get_symbol(module_key, name)[0]
 
-    def launch(self, function: SimFunction, grid, block, params: bytes, shared_mem: int, stream: int) -> None:
+    def launch(self, function: SimFunction, grid, block, params: bytes, shared_mem: int, stream: int,
+               cooperative: bool = False) -> None:
+        """A plugin computes the whole grid at once: a cooperative launch
+        (blocks that wait for each other) needs nothing more."""
         # Checked configurations are remembered: launch-bound programs repeat
         # a few, and these checks cost more than an empty kernel.
         key = (grid, block, shared_mem)
@@ -861,7 +864,7 @@ def sim_properties(index: int, memory_bytes: int, identity: str = "") -> dict:
         "concurrentManagedAccess": 0,
         "computePreemptionSupported": 1,
         "canUseHostPointerForRegisteredMem": 0,
-        "cooperativeLaunch": 0,
+        "cooperativeLaunch": 1,
         "sharedMemPerBlockOptin": 166912,
         "pageableMemoryAccessUsesHostPageTables": 0,
         "directManagedMemAccessFromHost": 0,

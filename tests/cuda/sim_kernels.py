@@ -67,6 +67,12 @@ def no_params(launch):
     pass
 
 
+def largest(launch):
+    """largest(const __grid_constant__ Huge /*32752 B*/, int *out, int n): out[0] = h.v[n]."""
+    huge = np.frombuffer(launch.params[0], np.int32)
+    launch.array(launch.param(1, "Q"), np.int32, 1)[0] = huge[launch.param(2, "i")]
+
+
 KERNELS = {
     "vectorAdd": vector_add,
     "scalars": scalars,
@@ -77,6 +83,7 @@ KERNELS = {
     "grid2d": grid2d,
     "grid3d": grid3d,
     "noParams": no_params,
+    "largest": largest,
 }
 
 

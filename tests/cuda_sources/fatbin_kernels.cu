@@ -6,6 +6,8 @@ struct P { double a; int b; float c[3]; };            // 24 bytes, 8-aligned
 struct Chars { char x, y, z; };                        // 3 bytes, 1-aligned
 struct Big { int v[250]; };                            // 1000 bytes, 4-aligned
 struct __align__(16) Aligned { float x; };             // 16 bytes, 16-aligned
+struct Mid { char b[16000]; };                         // parameter blocks beyond ~4 KiB: KPARAM_INFO_V2
+struct Huge { int v[8188]; };                          // 32752 bytes: with 12 more, CUDA's 32764
 
 __device__ float gvar[16];
 __constant__ int cvar[4];
@@ -27,6 +29,10 @@ __global__ void unused(int a, double b, char *c) {}
 __global__ void gridConstant(const __grid_constant__ P p, int *out) { out[0] = p.b; }
 
 __global__ void noParams() {}
+
+__global__ void midSized(char c, Mid m, short s, int *out) { out[0] = c + m.b[s]; }
+
+__global__ void largest(const __grid_constant__ Huge h, int *out, int n) { out[0] = h.v[n]; }
 
 // Static shared memory, a stack frame and launch bounds, for the resources test.
 __global__ void __launch_bounds__(128) tiled(float *out, int n) {
