@@ -663,10 +663,10 @@ class DeviceService:
 
     def _module(self, header, payload):
         key = header["module"]
-        if len(payload) != 1:
-            raise ProtocolError("module: the fatbinary image must be one frame")
+        if not payload:
+            raise ProtocolError("module: no fatbinary image")
         if key not in self._modules:
-            self.device.load_module(key, bytes(payload[0].buffer))
+            self.device.load_module(key, bytes(_joined(payload)))
             self._modules.add(key)
 
     def _loaded(self, key: str) -> str:
