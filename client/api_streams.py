@@ -75,6 +75,7 @@ def cudaStreamDestroy(stream):
 def cudaStreamSynchronize(stream, per_thread=False):
     s = stream_of(stream, per_thread)
     s.device.request("stream_sync", stream=s.id)
+    rt().pools.synchronized(s.device, s)  # frees seen complete, pool memory above its threshold released
     return SUCCESS
 
 
@@ -93,6 +94,7 @@ def cudaStreamWaitEvent(stream, event, flags, per_thread=False):
         s.device.post("stream_wait", stream=s.id, event=e.id)
     else:  # across GPUs: wait here for the event (see the module docstring)
         e.device.request("event_sync", event=e.id)
+    rt().pools.event_waited(s, e)  # pool memory freed before the event may go to this stream now
     return SUCCESS
 
 
@@ -199,6 +201,7 @@ def cudaEventRecord(event, stream, per_thread=False):
         raise CudaError(cudaError.cudaErrorInvalidResourceHandle,
                         f"cudaEventRecord: the event belongs to {e.device.label}, the stream to {s.device.label}")
     e.device.post("event_record", event=e.id, stream=s.id)
+    rt().pools.event_recorded(e, s)
     return SUCCESS
 
 
@@ -213,6 +216,7 @@ def cudaEventRecordWithFlags(event, stream, flags, per_thread=False):
 def cudaEventSynchronize(event):
     e = rt().streams.event(address(event))
     e.device.request("event_sync", event=e.id)
+    rt().pools.event_synchronized(e)
     return SUCCESS
 
 

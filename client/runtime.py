@@ -28,6 +28,7 @@ from .lane_link import LaneLink, connect_lane
 from .fast_path import NullFastPath
 from .host_memory import HostMemory, PendingDownloads
 from .mapped_memory import MappedMemory
+from .memory_pools import MemoryPools
 from .modules import KernelRegistry
 from .peer import PeerCopies
 from .session import ServerSession
@@ -57,6 +58,7 @@ class Runtime:
         self.unsupported_reported: set[str] = set()  # unsupported functions already logged once
         self.kernels = KernelRegistry()
         self.allocations = AllocationMap()
+        self.pools = MemoryPools(self.allocations)  # stream-ordered allocation (cudaMallocAsync)
         self.host_memory = HostMemory()
         self.mapped = MappedMemory()  # mapped (zero-copy) host memory: a host and a device copy each
         self.pending_downloads = PendingDownloads()  # asynchronous copies into pinned memory in flight
@@ -283,6 +285,7 @@ class Runtime:
             for allocation in self.allocations.of_device(device):
                 self.allocations.remove(allocation.base)
             self.streams.forget_device(device)
+            self.pools.forget_device(device)
             self.fast.device_reset(device)
 
     def forget_after_fork(self) -> None:
@@ -294,6 +297,7 @@ class Runtime:
         self._sessions = []
         self._context = None
         self.allocations.clear()
+        self.pools.clear()
         self.mapped.forget_after_fork()  # C made their pages plain memory
         self.streams.clear()
         self.callbacks = HostCallbacks()

@@ -22,11 +22,12 @@ from pathlib import Path
 from rcuda._generated.cudart_api import FUNCTIONS
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "coverage.md"
-GROUPS = {"api": "core", "api_memory": "memory", "api_streams": "streams", "api_queries": "queries"}
+GROUPS = {"api": "core", "api_memory": "memory", "api_pools": "pools", "api_streams": "streams",
+          "api_queries": "queries"}
 
 
 def implemented() -> dict[str, callable]:
-    from rcuda.client import api, api_memory, api_queries, api_streams  # noqa: F401 - they register
+    from rcuda.client import api, api_memory, api_pools, api_queries, api_streams  # noqa: F401 - they register
     return dict(api.IMPLEMENTED)
 
 
