@@ -22,8 +22,8 @@ def server(server_factory):
     return server_factory("--backend", "sim", "--kernels", KERNELS)
 
 
-def run(program, servers, scenario: str):
-    result = run_program(program, servers, scenario)
+def run(program, servers, scenario: str, *args: str):
+    result = run_program(program, servers, scenario, *args)
     assert "FAILED" not in result.stdout, result.stdout + result.stderr
     assert result.returncode == 0, result.stdout + result.stderr
     return result
@@ -41,6 +41,12 @@ def test_pools_per_thread_default_stream(compile_cuda, server):
     for scenario in ("basic", "trim"):
         result = run(per_thread, server, scenario)
         assert f"ok {scenario}" in result.stdout, result.stdout + result.stderr
+
+
+def test_unused_pool_memory_makes_room_when_the_device_is_full(program, server_factory):
+    server = server_factory("--backend", "sim", "--kernels", KERNELS, "--memory-limit", str(64 << 20))
+    result = run(program, server, "out_of_memory", "64")
+    assert "ok out_of_memory" in result.stdout, result.stdout + result.stderr
 
 
 def test_pool_access_between_two_gpus_of_one_server(program, server_factory):

@@ -3,6 +3,7 @@
 // "FAILED ..." otherwise.  Kernels: tests/cuda/runtime_kernels.py on the sim.
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <cuda_runtime.h>
 
@@ -288,6 +289,30 @@ static void plain_free() {
     printf("ok plain_free\n");
 }
 
+// A pool short of device memory: unused pool memory goes back to make room.
+static void out_of_memory(long limit_mib) {
+    cudaMemPool_t pool = default_pool();
+    set_threshold(pool, UINT64_MAX);
+    size_t big = (size_t)(limit_mib * 5 / 8) << 20;
+    int *a, *b;
+    CHECK(cudaMallocAsync(&a, big, 0));
+    CHECK(cudaFreeAsync(a, 0));
+    CHECK(cudaStreamSynchronize(0));
+    REQUIRE(reserved(pool) == big);  // kept: below the threshold
+    cudaMemPoolProps props;
+    memset(&props, 0, sizeof(props));
+    props.allocType = cudaMemAllocationTypePinned;
+    props.location.type = cudaMemLocationTypeDevice;
+    cudaMemPool_t other;
+    CHECK(cudaMemPoolCreate(&other, &props));
+    CHECK(cudaMallocFromPoolAsync((void **)&b, big, other, 0));  // only fits once the default pool lets go
+    REQUIRE(reserved(pool) == 0 && reserved(other) == big);
+    EXPECT_AND_CLEAR(cudaMallocFromPoolAsync((void **)&a, big, other, 0), cudaErrorMemoryAllocation);
+    CHECK(cudaFreeAsync(b, 0));
+    CHECK(cudaMemPoolDestroy(other));
+    printf("ok out_of_memory\n");
+}
+
 // cudaDeviceReset frees the device's pools with everything else.
 static void reset() {
     cudaMemPoolProps props;
@@ -419,6 +444,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(what, "created")) created();
     else if (!strcmp(what, "plain_free")) plain_free();
     else if (!strcmp(what, "reset")) reset();
+    else if (!strcmp(what, "out_of_memory")) out_of_memory(argc > 2 ? atol(argv[2]) : 64);
     else if (!strcmp(what, "errors")) errors();
     else if (!strcmp(what, "access_same_server")) access(true);
     else if (!strcmp(what, "access_across_servers")) access(false);
