@@ -22,8 +22,12 @@ from . import api
 from .api import SUCCESS, address, cuda, out_pointer, stream_of
 
 ATTRS = ENUMS["cudaMemPoolAttr"]
-LOCATION_DEVICE = ENUMS["cudaMemLocationType"]["cudaMemLocationTypeDevice"]
+LOCATIONS = ENUMS["cudaMemLocationType"]
+LOCATION_DEVICE = LOCATIONS["cudaMemLocationTypeDevice"]
+LOCATIONS_ON_HOST = {LOCATIONS[name] for name in ("cudaMemLocationTypeHost", "cudaMemLocationTypeHostNuma",
+                                                  "cudaMemLocationTypeHostNumaCurrent")}
 ALLOCATION_PINNED = ENUMS["cudaMemAllocationType"]["cudaMemAllocationTypePinned"]
+ALLOCATION_MANAGED = ENUMS["cudaMemAllocationType"]["cudaMemAllocationTypeManaged"]
 ACCESS_FLAGS = ENUMS["cudaMemAccessFlags"]
 READ_WRITE = ACCESS_FLAGS["cudaMemAccessFlagsProtReadWrite"]
 NO_ACCESS = ACCESS_FLAGS["cudaMemAccessFlagsProtNone"]
@@ -58,9 +62,11 @@ def _pool(memPool, call: str):
 def _location_device(location, call: str):
     """The device a cudaMemLocation names; only devices hold pools here."""
     out_pointer(location, "location")
-    if location.type != LOCATION_DEVICE:
-        raise CudaError(cudaError.cudaErrorInvalidValue,
+    if location.type in LOCATIONS_ON_HOST:
+        raise CudaError(cudaError.cudaErrorNotSupported,
                         f"{call}: location type {location.type}: rcuda's pools are on devices only")
+    if location.type != LOCATION_DEVICE:
+        raise CudaError(cudaError.cudaErrorInvalidValue, f"{call}: location type {location.type}")
     if not 0 <= location.id < len(rt().devices):
         raise CudaError(cudaError.cudaErrorInvalidValue,
                         f"{call}: device {location.id} does not exist ({len(rt().devices)} visible)")
@@ -151,10 +157,11 @@ def cudaMemSetMemPool(location, type_, memPool):
 
 
 def _check_pinned(allocation_type: int, call: str) -> None:
+    if allocation_type == ALLOCATION_MANAGED:
+        raise CudaError(cudaError.cudaErrorNotSupported,
+                        f"{call}: managed memory pools: rcuda's pools hold device memory only")
     if allocation_type != ALLOCATION_PINNED:
-        raise CudaError(cudaError.cudaErrorInvalidValue if allocation_type <= 0 else cudaError.cudaErrorNotSupported,
-                        f"{call}: allocation type {allocation_type}: rcuda's pools hold device memory "
-                        f"(cudaMemAllocationTypePinned) only")
+        raise CudaError(cudaError.cudaErrorInvalidValue, f"{call}: allocation type {allocation_type}")
 
 
 @cuda()

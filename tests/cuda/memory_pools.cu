@@ -363,6 +363,9 @@ static void errors() {
     props.handleTypes = cudaMemHandleTypePosixFileDescriptor;
     EXPECT_AND_CLEAR(cudaMemPoolCreate(&created, &props), cudaErrorNotSupported);
     props.handleTypes = cudaMemHandleTypeNone;
+    props.location.type = cudaMemLocationTypeHost;  // host memory pools: not through rcuda
+    EXPECT_AND_CLEAR(cudaMemPoolCreate(&created, &props), cudaErrorNotSupported);
+    props.location.type = cudaMemLocationTypeDevice;
     EXPECT_AND_CLEAR(cudaMemPoolCreate(&created, nullptr), cudaErrorInvalidValue);
     CHECK(cudaMemPoolCreate(&created, &props));
     CHECK(cudaMemPoolDestroy(created));
@@ -382,7 +385,7 @@ static void errors() {
     desc.flags = (cudaMemAccessFlags)2;
     EXPECT_AND_CLEAR(cudaMemPoolSetAccess(pool, &desc, 1), cudaErrorInvalidValue);
     cudaMemAccessFlags flags;
-    cudaMemLocation location = {cudaMemLocationTypeHost, 0};
+    cudaMemLocation location = {cudaMemLocationTypeInvalid, 0};
     EXPECT_AND_CLEAR(cudaMemPoolGetAccess(&flags, pool, &location), cudaErrorInvalidValue);
     int fd;
     EXPECT_AND_CLEAR(cudaMemPoolExportToShareableHandle(&fd, pool, cudaMemHandleTypePosixFileDescriptor, 0),
