@@ -29,8 +29,10 @@ def run(program, servers, scenario: str, *args: str):
     return result
 
 
-@pytest.mark.parametrize("scenario", ["basic", "counters", "threshold", "cross_stream", "trim", "created",
-                                      "plain_free", "reset", "errors"])
+ONE_GPU = ["basic", "counters", "threshold", "cross_stream", "trim", "created", "plain_free", "reset", "errors"]
+
+
+@pytest.mark.parametrize("scenario", ONE_GPU)
 def test_pools_on_one_gpu(program, server, scenario):
     result = run(program, server, scenario)
     assert f"ok {scenario}" in result.stdout, result.stdout + result.stderr
@@ -59,3 +61,16 @@ def test_pool_access_refused_across_servers(program, server_factory):
     servers = [server_factory("--backend", "sim", "--kernels", KERNELS) for _ in range(2)]
     result = run(program, servers, "access_across_servers")
     assert "ok access across servers" in result.stdout, result.stdout + result.stderr
+
+
+def test_pools_on_a_gpu(program, server_factory):
+    """The cupy backend: pool blocks are its ordinary allocations, the
+    kernels real."""
+    from test_backends import cupy_unavailable
+
+    if reason := cupy_unavailable():
+        pytest.skip(reason)
+    server = server_factory("--backend", "cupy", "--devices", "1")
+    for scenario in ONE_GPU:
+        result = run(program, server, scenario)
+        assert f"ok {scenario}" in result.stdout, result.stdout + result.stderr

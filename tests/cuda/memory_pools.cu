@@ -132,7 +132,7 @@ static void threshold() {
     CHECK(cudaMallocAsync(&a, 1 << 20, s1));
     CHECK(cudaFreeAsync(a, s1));
     CHECK(cudaMemGetInfo(&free_now, &total));
-    REQUIRE(free_now == free_before - (1 << 20) && reserved(pool) == 1 << 20);  // held by the pool
+    REQUIRE(free_now <= free_before - (1 << 20) && reserved(pool) == 1 << 20);  // held by the pool (a GPU rounds up)
     CHECK(cudaStreamSynchronize(s1));
     CHECK(cudaMemGetInfo(&free_now, &total));
     REQUIRE(free_now == free_before && reserved(pool) == 0);  // threshold 0: released
