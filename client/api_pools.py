@@ -20,6 +20,7 @@ from rcuda.errors import CudaError, cudaError
 
 from . import api
 from .api import SUCCESS, address, cuda, out_pointer, stream_of
+from .api_memory import cudaFree
 
 ATTRS = ENUMS["cudaMemPoolAttr"]
 LOCATIONS = ENUMS["cudaMemLocationType"]
@@ -100,7 +101,6 @@ def cudaMallocFromPoolAsync(ptr, size, memPool, stream, per_thread=False):
 def cudaFreeAsync(devPtr, hStream, per_thread=False):
     """Pool memory goes back to its pool in the stream's order; memory from
     cudaMalloc is freed by the server after the work sent before it."""
-    from .api_memory import cudaFree
     stream = stream_of(hStream, per_thread)
     ptr = address(devPtr)
     if rt().pools.owner(ptr) is None:
