@@ -10,8 +10,9 @@ from a local GPU:
   * cudaMemPoolSetAccess records the access of another GPU of the same
     server; a GPU of another server cannot be given access
     (cudaErrorInvalidDevice), as kernels there cannot reach this memory;
-  * cudaDeviceReset frees the device's pools with everything else the
-    process had there (CUDA 13 keeps stream-ordered allocations).
+  * cudaDeviceReset frees the pools' memory with everything else the
+    process had on the device, destroys its created pools and empties its
+    default pool (CUDA 13 keeps stream-ordered allocations).
 """
 from __future__ import annotations
 

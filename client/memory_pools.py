@@ -214,7 +214,9 @@ class MemoryPools:
         """Back into its pool: in `stream`'s order (cudaFreeAsync), or, with
         no stream, complete at once (cudaFree)."""
         with self._lock:
-            pool = self._owner.pop(ptr)
+            pool = self._owner.pop(ptr, None)
+            if pool is None:  # another thread freed it first
+                raise CudaError(cudaError.cudaErrorInvalidValue, f"free of {ptr:#x}: freed already")
             block = pool.in_use.pop(ptr)
             pool.used -= block.size
             if pool.destroyed:
@@ -286,15 +288,16 @@ class MemoryPools:
 
     def forget_device(self, device) -> None:
         """cudaDeviceReset freed all the process's memory on `device`: its
-        pools are gone (the default one is empty and as new), and frees in
-        its streams are over."""
+        created pools are gone, its default pool is empty and as new (under
+        the same handle), and frees in its streams are over."""
         with self._lock:
             for pool in [p for p in self._pools.values() if p.device is device]:
                 for base in pool.in_use:
                     self._owner.pop(base, None)
                 del self._pools[pool.handle]
                 pool.destroyed = True
-            self._defaults.pop(device, None)
+                if pool.is_default:
+                    self._pools[pool.handle] = self._defaults[device] = MemoryPool(pool.handle, device, True)
             self._current.pop(device, None)
             for pool in self._pools.values():
                 for block in pool.idle:

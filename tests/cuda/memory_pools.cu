@@ -319,12 +319,16 @@ static void reset() {
     memset(&props, 0, sizeof(props));
     props.allocType = cudaMemAllocationTypePinned;
     props.location.type = cudaMemLocationTypeDevice;
-    cudaMemPool_t pool;
+    cudaMemPool_t pool, before = default_pool();
     CHECK(cudaMemPoolCreate(&pool, &props));
+    CHECK(cudaDeviceSetMemPool(0, pool));
     int *a;
-    CHECK(cudaMallocAsync(&a, 4096, 0));
+    CHECK(cudaMallocFromPoolAsync((void **)&a, 4096, before, 0));
     CHECK(cudaDeviceReset());
-    REQUIRE(reserved(default_pool()) == 0);
+    REQUIRE(default_pool() == before && reserved(before) == 0);  // the same default pool, empty
+    cudaMemPool_t current;
+    CHECK(cudaDeviceGetMemPool(&current, 0));
+    REQUIRE(current == before);
     EXPECT_AND_CLEAR(cudaMemPoolTrimTo(pool, 0), cudaErrorInvalidValue);
     EXPECT_AND_CLEAR(cudaFreeAsync(a, 0), cudaErrorInvalidValue);
     CHECK(cudaMallocAsync(&a, 4096, 0));
