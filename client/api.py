@@ -285,7 +285,9 @@ def fill_struct(pointer, values: dict) -> None:
 
 @cuda()
 def cudaDeviceSynchronize():
-    rt.device().synchronize()
+    device = rt.device()
+    device.synchronize()
+    rt.pools.synchronized(device)  # frees seen complete, pool memory above its threshold released
     return SUCCESS
 
 

@@ -76,12 +76,17 @@ def _allocate(device, size: int) -> int:
 
 @cuda()
 def cudaFree(devPtr):
+    """Memory from a pool (cudaMallocAsync) goes back to its pool, its work
+    done: CUDA makes the program vouch for that and does not synchronise."""
     ptr = address(devPtr)
     if ptr == 0:
         rt().device()  # cudaFree(0) initialises the runtime, nothing more
         return SUCCESS
     if rt().managed.is_managed(ptr):
         rt().managed.free(rt(), ptr)
+        return SUCCESS
+    if rt().pools.owner(ptr) is not None:
+        rt().pools.free(ptr)
         return SUCCESS
     if rt().mapped.find(ptr) is not None:
         what = "managed memory, not an allocation's start (freed already?)" if rt().mapped.find(ptr).managed else \
@@ -93,24 +98,6 @@ def cudaFree(devPtr):
     allocation.device.free(ptr)
     rt().allocations.remove(ptr)
     return SUCCESS
-
-
-@cuda(stream_variants=True)
-def cudaMallocAsync(devPtr, size, hStream, per_thread=False):
-    """Stream-ordered allocation: the memory is usable at once (a stronger
-    guarantee than CUDA's, which makes it usable in stream order)."""
-    out_pointer(devPtr, "devPtr")
-    stream = stream_of(hStream, per_thread)
-    devPtr[0] = ffi().cast("void *", _allocate(stream.device, size))
-    return SUCCESS
-
-
-@cuda(stream_variants=True)
-def cudaFreeAsync(devPtr, hStream, per_thread=False):
-    """Stream-ordered free: the server frees after the work sent before it,
-    which is the stream's order or later."""
-    stream_of(hStream, per_thread)
-    return cudaFree(devPtr)
 
 
 @cuda()

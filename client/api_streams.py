@@ -81,6 +81,7 @@ def cudaStreamDestroy(stream):
 def cudaStreamSynchronize(stream, per_thread=False):
     s = stream_of(stream, per_thread)
     s.device.request("stream_sync", stream=s.id)
+    rt().pools.synchronized(s.device, s)  # frees seen complete, pool memory above its threshold released
     return SUCCESS
 
 
@@ -99,6 +100,7 @@ def cudaStreamWaitEvent(stream, event, flags, per_thread=False):
         s.device.post("stream_wait", stream=s.id, event=e.id)
     else:  # across GPUs: wait here for the event (see the module docstring)
         e.device.request("event_sync", event=e.id)
+    rt().pools.event_waited(s, e)  # pool memory freed before the event may go to this stream now
     return SUCCESS
 
 
@@ -252,6 +254,7 @@ def cudaEventRecord(event, stream, per_thread=False):
         raise CudaError(cudaError.cudaErrorInvalidResourceHandle,
                         f"cudaEventRecord: the event belongs to {e.device.label}, the stream to {s.device.label}")
     e.device.post("event_record", event=e.id, stream=s.id)
+    rt().pools.event_recorded(e, s)
     return SUCCESS
 
 
@@ -266,6 +269,7 @@ def cudaEventRecordWithFlags(event, stream, flags, per_thread=False):
 def cudaEventSynchronize(event):
     e = rt().streams.event(address(event))
     e.device.request("event_sync", event=e.id)
+    rt().pools.event_synchronized(e)
     return SUCCESS
 
 

@@ -32,6 +32,7 @@ NOT_REMOTELY = {
     "pageableMemoryAccessUsesHostPageTables": 0, "directManagedMemAccessFromHost": 0,
     "hostNativeAtomicSupported": 0, "canUseHostPointerForRegisteredMem": 0, "ipcEventSupported": 0,
     "hostRegisterSupported": 1,  # cudaHostRegister works: the memory just stays on this host
+    "memoryPoolsSupported": 1, "memoryPoolSupportedHandleTypes": 0,  # pools are rcuda's own, without IPC
 }
 NOT_REMOTELY_ATTRIBUTES = {
     "cudaDevAttrCanMapHostMemory": 1, "cudaDevAttrManagedMemory": 1, "cudaDevAttrConcurrentManagedAccess": 0,
@@ -39,6 +40,7 @@ NOT_REMOTELY_ATTRIBUTES = {
     "cudaDevAttrDirectManagedMemAccessFromHost": 0, "cudaDevAttrHostNativeAtomicSupported": 0,
     "cudaDevAttrCanUseHostPointerForRegisteredMem": 0, "cudaDevAttrIpcEventSupport": 0,
     "cudaDevAttrHostRegisterSupported": 1,
+    "cudaDevAttrMemoryPoolsSupported": 1, "cudaDevAttrMemoryPoolSupportedHandleTypes": 0,
 }
 
 def _check_length(frames, size: int, label: str) -> None:
@@ -65,6 +67,8 @@ class RemoteDevice:
         self.mirrored = 0        # mapped host memory ranges on this device (client/mapped_memory.py)
         self.mirror_lock = threading.Lock()  # their downloads through Python (a ZeroMQ link), one at a time
         self._lock = threading.Lock()
+        self._clean_lock = threading.Lock()  # a leaf: C's word on synchronous calls, kept consistent
+        self._pools_pending = False  # a synchronisation has memory pool work (client/memory_pools.py)
         self._forget_state()
 
     def _forget_state(self) -> None:
@@ -84,8 +88,20 @@ class RemoteDevice:
     @deferred.setter
     def deferred(self, error: CudaError | None) -> None:
         self._deferred = error
-        # C makes synchronous calls only while there is none to report with them.
-        self.fast.device_clean(self, error is None)
+        self.tell_clean()
+
+    def pools_pending(self, pending: bool) -> None:
+        """Whether a synchronisation on this device has memory pool work to
+        do (frees to see complete, memory to release): then Python makes it."""
+        self._pools_pending = pending
+        self.tell_clean()
+
+    def tell_clean(self) -> None:
+        """C makes the device's synchronous calls only while there is no
+        error to report with them and no memory pool waits for them.  Read
+        under the lock: the last word C gets is about the newest state."""
+        with self._clean_lock:
+            self.fast.device_clean(self, self._deferred is None and not self._pools_pending)
 
     def describe(self, properties: dict, attributes: dict) -> None:
         """Take the server's description of the GPU, minus what rcuda cannot

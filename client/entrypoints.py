@@ -19,7 +19,7 @@ from rcuda.config import ClientConfig, ConfigError
 from rcuda.errors import CudaError, RcudaError, TransportError, cudaError, to_cuda_status
 from rcuda.log import setup_client_logging
 
-from . import api, api_managed, api_memory, api_queries, api_streams  # noqa: F401 - they register their functions
+from . import api, api_managed, api_memory, api_pools, api_queries, api_streams  # noqa: F401 - they register their functions
 from .callbacks import in_host_function
 from .fast_path import FastPath
 from .stats import Stats

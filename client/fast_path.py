@@ -125,7 +125,7 @@ class FastPath(NullFastPath):
                                     self._ffi.new(u32, list(props["maxThreadsDim"])),
                                     self._ffi.new(u32, [min(v, 2**32 - 1) for v in props["maxGridSize"]]),
                                     props["maxThreadsPerBlock"], max_shared, device.generation)
-        self.device_clean(device, device.deferred is None)
+        device.tell_clean()
         # Memsets and copies C records are not seen by statistics or a trace
         # of every call: with those on, each goes through Python.
         self._lib.rcuda_fast_record_ops(device.ordinal, int(device.stats is None

@@ -29,6 +29,7 @@ from .fast_path import NullFastPath
 from .host_memory import HostMemory, PendingDownloads
 from .managed_memory import ManagedMemory
 from .mapped_memory import MappedMemory
+from .memory_pools import MemoryPools
 from .modules import KernelRegistry
 from .peer import PeerCopies
 from .session import ServerSession
@@ -58,6 +59,7 @@ class Runtime:
         self.unsupported_reported: set[str] = set()  # unsupported functions already logged once
         self.kernels = KernelRegistry()
         self.allocations = AllocationMap()
+        self.pools = MemoryPools(self.allocations)  # stream-ordered allocation (cudaMallocAsync)
         self.host_memory = HostMemory()
         self.mapped = MappedMemory()  # mapped (zero-copy) host memory: a host and a device copy each
         self.managed = ManagedMemory(self.mapped)  # cudaMallocManaged's: mirrors too
@@ -288,6 +290,7 @@ class Runtime:
                 self.allocations.remove(allocation.base)
             self.streams.forget_device(device)
             self.peer_copies.forget_device(device)
+            self.pools.forget_device(device)
             self.fast.device_reset(device)
 
     def forget_after_fork(self) -> None:
@@ -299,6 +302,7 @@ class Runtime:
         self._sessions = []
         self._context = None
         self.allocations.clear()
+        self.pools.clear()
         self.mapped.forget_after_fork()  # C made their pages plain memory
         self.managed.forget_all()
         self.streams.clear()

@@ -51,6 +51,7 @@ class Event:
     device: RemoteDevice
     id: int
     flags: int = 0
+    frees_before: tuple | None = None  # (stream, stream-ordered frees) at its last record: client/memory_pools.py
 
 
 class StreamTable:

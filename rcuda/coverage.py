@@ -4,7 +4,7 @@ Every function libcudart.so.13 exports is in rcuda's library, and each is
 exactly one of (native/routes.ini says which functions C answers):
   * `c`        written by hand in C, no Python (the launch path);
   * a group    implemented in Python by client/api*.py, one group per module
-               (core, managed, memory, streams, queries);
+               (core, managed, memory, pools, streams, queries);
   * `c_first+<group>`  made in C when it can (rcuda_c_<name>), otherwise by
                that group's Python;
   * `unsupported`  answers cudaErrorNotSupported and logs its name once.
@@ -22,11 +22,12 @@ from pathlib import Path
 from rcuda._generated.cudart_api import FUNCTIONS
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "coverage.md"
-GROUPS = {"api": "core", "api_managed": "managed", "api_memory": "memory", "api_streams": "streams", "api_queries": "queries"}
+GROUPS = {"api": "core", "api_managed": "managed", "api_memory": "memory", "api_pools": "pools",
+          "api_streams": "streams", "api_queries": "queries"}
 
 
 def implemented() -> dict[str, callable]:
-    from rcuda.client import api, api_managed, api_memory, api_queries, api_streams  # noqa: F401 - they register
+    from rcuda.client import api, api_managed, api_memory, api_pools, api_queries, api_streams  # noqa: F401
     return dict(api.IMPLEMENTED)
 
 

@@ -193,3 +193,12 @@ def test_streams_quick(tmp_path):
     assert result["idle_sync"]["kernel_still_running"] and result["idle_sync"]["beside_calls"] > 0
     assert result["concurrency"]["parallel_us"] < result["concurrency"]["one_stream_us"]
     assert result["zero_copy"]["mapped_us"] > 0 and result["zero_copy"]["copies_us"] > 0
+
+
+@requires_nvcc
+def test_pools_quick(tmp_path):
+    run = run_bench("micro", "--quick", "--only", "pools", "--out", str(tmp_path))
+    assert run.returncode == 0, run.stderr
+    result = check_outputs(tmp_path, "pools")
+    assert set(result["variants"]) == {"malloc", "async", "async_sync"}
+    assert all(v["pairs_per_s"] > 0 for v in result["variants"].values())

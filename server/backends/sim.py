@@ -875,7 +875,7 @@ def sim_properties(index: int, memory_bytes: int, identity: str = "") -> dict:
         "sparseCudaArraySupported": 0,
         "hostRegisterReadOnlySupported": 0,
         "timelineSemaphoreInteropSupported": 0,
-        "memoryPoolsSupported": 0,
+        "memoryPoolsSupported": 1,
         "gpuDirectRDMASupported": 0,
         "gpuDirectRDMAFlushWritesOptions": 0,
         "gpuDirectRDMAWritesOrdering": 0,
