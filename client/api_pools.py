@@ -7,9 +7,10 @@ from a local GPU:
   * pools hold device memory only (no host or managed pools) and cannot be
     shared between processes (cudaMemPoolExportToShareableHandle & co.
     answer cudaErrorNotSupported);
-  * cudaMemPoolSetAccess records the access of another GPU of the same
-    server; a GPU of another server cannot be given access
-    (cudaErrorInvalidDevice), as kernels there cannot reach this memory;
+  * cudaMemPoolSetAccess opens the pool's memory to kernels of another GPU
+    of the same server (block by block, on the server); a GPU of another
+    server cannot be given access (cudaErrorInvalidDevice), as kernels
+    there cannot reach this memory;
   * cudaDeviceReset frees the pools' memory with everything else the
     process had on the device, destroys its created pools and empties its
     default pool (CUDA 13 keeps stream-ordered allocations).
@@ -252,8 +253,8 @@ def cudaMemPoolSetAccess(memPool, descList, count):
             raise CudaError(cudaError.cudaErrorInvalidDevice,
                             f"cudaMemPoolSetAccess: {device.label} is on another server than the pool's "
                             f"{pool.device.label}: its kernels cannot reach that memory")
-        changes[device.ordinal] = flags
-    pool.access.update(changes)
+        changes[device] = flags
+    rt().pools.set_access(pool, changes)
     return SUCCESS
 
 
@@ -262,5 +263,5 @@ def cudaMemPoolGetAccess(flags, memPool, location):
     out_pointer(flags, "flags")
     pool = _pool(memPool, "cudaMemPoolGetAccess")
     device = _location_device(location, "cudaMemPoolGetAccess")
-    flags[0] = READ_WRITE if device is pool.device else pool.access.get(device.ordinal, NO_ACCESS)
+    flags[0] = READ_WRITE if device is pool.device else pool.access.get(device, NO_ACCESS)
     return SUCCESS

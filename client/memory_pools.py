@@ -66,7 +66,7 @@ class MemoryPool:
         self.used = self.used_high = 0
         self.in_use: dict[int, Block] = {}
         self.idle: list[Block] = []
-        self.access: dict[int, int] = {}  # ordinal of another device -> cudaMemAccessFlags
+        self.access: dict = {}  # another device (of the same server) -> cudaMemAccessFlags
 
     def take_idle(self, size: int, stream) -> Block | None:
         """The smallest idle block of `size` to 2 x `size` bytes that `stream` may reuse."""
@@ -199,12 +199,27 @@ class MemoryPools:
                 self.trim(other, 0)
             base = pool.device.malloc(size)
         block = Block(base, size)
+        for device, flags in list(pool.access.items()):
+            if flags:
+                _open_to(pool, base, device, flags)
         with self._lock:
             pool.reserved += size
             pool.reserved_high = max(pool.reserved_high, pool.reserved)
             pool.hand_out(block)
             self._owner[base] = pool
         return block
+
+    def set_access(self, pool: MemoryPool, changes: dict) -> None:
+        """cudaMemPoolSetAccess: the pool's blocks, handed out and idle, are
+        opened to (or closed for) other GPUs of its server now, and the
+        blocks it makes later when they are made."""
+        with self._lock:
+            blocks = [*pool.in_use.values(), *pool.idle]
+            changed = {d: f for d, f in changes.items() if pool.access.get(d, 0) != f}
+            pool.access.update(changes)
+        for device, flags in changed.items():
+            for block in blocks:
+                _open_to(pool, block.base, device, flags)
 
     def owner(self, ptr: int) -> MemoryPool | None:
         """The pool whose handed-out block starts at `ptr`, if any."""
@@ -342,3 +357,8 @@ class MemoryPools:
             for device in pending ^ self._pending:
                 device.pools_pending(device in pending)
             self._pending = pending
+
+
+def _open_to(pool: MemoryPool, base: int, device, flags: int) -> None:
+    """Kernels on `device` may use (flags 0: may not) the pool's block at `base`."""
+    pool.device.request("mem_access", ptr=base, peer=device.local_index, flags=flags)

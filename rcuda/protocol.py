@@ -97,6 +97,10 @@ the legacy default stream):
                   ops on this GPU see the bytes
     peer_access   {peer, enable}                      -> {}        cudaDeviceEnable/DisablePeerAccess
                                                                    between two GPUs of this server
+    mem_access    {ptr, peer, flags}                  -> {}        kernels on GPU `peer` of this server
+                                                                   may use the allocation at `ptr`
+                                                                   (flags: cudaMemAccessFlags; 0 takes
+                                                                   it away): cudaMemPoolSetAccess
     mirror_htod   {runs} + data frames                (never answered)   mapped host memory: the
                   host's writes to mapped ranges, written to their device
                   copies at once, outside every stream (a kernel on any stream
@@ -208,6 +212,7 @@ OPS: dict[str, dict[str, type | tuple]] = {
                   "timeout": (_INT, float)},
     "peer_wait": {"xfer": _INT, "dst": _INT, "size": _INT, "source": _STR},
     "peer_access": {"peer": _INT, "enable": _INT},
+    "mem_access": {"ptr": _INT, "peer": _INT, "flags": _INT},
     # -- mapped host memory, see client/mapped_memory.py and native/mapped_memory.c
     "mirror_htod": {"runs": _LIST},
     "mirror_zero": {"ptr": _INT, "size": _INT},

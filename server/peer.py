@@ -51,6 +51,7 @@ import zmq
 from zmq.utils import z85
 
 from rcuda import auth, protocol
+from rcuda._generated.cuda_enums import ENUMS
 from rcuda.auth import PEER_DOMAIN, Curve
 from rcuda.errors import CudaError, ProtocolError, cudaError
 from rcuda.log import RateLimitedLog
@@ -78,6 +79,8 @@ MAX_OPEN_TRANSFERS = 4096
 MAX_SOURCES_GONE = 1024
 #: Connections a GPU thread keeps open to destinations' peer sockets.
 MAX_SENDERS = 16
+#: cudaMemAccessFlags: none, read, read-write.
+ACCESS_FLAGS = frozenset(ENUMS["cudaMemAccessFlags"].values())
 
 _ENDPOINT_RE = re.compile(r"^tcp://(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9_.-]+):\d{1,5}$")
 
@@ -382,7 +385,7 @@ class PeerOps:
         self.require_curve = False
 
     def handlers(self) -> dict:
-        return {"peer_push": self.push, "peer_wait": self.wait, "peer_access": self.access,
+        return {"peer_push": self.push, "peer_wait": self.wait, "peer_access": self.access, "mem_access": self.allocation_access,
                 "peer_data": self._wrong_socket, "peer_abort": self._wrong_socket, "peer_hello": self._wrong_socket}
 
     def close(self) -> None:
@@ -603,10 +606,19 @@ class PeerOps:
                 for j in range(self.service.backend.device_count())]
 
     def access(self, header, payload):
+        self.service.device.set_peer_access(self._peer(header), bool(header["enable"]))
+
+    def allocation_access(self, header, payload):
+        flags = header["flags"]
+        if flags not in ACCESS_FLAGS:
+            raise CudaError(cudaError.cudaErrorInvalidValue, f"mem_access: access flags {flags}")
+        self.service.device.set_allocation_access(header["ptr"], self._peer(header), flags)
+
+    def _peer(self, header) -> int:
         peer = header["peer"]
         if peer == self.service.index or not 0 <= peer < self.service.backend.device_count():
             raise CudaError(cudaError.cudaErrorInvalidDevice, f"peer GPU {peer} of this server")
-        self.service.device.set_peer_access(peer, bool(header["enable"]))
+        return peer
 
     def _wrong_socket(self, header, payload):
         raise ProtocolError(f"{header['op']} belongs on the worker's peer socket, not a GPU socket")

@@ -22,7 +22,7 @@ import bisect
 import functools
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from rcuda import launch_rules
 from rcuda._generated.cuda_enums import ENUMS
@@ -370,6 +370,14 @@ class Device(abc.ABC):
                         f"GPU {self.index} cannot access GPU {peer} directly on this backend "
                         f"(cudaMemcpyPeer still copies between them)")
 
+    def set_allocation_access(self, ptr: int, peer: int, flags: int) -> None:
+        """Whether kernels on GPU `peer` may use the allocation starting at
+        `ptr` (cudaMemAccessFlags; 0: not any more): what
+        cudaMemPoolSetAccess asks of a pool's memory."""
+        raise CudaError(cudaError.cudaErrorNotSupported,
+                        f"GPU {self.index}: access to single allocations from GPU {peer} is not supported by "
+                        f"this backend")
+
 
 class Backend(abc.ABC):
     """The GPUs of one server."""
@@ -397,6 +405,8 @@ class Allocation:
     size: int
     memory: object = None  # the backend's own handle on the bytes (sim: a numpy array)
     symbol: bool = False   # a __device__ variable's storage: not for cudaFree
+    #: Other GPUs of the server whose kernels may use it (set_allocation_access): index -> cudaMemAccessFlags
+    accessors: dict = field(default_factory=dict)
 
     @property
     def end(self) -> int:

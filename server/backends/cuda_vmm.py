@@ -123,6 +123,17 @@ class AddressWindow:
         self._mappings[address] = Mapping(address, span, handle.value)
         return address
 
+    def set_access(self, address: int, device: int, flags: int) -> None:
+        """Kernels on GPU `device` may use the allocation at `address`
+        (CUmemAccess_flags, the runtime's cudaMemAccessFlags values; 0 takes
+        it away)."""
+        mapping = self._mappings.get(address)
+        if mapping is None:
+            raise CudaError(cudaError.cudaErrorInvalidValue, f"GPU {self.device}: {address:#x} is not an allocation's "
+                                                             f"start")
+        access = CUmemAccessDesc(CUmemLocation(CU_MEM_LOCATION_TYPE_DEVICE, device), flags)
+        self._check("cuMemSetAccess", mapping.address, mapping.size, ctypes.byref(access), 1)
+
     def _place(self, span: int) -> int:
         for i, (address, size) in enumerate(self._free):  # first fit among freed ranges
             if size >= span:

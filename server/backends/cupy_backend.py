@@ -670,6 +670,11 @@ class CupyDevice(Device):
         attribute numbers)."""
         return {name: _p2p_attribute(number, self.index, peer) for name, number in P2P_ATTRIBUTE_NUMBERS.items()}
 
+    def set_allocation_access(self, ptr: int, peer: int, flags: int) -> None:
+        if self._window is None:
+            super().set_allocation_access(ptr, peer, flags)
+        self._window.set_access(ptr, peer, flags)
+
     def set_peer_access(self, peer: int, enable: bool) -> None:
         if enable:
             with self._cuda(f"cudaDeviceEnablePeerAccess({peer})"):

@@ -444,8 +444,9 @@ class SimDevice(Device):
             raise CudaError(cudaError.cudaErrorInvalidValue,
                             f"kernel {function.describe()}: {len(params)} bytes of parameters, "
                             f"its layout needs {function.layout.buffer_size}")
-        memory = PeerMemory(self._memory, [peer._memory for peer in self._peers.values()]) if self._peers \
-            else self._memory
+        others = [device._memory for device in list(self._open_devices.values()) if device is not self]
+        memory = PeerMemory(self.index, self._memory, [peer._memory for peer in self._peers.values()], others) \
+            if others else self._memory
         launch = Launch(name=function.name, demangled=function.demangled, grid=grid, block=block,
                         shared_mem=shared_mem, stream=stream, device=self.index, params=params,
                         layout=function.layout, memory=memory, symbols=function.symbols)
@@ -667,6 +668,21 @@ class SimDevice(Device):
     def peer_attributes(self, peer: int) -> dict[str, int]:
         return dict(SIM_PEER_LINK)
 
+    def set_allocation_access(self, ptr: int, peer: int, flags: int) -> None:
+        # Read-only access is read-write here: a plugin's views are writable.
+        if peer not in self._open_devices:
+            raise CudaError(cudaError.cudaErrorInvalidDevice, f"sim GPU {peer} is not open in this session")
+        with self._memory.lock:
+            allocation = self._memory.containing(ptr, 1)
+            if allocation is None or allocation.start != ptr or allocation.symbol:
+                raise CudaError(cudaError.cudaErrorInvalidValue,
+                                f"access for GPU {peer} to {ptr:#x}: not an allocation's start on sim GPU "
+                                f"{self.index}")
+            if flags:
+                allocation.accessors[peer] = flags
+            else:
+                allocation.accessors.pop(peer, None)
+
     def set_peer_access(self, peer: int, enable: bool) -> None:
         # The client keeps what is enabled (and CUDA's errors for enabling
         # twice); a GPU reset since enabling is another GPU, unreachable.
@@ -704,12 +720,15 @@ class SimDevice(Device):
 
 
 class PeerMemory:
-    """What a kernel reaches with peer access enabled: this GPU's
-    allocations, then those of its peers (read under their tables' locks,
-    as their own threads may be allocating meanwhile)."""
+    """What a kernel of GPU `index` reaches: this GPU's allocations, then
+    those of the peers it enabled, then single allocations of the server's
+    other GPUs that were opened to it (set_allocation_access).  Other
+    tables are read under their locks, as their own threads may be
+    allocating meanwhile."""
 
-    def __init__(self, own: AllocationTable, peers: list[AllocationTable]):
-        self.own, self.peers = own, peers
+    def __init__(self, index: int, own: AllocationTable, peers: list[AllocationTable],
+                 others: list[AllocationTable]):
+        self.index, self.own, self.peers, self.others = index, own, peers, others
 
     def containing(self, ptr: int, size: int) -> Allocation | None:
         found = self.own.containing(ptr, size)
@@ -717,6 +736,12 @@ class PeerMemory:
             if found is None:
                 with table.lock:
                     found = table.containing(ptr, size)
+        for table in self.others:
+            if found is None:
+                with table.lock:
+                    found = table.containing(ptr, size)
+                if found is not None and not found.accessors.get(self.index):
+                    found = None
         return found
 
 

@@ -399,8 +399,9 @@ static void errors() {
     printf("ok errors\n");
 }
 
-// Access from the other GPU: recorded between two GPUs of one server,
-// refused across servers.  GPU1's own pool stays its own.
+// Access from the other GPU: between two GPUs of one server its kernels
+// use the pool's memory, blocks made before and after the call; refused
+// across servers.  GPU1's own pool stays its own.
 static void access(bool same_server) {
     int count = 0;
     CHECK(cudaGetDeviceCount(&count));
@@ -414,13 +415,42 @@ static void access(bool same_server) {
     REQUIRE(flags == cudaMemAccessFlagsProtNone);
     cudaMemAccessDesc descs[2] = {{gpu0, cudaMemAccessFlagsProtReadWrite}, {gpu1, cudaMemAccessFlagsProtReadWrite}};
     if (same_server) {
+        int *before, *after, h[N];
+        CHECK(cudaSetDevice(0));
+        CHECK(cudaMallocAsync(&before, N * sizeof(int), 0));
         CHECK(cudaMemPoolSetAccess(pool, descs, 2));
         CHECK(cudaMemPoolGetAccess(&flags, pool, &gpu1));
         REQUIRE(flags == cudaMemAccessFlagsProtReadWrite);
+        CHECK(cudaMallocAsync(&after, N * sizeof(int), 0));
+        CHECK(cudaMemsetAsync(before, 0, N * sizeof(int), 0));
+        CHECK(cudaMemsetAsync(after, 0, N * sizeof(int), 0));
+        CHECK(cudaDeviceSynchronize());
+        CHECK(cudaSetDevice(1));  // GPU1's kernels write GPU0's pool memory
+        fillKernel<<<(N + 255) / 256, 256>>>(before, 5, N);
+        addKernel<<<(N + 255) / 256, 256>>>(after, 6, N);
+        CHECK(cudaDeviceSynchronize());
+        CHECK(cudaSetDevice(0));
+        CHECK(cudaMemcpy(h, before, sizeof h, cudaMemcpyDeviceToHost));
+        REQUIRE(h[0] == 5 && h[N - 1] == 5);
+        CHECK(cudaMemcpy(h, after, sizeof h, cudaMemcpyDeviceToHost));
+        REQUIRE(h[0] == 6 && h[N - 1] == 6);
+        CHECK(cudaFreeAsync(before, 0));
+        CHECK(cudaFreeAsync(after, 0));
+        CHECK(cudaDeviceSynchronize());
         descs[1].flags = cudaMemAccessFlagsProtNone;
         CHECK(cudaMemPoolSetAccess(pool, descs + 1, 1));
         CHECK(cudaMemPoolGetAccess(&flags, pool, &gpu1));
         REQUIRE(flags == cudaMemAccessFlagsProtNone);
+        // Taken away: GPU1's kernel faults (a sticky error there, so last; GPU1 is reset).
+        CHECK(cudaMallocAsync(&after, N * sizeof(int), 0));
+        CHECK(cudaDeviceSynchronize());
+        CHECK(cudaSetDevice(1));
+        fillKernel<<<(N + 255) / 256, 256>>>(after, 7, N);
+        EXPECT(cudaDeviceSynchronize(), cudaErrorIllegalAddress);
+        CHECK(cudaDeviceReset());
+        CHECK(cudaSetDevice(0));
+        CHECK(cudaFreeAsync(after, 0));
+        CHECK(cudaDeviceSynchronize());
     } else {
         EXPECT_AND_CLEAR(cudaMemPoolSetAccess(pool, descs, 2), cudaErrorInvalidDevice);
         CHECK(cudaMemPoolGetAccess(&flags, pool, &gpu1));
