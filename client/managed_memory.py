@@ -22,11 +22,11 @@ from __future__ import annotations
 
 import bisect
 import ctypes
+import functools
 import mmap
+import operator
 import threading
 from dataclasses import dataclass, field
-
-import numpy as np
 
 from rcuda._generated.cuda_enums import ENUMS, MACROS
 from rcuda.errors import CudaError, cudaError
@@ -53,6 +53,20 @@ INVALID = -2  # cudaInvalidDeviceId: none, or not the same for every page
 HOST_BIT = 63
 
 
+class PageAdvice:
+    """What the program said about each page of an allocation."""
+
+    def __init__(self, pages: int):
+        self.read_mostly = [False] * pages
+        self.preferred = [INVALID] * pages
+        self.last_prefetch = [INVALID] * pages
+        self.accessed_by = [0] * pages  # a bit per device, HOST_BIT for the host
+
+
+#: An allocation nobody advised: every page as CUDA starts it.
+NO_ADVICE = PageAdvice(1)
+
+
 @dataclass(eq=False)
 class ManagedRange:
     """One managed allocation (or __managed__ variable): [base, base + size)
@@ -65,18 +79,15 @@ class ManagedRange:
     variable: bool = False            # a __managed__ variable's (not cudaFree's to free)
     attach: int = 0                   # cudaMemAttach* as the program last set it (flags at first)
     attached_stream: object = None    # cudaMemAttachSingle's stream
-    read_mostly: np.ndarray = field(default=None)
-    preferred: np.ndarray = field(default=None)
-    last_prefetch: np.ndarray = field(default=None)
-    accessed_by: np.ndarray = field(default=None)
+    advice: PageAdvice | None = None  # made at the first advice or prefetch
 
     def __post_init__(self):
         self.attach = self.attach or self.flags
-        pages = (self.base + self.size - 1) // PAGE - self.base // PAGE + 1
-        self.read_mostly = np.zeros(pages, dtype=bool)
-        self.preferred = np.full(pages, INVALID, dtype=np.int32)
-        self.last_prefetch = np.full(pages, INVALID, dtype=np.int32)
-        self.accessed_by = np.zeros(pages, dtype=np.uint64)
+
+    def advised(self) -> PageAdvice:
+        if self.advice is None:
+            self.advice = PageAdvice((self.base + self.size - 1) // PAGE - self.base // PAGE + 1)
+        return self.advice
 
     def holds(self, address: int, count: int) -> bool:
         return self.base <= address and address + count <= self.base + self.size
@@ -263,54 +274,58 @@ class ManagedMemory:
 
     def prefetched(self, address: int, count: int, where: int, call: str) -> None:
         managed = self.find(address, count, call)
-        managed.last_prefetch[managed.pages(address, count)] = where
+        pages = managed.pages(address, count)
+        _fill(managed.advised().last_prefetch, pages, where)
 
     def advise(self, address: int, count: int, advice: int, where: int | None) -> None:
         """cudaMemAdvise: `where` is the location (an int) for the advice
         that has one."""
         managed = self.find(address, count, "cudaMemAdvise")
         pages = managed.pages(address, count)
-        bit = np.uint64(1 << (HOST_BIT if where == CPU else where or 0))
-        if advice == ADVICE["cudaMemAdviseSetReadMostly"]:
-            managed.read_mostly[pages] = True
-        elif advice == ADVICE["cudaMemAdviseUnsetReadMostly"]:
-            managed.read_mostly[pages] = False
-        elif advice == ADVICE["cudaMemAdviseSetPreferredLocation"]:
-            managed.preferred[pages] = where
-        elif advice == ADVICE["cudaMemAdviseUnsetPreferredLocation"]:
-            managed.preferred[pages] = INVALID
-        elif advice == ADVICE["cudaMemAdviseSetAccessedBy"]:
-            managed.accessed_by[pages] |= bit
-        elif advice == ADVICE["cudaMemAdviseUnsetAccessedBy"]:
-            managed.accessed_by[pages] &= ~bit
-        else:
+        if advice not in ADVICE.values():
             raise CudaError(cudaError.cudaErrorInvalidValue, f"cudaMemAdvise: advice {advice}")
+        advised = managed.advised()
+        bit = 1 << (HOST_BIT if where == CPU else where or 0)
+        if advice == ADVICE["cudaMemAdviseSetReadMostly"]:
+            _fill(advised.read_mostly, pages, True)
+        elif advice == ADVICE["cudaMemAdviseUnsetReadMostly"]:
+            _fill(advised.read_mostly, pages, False)
+        elif advice == ADVICE["cudaMemAdviseSetPreferredLocation"]:
+            _fill(advised.preferred, pages, where)
+        elif advice == ADVICE["cudaMemAdviseUnsetPreferredLocation"]:
+            _fill(advised.preferred, pages, INVALID)
+        elif advice == ADVICE["cudaMemAdviseSetAccessedBy"]:
+            advised.accessed_by[pages] = [b | bit for b in advised.accessed_by[pages]]
+        else:  # cudaMemAdviseUnsetAccessedBy
+            advised.accessed_by[pages] = [b & ~bit for b in advised.accessed_by[pages]]
 
     def range_attribute(self, attribute: int, address: int, count: int, data_size: int, devices: int) -> list[int]:
         """cudaMemRangeGetAttribute: the value(s) as 32-bit ints, `data_size`
         bytes of them."""
         call = "cudaMemRangeGetAttribute"
         managed = self.find(address, count, call)
-        pages = managed.pages(address, count)
+        advised = managed.advice
+        pages = managed.pages(address, count) if advised is not None else slice(0, 1)
+        advised = advised or NO_ADVICE
         if attribute == RANGE_ATTRIBUTES["cudaMemRangeAttributeAccessedBy"]:
             if data_size == 0 or data_size % 4:
                 raise CudaError(cudaError.cudaErrorInvalidValue,
                                 f"{call}(cudaMemRangeAttributeAccessedBy): dataSize {data_size} is not a non-zero "
                                 f"multiple of 4")
-            common = np.bitwise_and.reduce(managed.accessed_by[pages])
-            accessors = [d for d in range(min(devices, HOST_BIT)) if int(common) >> d & 1]
-            if int(common) >> HOST_BIT & 1:
+            common = functools.reduce(operator.and_, advised.accessed_by[pages])
+            accessors = [d for d in range(min(devices, HOST_BIT)) if common >> d & 1]
+            if common >> HOST_BIT & 1:
                 accessors.append(CPU)
             slots = data_size // 4
             return (accessors + [INVALID] * slots)[:slots]
         if data_size != 4:
             raise CudaError(cudaError.cudaErrorInvalidValue, f"{call}: dataSize {data_size} must be 4")
         if attribute == RANGE_ATTRIBUTES["cudaMemRangeAttributeReadMostly"]:
-            return [int(bool(managed.read_mostly[pages].all()))]
-        by_name = {"PreferredLocation": managed.preferred, "LastPrefetchLocation": managed.last_prefetch}
+            return [int(all(advised.read_mostly[pages]))]
+        by_name = {"PreferredLocation": advised.preferred, "LastPrefetchLocation": advised.last_prefetch}
         for name, per_page in by_name.items():
-            values = per_page[pages]
-            where = int(values[0]) if (values == values[0]).all() else INVALID
+            values = set(per_page[pages])
+            where = values.pop() if len(values) == 1 else INVALID
             if attribute == RANGE_ATTRIBUTES[f"cudaMemRangeAttribute{name}"]:
                 return [where]
             if attribute == RANGE_ATTRIBUTES[f"cudaMemRangeAttribute{name}Type"]:
@@ -319,3 +334,6 @@ class ManagedMemory:
                 return [where if where >= 0 else 0]
         raise CudaError(cudaError.cudaErrorInvalidValue, f"{call}: attribute {attribute}")
 
+
+def _fill(per_page: list, pages: slice, value) -> None:
+    per_page[pages] = [value] * len(range(*pages.indices(len(per_page))))
