@@ -329,9 +329,19 @@ def error_table(tu: ci.TranslationUnit, libcudart: Path) -> list[tuple[int, str,
 # ---------------------------------------------------------------- writers
 
 
-def write_types_header(path: Path, types: TypeCollector, tu: ci.TranslationUnit, note: str) -> list[str]:
+def walk_postorder(cursor: ci.Cursor):
+    """Children before their parent: a struct defined inside a union comes first."""
+    for child in cursor.get_children():
+        yield from walk_postorder(child)
+    yield cursor
+
+
+def write_types_header(path: Path, types: TypeCollector, tu: ci.TranslationUnit, note: str,
+                       nested_first: bool = False) -> list[str]:
+    """`nested_first`: records defined inside another record are written before
+    it (cuda.h defines the members of its unions that way)."""
     order = {}
-    for i, c in enumerate(tu.cursor.walk_preorder()):
+    for i, c in enumerate(walk_postorder(tu.cursor) if nested_first else tu.cursor.walk_preorder()):
         order.setdefault(TypeCollector.key(c), i)
     decls = sorted(types.decls.values(), key=lambda c: order.get(TypeCollector.key(c), 1 << 30))
     body, asserts = [], []
