@@ -1,17 +1,24 @@
 """Build rcuda's interposer library with cffi's embedding mode.
 
-One C module (generated exports + interposer.c + cffi's glue) is linked
-twice:
+One C module (generated exports of the runtime and the driver API +
+interposer.c + cffi's glue) is linked once, and two drop-ins name it:
 
-  rcuda/_lib/librcuda.so               unversioned symbols, for LD_PRELOAD
-  rcuda/_lib/cudart/libcudart.so.13    soname and symbol version node
-                                       libcudart.so.13, a drop-in for
-                                       LD_LIBRARY_PATH (the loader refuses an
-                                       unversioned one)
+  rcuda/_lib/librcuda.so               every export, unversioned, for LD_PRELOAD
+  rcuda/_lib/cudart/libcudart.so.13    filters of librcuda.so (ld --filter): their
+  rcuda/_lib/cudart/libcuda.so.1       symbol tables are libcudart's (with its
+                                       version node libcudart.so.13: the loader
+                                       refuses an unversioned one) and libcuda's,
+                                       their code is librcuda.so's, which the
+                                       loader loads in their place
 
-Both embed the CPython version that runs this script, so they must be
+So a process has one copy of the client, however many of the three it loads
+(LD_PRELOAD of librcuda.so, a program needing both libcudart.so.13 and
+libcuda.so.1): the loader maps librcuda.so once and resolves every symbol of
+a filter in it.
+
+librcuda.so embeds the CPython version that runs this script, so it must be
 built by an interpreter of the version rcuda is installed for: setup.py does
-that.  They carry no path of the build machine: libpython is linked by
+that.  It carries no path of the build machine: libpython is linked by
 soname, found through a RUNPATH relative to the library ($ORIGIN, where
 rcuda's Python side links the running interpreter's libpython, see
 rcuda/cli.py), and the interpreter to start is found at run time from where
@@ -30,6 +37,7 @@ import os
 import re
 import shlex
 import shutil
+import subprocess
 import sys
 import sysconfig
 import tempfile
@@ -186,11 +194,24 @@ entrypoints.attach(ffi, lib)
 '''
 
 
-def load_api_table() -> dict:
-    spec = importlib.util.spec_from_file_location("cudart_api", REPO / "rcuda" / "_generated" / "cudart_api.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.FUNCTIONS
+# cuGetProcAddress's answer: the address of our export of a name
+# (generated/cuda_driver_exports.c).
+DRIVER_CDEF = """
+static void *rcuda_driver_export(const char *name);
+"""
+
+
+def load_api_table(module: str = "cudart_api", table: str = "FUNCTIONS") -> dict:
+    """A generated table of rcuda/_generated: the runtime's (FUNCTIONS) or, with
+    ("cuda_driver_api", "DRIVER_FUNCTIONS"), the driver's."""
+    spec = importlib.util.spec_from_file_location(module, REPO / "rcuda" / "_generated" / f"{module}.py")
+    loaded = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(loaded)
+    return getattr(loaded, table)
+
+
+def load_driver_table() -> dict:
+    return load_api_table("cuda_driver_api", "DRIVER_FUNCTIONS")
 
 
 def python_entry_points(functions: dict) -> str:
@@ -221,7 +242,10 @@ def make_ffi(extra_link_args: list[str], build_dir: Path) -> cffi.FFI:
     (build_dir / "wire.h").write_text(gen_wire.render())
     ffi = cffi.FFI()
     ffi.cdef((generated / "cudart_types.h").read_text())
+    ffi.cdef((generated / "cuda_driver_types.h").read_text())
     ffi.cdef(python_entry_points(load_api_table()))
+    ffi.cdef(python_entry_points(load_driver_table()))
+    ffi.cdef(DRIVER_CDEF)
     ffi.cdef(LIFECYCLE_CDEF)
     ffi.cdef(FAST_PATH_CDEF)
     ffi.cdef(LINK_CDEF % {"max_frames": wire.MAX_FRAMES})
@@ -233,6 +257,8 @@ def make_ffi(extra_link_args: list[str], build_dir: Path) -> cffi.FFI:
         "#include <stdint.h>",
         '#include "cudart_types.h"',
         '#include "cudart_layout.h"',
+        '#include "cuda_driver_types.h"',
+        '#include "cuda_driver_layout.h"',
         '#include "wire.h"',
         '#include "mapped_memory.h"',
         '#include "interposer.c"',
@@ -245,6 +271,7 @@ def make_ffi(extra_link_args: list[str], build_dir: Path) -> cffi.FFI:
         '#include "mapped_memory.c"',
         '#include "last_error.c"',
         '#include "cudart_exports.c"',
+        '#include "cuda_driver_exports.c"',
         '#include "registrations.c"',
     ])
     # No interpreter path is compiled in: the library finds the interpreter of
@@ -269,33 +296,30 @@ def link_args(soname: str, version_script: Path | None = None, runpath: list[str
 
 
 def build(out_dir: Path, verbose: bool = False, editable: bool = False) -> list[Path]:
-    """Build both libraries into `out_dir` (rcuda/_lib); returns their paths.
+    """Build librcuda.so and the drop-ins into `out_dir` (rcuda/_lib); returns their paths.
 
-    Both find libpython in rcuda/_lib (RUNPATH $ORIGIN, the drop-in's
-    $ORIGIN/..), where rcuda links the running interpreter's; an installed
-    one also in PREFIX/lib (four folders up from .../lib/python3.X/site-
-    packages/rcuda/_lib), where a Python installed in PREFIX itself (not a
-    venv) keeps it, for a read-only installation.  `editable` (a build for a
-    checkout): the interpreter's path is written to INTERPRETER_FILE and
-    libpython linked beside the libraries now; otherwise neither is there."""
+    librcuda.so finds libpython in rcuda/_lib (RUNPATH $ORIGIN), where rcuda
+    links the running interpreter's; an installed one also in PREFIX/lib
+    (four folders up from .../lib/python3.X/site-packages/rcuda/_lib), where
+    a Python installed in PREFIX itself (not a venv) keeps it, for a
+    read-only installation.  `editable` (a build for a checkout): the
+    interpreter's path is written to INTERPRETER_FILE and libpython linked
+    beside the libraries now; otherwise neither is there."""
     out_dir = out_dir.resolve()
     (out_dir / "cudart").mkdir(parents=True, exist_ok=True)
-    # PREFIX/lib from PREFIX/lib/python3.X/site-packages/rcuda/_lib (and from _lib/cudart).
+    # PREFIX/lib from PREFIX/lib/python3.X/site-packages/rcuda/_lib.
     prefix_lib = [] if editable else ["$ORIGIN/../../../.."]
-    targets = [
-        (out_dir / "librcuda.so", link_args("librcuda.so", runpath=["$ORIGIN", *prefix_lib])),
-        (out_dir / "cudart" / "libcudart.so.13",
-         link_args("libcudart.so.13", NATIVE / "generated" / "libcudart.map",
-                   runpath=["$ORIGIN/..", *(p.replace("$ORIGIN", "$ORIGIN/..") for p in prefix_lib)])),
-    ]
+    library = out_dir / "librcuda.so"
     built = []
     with tempfile.TemporaryDirectory(prefix="rcuda-build-") as tmp, _without_build_rpaths():
-        for target, extra in targets:
-            ffi = make_ffi(extra, Path(tmp))
-            produced = ffi.compile(tmpdir=tmp, target=target.name, verbose=verbose)
-            shutil.move(produced, target)
-            _check_no_build_paths(target)
-            built.append(target)
+        ffi = make_ffi(link_args("librcuda.so", runpath=["$ORIGIN", *prefix_lib]), Path(tmp))
+        shutil.move(ffi.compile(tmpdir=tmp, target=library.name, verbose=verbose), library)
+        built.append(library)
+        built.append(build_filter(out_dir / "cudart" / "libcudart.so.13", load_api_table(), Path(tmp),
+                                  NATIVE / "generated" / "libcudart.map"))
+        built.append(build_filter(out_dir / "cudart" / "libcuda.so.1", load_driver_table(), Path(tmp)))
+    for target in built:
+        _check_no_build_paths(target)
     interpreter = out_dir / INTERPRETER_FILE
     name, libpython = _libpython()
     link = out_dir / name if name else None
@@ -311,6 +335,39 @@ def build(out_dir: Path, verbose: bool = False, editable: bool = False) -> list[
             if stale and (stale.is_symlink() or stale.exists()):
                 stale.unlink()
     return built
+
+
+# The code of a filter library (build_filter): never run while librcuda.so
+# defines every name the filter does (tests/test_coverage.py checks it).
+FILTER_SOURCE = """/* written by native/build.py: the symbol table of %(soname)s, a filter of librcuda.so */
+#include <stdio.h>
+#include <stdlib.h>
+static void rcuda_not_in_librcuda(void)
+{
+    fputs("rcuda: fatal: %(soname)s is a filter of librcuda.so, which lacks a function it was asked for; "
+          "rebuild rcuda\\n", stderr);
+    abort();
+}
+#define FILTERED(name) __attribute__((visibility("default"), alias("rcuda_not_in_librcuda"))) void name(void);
+%(names)s
+"""
+
+
+def build_filter(target: Path, functions: dict, tmp: Path, version_script: Path | None = None) -> Path:
+    """A drop-in named `target`: a filter of librcuda.so (found at $ORIGIN/..)
+    with `functions`' names, versioned by `version_script` if given."""
+    soname = target.name
+    source = tmp / f"{soname}.c"
+    names = "\n".join(f"FILTERED({name})" for name in sorted(functions))
+    source.write_text(FILTER_SOURCE % {"soname": soname, "names": names})
+    compiler = shlex.split(sysconfig.get_config_var("CC") or "cc")
+    command = [*compiler, "-shared", "-fPIC", "-fvisibility=hidden", "-o", str(target), str(source),
+               f"-Wl,-soname,{soname}", "-Wl,--filter=librcuda.so", "-Wl,-rpath,$ORIGIN/..",
+               "-Wl,--enable-new-dtags", "-Wl,--no-undefined"]
+    if version_script:
+        command.append(f"-Wl,--version-script={version_script}")
+    subprocess.run(command, check=True)
+    return target
 
 
 @contextlib.contextmanager
