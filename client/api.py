@@ -40,26 +40,35 @@ def bind(the_ffi, the_lib, runtime: Runtime) -> None:
     ffi, lib, rt = the_ffi, the_lib, runtime
 
 
-def cuda(*names, stream_variants: bool = False):
-    """Register an implementation under its own name (or `names`).  With
-    `stream_variants`, the `_ptsz`/`_ptds` entry points that programs built
-    with `--default-stream per-thread` call are registered too, with
-    per_thread=True: for them stream 0 is the thread's default stream."""
+def registrar(functions: dict, registry: dict, what: str):
+    """The decorator that registers implementations of `functions`' names in
+    `registry`: `cuda` for the runtime, client/api_driver.py's `driver`."""
 
-    def register(fn):
-        for name in names or (fn.__name__,):
-            if name not in FUNCTIONS:
-                raise NameError(f"{name} is not a CUDA runtime export")
-            IMPLEMENTED[name] = fn
-            if stream_variants:
-                variants = [name + s for s in PER_THREAD_SUFFIXES if name + s in FUNCTIONS]
-                if not variants:
-                    raise NameError(f"{name} has no _ptsz/_ptds variant")
-                for variant in variants:
-                    IMPLEMENTED[variant] = functools.partial(fn, per_thread=True)
-        return fn
+    def decorator(*names, stream_variants: bool = False):
+        """Register an implementation under its own name (or `names`).  With
+        `stream_variants`, the `_ptsz`/`_ptds` entry points that programs built
+        with `--default-stream per-thread` call are registered too, with
+        per_thread=True: for them stream 0 is the thread's default stream."""
 
-    return register
+        def register(fn):
+            for name in names or (fn.__name__,):
+                if name not in functions:
+                    raise NameError(f"{name} is not a {what}")
+                registry[name] = fn
+                if stream_variants:
+                    variants = [name + s for s in PER_THREAD_SUFFIXES if name + s in functions]
+                    if not variants:
+                        raise NameError(f"{name} has no _ptsz/_ptds variant")
+                    for variant in variants:
+                        registry[variant] = functools.partial(fn, per_thread=True)
+            return fn
+
+        return register
+
+    return decorator
+
+
+cuda = registrar(FUNCTIONS, IMPLEMENTED, "CUDA runtime export")
 
 
 def address(pointer) -> int:

@@ -1,11 +1,13 @@
-"""Where C calls into Python: one entry point per CUDA runtime function.
+"""Where C calls into Python: one entry point per CUDA runtime and driver function.
 
 `attach` runs once, when the interposer starts the embedded interpreter.  It
 gives every `rcuda_py_<name>` declared by the interposer exactly one Python
-body: the implementation in client/api.py, or, for functions rcuda does not
-implement, one that logs the name once and returns cudaErrorNotSupported.
+body: the implementation in client/api*.py (a driver function's in
+client/api_driver*.py), or, for functions rcuda does not implement, one that
+logs the name once and returns cudaErrorNotSupported (CUDA_ERROR_NOT_SUPPORTED).
 Here, and only here, exceptions become CUDA statuses: nothing raised in
-Python ever crosses into C.
+Python ever crosses into C.  The driver API has no "last error": its
+failures are only returned.
 """
 from __future__ import annotations
 
@@ -14,12 +16,14 @@ import sys
 import time
 
 from rcuda import protocol
+from rcuda._generated.cuda_driver_api import DRIVER_FUNCTIONS
 from rcuda._generated.cudart_api import FUNCTIONS
+from rcuda.driver_errors import CUresult, driver_status
 from rcuda.config import ClientConfig, ConfigError
 from rcuda.errors import CudaError, RcudaError, TransportError, cudaError, to_cuda_status
 from rcuda.log import setup_client_logging
 
-from . import api, api_managed, api_memory, api_pools, api_queries, api_streams  # noqa: F401 - they register their functions
+from . import api, api_driver, api_managed, api_memory, api_pools, api_queries, api_streams  # noqa: F401 - they register their functions
 from .callbacks import in_host_function
 from .fast_path import FastPath
 from .stats import Stats
@@ -56,6 +60,7 @@ def attach(ffi, lib) -> None:
             body = timed(name, body, runtime.stats)
         entry = guarded(runtime, name, row["result"], body) if body else not_supported(runtime, name, row["result"])
         ffi.def_extern(name=f"rcuda_py_{name}")(entry)
+    attach_driver(ffi, runtime)
     attach_launch_slow_path(ffi, runtime)
     attach_last_error_slow_path(ffi, runtime)
     attach_sync_slow_paths(ffi, runtime)
@@ -146,11 +151,44 @@ _EXPLAINED = frozenset({
 
 def not_supported(runtime: Runtime, name: str, result: str):
     def entry(*args):
-        if name not in runtime.unsupported_reported:
-            runtime.unsupported_reported.add(name)
-            log.warning("%s is not supported by rcuda yet: returning cudaErrorNotSupported", name)
+        report_unsupported(runtime, name, "cudaErrorNotSupported")
         runtime.record_error(NOT_SUPPORTED)
         return NOT_SUPPORTED if result == "cudaError_t" else fallback_value(result)
+    entry.__name__ = name
+    return entry
+
+
+def report_unsupported(runtime: Runtime, name: str, status: str) -> None:
+    if name not in runtime.unsupported_reported:
+        runtime.unsupported_reported.add(name)
+        log.warning("%s is not supported by rcuda yet: returning %s", name, status)
+
+
+def attach_driver(ffi, runtime: Runtime) -> None:
+    """The driver API's entry points: client/api_driver*.py's functions, or
+    CUDA_ERROR_NOT_SUPPORTED."""
+    api_driver.load_modules()
+    for name in DRIVER_FUNCTIONS:
+        body = api_driver.DRIVER_IMPLEMENTED.get(name)
+        if body and runtime.stats is not None:
+            body = timed(name, body, runtime.stats)
+        ffi.def_extern(name=f"rcuda_py_{name}")(driver_guarded(runtime, name, body))
+
+
+def driver_guarded(runtime: Runtime, name: str, body):
+    """`body`'s CUresult, or its exception's; without a body, CUDA_ERROR_NOT_SUPPORTED."""
+    def entry(*args):
+        if body is None:
+            report_unsupported(runtime, name, "CUDA_ERROR_NOT_SUPPORTED")
+            return int(CUresult.CUDA_ERROR_NOT_SUPPORTED)
+        if in_host_function():
+            refused_in_host_function(name)
+            return int(CUresult.CUDA_ERROR_NOT_PERMITTED)
+        try:
+            return int(body(*args))
+        except Exception as exc:  # noqa: BLE001 - the C boundary
+            failed(name, exc)
+            return int(driver_status(exc))
     entry.__name__ = name
     return entry
 
