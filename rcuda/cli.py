@@ -155,7 +155,7 @@ class RunCommand:
 
     @staticmethod
     def run(args) -> int:
-        from rcuda.binaries import ProgramError, check_program, find_program
+        from rcuda.binaries import ProgramError, check_program, dropin_dir, find_program
 
         command = args.program[1:] if args.program[:1] == ["--"] else args.program
         if not command:
@@ -177,11 +177,17 @@ class RunCommand:
         try:
             check_program(program)
             lib, libpython_dir = native_library()
+            dropins = dropin_dir()
         except ProgramError as exc:
             raise CommandError(str(exc)) from None
         env["LD_PRELOAD"] = os.pathsep.join(filter(None, [str(lib), env.get("LD_PRELOAD")]))
+        # The drop-ins first: a program linked to libcuda.so.1 starts without a
+        # driver, and libcudart.so.13 is ours too (both are filters of the
+        # preloaded library: one client).
+        paths = [str(dropins), env.get("LD_LIBRARY_PATH")]
         if libpython_dir:  # no link to libpython beside the library: the loader looks here last
-            env["LD_LIBRARY_PATH"] = os.pathsep.join(filter(None, [env.get("LD_LIBRARY_PATH"), libpython_dir]))
+            paths.append(libpython_dir)
+        env["LD_LIBRARY_PATH"] = os.pathsep.join(filter(None, paths))
         # The embedded client imports rcuda from exactly where this command runs.
         env["RCUDA_PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p and os.path.isdir(p))
         sys.stdout.flush()
@@ -196,9 +202,11 @@ class LibCommand:
     def add_parser(commands) -> None:
         p = commands.add_parser("lib", help="print the path of the interposer library",
                                 description="Print the interposer's path, for LD_PRELOAD=$(rcuda lib); with "
-                                            "--dir, the folder holding a drop-in libcudart.so.13 for "
+                                            "--dir, the folder holding the drop-ins libcudart.so.13 and "
+                                            "libcuda.so.1 for "
                                             "LD_LIBRARY_PATH.")
-        p.add_argument("--dir", action="store_true", help="the drop-in libcudart.so.13 folder instead")
+        p.add_argument("--dir", action="store_true",
+                       help="the folder of the drop-ins libcudart.so.13 and libcuda.so.1 instead")
         p.set_defaults(handler=LibCommand.run)
 
     @staticmethod
