@@ -60,3 +60,38 @@ def test_the_groups_issue_4_asks_for_are_implemented():
               "cudaOccupancyMaxActiveBlocksPerMultiprocessor", "cudaDeviceReset", "cudaSetDeviceFlags",
               "cudaChooseDevice", "cudaLaunchKernelExC", "cudaMemcpyAsync_ptsz", "cudaMemcpy_ptds"]
     assert [name for name in wanted if table[name] == "unsupported"] == []
+
+
+def test_every_driver_export_is_classified_once():
+    """Every libcuda.so.1 export is in librcuda.so once (generated), in the
+    drop-in's symbol table, and either implemented in client/api_driver*.py
+    or unsupported."""
+    from rcuda._generated.cuda_driver_api import DRIVER_FUNCTIONS
+    table = coverage.classify_driver()
+    assert set(table) == set(DRIVER_FUNCTIONS)
+    assert set(coverage.driver_implemented()) <= set(DRIVER_FUNCTIONS)
+    for wanted in ("cuInit", "cuDriverGetVersion", "cuGetErrorName", "cuGetErrorString", "cuGetProcAddress_v2",
+                   "cuMemAlloc", "cuMemAlloc_v2", "cuMemcpyHtoD_v2_ptds", "cuLaunchKernel_ptsz", "cuGetExportTable"):
+        assert wanted in table, wanted
+    assert table["cuInit"] == "core" and table["cuGetProcAddress_v2"] == "core"
+    sources = (REPO / "native/generated/cuda_driver_exports.c").read_text()
+    for name in DRIVER_FUNCTIONS:
+        assert len(re.findall(rf"RCUDA_EXPORT CUresult {name}\(", sources)) == 1, name
+    assert not set(DRIVER_FUNCTIONS) & set(FUNCTIONS)
+
+
+def test_drop_ins_name_every_export_of_librcuda():
+    """The drop-ins are filters of librcuda.so: each of their names must be
+    defined there, or the program would abort on calling it."""
+    import subprocess
+    from rcuda._generated.cuda_driver_api import DRIVER_FUNCTIONS
+    from rcuda.binaries import LIB_DIR, dropin_dir
+
+    def defined(path):
+        out = subprocess.run(["nm", "-D", "--defined-only", str(path)], capture_output=True, text=True, check=True)
+        functions = [line.split() for line in out.stdout.splitlines() if line.strip()]
+        return {fields[-1].split("@")[0] for fields in functions if fields[1] != "A"}  # A: the version node
+
+    library = defined(LIB_DIR / "librcuda.so")
+    assert defined(dropin_dir() / "libcuda.so.1") == set(DRIVER_FUNCTIONS) <= library
+    assert defined(dropin_dir() / "libcudart.so.13") == set(FUNCTIONS) <= library
