@@ -41,7 +41,7 @@ _export_tables_reported: set[str] = set()
 
 def load_modules() -> None:
     """Import every client/api_driver_*.py: each registers its functions."""
-    for module in pkgutil.iter_modules(__import__(__package__, fromlist=["_"]).__path__):
+    for module in pkgutil.iter_modules(importlib.import_module(__package__).__path__):
         if module.name.startswith("api_driver_"):
             importlib.import_module(f"{__package__}.{module.name}")
 

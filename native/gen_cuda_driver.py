@@ -38,7 +38,6 @@ Then native/gen_exports.py writes the route-dependent outputs from the signature
 """
 from __future__ import annotations
 
-import argparse
 import importlib.util
 import json
 import re
@@ -234,9 +233,7 @@ def generate(out_root: Path) -> None:
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=REPO, help="root to write into (default: the repository)")
-    generate(parser.parse_args(argv).out)
+    generate(cudart.out_root(argv, __doc__))
 
 
 if __name__ == "__main__":

@@ -429,10 +429,15 @@ def generate(out_root: Path) -> None:
     generate_exports(out_root)
 
 
-def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def out_root(argv, doc: str) -> Path:
+    """The --out argument of a generator whose docstring is `doc`."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
     parser.add_argument("--out", type=Path, default=REPO, help="root to write into (default: the repository)")
-    generate(parser.parse_args(argv).out)
+    return parser.parse_args(argv).out
+
+
+def main(argv=None) -> None:
+    generate(out_root(argv, __doc__))
 
 
 if __name__ == "__main__":

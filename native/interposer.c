@@ -97,15 +97,12 @@ static int try_interpreter(struct interpreter_search *search, const char *path)
     return 0;
 }
 
-/* The folder of rcuda's libraries (rcuda/_lib, also for the drop-in in
- * rcuda/_lib/cudart), resolved; 0 if unknown. */
+/* The folder of rcuda's libraries (rcuda/_lib), resolved; 0 if unknown.
+ * This code is always librcuda.so's: the drop-ins in rcuda/_lib/cudart are
+ * filters of it (native/build.py). */
 static int library_folder(char *folder)
 {
-    if (realpath(rcuda_library_path(), folder) == NULL || !strip_last_name(folder))
-        return 0;
-    if (strcmp(last_name(folder), "cudart") == 0)
-        return strip_last_name(folder);
-    return 1;
+    return realpath(rcuda_library_path(), folder) != NULL && strip_last_name(folder);
 }
 
 static int find_interpreter(struct interpreter_search *search)

@@ -32,9 +32,11 @@ def _words(driver_name: str) -> str:
     return driver_name[len(_DRIVER_PREFIX):].replace("_", "").lower()
 
 
+_BY_NAME = {_words(c.name): c for c in CUresult if c.name.startswith(_DRIVER_PREFIX)}
+
+
 def _to_driver(status: cudaError) -> CUresult:
-    by_name = {_words(c.name): c for c in CUresult if c.name.startswith(_DRIVER_PREFIX)}
-    found = by_name.get(status.name[len(_RUNTIME_PREFIX):].lower())
+    found = _BY_NAME.get(status.name[len(_RUNTIME_PREFIX):].lower())
     if found is None and status.value in CUresult._value2member_map_:
         found = CUresult(status.value)
     if found is None:
