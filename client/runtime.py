@@ -35,7 +35,7 @@ from .peer import PeerCopies
 from .session import ServerSession
 from .socket_link import SocketLink
 from .streams import StreamTable
-from .virtual_memory import VirtualMemory
+from .virtual_memory import VMM_BASE, VirtualMemory
 
 log = logging.getLogger(__name__)
 
@@ -141,6 +141,9 @@ class Runtime:
             raise CudaError(cudaError.cudaErrorNoDevice,
                             f"CUDA_VISIBLE_DEVICES={config.visible_devices!r} selects none of the {len(devices)} "
                             f"GPU(s) of {', '.join(str(s.address) for s in sessions)}")
+        if VA_BASE + len(chosen) * VA_WINDOW_SIZE > VMM_BASE:  # the device windows would meet the VMM window
+            chosen = chosen[:(VMM_BASE - VA_BASE) // VA_WINDOW_SIZE]
+            log.warning("rcuda gives a program at most %d GPUs: using the first ones", len(chosen))
         result = []
         for ordinal, (session, local_index, props) in enumerate(chosen):
             label = f"GPU{ordinal} ({session.address} GPU{local_index})"

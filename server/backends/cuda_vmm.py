@@ -198,7 +198,8 @@ class ProgramMappings:
 
     def create(self, size: int) -> int:
         handle = ctypes.c_uint64()
-        check(self._cu, self.device, "cuMemCreate", ctypes.byref(handle), size, ctypes.byref(device_memory(self.device)), 0)
+        prop = device_memory(self.device)
+        check(self._cu, self.device, "cuMemCreate", ctypes.byref(handle), size, ctypes.byref(prop), 0)
         return handle.value
 
     def release(self, handle: int) -> None:

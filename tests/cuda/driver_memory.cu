@@ -12,6 +12,8 @@
 #include <cstring>
 #include <vector>
 
+#include "check.h"
+
 #define CU(call) EXPECT_CU(call, CUDA_SUCCESS)
 #define EXPECT_CU(call, code)                                                                 \
     do {                                                                                      \
@@ -23,21 +25,6 @@
             exit(1);                                                                          \
         }                                                                                     \
     } while (0)
-#define RT(call)                                                                              \
-    do {                                                                                      \
-        cudaError_t e_ = (call);                                                              \
-        if (e_ != cudaSuccess) {                                                              \
-            printf("FAILED line %d: %s -> %s\n", __LINE__, #call, cudaGetErrorName(e_));      \
-            exit(1);                                                                          \
-        }                                                                                     \
-    } while (0)
-#define REQUIRE(cond)                                                                         \
-    do {                                                                                      \
-        if (!(cond)) {                                                                        \
-            printf("FAILED line %d: %s\n", __LINE__, #cond);                                  \
-            exit(1);                                                                          \
-        }                                                                                     \
-    } while (0)
 
 __global__ void addWords(unsigned *p, unsigned value, int n) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -46,7 +33,7 @@ __global__ void addWords(unsigned *p, unsigned value, int n) {
 
 static void launch_add(CUdeviceptr p, unsigned value, int n) {
     addWords<<<(n + 255) / 256, 256>>>((unsigned *)p, value, n);
-    RT(cudaGetLastError());
+    CHECK(cudaGetLastError());
 }
 
 // Byte i of a test pattern.
@@ -99,7 +86,7 @@ static void copies() {
     REQUIRE(memcmp(back.data(), src.data(), 10) == 0 && memcmp(back.data() + 10, other.data(), n - 10) == 0);
     // Asynchronous copies in a runtime stream (a CUstream is a cudaStream_t), into pinned memory.
     cudaStream_t stream;
-    RT(cudaStreamCreate(&stream));
+    CHECK(cudaStreamCreate(&stream));
     unsigned char *host;
     CU(cuMemAllocHost((void **)&host, n));
     std::vector<unsigned char> third = patterned(n, 3);
@@ -107,12 +94,12 @@ static void copies() {
     CU(cuMemcpyDtoDAsync(a, b, n / 2, (CUstream)stream));
     CU(cuMemcpyAsync(a + n / 2, (CUdeviceptr)src.data(), n / 2, (CUstream)stream));
     CU(cuMemcpyDtoHAsync(host, a, n, (CUstream)stream));
-    RT(cudaStreamSynchronize(stream));
+    CHECK(cudaStreamSynchronize(stream));
     REQUIRE(memcmp(host, third.data(), n / 2) == 0 && memcmp(host + n / 2, src.data(), n / 2) == 0);
     EXPECT_CU(cuMemcpyHtoD(a + n - 4, src.data(), 8), CUDA_ERROR_INVALID_VALUE);  // runs past the end
     EXPECT_CU(cuMemcpyDtoH(back.data(), 0x1234, 8), CUDA_ERROR_INVALID_VALUE);    // no allocation
     CU(cuMemFreeHost(host));
-    RT(cudaStreamDestroy(stream));
+    CHECK(cudaStreamDestroy(stream));
     CU(cuMemFree(a));
     CU(cuMemFree(b));
     printf("ok copies\n");
@@ -135,11 +122,11 @@ static void memsets() {
     REQUIRE(memcmp(got.data(), want.data(), got.size()) == 0);
     // The asynchronous forms, in stream order.
     cudaStream_t stream;
-    RT(cudaStreamCreate(&stream));
+    CHECK(cudaStreamCreate(&stream));
     CU(cuMemsetD32Async(p, 0x01020304u, words, (CUstream)stream));
     CU(cuMemsetD16Async(p + 2, 0xBEEF, 1, (CUstream)stream));
     CU(cuMemsetD8Async(p + words * 4, 0x77, 64, (CUstream)stream));
-    RT(cudaStreamSynchronize(stream));
+    CHECK(cudaStreamSynchronize(stream));
     CU(cuMemcpyDtoH(got.data(), p, got.size()));
     for (size_t i = 0; i < words; i++) { unsigned v = 0x01020304u; memcpy(&want[4 * i], &v, 4); }
     unsigned short beef = 0xBEEF;
@@ -149,7 +136,7 @@ static void memsets() {
     EXPECT_CU(cuMemsetD16(p + 1, 1, 4), CUDA_ERROR_INVALID_VALUE);  // not 2-byte aligned
     EXPECT_CU(cuMemsetD32(p + 2, 1, 4), CUDA_ERROR_INVALID_VALUE);
     EXPECT_CU(cuMemsetD32(p, 1, words + 100), CUDA_ERROR_INVALID_VALUE);  // past the end
-    RT(cudaStreamDestroy(stream));
+    CHECK(cudaStreamDestroy(stream));
     CU(cuMemFree(p));
     printf("ok memsets\n");
 }
@@ -167,11 +154,11 @@ static void pitched() {
     CU(cuMemsetD2D16(p + 10, pitch, 0x3456, 5, height));
     CU(cuMemsetD2D32(p + 20, pitch, 0x789ABCDEu, 20, height - 1));
     cudaStream_t stream;
-    RT(cudaStreamCreate(&stream));
+    CHECK(cudaStreamCreate(&stream));
     CU(cuMemsetD2D32Async(p + 96, pitch, 0xCAFEF00Du, 1, 2, (CUstream)stream));
     CU(cuMemsetD2D16Async(p + 92, pitch, 0x0102, 2, 1, (CUstream)stream));
     CU(cuMemsetD2D8Async(p + 90, pitch, 0x42, 2, 1, (CUstream)stream));
-    RT(cudaStreamSynchronize(stream));
+    CHECK(cudaStreamSynchronize(stream));
     std::vector<unsigned char> got(pitch * height), want(pitch * height, 0x99);
     CU(cuMemcpyDtoH(got.data(), p, got.size()));
     for (size_t y = 0; y < height; y++) {
@@ -210,7 +197,7 @@ static void pitched() {
     e.dstMemoryType = CU_MEMORYTYPE_UNIFIED; e.dstDevice = q; e.dstHost = NULL;
     e.srcMemoryType = CU_MEMORYTYPE_UNIFIED;
     CU(cuMemcpy2DAsync(&e, (CUstream)stream));
-    RT(cudaStreamSynchronize(stream));
+    CHECK(cudaStreamSynchronize(stream));
     std::vector<unsigned char> flat(width * height);
     CU(cuMemcpyDtoH(flat.data(), q, flat.size()));
     REQUIRE(flat == packed);
@@ -235,14 +222,14 @@ static void pitched() {
     w.dstMemoryType = CU_MEMORYTYPE_HOST; w.dstHost = out.data(); w.dstPitch = 8; w.dstHeight = 6;
     w.WidthInBytes = 8; w.Height = 6; w.Depth = 3;
     CU(cuMemcpy3DAsync(&w, (CUstream)stream));
-    RT(cudaStreamSynchronize(stream));
+    CHECK(cudaStreamSynchronize(stream));
     for (int z = 0; z < 3; z++)
         for (int y = 0; y < 6; y++)
             for (int x = 0; x < 8; x++) {
                 unsigned char expect = (y < 5 && x < 6) ? volume[(z + 1) * 16 * 8 + (y + 1) * 16 + x + 3] : 0;
                 REQUIRE(out[z * 48 + y * 8 + x] == expect);
             }
-    RT(cudaStreamDestroy(stream));
+    CHECK(cudaStreamDestroy(stream));
     CU(cuMemFree(q));
     CU(cuMemFree(p));
     printf("ok pitched\n");
@@ -259,7 +246,7 @@ static void host_memory() {
     CUdeviceptr dev;
     CU(cuMemHostGetDevicePointer(&dev, mapped, 0));
     launch_add(dev, 5, n);
-    RT(cudaDeviceSynchronize());
+    CHECK(cudaDeviceSynchronize());
     for (int i = 0; i < n; i++) REQUIRE(mapped[i] == (unsigned)i + 5);
     EXPECT_CU(cuMemHostGetDevicePointer(&dev, mapped, 1), CUDA_ERROR_INVALID_VALUE);
     CU(cuMemFreeHost(mapped));
@@ -270,7 +257,7 @@ static void host_memory() {
     CU(cuMemHostRegister(words.data(), n * 4, CU_MEMHOSTREGISTER_DEVICEMAP));
     CU(cuMemHostGetDevicePointer(&dev, words.data(), 0));
     launch_add(dev, 3, n);
-    RT(cudaDeviceSynchronize());
+    CHECK(cudaDeviceSynchronize());
     for (int i = 0; i < n; i++) REQUIRE(words[i] == 10);
     CU(cuMemHostUnregister(words.data()));
     EXPECT_CU(cuMemFreeHost(words.data()), CUDA_ERROR_INVALID_VALUE);  // not pinned memory
@@ -281,7 +268,7 @@ static void host_memory() {
     unsigned *m = (unsigned *)managed;
     for (int i = 0; i < n; i++) m[i] = 2 * i;
     launch_add(managed, 1, n);
-    RT(cudaDeviceSynchronize());
+    CHECK(cudaDeviceSynchronize());
     for (int i = 0; i < n; i++) REQUIRE(m[i] == 2u * i + 1);
     CU(cuMemFree(managed));
     printf("ok host_memory\n");
@@ -293,19 +280,19 @@ static void cross_api() {
     for (int i = 0; i < n; i++) src[i] = i * 3;
     CUdeviceptr driver_ptr;
     CU(cuMemAlloc(&driver_ptr, n * 4));
-    RT(cudaMemcpy((void *)driver_ptr, src.data(), n * 4, cudaMemcpyHostToDevice));
+    CHECK(cudaMemcpy((void *)driver_ptr, src.data(), n * 4, cudaMemcpyHostToDevice));
     launch_add(driver_ptr, 1, n);
     unsigned *runtime_ptr;
-    RT(cudaMalloc(&runtime_ptr, n * 4));
+    CHECK(cudaMalloc(&runtime_ptr, n * 4));
     CU(cuMemcpyDtoD((CUdeviceptr)runtime_ptr, driver_ptr, n * 4));
-    RT(cudaMemset(runtime_ptr, 0, 8));
+    CHECK(cudaMemset(runtime_ptr, 0, 8));
     CU(cuMemcpyDtoH(got.data(), (CUdeviceptr)runtime_ptr, n * 4));
     for (int i = 0; i < n; i++) REQUIRE(got[i] == (i < 2 ? 0u : src[i] + 1));
     cudaPointerAttributes attributes;
-    RT(cudaPointerGetAttributes(&attributes, (void *)driver_ptr));
+    CHECK(cudaPointerGetAttributes(&attributes, (void *)driver_ptr));
     REQUIRE(attributes.type == cudaMemoryTypeDevice && attributes.device == 0);
     CU(cuMemFree((CUdeviceptr)runtime_ptr));  // each API frees the other's memory
-    RT(cudaFree((void *)driver_ptr));
+    CHECK(cudaFree((void *)driver_ptr));
     EXPECT_CU(cuMemFree(driver_ptr), CUDA_ERROR_INVALID_VALUE);
     printf("ok cross_api\n");
 }
@@ -314,9 +301,9 @@ static void two_gpus() {
     const int n = 3000;
     std::vector<unsigned char> src = patterned(n, 6), got(n);
     CUdeviceptr on0, on1;
-    RT(cudaSetDevice(0));
+    CHECK(cudaSetDevice(0));
     CU(cuMemAlloc(&on0, n));
-    RT(cudaSetDevice(1));  // the current context is now GPU1's
+    CHECK(cudaSetDevice(1));  // the current context is now GPU1's
     CU(cuMemAlloc(&on1, n));
     CUdeviceptr base;
     size_t size;
@@ -327,7 +314,7 @@ static void two_gpus() {
     CU(cuMemcpyDtoH(got.data(), on1, n));
     REQUIRE(got == src);
     CU(cuMemFree(on1));
-    RT(cudaSetDevice(0));
+    CHECK(cudaSetDevice(0));
     CU(cuMemFree(on0));
     printf("ok two_gpus\n");
 }
@@ -379,13 +366,13 @@ static void vmm() {
     for (int i = 0; i < 2 * words; i++) src[i] = i ^ 0x5555;
     CU(cuMemcpyHtoD(range, src.data(), g));
     CU(cuMemcpyHtoD(range + g, src.data() + words, g));
-    RT(cudaSetDevice(1));
+    CHECK(cudaSetDevice(1));
     launch_add(range, 100, 1000);      // GPU0's memory, from GPU1
     launch_add(range + g, 7, words);   // its own
-    RT(cudaDeviceSynchronize());
-    RT(cudaSetDevice(0));
+    CHECK(cudaDeviceSynchronize());
+    CHECK(cudaSetDevice(0));
     launch_add(range + 4, 1, 10);
-    RT(cudaDeviceSynchronize());
+    CHECK(cudaDeviceSynchronize());
     CU(cuMemcpyDtoH(got.data(), range, g));
     CU(cuMemcpyDtoH(got.data() + words, range + g, g));
     for (int i = 0; i < 2 * words; i++) {
