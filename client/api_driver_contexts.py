@@ -38,11 +38,6 @@ def current_context(call: str) -> Context:
     return context
 
 
-def current_device(call: str):
-    """The RemoteDevice of the calling thread's current context."""
-    return api.rt.device(current_context(call).ordinal)
-
-
 def context_or_current(handle, call: str) -> Context:
     """A CUcontext argument where NULL means the current context."""
     require_initialized()
@@ -160,29 +155,26 @@ def cuCtxGetCurrent(pctx):
 
 @driver()
 def cuCtxGetDevice(device):
-    out_pointer(device, "device")
-    device[0] = current_context("cuCtxGetDevice").ordinal
-    return SUCCESS
+    return cuCtxGetDevice_v2(device, api.ffi.NULL)
 
 
 @driver()
 def cuCtxGetDevice_v2(device, ctx):
     out_pointer(device, "device")
-    device[0] = context_or_current(ctx, "cuCtxGetDevice_v2").ordinal
+    device[0] = context_or_current(ctx, "cuCtxGetDevice").ordinal
     return SUCCESS
 
 
 @driver()
 def cuCtxSynchronize():
-    """All of the device's work: a created context shares its device's
-    queues, so it waits for the primary context's work too."""
-    api.synchronize_device(current_device("cuCtxSynchronize"))
-    return SUCCESS
+    return cuCtxSynchronize_v2(api.ffi.NULL)
 
 
 @driver()
 def cuCtxSynchronize_v2(ctx):
-    api.synchronize_device(api.rt.device(context_or_current(ctx, "cuCtxSynchronize_v2").ordinal))
+    """All of the device's work: a created context shares its device's
+    queues, so it waits for the primary context's work too."""
+    api.synchronize_device(api.rt.device(context_or_current(ctx, "cuCtxSynchronize").ordinal))
     return SUCCESS
 
 

@@ -57,48 +57,47 @@ def cuStreamDestroy_v2(hStream):
     return _status(api_streams.cudaStreamDestroy(hStream))
 
 
+def _forward(call: str, runtime_function, hStream, *args, per_thread: bool) -> int:
+    """The runtime's function of a stream, after the driver's check."""
+    _check_stream(hStream, call)
+    return _status(runtime_function(hStream, *args, per_thread))
+
+
 @driver(stream_variants=True)
 def cuStreamSynchronize(hStream, per_thread=False):
-    _check_stream(hStream, "cuStreamSynchronize")
-    return _status(api_streams.cudaStreamSynchronize(hStream, per_thread))
+    return _forward("cuStreamSynchronize", api_streams.cudaStreamSynchronize, hStream, per_thread=per_thread)
 
 
 @driver(stream_variants=True)
 def cuStreamQuery(hStream, per_thread=False):
-    _check_stream(hStream, "cuStreamQuery")
-    return _status(api_streams.cudaStreamQuery(hStream, per_thread))
+    return _forward("cuStreamQuery", api_streams.cudaStreamQuery, hStream, per_thread=per_thread)
 
 
 @driver(stream_variants=True)
 def cuStreamWaitEvent(hStream, hEvent, Flags, per_thread=False):
-    _check_stream(hStream, "cuStreamWaitEvent")
     if Flags not in WAIT_FLAGS:
         raise CudaError(cudaError.cudaErrorInvalidValue, f"cuStreamWaitEvent: flags {Flags:#x}")
-    return _status(api_streams.cudaStreamWaitEvent(hStream, hEvent, 0, per_thread))
+    return _forward("cuStreamWaitEvent", api_streams.cudaStreamWaitEvent, hStream, hEvent, 0, per_thread=per_thread)
 
 
 @driver(stream_variants=True)
 def cuStreamGetPriority(hStream, priority, per_thread=False):
-    _check_stream(hStream, "cuStreamGetPriority")
-    return _status(api_streams.cudaStreamGetPriority(hStream, priority, per_thread))
+    return _forward("cuStreamGetPriority", api_streams.cudaStreamGetPriority, hStream, priority, per_thread=per_thread)
 
 
 @driver(stream_variants=True)
 def cuStreamGetFlags(hStream, flags, per_thread=False):
-    _check_stream(hStream, "cuStreamGetFlags")
-    return _status(api_streams.cudaStreamGetFlags(hStream, flags, per_thread))
+    return _forward("cuStreamGetFlags", api_streams.cudaStreamGetFlags, hStream, flags, per_thread=per_thread)
 
 
 @driver(stream_variants=True)
 def cuStreamGetId(hStream, streamId, per_thread=False):
-    _check_stream(hStream, "cuStreamGetId")
-    return _status(api_streams.cudaStreamGetId(hStream, streamId, per_thread))
+    return _forward("cuStreamGetId", api_streams.cudaStreamGetId, hStream, streamId, per_thread=per_thread)
 
 
 @driver(stream_variants=True)
 def cuStreamGetDevice(hStream, device, per_thread=False):
-    _check_stream(hStream, "cuStreamGetDevice")
-    return _status(api_streams.cudaStreamGetDevice(hStream, device, per_thread))
+    return _forward("cuStreamGetDevice", api_streams.cudaStreamGetDevice, hStream, device, per_thread=per_thread)
 
 
 @driver(stream_variants=True)
@@ -135,8 +134,7 @@ def cuStreamAddCallback(hStream, callback, userData, flags, per_thread=False):
 
 @driver(stream_variants=True)
 def cuLaunchHostFunc(hStream, fn, userData, per_thread=False):
-    _check_stream(hStream, "cuLaunchHostFunc")
-    return _status(api_streams.cudaLaunchHostFunc(hStream, fn, userData, per_thread))
+    return _forward("cuLaunchHostFunc", api_streams.cudaLaunchHostFunc, hStream, fn, userData, per_thread=per_thread)
 
 
 # ------------------------------------------------------------------ events
