@@ -294,10 +294,14 @@ def fill_struct(pointer, values: dict) -> None:
 
 @cuda()
 def cudaDeviceSynchronize():
-    device = rt.device()
+    synchronize_device(rt.device())
+    return SUCCESS
+
+
+def synchronize_device(device) -> None:
+    """Wait for all of the device's work (cudaDeviceSynchronize, cuCtxSynchronize)."""
     device.synchronize()
     rt.pools.synchronized(device)  # frees seen complete, pool memory above its threshold released
-    return SUCCESS
 
 
 @cuda()

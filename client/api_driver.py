@@ -47,8 +47,10 @@ def load_modules() -> None:
 
 
 def require_initialized() -> None:
-    """What every driver function but the few CUDA allows before cuInit checks first."""
-    if not _initialized:
+    """What every driver function but the few CUDA allows before cuInit checks
+    first.  The runtime initialises the driver too: a program's runtime call
+    that found the devices counts as cuInit."""
+    if not _initialized and not api.rt.opened_devices():
         raise DriverError(CUresult.CUDA_ERROR_NOT_INITIALIZED, "cuInit has not been called")
 
 

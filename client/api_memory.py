@@ -28,7 +28,7 @@ from rcuda._generated.cuda_enums import ENUMS, MACROS
 from rcuda import copy_kinds
 from rcuda.errors import CudaError, cudaError
 
-from . import api
+from . import api, pointers
 from .api import SUCCESS, address, cuda, out_pointer, stream_of
 
 log = logging.getLogger(__name__)
@@ -764,25 +764,18 @@ def cudaPointerGetAttributes(attributes, ptr):
     value = address(ptr)
     attrs = attributes
     ffi().memmove(attrs, bytes(ffi().sizeof(attrs[0])), ffi().sizeof(attrs[0]))
-    allocation = rt().allocations.find(value)
-    host = rt().host_memory.find(value)
-    mirror = rt().mapped.find(value)
-    if mirror is not None:  # mapped host memory or managed memory, by either of its addresses
-        host_ptr = value if mirror.on_host(value) else mirror.to_host(value)
-        attrs.type = MEMORY_TYPES["cudaMemoryTypeManaged" if mirror.managed else "cudaMemoryTypeHost"]
-        attrs.device = mirror.device.ordinal
-        attrs.hostPointer = ffi().cast("void *", host_ptr)
-        attrs.devicePointer = ffi().cast("void *", mirror.to_device(host_ptr))
-    elif allocation is not None:
-        attrs.type = MEMORY_TYPES["cudaMemoryTypeDevice"]
-        attrs.device = allocation.device.ordinal
-        attrs.devicePointer = ffi().cast("void *", value)
-    elif host is not None:
-        attrs.type = MEMORY_TYPES["cudaMemoryTypeHost"]
-        attrs.device = rt().current_ordinal
-        attrs.hostPointer = ffi().cast("void *", value)
-    else:  # memory CUDA knows nothing of: still dereferenceable on the host, as CUDA reports it
+    info = pointers.describe(rt(), value)
+    if info.kind == "unknown":  # memory CUDA knows nothing of: still dereferenceable on the host, as CUDA reports it
         attrs.type = MEMORY_TYPES["cudaMemoryTypeUnregistered"]
         attrs.device = UNREGISTERED_DEVICE
         attrs.hostPointer = ffi().cast("void *", value)
+        return SUCCESS
+    attrs.type = MEMORY_TYPES[POINTER_MEMORY_TYPES[info.kind]]
+    attrs.device = info.device.ordinal if info.device is not None else rt().current_ordinal
+    attrs.hostPointer = ffi().cast("void *", info.host)
+    attrs.devicePointer = ffi().cast("void *", info.device_ptr)
     return SUCCESS
+
+
+POINTER_MEMORY_TYPES = {"device": "cudaMemoryTypeDevice", "host": "cudaMemoryTypeHost",
+                        "managed": "cudaMemoryTypeManaged"}

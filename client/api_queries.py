@@ -256,19 +256,29 @@ def cudaFuncGetParamInfo(func, paramIndex, paramOffset, paramSize):
 # ------------------------------------------------------------------ occupancy
 
 
-def _occupancy_inputs(func):
-    device = rt().device()
-    return device.properties, device.function_attributes(_kernel(func))
+def max_active_blocks(device, kernel, block_size: int, dynamic_smem: int) -> int:
+    """Resident blocks per multiprocessor (the occupancy calculator); 0 when
+    the dynamic shared memory is more than the kernel may have."""
+    attrs = device.function_attributes(kernel)
+    if dynamic_smem > attrs.get("maxDynamicSharedSizeBytes", dynamic_smem):
+        return 0
+    return active_blocks_per_sm(device.properties, attrs, block_size, dynamic_smem)
+
+
+def available_dynamic_smem(device, kernel, num_blocks: int, block_size: int) -> int:
+    """The dynamic shared memory each of `num_blocks` resident blocks per
+    multiprocessor may have (0 when they cannot all be resident)."""
+    props, attrs = device.properties, device.function_attributes(kernel)
+    if num_blocks <= 0 or active_blocks_per_sm(props, attrs, block_size, 0) < num_blocks:
+        return 0
+    per_block = props["sharedMemPerMultiprocessor"] // num_blocks - props.get("reservedSharedMemPerBlock", 0)
+    return max(0, min(per_block - attrs.get("sharedSizeBytes", 0), attrs.get("maxDynamicSharedSizeBytes", per_block)))
 
 
 @cuda()
 def cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(numBlocks, func, blockSize, dynamicSMemSize, flags):
     out_pointer(numBlocks, "numBlocks")
-    props, attrs = _occupancy_inputs(func)
-    if dynamicSMemSize > attrs.get("maxDynamicSharedSizeBytes", dynamicSMemSize):
-        numBlocks[0] = 0
-        return SUCCESS
-    numBlocks[0] = active_blocks_per_sm(props, attrs, blockSize, dynamicSMemSize)
+    numBlocks[0] = max_active_blocks(rt().device(), _kernel(func), blockSize, dynamicSMemSize)
     return SUCCESS
 
 
@@ -280,11 +290,5 @@ def cudaOccupancyMaxActiveBlocksPerMultiprocessor(numBlocks, func, blockSize, dy
 @cuda()
 def cudaOccupancyAvailableDynamicSMemPerBlock(dynamicSmemSize, func, numBlocks, blockSize):
     out_pointer(dynamicSmemSize, "dynamicSmemSize")
-    props, attrs = _occupancy_inputs(func)
-    if numBlocks <= 0 or active_blocks_per_sm(props, attrs, blockSize, 0) < numBlocks:
-        dynamicSmemSize[0] = 0
-        return SUCCESS
-    per_block = props["sharedMemPerMultiprocessor"] // numBlocks - props.get("reservedSharedMemPerBlock", 0)
-    dynamicSmemSize[0] = max(0, min(per_block - attrs.get("sharedSizeBytes", 0),
-                                    attrs.get("maxDynamicSharedSizeBytes", per_block)))
+    dynamicSmemSize[0] = available_dynamic_smem(rt().device(), _kernel(func), numBlocks, blockSize)
     return SUCCESS

@@ -211,13 +211,30 @@ def cudaLaunchHostFunc(stream, fn, userData, per_thread=False):
 @cuda(stream_variants=True)
 def cudaStreamAddCallback(stream, callback, userData, flags, per_thread=False):
     """Like cudaLaunchHostFunc; the callback gets the stream's status."""
+    return add_callback(stream, callback, userData, flags, per_thread, "cudaStreamAddCallback", int)
+
+
+def add_callback(stream, callback, userData, flags, per_thread: bool, call: str, status_of) -> int:
+    """cudaStreamAddCallback and cuStreamAddCallback: `callback(stream,
+    status_of(the stream's cudaError), userData)` in stream order."""
     if callback == api.ffi.NULL or flags != 0:
-        raise CudaError(cudaError.cudaErrorInvalidValue, "cudaStreamAddCallback: NULL callback or flags != 0")
+        raise CudaError(cudaError.cudaErrorInvalidValue, f"{call}: NULL callback or flags != 0")
     s = stream_of(stream, per_thread)
-    s.device._check_usable("cudaStreamAddCallback")
+    s.device._check_usable(call)
     handle = api.ffi.cast("cudaStream_t", address(stream))
-    rt().callbacks.enqueue(s.device, s.id, lambda status: callback(handle, status, userData))
+    rt().callbacks.enqueue(s.device, s.id, lambda status: callback(handle, status_of(status), userData))
     return SUCCESS
+
+
+def destroy_all(handles) -> None:
+    """Destroy the streams and events among `handles` that are still alive
+    (a driver context's, at cuCtxDestroy)."""
+    for handle in handles:
+        kind = rt().streams.kind(handle)
+        if kind == "stream":
+            cudaStreamDestroy(handle)
+        elif kind == "event":
+            cudaEventDestroy(handle)
 
 
 # ------------------------------------------------------------------ events

@@ -18,7 +18,7 @@ from rcuda.driver_errors import CUresult, DriverError
 from .modules import Kernel, Module
 
 #: Where driver handles start (streams, events and pools have ranges of their own).
-DRIVER_HANDLES_FROM = 0x5E00_0000_0000
+DRIVER_HANDLES_FROM = 0x5C00_0000_0000
 
 
 @dataclass(eq=False)

@@ -52,6 +52,7 @@ def attach(ffi, lib) -> None:
         runtime.stats = Stats()
     runtime.output_sink = lambda text: _write_stdout(ffi, lib, text)
     api.bind(ffi, lib, runtime)
+    api_driver.load_modules()  # before the runtime's table: they may register runtime functions (cudaGetFuncBySymbol)
     for name, row in FUNCTIONS.items():
         if row["route"] != "python":
             continue
@@ -166,8 +167,7 @@ def report_unsupported(runtime: Runtime, name: str, status: str) -> None:
 
 def attach_driver(ffi, runtime: Runtime) -> None:
     """The driver API's entry points: client/api_driver*.py's functions, or
-    CUDA_ERROR_NOT_SUPPORTED."""
-    api_driver.load_modules()
+    CUDA_ERROR_NOT_SUPPORTED (client/api_driver*.py, all loaded by attach)."""
     for name in DRIVER_FUNCTIONS:
         body = api_driver.DRIVER_IMPLEMENTED.get(name)
         if body and runtime.stats is not None:

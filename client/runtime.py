@@ -23,6 +23,7 @@ from rcuda.protocol import VA_WINDOW_SIZE
 
 from .allocations import AllocationMap
 from .callbacks import HostCallbacks
+from .contexts import Contexts
 from .device import RemoteDevice
 from .lane_link import LaneLink, connect_lane
 from .fast_path import NullFastPath
@@ -67,6 +68,7 @@ class Runtime:
         self.pending_downloads = PendingDownloads()  # asynchronous copies into pinned memory in flight
         self.virtual_memory = VirtualMemory()  # the driver's reservations and mappings (cuMemMap)
         self.streams = StreamTable(new_id=self.new_id)
+        self.contexts = self._new_contexts()  # CUcontexts; the current one is the current device's
         self.callbacks = HostCallbacks()
         self.limits: dict[str, int] = {}  # cudaDeviceSetLimit, per process as in CUDA
         self.fast = NullFastPath()  # the C launch path, when running inside the interposer
@@ -118,8 +120,13 @@ class Runtime:
         return self.fast.current_device(self._threads)
 
     def set_device(self, ordinal: int) -> None:
+        """cudaSetDevice: the device's primary context becomes the thread's
+        current context (client/contexts.py), the device the current one."""
         self.device(ordinal)  # validates
-        self.fast.set_current_device(self._threads, ordinal)
+        self.contexts.set_current(self.contexts.primary(ordinal))
+
+    def _new_contexts(self) -> Contexts:
+        return Contexts(bind_device=lambda ordinal: self.fast.set_current_device(self._threads, ordinal))
 
     def _connect(self) -> list[RemoteDevice]:
         config = self._config or ClientConfig.load()
@@ -297,6 +304,7 @@ class Runtime:
             self.peer_copies.forget_device(device)
             self.pools.forget_device(device)
             self.virtual_memory.forget_device(device)
+            self.contexts.forget_device(device.ordinal)
             self.fast.device_reset(device)
 
     def forget_after_fork(self) -> None:
@@ -313,6 +321,7 @@ class Runtime:
         self.mapped.forget_after_fork()  # C made their pages plain memory
         self.managed.forget_all()
         self.streams.clear()
+        self.contexts = self._new_contexts()
         self.callbacks = HostCallbacks()
         self.pending_downloads = PendingDownloads()  # the parent's land in the parent
         self.peer_copies = PeerCopies()

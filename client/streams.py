@@ -137,6 +137,10 @@ class StreamTable:
                             f"event {handle:#x} does not exist (destroyed, or not a cudaEvent_t)")
         return event
 
+    def kind(self, handle: int) -> str | None:
+        """"stream" or "event" for a live handle of either, else None."""
+        return "stream" if handle in self._streams else "event" if handle in self._events else None
+
     def destroy_event(self, handle: int) -> None:
         with self._lock:
             event = self._events.pop(handle, None)

@@ -29,9 +29,10 @@ DOC = Path(__file__).resolve().parent.parent / "docs" / "coverage.md"
 
 
 def implemented() -> dict[str, callable]:
-    """The runtime's implementations (client/api*.py)."""
+    """The runtime's implementations (client/api*.py; a driver module may hold one too)."""
     from rcuda.client import entrypoints  # noqa: F401 - imports every api module
-    from rcuda.client import api
+    from rcuda.client import api, api_driver
+    api_driver.load_modules()
     return dict(api.IMPLEMENTED)
 
 
