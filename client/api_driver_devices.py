@@ -7,7 +7,8 @@ cudaDeviceAttr number the same attributes alike (the runtime's enum is made
 from the driver's), so an attribute is looked up by its value; the driver's
 attributes the runtime has no name for (stream memory operations, IPC and
 fabric handle types, multicast, decompression, ...) are capabilities rcuda
-does not forward and read 0.
+does not forward and read 0, but for those DRIVER_ONLY names, which rcuda
+has.
 """
 from __future__ import annotations
 
@@ -37,6 +38,10 @@ DEVPROP_FIELDS = {
 INT_MAX = 2**31 - 1
 #: The runtime's placeholders for driver-only attributes (cudaDevAttrReserved92, ...).
 RESERVED = re.compile(r"cudaDevAttrReserved\d+")
+#: Driver-only attributes rcuda offers: virtual memory management
+#: (client/api_driver_vmm.py).
+DRIVER_ONLY = {"CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED": 1,
+               "CU_DEVICE_ATTRIBUTE_VIRTUAL_ADDRESS_MANAGEMENT_SUPPORTED": 1}  # the same, by its old name
 
 
 @driver()
@@ -95,7 +100,7 @@ def cuDeviceGetAttribute(pi, attrib, dev):
         raise CudaError(cudaError.cudaErrorInvalidValue, f"cuDeviceGetAttribute: {attrib} is not a CUdevice_attribute")
     name = attribute_name(attrib)
     if name is None or RESERVED.fullmatch(name):
-        pi[0] = 0  # a driver-only capability rcuda does not forward (module docstring)
+        pi[0] = DRIVER_ONLY.get(driver_name, 0)  # driver-only: mostly what rcuda does not forward
     elif name in device.attributes:
         pi[0] = device.attributes[name]
     else:

@@ -17,7 +17,8 @@ Outputs (each says in its first line that it is generated, and by what)
                                       the client, native/build.py and
                                       `rcuda coverage` read
 
-The CUDA driver API's exports (libcuda.so.1) are all routed to Python: from
+The CUDA driver API's exports (libcuda.so.1) are routed to Python, after C
+for those routes.ini puts in [c_first]: from
 native/generated/cuda_driver_signatures.json (native/gen_cuda_driver.py) come
   native/generated/cuda_driver_exports.c   one export per driver function, and
                                            rcuda_driver_export(name), our export's address
@@ -69,7 +70,7 @@ def read_routes(path: Path, names) -> dict[str, tuple[str, str]]:
     for section in parser.sections():
         for name, file in parser.items(section):
             if name not in names:
-                raise SystemExit(f"{path}: [{section}] {name} is not a libcudart.so.13 export")
+                raise SystemExit(f"{path}: [{section}] {name} is not a libcudart.so.13 or libcuda.so.1 export")
             if name in routes:
                 raise SystemExit(f"{path}: {name} is in both [{routes[name][0]}] and [{section}]")
             if not file:
@@ -113,8 +114,10 @@ RUNTIME_EXPORTS_NOTE = [
 DRIVER_EXPORTS_NOTE = [
     "/* One exported function per libcuda.so.1 export.  Each starts the embedded",
     " * client (aborting loudly if it cannot) and hands its arguments to its Python",
-    " * entry point, rcuda_py_<name> (client/entrypoints.py).  rcuda_driver_export",
-    " * gives cuGetProcAddress the address of our export of a name. */"]
+    " * entry point, rcuda_py_<name> (client/entrypoints.py); a [c_first] one of",
+    " * native/routes.ini first calls rcuda_c_<name>, which returns 1 when C made the",
+    " * call.  rcuda_driver_export gives cuGetProcAddress the address of our export",
+    " * of a name. */"]
 
 
 def render_exports(functions: dict, note: str, comment: list[str] = RUNTIME_EXPORTS_NOTE,
@@ -123,7 +126,7 @@ def render_exports(functions: dict, note: str, comment: list[str] = RUNTIME_EXPO
     out += [f"static {row['result']} rcuda_py_{name}({c_params(row)});"
             for name, row in functions.items() if row["route"] == "python"]
     out.append("")
-    out += [f"static int rcuda_c_{name}({', '.join([*(d for _, d in row['params']), 'cudaError_t *status'])});"
+    out += [f"static int rcuda_c_{name}({', '.join([*(d for _, d in row['params']), row['result'] + ' *status'])});"
             f"  /* {row['c_first']} */" for name, row in functions.items() if row["c_first"]]
     out.append("")
     for name, row in functions.items():
@@ -132,7 +135,7 @@ def render_exports(functions: dict, note: str, comment: list[str] = RUNTIME_EXPO
         ret = "" if row["result"] == "void" else "return "
         c_first = ""
         if row["c_first"]:
-            c_first = (f"    cudaError_t status;\n"
+            c_first = (f"    {row['result']} status;\n"
                        f"    if (rcuda_c_{name}({c_args(row)}{', ' if row['params'] else ''}&status))\n"
                        f"        return status;\n")
         out.append(f"RCUDA_EXPORT {row['result']} {name}({c_params(row)})\n{{\n"
@@ -158,11 +161,15 @@ def render_api_table(functions: dict, cudart_version: int, note: str) -> str:
             f"FUNCTIONS = {pprint.pformat(functions, width=110, sort_dicts=True)}\n")
 
 
-def driver_table(signatures: dict) -> dict[str, dict]:
-    """DRIVER_FUNCTIONS: every driver export goes to its Python entry point."""
+def driver_table(signatures: dict, routes: dict[str, tuple[str, str]]) -> dict[str, dict]:
+    """DRIVER_FUNCTIONS: every driver export goes to its Python entry point,
+    after C for those routes.ini puts in [c_first]."""
     functions = {}
     for name, row in signatures["functions"].items():
-        functions[name] = {**table({"functions": {name: row}}, {})[name],
+        route = routes.get(name)
+        if route is not None and route[0] != C_FIRST:
+            raise SystemExit(f"{ROUTES}: driver export {name} can only be in [{C_FIRST}]")
+        functions[name] = {**table({"functions": {name: row}}, {name: route} if route else {})[name],
                            "defined_in": str(DRIVER_EXPORTS),
                            "api": row["api"], "version": row["version"], "per_thread": row["per_thread"],
                            "legacy": row["legacy"]}
@@ -196,11 +203,12 @@ def render_driver_table(functions: dict, cuda_version: int, note: str) -> str:
 
 def render(signatures: dict, routes_path: Path, driver_signatures: dict | None = None) -> dict[Path, str]:
     """Every output's path (relative to the repository) and text."""
-    functions = table(signatures, read_routes(routes_path, signatures["functions"]))
+    driver_signatures = driver_signatures or read_signatures(REPO, DRIVER_SIGNATURES)
+    routes = read_routes(routes_path, {**signatures["functions"], **driver_signatures["functions"]})
+    functions = table(signatures, {n: r for n, r in routes.items() if n in signatures["functions"]})
     version = signatures["cudart_version"]
     note = GENERATED_NOTE.format(version=f"{version // 1000}.{version % 1000 // 10}")
-    driver_signatures = driver_signatures or read_signatures(REPO, DRIVER_SIGNATURES)
-    driver = driver_table(driver_signatures)
+    driver = driver_table(driver_signatures, {n: r for n, r in routes.items() if n in driver_signatures["functions"]})
     driver_version = driver_signatures["cuda_version"]
     driver_note = GENERATED_NOTE.replace("native/routes.ini and native/generated/cudart_signatures.json",
                                          str(DRIVER_SIGNATURES)).format(

@@ -433,6 +433,38 @@ static int record_launch(const void *host_fun, dim3 grid, dim3 block, void **arg
     return 1;
 }
 
+/* cuLaunchKernel (native/routes.ini, [c_first]): a driver launch is the
+ * same record, keyed by its CUfunction handle, which the client registers
+ * as it registers a kernel's host stub once the function launched through
+ * Python (client/api_driver_modules.py).  A parameter buffer passed in
+ * `extra` goes to Python, which checks its size. */
+static int driver_launch(CUfunction f, dim3 grid, dim3 block, unsigned int shared_mem, CUstream stream,
+                         void **params, void **extra, int per_thread, CUresult *status)
+{
+    if (extra != NULL || !record_launch((const void *)f, grid, block, params, shared_mem, stream, per_thread))
+        return 0;
+    *status = CUDA_SUCCESS;
+    return 1;
+}
+
+static int rcuda_c_cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ,
+                                  unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ,
+                                  unsigned int sharedMemBytes, CUstream hStream, void **kernelParams, void **extra,
+                                  CUresult *status)
+{
+    return driver_launch(f, (dim3){gridDimX, gridDimY, gridDimZ}, (dim3){blockDimX, blockDimY, blockDimZ},
+                         sharedMemBytes, hStream, kernelParams, extra, 0, status);
+}
+
+static int rcuda_c_cuLaunchKernel_ptsz(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
+                                       unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY,
+                                       unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream,
+                                       void **kernelParams, void **extra, CUresult *status)
+{
+    return driver_launch(f, (dim3){gridDimX, gridDimY, gridDimZ}, (dim3){blockDimX, blockDimY, blockDimZ},
+                         sharedMemBytes, hStream, kernelParams, extra, 1, status);
+}
+
 /* The slow path: the Python client (client/api.py, `launch`). */
 static cudaError_t rcuda_py_launch(const void *host_fun, dim3 grid, dim3 block, void **args, size_t shared_mem,
                                    void *stream, int per_thread);

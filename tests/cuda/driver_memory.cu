@@ -329,6 +329,9 @@ static CUmemAllocationProp device_memory(int device) {
 }
 
 static void vmm() {
+    int supported = 0;
+    CU(cuDeviceGetAttribute(&supported, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, 0));
+    REQUIRE(supported == 1);
     CUmemAllocationProp prop0 = device_memory(0), prop1 = device_memory(1);
     size_t g = 0, recommended = 0;
     CU(cuMemGetAllocationGranularity(&g, &prop0, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
