@@ -63,11 +63,12 @@ def ffi():
 @cuda()
 def cudaMalloc(devPtr, size):
     out_pointer(devPtr, "devPtr")
-    devPtr[0] = ffi().cast("void *", _allocate(rt().device(), size))
+    devPtr[0] = ffi().cast("void *", allocate(rt().device(), size))
     return SUCCESS
 
 
-def _allocate(device, size: int) -> int:
+def allocate(device, size: int) -> int:
+    """Device memory on `device`, in the allocation map (0 for 0 bytes)."""
     ptr = device.malloc(size)
     if ptr:
         rt().allocations.add(ptr, size, device)
@@ -104,12 +105,17 @@ def cudaFree(devPtr):
 def cudaMallocPitch(devPtr, pitch, width, height):
     out_pointer(devPtr, "devPtr")
     out_pointer(pitch, "pitch")
-    device = rt().device()
+    ptr, pitch[0] = allocate_pitched(rt().device(), width, height)
+    devPtr[0] = ffi().cast("void *", ptr)
+    return SUCCESS
+
+
+def allocate_pitched(device, width: int, height: int) -> tuple[int, int]:
+    """(address, pitch) of `height` rows of `width` bytes on `device`, each
+    row starting at the GPU's texture alignment."""
     alignment = device.properties.get("textureAlignment") or 512
     row = -(-width // alignment) * alignment if width else 0
-    devPtr[0] = ffi().cast("void *", _allocate(device, row * height))
-    pitch[0] = row
-    return SUCCESS
+    return allocate(device, row * height), row
 
 
 @cuda()
@@ -390,25 +396,27 @@ def cudaDeviceDisablePeerAccess(peerDevice):
 # ------------------------------------------------------------------ memset
 
 
-def memset(ptr: int, value: int, count: int, stream=None, asynchronous: bool = False) -> None:
+def memset(ptr: int, value: int, count: int, stream=None, asynchronous: bool = False, elem: int = 1) -> None:
+    """`count` bytes at `ptr` set to `value`'s low `elem` bytes, repeated
+    (elem 2 and 4: the driver's cuMemsetD16/D32)."""
     if count == 0:
         return
     if _mapped_involved((ptr, count)):
         # On pinned host memory cudaMemset is synchronous, as CUDA documents.
         ptr = _device_side(ptr, count, "destination")
-        _memset(ptr, value, count, stream, asynchronous)
+        _memset(ptr, value, count, stream, asynchronous, elem)
         _device_wrote(ptr, count, stream, asynchronous)
         return
-    _memset(ptr, value, count, stream, asynchronous)
+    _memset(ptr, value, count, stream, asynchronous, elem)
 
 
-def _memset(ptr: int, value: int, count: int, stream=None, asynchronous: bool = False) -> None:
+def _memset(ptr: int, value: int, count: int, stream=None, asynchronous: bool = False, elem: int = 1) -> None:
     device = _device_of(ptr, count, "destination")
     stream_id = _stream_on(device, stream)
     if asynchronous:
-        device.post("memset", ptr=ptr, value=value, size=count, stream=stream_id)
+        device.post("memset", ptr=ptr, value=value, size=count, stream=stream_id, elem=elem)
     else:
-        device.memset(ptr, value, count, stream_id)
+        device.memset(ptr, value, count, stream_id, elem)
 
 
 @cuda("cudaMemset", "cudaMemset_ptds")
@@ -524,23 +532,25 @@ def cudaMemcpy2DAsync(dst, dpitch, src, spitch, width, height, kind, stream, per
 
 
 def memset2d(ptr: int, pitch: int, value: int, width: int, height: int, stream=None,
-             asynchronous: bool = False) -> None:
+             asynchronous: bool = False, elem: int = 1) -> None:
+    """`height` rows of `width` bytes, `pitch` apart, as memset sets them."""
     _check_pitch(width, height, pitch)
     if width == 0 or height == 0:
         return
     span = _rows_span(pitch, width, height)
     if _mapped_involved((ptr, span)):
         ptr = _device_side(ptr, span, "destination")
-        _memset2d(ptr, pitch, value, width, height, stream, asynchronous)
+        _memset2d(ptr, pitch, value, width, height, stream, asynchronous, elem)
         _device_wrote(ptr, span, stream, asynchronous)
         return
-    _memset2d(ptr, pitch, value, width, height, stream, asynchronous)
+    _memset2d(ptr, pitch, value, width, height, stream, asynchronous, elem)
 
 
 def _memset2d(ptr: int, pitch: int, value: int, width: int, height: int, stream=None,
-              asynchronous: bool = False) -> None:
+              asynchronous: bool = False, elem: int = 1) -> None:
     device = _device_of(ptr, _rows_span(pitch, width, height), "destination")
-    fields = dict(ptr=ptr, pitch=pitch, value=value, width=width, height=height, stream=_stream_on(device, stream))
+    fields = dict(ptr=ptr, pitch=pitch, value=value, width=width, height=height, stream=_stream_on(device, stream),
+                  elem=elem)
     if asynchronous:
         device.post("memset2d", **fields)
     else:
@@ -727,7 +737,12 @@ def cudaHostGetDevicePointer(pDevice, pHost, flags):
     """The device address of mapped host memory: for cudaHostAlloc's the
     host address itself; for registered memory its device copy's."""
     out_pointer(pDevice, "pDevice")
-    ptr = address(pHost)
+    pDevice[0] = ffi().cast("void *", mapped_device_pointer(address(pHost), flags))
+    return SUCCESS
+
+
+def mapped_device_pointer(ptr: int, flags: int) -> int:
+    """The device address of mapped host memory at `ptr`, on the current device."""
     if flags != 0:
         raise CudaError(cudaError.cudaErrorInvalidValue, f"cudaHostGetDevicePointer: flags must be 0, not {flags}")
     mirror = rt().mapped.on_host(ptr)
@@ -745,8 +760,7 @@ def cudaHostGetDevicePointer(pDevice, pHost, flags):
         raise CudaError(cudaError.cudaErrorInvalidValue,
                         f"cudaHostGetDevicePointer({ptr:#x}) on {device.label}: it is mapped on "
                         f"{mirror.device.label}")
-    pDevice[0] = ffi().cast("void *", mirror.to_device(ptr))
-    return SUCCESS
+    return mirror.to_device(ptr)
 
 
 @cuda()

@@ -256,8 +256,8 @@ class RemoteDevice:
     def copy_on_device(self, dst: int, src: int, size: int, stream: int = 0) -> None:
         self.request("dtod", dst=dst, src=src, size=size, stream=stream)
 
-    def memset(self, ptr: int, value: int, size: int, stream: int = 0) -> None:
-        self.request("memset", ptr=ptr, value=value, size=size, stream=stream)
+    def memset(self, ptr: int, value: int, size: int, stream: int = 0, elem: int = 1) -> None:
+        self.request("memset", ptr=ptr, value=value, size=size, stream=stream, elem=elem)
 
     def synchronize(self) -> None:
         self.request("sync")

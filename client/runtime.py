@@ -35,6 +35,7 @@ from .peer import PeerCopies
 from .session import ServerSession
 from .socket_link import SocketLink
 from .streams import StreamTable
+from .virtual_memory import VMM_BASE, VirtualMemory
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +65,7 @@ class Runtime:
         self.mapped = MappedMemory()  # mapped (zero-copy) host memory: a host and a device copy each
         self.managed = ManagedMemory(self.mapped)  # cudaMallocManaged's: mirrors too
         self.pending_downloads = PendingDownloads()  # asynchronous copies into pinned memory in flight
+        self.virtual_memory = VirtualMemory()  # the driver's reservations and mappings (cuMemMap)
         self.streams = StreamTable(new_id=self.new_id)
         self.callbacks = HostCallbacks()
         self.limits: dict[str, int] = {}  # cudaDeviceSetLimit, per process as in CUDA
@@ -139,6 +141,9 @@ class Runtime:
             raise CudaError(cudaError.cudaErrorNoDevice,
                             f"CUDA_VISIBLE_DEVICES={config.visible_devices!r} selects none of the {len(devices)} "
                             f"GPU(s) of {', '.join(str(s.address) for s in sessions)}")
+        if VA_BASE + len(chosen) * VA_WINDOW_SIZE > VMM_BASE:  # the device windows would meet the VMM window
+            chosen = chosen[:(VMM_BASE - VA_BASE) // VA_WINDOW_SIZE]
+            log.warning("rcuda gives a program at most %d GPUs: using the first ones", len(chosen))
         result = []
         for ordinal, (session, local_index, props) in enumerate(chosen):
             label = f"GPU{ordinal} ({session.address} GPU{local_index})"
@@ -291,6 +296,7 @@ class Runtime:
             self.streams.forget_device(device)
             self.peer_copies.forget_device(device)
             self.pools.forget_device(device)
+            self.virtual_memory.forget_device(device)
             self.fast.device_reset(device)
 
     def forget_after_fork(self) -> None:
@@ -303,6 +309,7 @@ class Runtime:
         self._context = None
         self.allocations.clear()
         self.pools.clear()
+        self.virtual_memory.clear()
         self.mapped.forget_after_fork()  # C made their pages plain memory
         self.managed.forget_all()
         self.streams.clear()

@@ -217,7 +217,8 @@ class Fuzzer:
         # Every op but `close`, which would end the session being fuzzed.
         op = self.rng.choice([o for o in protocol.OPS if o != "close"] + ["", "nope", "launch\x00"])
         header = {"op": op, "seq": self.rng.choice([self.rng.randrange(1 << 30), None, "x", -5])}
-        for field, kind in protocol.OPS.get(op, {}).items():
+        optional = protocol.OPTIONAL_FIELDS.get(op, {}).items()
+        for field, kind in [*protocol.OPS.get(op, {}).items(), *optional]:
             if self.rng.random() < 0.9:
                 header[field] = self._plausible(kind) if self.rng.random() < 0.6 else self._value()
         if self.rng.random() < 0.2:

@@ -49,11 +49,14 @@ the legacy default stream):
     htod          {dst, size, stream} + data frames   -> {}
     dtoh          {src, size, stream}                 -> {} + data frames
     dtod          {dst, src, size, stream}            -> {}
-    memset        {ptr, value, size, stream}          -> {}
+    memset        {ptr, value, size, stream}          -> {}        optional elem: 1, 2 or 4, the
+                  pattern's size in bytes (cuMemsetD16/D32): `value`'s low
+                  elem bytes repeated over `size` bytes (a multiple of elem)
     htod2d        {dst, dpitch, width, height, stream} + packed rows -> {}
     dtoh2d        {src, spitch, width, height, stream} -> {} + packed rows
     dtod2d        {dst, dpitch, src, spitch, width, height, stream} -> {}
-    memset2d      {ptr, pitch, value, width, height, stream} -> {}
+    memset2d      {ptr, pitch, value, width, height, stream} -> {}   optional elem as memset's
+                  (width in bytes, a multiple of elem)
     module        {module} + module image             -> {info}    once per module; the image is a
                   fatbinary, a cubin or PTX text (cuModuleLoadData's); info: the
                   JIT compiler's info log; bad PTX fails with its error log as msg
@@ -105,7 +108,18 @@ the legacy default stream):
     mem_access    {ptr, peer, flags}                  -> {}        kernels on GPU `peer` of this server
                                                                    may use the allocation at `ptr`
                                                                    (flags: cudaMemAccessFlags; 0 takes
-                                                                   it away): cudaMemPoolSetAccess
+                                                                   it away): cudaMemPoolSetAccess,
+                                                                   cuMemSetAccess on a mapping
+    vmm_create    {handle, size}                      -> {}        cuMemCreate: physical memory on this
+                                                                   GPU, named `handle` (the client's)
+    vmm_retain    {handle}                            -> {}        one more reference to it
+    vmm_release   {handle}                            -> {}        one reference fewer; freed once it has
+                                                                   none and is mapped nowhere
+    vmm_map       {ptr, size, offset, handle}         -> {}        cuMemMap: bytes [offset, offset+size)
+                                                                   of it at device address `ptr` (the
+                                                                   client's VMM window), an allocation
+                                                                   of the session from now on
+    vmm_unmap     {ptr}                               -> {}        cuMemUnmap of the mapping at `ptr`
     mirror_htod   {runs} + data frames                (never answered)   mapped host memory: the
                   host's writes to mapped ranges, written to their device
                   copies at once, outside every stream (a kernel on any stream
@@ -148,7 +162,7 @@ import msgpack
 
 from rcuda.errors import ProtocolError
 
-PROTOCOL_VERSION = 7
+PROTOCOL_VERSION = 8
 
 #: Bulk bytes on a ZeroMQ socket travel in frames of this size: ZeroMQ slows
 #: down on messages above ~32 MiB (fresh buffers page-fault).
@@ -219,6 +233,12 @@ OPS: dict[str, dict[str, type | tuple]] = {
     "peer_wait": {"xfer": _INT, "dst": _INT, "size": _INT, "source": _STR},
     "peer_access": {"peer": _INT, "enable": _INT},
     "mem_access": {"ptr": _INT, "peer": _INT, "flags": _INT},
+    # -- the driver's virtual memory management, see client/api_driver_vmm.py
+    "vmm_create": {"handle": _INT, "size": _INT},
+    "vmm_retain": {"handle": _INT},
+    "vmm_release": {"handle": _INT},
+    "vmm_map": {"ptr": _INT, "size": _INT, "offset": _INT, "handle": _INT},
+    "vmm_unmap": {"ptr": _INT},
     # -- mapped host memory, see client/mapped_memory.py and native/mapped_memory.c
     "mirror_htod": {"runs": _LIST},
     "mirror_zero": {"ptr": _INT, "size": _INT},
@@ -226,6 +246,12 @@ OPS: dict[str, dict[str, type | tuple]] = {
     "peer_data": {"token": _STR, "xfer": _INT, "offset": _INT, "total": _INT},
     "peer_abort": {"token": _STR, "xfer": (_INT, type(None)), "source": _STR, "upto": _INT, "msg": _STR},
     "peer_hello": {"token": _STR},
+}
+
+#: op -> {field: type} it may carry; checked when present.
+OPTIONAL_FIELDS: dict[str, dict[str, type | tuple]] = {
+    "memset": {"elem": _INT},
+    "memset2d": {"elem": _INT},
 }
 
 #: Ops that are never answered: their errors surface in a later reply.
@@ -273,7 +299,8 @@ def check_header(header: dict) -> str:
         raise ProtocolError(f"unknown op {op!r}")
     if not isinstance(header.get("seq"), int):
         raise ProtocolError(f"{op}: missing or non-integer seq")
-    for field, kind in OPS[op].items():
+    optional = OPTIONAL_FIELDS.get(op, {})
+    for field, kind in [*OPS[op].items(), *((f, k) for f, k in optional.items() if f in header)]:
         value = header.get(field)
         if not isinstance(value, kind) or isinstance(value, bool):
             raise ProtocolError(f"{op}: field {field!r} must be {_type_name(kind)}, got {value!r:.60}")

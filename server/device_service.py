@@ -153,6 +153,8 @@ class DeviceService:
             "reset_persisting_l2": self._reset_persisting_l2, "reset": self._reset,
             "close": self._close,
             "mirror_htod": self._mirror_htod, "mirror_zero": self._mirror_zero, "mirror_dtoh": self._mirror_dtoh,
+            "vmm_create": self._vmm_create, "vmm_retain": self._vmm_retain, "vmm_release": self._vmm_release,
+            "vmm_map": self._vmm_map, "vmm_unmap": self._vmm_unmap,
         }
         # Server-to-server copies (server/peer.py): `inbox` holds the worker's
         # incoming transfers, `peer_token` authorises them.
@@ -566,7 +568,8 @@ class DeviceService:
             raise CudaError(cudaError.cudaErrorDevicesUnavailable, "wrong session token or device")
         self._va_base = header["va_base"]
         self.device = self.backend.open_device(self.index, self._va_base)
-        props = dict(self.device.properties(), rcudaPeers=self.peer_ops.links())
+        props = dict(self.device.properties(), rcudaPeers=self.peer_ops.links(),
+                     rcudaVmmGranularity=list(self.device.vmm_granularity()))
         return {"props": props, "attributes": self.device.attributes()}
 
     def _malloc(self, header, payload):
@@ -632,7 +635,11 @@ class DeviceService:
         self.device.memcpy_dtod(header["dst"], header["src"], _non_negative(header, "size"), self._stream(header))
 
     def _memset(self, header, payload):
-        self.device.memset(header["ptr"], header["value"], _non_negative(header, "size"), self._stream(header))
+        size, elem = _non_negative(header, "size"), _element_size(header)
+        if size % elem:
+            raise CudaError(cudaError.cudaErrorInvalidValue, f"memset: {size} bytes are not a whole number of "
+                                                             f"{elem}-byte values")
+        self.device.memset(header["ptr"], header["value"], size, self._stream(header), elem)
 
     def _htod2d(self, header, payload):
         width, height, pitch = _rect(header, "dpitch")
@@ -657,7 +664,29 @@ class DeviceService:
 
     def _memset2d(self, header, payload):
         width, height, pitch = _rect(header, "pitch")
-        self.device.memset_2d(header["ptr"], pitch, header["value"], width, height, self._stream(header))
+        elem = _element_size(header)
+        if width % elem:
+            raise CudaError(cudaError.cudaErrorInvalidValue, f"memset2d: rows of {width} bytes are not a whole "
+                                                             f"number of {elem}-byte values")
+        self.device.memset_2d(header["ptr"], pitch, header["value"], width, height, self._stream(header), elem)
+
+    # -- virtual memory management (client/api_driver_vmm.py)
+
+    def _vmm_create(self, header, payload):
+        self.device.vmm_create(header["handle"], _non_negative(header, "size"))
+
+    def _vmm_retain(self, header, payload):
+        self.device.vmm_retain(header["handle"])
+
+    def _vmm_release(self, header, payload):
+        self.device.vmm_release(header["handle"])
+
+    def _vmm_map(self, header, payload):
+        self.device.vmm_map(header["ptr"], _non_negative(header, "size"), _non_negative(header, "offset"),
+                            header["handle"])
+
+    def _vmm_unmap(self, header, payload):
+        self.device.vmm_unmap(header["ptr"])
 
     # ---------------------------------------------------------- code
 
@@ -898,6 +927,14 @@ def _non_negative(header: dict, field: str) -> int:
     if not isinstance(value, int) or value < 0:
         raise ProtocolError(f"{header.get('op')}: {field} must be a non-negative integer")
     return value
+
+
+def _element_size(header: dict) -> int:
+    """A memset's pattern size (its optional `elem`): 1, 2 or 4 bytes."""
+    elem = header.get("elem", 1)
+    if elem not in (1, 2, 4):
+        raise ProtocolError(f"{header.get('op')}: elem must be 1, 2 or 4, not {elem!r:.20}")
+    return elem
 
 
 def _rect(header: dict, pitch_field: str) -> tuple[int, int, int]:

@@ -125,6 +125,53 @@ def test_mapped_memory_is_written_and_read_now(device):
         assert error.value.status == cudaError.cudaErrorInvalidValue
 
 
+def test_memset_patterns(device):
+    """cuMemsetD16/D32: 2- and 4-byte patterns, 1-D and 2-D, padding untouched."""
+    pitch, height = 64, 3
+    ptr = device.malloc(pitch * height)
+    device.memset(ptr, 0x11, pitch * height)
+    device.memset(ptr, 0xA1B2C3D4, 16, elem=4)
+    device.memset(ptr + 16, 0x1234BEEF, 6, elem=2)  # the low 2 bytes
+    device.memset_2d(ptr + pitch, pitch, 0x01020304, 8, 2, elem=4)
+    back = fetch(device, ptr, pitch * height)
+    assert back[:16] == bytes.fromhex("d4c3b2a1") * 4 and back[16:22] == bytes.fromhex("efbe") * 3
+    assert back[22:pitch] == b"\x11" * (pitch - 22)
+    for row in (1, 2):
+        assert back[row * pitch:row * pitch + 8] == bytes.fromhex("04030201") * 2
+        assert back[row * pitch + 8:(row + 1) * pitch] == b"\x11" * (pitch - 8)
+
+
+def test_virtual_memory_mappings_share_physical_memory(device):
+    """vmm_create/vmm_map: two mappings of one physical allocation share its
+    bytes; it is freed once released and unmapped; bad ranges are refused."""
+    granularity = device.vmm_granularity()[0]
+    used = device.memory_in_use()
+    first, second = 0x6000_0000_0000, 0x6000_0000_0000 + 4 * granularity
+    device.vmm_create(7, 2 * granularity)
+    device.vmm_map(first, 2 * granularity, 0, 7)
+    device.vmm_map(second, granularity, granularity, 7)
+    device.memcpy_htod(first + granularity, memoryview(b"shared"))
+    assert fetch(device, second, 6) == b"shared"
+    device.memset(second + 8, 0xCAFE, 4, elem=2)
+    assert fetch(device, first + granularity + 8, 4) == bytes.fromhex("fecafeca")
+    for bad in (lambda: device.vmm_map(first, granularity, 0, 7),              # mapped already
+                lambda: device.vmm_map(second + granularity, granularity, 2 * granularity, 7),  # past its end
+                lambda: device.vmm_map(second + 2 * granularity, 4096, 0, 7),   # not the granularity
+                lambda: device.vmm_map(second + 2 * granularity, granularity, 0, 99),  # no such handle
+                lambda: device.free(first),                                      # a mapping, not cudaMalloc's
+                lambda: device.vmm_unmap(first + 8)):
+        with pytest.raises(CudaError) as error:
+            bad()
+        assert error.value.status == cudaError.cudaErrorInvalidValue
+    device.vmm_release(7)  # still mapped: the memory stays
+    assert fetch(device, second, 6) == b"shared"
+    device.vmm_unmap(first)
+    device.vmm_unmap(second)
+    assert device.memory_in_use() == used
+    with pytest.raises(CudaError):
+        device.vmm_release(7)
+
+
 def test_two_d_copies(device):
     width, height, pitch = 24, 5, 64
     base = device.malloc(pitch * height)

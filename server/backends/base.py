@@ -180,8 +180,9 @@ class Device(abc.ABC):
         """Copy between two device addresses of this device."""
 
     @abc.abstractmethod
-    def memset(self, ptr: int, value: int, size: int, stream: int = 0) -> None:
-        """Set `size` bytes at `ptr` to the low byte of `value`."""
+    def memset(self, ptr: int, value: int, size: int, stream: int = 0, elem: int = 1) -> None:
+        """Set `size` bytes at `ptr` to the low `elem` bytes of `value`
+        repeated (elem 1, 2 or 4: cuMemsetD8/D16/D32; `size` a multiple of it)."""
 
     # 2-D copies: `height` rows of `width` bytes, rows `pitch` bytes apart.
     # Host data travels packed (pitch == width).  These defaults go row by
@@ -223,12 +224,13 @@ class Device(abc.ABC):
         for row in range(height):
             self.memcpy_dtod(dst + row * dpitch, src + row * spitch, width, stream)
 
-    def memset_2d(self, ptr: int, pitch: int, value: int, width: int, height: int, stream: int = 0) -> None:
+    def memset_2d(self, ptr: int, pitch: int, value: int, width: int, height: int, stream: int = 0,
+                  elem: int = 1) -> None:
         if not width or not height:
             return
         self.check_range(ptr, pitch * (height - 1) + width, "cudaMemset2D")
         for row in range(height):
-            self.memset(ptr + row * pitch, value, width, stream)
+            self.memset(ptr + row * pitch, value, width, stream, elem)
 
     # ---------------------------------------------------------- code
 
@@ -382,10 +384,61 @@ class Device(abc.ABC):
     def set_allocation_access(self, ptr: int, peer: int, flags: int) -> None:
         """Whether kernels on GPU `peer` may use the allocation starting at
         `ptr` (cudaMemAccessFlags; 0: not any more): what
-        cudaMemPoolSetAccess asks of a pool's memory."""
+        cudaMemPoolSetAccess asks of a pool's memory, and cuMemSetAccess of
+        a mapping."""
         raise CudaError(cudaError.cudaErrorNotSupported,
                         f"GPU {self.index}: access to single allocations from GPU {peer} is not supported by "
                         f"this backend")
+
+    # -- the driver's virtual memory management (client/api_driver_vmm.py):
+    # physical allocations named by the client's handles, mapped at
+    # addresses the client chose.  A mapping is an allocation of the
+    # session (copies, memsets, kernels use it) whose bytes are the physical
+    # allocation's; `physical` (a PhysicalTable) keeps the references.
+
+    def vmm_granularity(self) -> tuple[int, int]:
+        """(minimum, recommended) cuMemGetAllocationGranularity of device memory here."""
+        return VMM_GRANULARITY, VMM_GRANULARITY
+
+    def vmm_create(self, handle: int, size: int) -> None:
+        """cuMemCreate: `size` bytes (a multiple of the granularity) of physical memory."""
+        raise CudaError(cudaError.cudaErrorNotSupported, f"GPU {self.index}: no virtual memory management here")
+
+    def vmm_retain(self, handle: int) -> None:
+        self.physical.get(handle, "vmm_retain").refs += 1
+
+    def vmm_release(self, handle: int) -> None:
+        """One reference fewer: freed once none is left and nothing maps it."""
+        physical = self.physical.get(handle, "cuMemRelease")
+        physical.refs -= 1
+        self._free_if_unused(handle, physical)
+
+    def vmm_map(self, ptr: int, size: int, offset: int, handle: int) -> None:
+        """cuMemMap: bytes [offset, offset + size) of `handle` at `ptr`."""
+        raise CudaError(cudaError.cudaErrorNotSupported, f"GPU {self.index}: no virtual memory management here")
+
+    def vmm_unmap(self, ptr: int) -> None:
+        """cuMemUnmap of the mapping at `ptr`."""
+        raise CudaError(cudaError.cudaErrorNotSupported, f"GPU {self.index}: no virtual memory management here")
+
+    def _free_if_unused(self, handle: int, physical: "Physical") -> None:
+        if physical.refs <= 0 and physical.mappings <= 0:
+            self.physical.remove(handle)
+            self._vmm_free(physical)
+
+    def _vmm_free(self, physical: "Physical") -> None:
+        """Give back a physical allocation nothing uses any more."""
+
+    def _check_vmm_range(self, ptr: int, size: int, offset: int, physical: "Physical") -> None:
+        """What cuMemMap checks: granularity-aligned, inside the physical
+        allocation, over no other mapping."""
+        granularity = self.vmm_granularity()[0]
+        if size <= 0 or (ptr | size | offset) % granularity or offset + size > physical.size:
+            raise CudaError(cudaError.cudaErrorInvalidValue,
+                            f"cuMemMap({ptr:#x}, {size}, offset {offset}): size, address and offset must be "
+                            f"multiples of {granularity}, inside the {physical.size}-byte allocation")
+        if self._memory.overlaps(ptr, size):
+            raise CudaError(cudaError.cudaErrorInvalidValue, f"cuMemMap({ptr:#x}, {size}): overlaps a mapping")
 
 
 class Backend(abc.ABC):
@@ -408,12 +461,66 @@ class Backend(abc.ABC):
 # configurations the same way.
 
 
+#: The sim's cuMemGetAllocationGranularity (and a real GPU's, for device memory).
+VMM_GRANULARITY = 2 << 20
+
+#: numpy element types of memset patterns, by size.
+PATTERN_TYPES = {1: "u1", 2: "<u2", 4: "<u4"}
+
+
+def fill_pattern(target, value: int, elem: int) -> None:
+    """A memset: numpy bytes `target` set to `value`'s low `elem` bytes, repeated."""
+    target.view(PATTERN_TYPES[elem])[:] = value & ((1 << 8 * elem) - 1)
+
+
+@dataclass
+class Physical:
+    """A physical allocation (cuMemCreate), alive while the client holds a
+    handle to it or it is mapped."""
+
+    size: int
+    memory: object = None  # the backend's (sim: a numpy array; cupy: the driver's handle)
+    refs: int = 1
+    mappings: int = 0
+
+
+class PhysicalTable:
+    """A session's physical allocations on one device, by the client's handles."""
+
+    def __init__(self):
+        self._by_handle: dict[int, Physical] = {}
+        self.bytes_in_use = 0
+
+    def add(self, handle: int, physical: Physical) -> None:
+        if handle in self._by_handle:
+            raise CudaError(cudaError.cudaErrorInvalidValue, f"cuMemCreate: handle {handle:#x} is in use")
+        self._by_handle[handle] = physical
+        self.bytes_in_use += physical.size
+
+    def get(self, handle: int, what: str) -> Physical:
+        physical = self._by_handle.get(handle)
+        if physical is None:
+            raise CudaError(cudaError.cudaErrorInvalidValue, f"{what}: {handle:#x} is no physical allocation here")
+        return physical
+
+    def remove(self, handle: int) -> None:
+        self.bytes_in_use -= self._by_handle.pop(handle).size
+
+    def clear(self) -> list[Physical]:
+        physicals = list(self._by_handle.values())
+        self._by_handle.clear()
+        self.bytes_in_use = 0
+        return physicals
+
+
 @dataclass
 class Allocation:
     start: int
     size: int
     memory: object = None  # the backend's own handle on the bytes (sim: a numpy array)
     symbol: bool = False   # a __device__ variable's storage: not for cudaFree
+    #: A cuMemMap mapping: (handle, Physical) whose bytes these are (counted there); cuMemUnmap removes it
+    mapped: tuple | None = None
     #: Other GPUs of the server whose kernels may use it (set_allocation_access): index -> cudaMemAccessFlags
     accessors: dict = field(default_factory=dict)
 
@@ -448,24 +555,31 @@ class AllocationTable:
         with self.lock:
             bisect.insort(self._starts, allocation.start)
             self._by_start[allocation.start] = allocation
-        self.bytes_in_use += allocation.size
+        if allocation.mapped is None:
+            self.bytes_in_use += allocation.size
 
-    def remove(self, ptr: int) -> Allocation:
-        """Forget the allocation starting at `ptr` (what cudaFree does);
-        cudaErrorInvalidValue for any other pointer (unknown, interior,
-        already freed, or a __device__ variable's storage)."""
+    def remove(self, ptr: int, unmap: bool = False) -> Allocation:
+        """Forget the allocation starting at `ptr` (what cudaFree does, or
+        with `unmap` cuMemUnmap); cudaErrorInvalidValue for any other pointer
+        (unknown, interior, already freed, a __device__ variable's storage,
+        a mapping for cudaFree or an allocation for cuMemUnmap)."""
         allocation = self._by_start.get(ptr)
+        call = "cuMemUnmap" if unmap else "cudaFree"
         if allocation is not None and allocation.symbol:
-            raise CudaError(cudaError.cudaErrorInvalidValue, f"cudaFree({ptr:#x}): that is a __device__ variable")
+            raise CudaError(cudaError.cudaErrorInvalidValue, f"{call}({ptr:#x}): that is a __device__ variable")
+        if allocation is not None and (allocation.mapped is None) == unmap:
+            what = "not a cuMemMap mapping" if unmap else "a cuMemMap mapping (cuMemUnmap unmaps it)"
+            raise CudaError(cudaError.cudaErrorInvalidValue, f"{call}({ptr:#x}): that is {what}")
         if allocation is None:
             containing = self.containing(ptr, 1)
             where = (f"it points {ptr - containing.start} bytes into the allocation at {containing.start:#x}"
                      if containing else "it is not an allocation of this session (or was already freed)")
-            raise CudaError(cudaError.cudaErrorInvalidValue, f"cudaFree({ptr:#x}): {where}")
+            raise CudaError(cudaError.cudaErrorInvalidValue, f"{call}({ptr:#x}): {where}")
         with self.lock:
             del self._by_start[ptr]
             del self._starts[bisect.bisect_left(self._starts, ptr)]
-        self.bytes_in_use -= allocation.size
+        if allocation.mapped is None:
+            self.bytes_in_use -= allocation.size
         return allocation
 
     def containing(self, ptr: int, size: int) -> Allocation | None:
@@ -475,6 +589,12 @@ class AllocationTable:
             return None
         allocation = self._by_start[self._starts[i]]
         return allocation if ptr + size <= allocation.end else None
+
+    def overlaps(self, ptr: int, size: int) -> bool:
+        """Whether any allocation shares an address with [ptr, ptr + size)."""
+        i = bisect.bisect_left(self._starts, ptr)
+        return any(start < ptr + size and ptr < self._by_start[start].end
+                   for start in self._starts[max(i - 1, 0):i + 1])
 
     def require(self, ptr: int, size: int, what: str) -> Allocation:
         """`containing`, or cudaErrorInvalidValue naming the bad range.  This is

@@ -1,5 +1,7 @@
 """Device memory inside an address window the client chose, through the CUDA
-driver's virtual memory management (cuMemAddressReserve/cuMemCreate/cuMemMap).
+driver's virtual memory management (cuMemAddressReserve/cuMemCreate/cuMemMap);
+and the program's own virtual memory management calls (cuMemCreate, cuMemMap
+at addresses the client reserved), the same way.
 
 Why: programs pass raw device pointers in kernel arguments and structs, so
 the client cannot translate them; pointers from different servers must
@@ -14,6 +16,7 @@ CUmemAccessDesc: 12 bytes, flags at 8).
 from __future__ import annotations
 
 import ctypes
+import functools
 import logging
 from dataclasses import dataclass
 
@@ -24,6 +27,7 @@ log = logging.getLogger(__name__)
 CU_MEM_ALLOCATION_TYPE_PINNED = 1
 CU_MEM_LOCATION_TYPE_DEVICE = 1
 CU_MEM_ACCESS_FLAGS_PROT_READWRITE = 3
+CU_MEM_ALLOC_GRANULARITY_MINIMUM = 0
 CU_MEM_ALLOC_GRANULARITY_RECOMMENDED = 1
 CUDA_ERROR_OUT_OF_MEMORY = 2
 
@@ -49,7 +53,34 @@ class CUmemAccessDesc(ctypes.Structure):
 assert ctypes.sizeof(CUmemAllocationProp) == 32 and ctypes.sizeof(CUmemAccessDesc) == 12
 
 
-def _driver():
+def check(cu, device: int, name: str, *args) -> None:
+    """Call driver function `name`; a failure becomes a CudaError naming it."""
+    status = getattr(cu, name)(*args)
+    if status:
+        code = cudaError.cudaErrorMemoryAllocation if status == CUDA_ERROR_OUT_OF_MEMORY else status
+        raise CudaError(code, f"{name} on GPU {device} failed with CUresult {status}")
+
+
+def device_memory(device: int) -> CUmemAllocationProp:
+    """The allocation properties of pinned memory on GPU `device`."""
+    return CUmemAllocationProp(type=CU_MEM_ALLOCATION_TYPE_PINNED,
+                               location=CUmemLocation(CU_MEM_LOCATION_TYPE_DEVICE, device))
+
+
+def granularity(cu, device: int, option: int) -> int:
+    found = ctypes.c_size_t()
+    check(cu, device, "cuMemGetAllocationGranularity", ctypes.byref(found), ctypes.byref(device_memory(device)), option)
+    return max(found.value, 1)
+
+
+def set_access(cu, device: int, address: int, size: int, accessor: int, flags: int) -> None:
+    """Kernels on GPU `accessor` may use [address, address + size) (CUmemAccess_flags)."""
+    access = CUmemAccessDesc(CUmemLocation(CU_MEM_LOCATION_TYPE_DEVICE, accessor), flags)
+    check(cu, device, "cuMemSetAccess", address, size, ctypes.byref(access), 1)
+
+
+@functools.cache
+def driver():
     lib = ctypes.CDLL("libcuda.so.1")
     u64, size_t = ctypes.c_uint64, ctypes.c_size_t
     signatures = {
@@ -61,6 +92,8 @@ def _driver():
         "cuMemUnmap": [u64, size_t],
         "cuMemSetAccess": [u64, size_t, ctypes.POINTER(CUmemAccessDesc), size_t],
         "cuMemGetAllocationGranularity": [ctypes.POINTER(size_t), ctypes.POINTER(CUmemAllocationProp), ctypes.c_int],
+        "cuMemsetD16Async": [u64, ctypes.c_ushort, size_t, ctypes.c_void_p],
+        "cuMemsetD32Async": [u64, ctypes.c_uint, size_t, ctypes.c_void_p],
     }
     for name, argtypes in signatures.items():
         getattr(lib, name).argtypes = argtypes
@@ -79,14 +112,10 @@ class AddressWindow:
     """[base, base + size) reserved on one GPU, allocated into bottom-up."""
 
     def __init__(self, device: int, base: int, size: int):
-        self._cu = _driver()
+        self._cu = driver()
         self.device = device
-        self._prop = CUmemAllocationProp(type=CU_MEM_ALLOCATION_TYPE_PINNED,
-                                         location=CUmemLocation(CU_MEM_LOCATION_TYPE_DEVICE, device))
-        granularity = ctypes.c_size_t()
-        self._check("cuMemGetAllocationGranularity", ctypes.byref(granularity), ctypes.byref(self._prop),
-                    CU_MEM_ALLOC_GRANULARITY_RECOMMENDED)
-        self.granularity = max(granularity.value, 1)
+        self._prop = device_memory(device)
+        self.granularity = granularity(self._cu, device, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED)
         reserved = ctypes.c_uint64()
         self._check("cuMemAddressReserve", ctypes.byref(reserved), size, self.granularity, base, 0)
         if reserved.value != base:
@@ -100,10 +129,7 @@ class AddressWindow:
         self._free: list[tuple[int, int]] = []  # (address, size) of unmapped ranges below _next
 
     def _check(self, name: str, *args) -> None:
-        status = getattr(self._cu, name)(*args)
-        if status:
-            code = cudaError.cudaErrorMemoryAllocation if status == CUDA_ERROR_OUT_OF_MEMORY else status
-            raise CudaError(code, f"{name} on GPU {self.device} failed with CUresult {status}")
+        check(self._cu, self.device, name, *args)
 
     def allocate(self, size: int) -> int:
         span = -(-size // self.granularity) * self.granularity
@@ -112,9 +138,7 @@ class AddressWindow:
         self._check("cuMemCreate", ctypes.byref(handle), span, ctypes.byref(self._prop), 0)
         try:
             self._check("cuMemMap", address, span, 0, handle.value, 0)
-            access = CUmemAccessDesc(CUmemLocation(CU_MEM_LOCATION_TYPE_DEVICE, self.device),
-                                     CU_MEM_ACCESS_FLAGS_PROT_READWRITE)
-            self._check("cuMemSetAccess", address, span, ctypes.byref(access), 1)
+            set_access(self._cu, self.device, address, span, self.device, CU_MEM_ACCESS_FLAGS_PROT_READWRITE)
         except CudaError:
             self._cu.cuMemUnmap(address, span)
             self._cu.cuMemRelease(handle.value)
@@ -131,8 +155,7 @@ class AddressWindow:
         if mapping is None:
             raise CudaError(cudaError.cudaErrorInvalidValue, f"GPU {self.device}: {address:#x} is not an allocation's "
                                                              f"start")
-        access = CUmemAccessDesc(CUmemLocation(CU_MEM_LOCATION_TYPE_DEVICE, device), flags)
-        self._check("cuMemSetAccess", mapping.address, mapping.size, ctypes.byref(access), 1)
+        set_access(self._cu, self.device, mapping.address, mapping.size, device, flags)
 
     def _place(self, span: int) -> int:
         for i, (address, size) in enumerate(self._free):  # first fit among freed ranges
@@ -157,3 +180,58 @@ class AddressWindow:
         for address in list(self._mappings):
             self.free(address)
         self._cu.cuMemAddressFree(self.base, self.size)
+
+
+class ProgramMappings:
+    """The program's own cuMemCreate/cuMemMap on one GPU (client/api_driver_vmm.py),
+    at the addresses its client reserved: each mapping reserves exactly its
+    range (the client's VMM window lies outside every device window) and
+    maps the physical allocation there, readable and writable by this GPU."""
+
+    def __init__(self, device: int):
+        self._cu = driver()
+        self.device = device
+
+    def granularity(self) -> tuple[int, int]:
+        return (granularity(self._cu, self.device, CU_MEM_ALLOC_GRANULARITY_MINIMUM),
+                granularity(self._cu, self.device, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED))
+
+    def create(self, size: int) -> int:
+        handle = ctypes.c_uint64()
+        prop = device_memory(self.device)
+        check(self._cu, self.device, "cuMemCreate", ctypes.byref(handle), size, ctypes.byref(prop), 0)
+        return handle.value
+
+    def release(self, handle: int) -> None:
+        check(self._cu, self.device, "cuMemRelease", handle)
+
+    def map(self, address: int, size: int, offset: int, handle: int) -> None:
+        reserved = ctypes.c_uint64()
+        check(self._cu, self.device, "cuMemAddressReserve", ctypes.byref(reserved), size, 0, address, 0)
+        try:
+            if reserved.value != address:
+                raise CudaError(cudaError.cudaErrorMemoryAllocation,
+                                f"GPU {self.device}: the driver would not reserve {address:#x} for cuMemMap "
+                                f"(offered {reserved.value:#x})")
+            check(self._cu, self.device, "cuMemMap", address, size, offset, handle, 0)
+        except CudaError:
+            self._cu.cuMemAddressFree(reserved.value, size)
+            raise
+        try:
+            set_access(self._cu, self.device, address, size, self.device, CU_MEM_ACCESS_FLAGS_PROT_READWRITE)
+        except CudaError:
+            self.unmap(address, size)
+            raise
+
+    def set_access(self, address: int, size: int, accessor: int, flags: int) -> None:
+        set_access(self._cu, self.device, address, size, accessor, flags)
+
+    def unmap(self, address: int, size: int) -> None:
+        check(self._cu, self.device, "cuMemUnmap", address, size)
+        check(self._cu, self.device, "cuMemAddressFree", address, size)
+
+
+def memset_pattern(stream: int, ptr: int, value: int, size: int, elem: int, device: int) -> None:
+    """cuMemsetD16Async/cuMemsetD32Async: `size` bytes of `elem`-byte values."""
+    name = "cuMemsetD16Async" if elem == 2 else "cuMemsetD32Async"
+    check(driver(), device, name, ptr, value & ((1 << 8 * elem) - 1), size // elem, stream or None)

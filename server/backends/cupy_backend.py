@@ -33,7 +33,7 @@ from rcuda.errors import CudaError, cudaError
 
 from . import cuda_jit
 from .base import (VA_WINDOW_SIZE, Allocation, AllocationTable, Backend, Completion, Device, Done, ParamLayout,
-                   check_launch_configuration)
+                   Physical, PhysicalTable, check_launch_configuration)
 
 log = logging.getLogger(__name__)
 
@@ -227,6 +227,8 @@ class CupyDevice(Device):
         self._runtime = runtime
         self._driver = driver
         self._memory = AllocationTable()
+        self.physical = PhysicalTable()  # the program's cuMemCreate allocations (memory: the driver's handle)
+        self._program_mappings = None    # cuda_vmm.ProgramMappings, made on first use
         self._modules: dict[str, tuple[int, bytes]] = {}  # module key -> (CUmodule, image)
         self._streams: dict[int, int] = {0: 0}  # client id -> cudaStream_t (0: the legacy default stream)
         self._events: dict[int, int] = {}       # client id -> cudaEvent_t
@@ -358,13 +360,13 @@ class CupyDevice(Device):
         return dict(self._attributes)
 
     def memory_in_use(self) -> int:
-        return self._memory.bytes_in_use
+        return self._memory.bytes_in_use + self.physical.bytes_in_use
 
     def mem_get_info(self) -> tuple[int, int]:
         with self._cuda("cudaMemGetInfo"):
             free, total = self._runtime.memGetInfo()
         if self._total < total:  # --memory-limit: report the limit and what is left of it
-            return max(0, min(free, self._total - self._memory.bytes_in_use)), self._total
+            return max(0, min(free, self._total - self.memory_in_use())), self._total
         return free, total
 
     # ---------------------------------------------------------- memory
@@ -374,9 +376,9 @@ class CupyDevice(Device):
             raise CudaError(cudaError.cudaErrorInvalidValue, f"cudaMalloc of {size} bytes")
         if size == 0:
             return 0  # what cudaMalloc does: success, and a NULL pointer
-        if self._memory.bytes_in_use + size > self._total:
+        if self.memory_in_use() + size > self._total:
             raise CudaError(cudaError.cudaErrorMemoryAllocation,
-                            f"cudaMalloc of {size} bytes: the session already uses {self._memory.bytes_in_use} "
+                            f"cudaMalloc of {size} bytes: the session already uses {self.memory_in_use()} "
                             f"of the {self._total} bytes this server allows per GPU")
         with self._cuda(f"cudaMalloc of {size} bytes"):
             ptr = self._window.allocate(size) if self._window else self._runtime.malloc(size)
@@ -468,11 +470,55 @@ class CupyDevice(Device):
             with self._cuda("cudaMemcpy device to device"):
                 self._runtime.memcpyAsync(dst, src, size, self._runtime.memcpyDeviceToDevice, self._streams[stream])
 
-    def memset(self, ptr: int, value: int, size: int, stream: int = 0) -> None:
+    def memset(self, ptr: int, value: int, size: int, stream: int = 0, elem: int = 1) -> None:
         if size:
             self._memory.require(ptr, size, "cudaMemset")
             with self._cuda("cudaMemset"):
-                self._runtime.memsetAsync(ptr, value & 0xFF, size, self._streams[stream])
+                if elem == 1:
+                    self._runtime.memsetAsync(ptr, value & 0xFF, size, self._streams[stream])
+                else:
+                    from .cuda_vmm import memset_pattern
+                    memset_pattern(self._streams[stream], ptr, value, size, elem, self.index)
+
+    # -- the program's virtual memory management, through the driver (cuda_vmm.py)
+
+    def _mappings(self):
+        if self._program_mappings is None:
+            from .cuda_vmm import ProgramMappings
+            self._program_mappings = ProgramMappings(self.index)
+        return self._program_mappings
+
+    def vmm_granularity(self) -> tuple[int, int]:
+        with self._cuda("cuMemGetAllocationGranularity"):
+            return self._mappings().granularity()
+
+    def vmm_create(self, handle: int, size: int) -> None:
+        if self.memory_in_use() + size > self._total:
+            raise CudaError(cudaError.cudaErrorMemoryAllocation,
+                            f"cuMemCreate of {size} bytes: the session already uses {self.memory_in_use()} of the "
+                            f"{self._total} bytes this server allows per GPU")
+        with self._cuda(f"cuMemCreate of {size} bytes"):
+            self.physical.add(handle, Physical(size, self._mappings().create(size)))
+
+    def vmm_map(self, ptr: int, size: int, offset: int, handle: int) -> None:
+        physical = self.physical.get(handle, "cuMemMap")
+        self._check_vmm_range(ptr, size, offset, physical)
+        with self._cuda(f"cuMemMap({ptr:#x}, {size})"):
+            self._mappings().map(ptr, size, offset, physical.memory)
+        self._memory.add(Allocation(ptr, size, mapped=(handle, physical)))
+        physical.mappings += 1
+
+    def vmm_unmap(self, ptr: int) -> None:
+        allocation = self._memory.remove(ptr, unmap=True)
+        handle, physical = allocation.mapped
+        physical.mappings -= 1
+        with self._cuda(f"cuMemUnmap({ptr:#x})"):
+            self._mappings().unmap(ptr, allocation.size)
+        self._free_if_unused(handle, physical)
+
+    def _vmm_free(self, physical: Physical) -> None:
+        with self._cuda("cuMemRelease"):
+            self._mappings().release(physical.memory)
 
     def memcpy_htod_2d(self, dst, dpitch, data, width, height, stream=0) -> None:
         if not width or not height:
@@ -678,6 +724,11 @@ class CupyDevice(Device):
         return {name: _p2p_attribute(number, self.index, peer) for name, number in P2P_ATTRIBUTE_NUMBERS.items()}
 
     def set_allocation_access(self, ptr: int, peer: int, flags: int) -> None:
+        mapping = self._memory.containing(ptr, 1)
+        if mapping is not None and mapping.start == ptr and mapping.mapped is not None:
+            with self._cuda(f"cuMemSetAccess({ptr:#x}) for GPU {peer}"):
+                self._mappings().set_access(ptr, mapping.size, peer, flags)
+            return
         if self._window is None:
             super().set_allocation_access(ptr, peer, flags)
         self._window.set_access(ptr, peer, flags)
@@ -696,8 +747,12 @@ class CupyDevice(Device):
         everything) are logged, not raised."""
         steps = [("cudaDeviceSynchronize", self._runtime.deviceSynchronize), ("ending the waiter threads",
                                                                              self._join_watchers)]
+        allocations = self._memory.clear()
         steps += [(f"cudaFree({a.start:#x})", lambda a=a: self._release(a.start))
-                  for a in self._memory.clear() if not a.symbol]
+                  for a in allocations if not a.symbol and a.mapped is None]
+        steps += [(f"cuMemUnmap({a.start:#x})", lambda a=a: self._mappings().unmap(a.start, a.size))
+                  for a in allocations if a.mapped is not None]
+        steps += [("cuMemRelease", lambda p=p: self._mappings().release(p.memory)) for p in self.physical.clear()]
         steps += [("cudaStreamDestroy", lambda h=h: self._runtime.streamDestroy(h)) for h in self._streams.values() if h]
         steps += [("cudaEventDestroy", lambda h=h: self._runtime.eventDestroy(h))
                   for h in [*self._events.values(), *self._spare_events]]

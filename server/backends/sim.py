@@ -38,7 +38,7 @@ from rcuda.fatbin import KernelResources
 
 from . import sim_jit
 from .base import (ALLOCATION_ALIGNMENT, VA_WINDOW_SIZE, Allocation, AllocationTable, Backend, Completion, Device,
-                   Done, ParamLayout, check_launch_configuration)
+                   Done, ParamLayout, Physical, PhysicalTable, check_launch_configuration, fill_pattern)
 from .sim_plugins import (IllegalAddress, KernelImplementation, KernelLibrary, Launch, demangle,
                           kernel_files_from_environment, short_name)
 
@@ -188,6 +188,7 @@ class SimDevice(Device):
         # caught as an illegal address instead of silently hitting new data.
         self._next_address = self._window[0]
         self._memory = AllocationTable()
+        self.physical = PhysicalTable()  # cuMemCreate's: numpy arrays that mappings view
         self._total = memory_bytes
         self._kernels = kernels
         self._modules: dict[str, SimModule] = {}
@@ -219,10 +220,10 @@ class SimDevice(Device):
         return attributes_from_properties(self._properties)
 
     def memory_in_use(self) -> int:
-        return self._memory.bytes_in_use
+        return self._memory.bytes_in_use + self.physical.bytes_in_use
 
     def mem_get_info(self) -> tuple[int, int]:
-        return self._total - self._memory.bytes_in_use, self._total
+        return self._total - self.memory_in_use(), self._total
 
     # ---------------------------------------------------------- memory
 
@@ -234,22 +235,26 @@ class SimDevice(Device):
         return self._allocate(size, "cudaMalloc")
 
     def _allocate(self, size: int, what: str, symbol: bool = False) -> int:
-        free = self._total - self._memory.bytes_in_use
-        if size > free:
-            raise CudaError(cudaError.cudaErrorMemoryAllocation,
-                            f"{what} of {size} bytes: only {free} of the sim device's {self._total} bytes "
-                            f"are free (rcuda server --memory-limit sets its size)")
+        memory = self._zeros(size, what)
         start = self._place(_round_up(size) + GUARD_BYTES)
         if start is None:
             raise CudaError(cudaError.cudaErrorMemoryAllocation,
                             f"{what} of {size} bytes: the device's address window is full")
+        self._memory.add(Allocation(start, size, memory, symbol=symbol))
+        return start
+
+    def _zeros(self, size: int, what: str) -> np.ndarray:
+        """`size` bytes of new device memory, within the device's size."""
+        free = self._total - self.memory_in_use()
+        if size > free:
+            raise CudaError(cudaError.cudaErrorMemoryAllocation,
+                            f"{what} of {size} bytes: only {free} of the sim device's {self._total} bytes "
+                            f"are free (rcuda server --memory-limit sets its size)")
         try:
-            memory = np.zeros(size, np.uint8)
+            return np.zeros(size, np.uint8)
         except MemoryError:
             raise CudaError(cudaError.cudaErrorMemoryAllocation,
                             f"{what} of {size} bytes: the sim server's host is out of memory") from None
-        self._memory.add(Allocation(start, size, memory, symbol=symbol))
-        return start
 
     def _place(self, span: int) -> int | None:
         """The address for a new allocation taking `span` bytes of addresses."""
@@ -259,10 +264,10 @@ class SimDevice(Device):
             return start
         # The window is used up: only now reuse the gaps freed allocations left.
         candidate = low
-        for allocation in self._memory:
+        for allocation in self._memory:  # (mappings lie outside the window, above or below it)
             if candidate + span <= allocation.start:
-                return candidate
-            candidate = _round_up(allocation.end) + GUARD_BYTES
+                break
+            candidate = max(candidate, _round_up(allocation.end) + GUARD_BYTES)
         return candidate if candidate + span <= high else None
 
     def free(self, ptr: int) -> Completion:
@@ -321,10 +326,33 @@ class SimDevice(Device):
             self._bytes(dst, size, "cudaMemcpy device to device (destination)")[:] = source  # overlap-safe
             self._op(stream)
 
-    def memset(self, ptr: int, value: int, size: int, stream: int = 0) -> None:
+    def memset(self, ptr: int, value: int, size: int, stream: int = 0, elem: int = 1) -> None:
         if size:
-            self._bytes(ptr, size, "cudaMemset")[:] = value & 0xFF
+            fill_pattern(self._bytes(ptr, size, "cudaMemset"), value, elem)
             self._op(stream)
+
+    # Virtual memory management: a mapping is an allocation whose bytes are
+    # a view of the physical allocation's array, so mappings of one physical
+    # allocation (on this GPU, or opened to another with mem_access) share
+    # bytes.  Mapping and unmapping happen at once, as copies do.
+
+    def vmm_create(self, handle: int, size: int) -> None:
+        granularity = self.vmm_granularity()[0]
+        if size <= 0 or size % granularity:
+            raise CudaError(cudaError.cudaErrorInvalidValue,
+                            f"cuMemCreate of {size} bytes: not a positive multiple of the granularity {granularity}")
+        self.physical.add(handle, Physical(size, self._zeros(size, "cuMemCreate")))
+
+    def vmm_map(self, ptr: int, size: int, offset: int, handle: int) -> None:
+        physical = self.physical.get(handle, "cuMemMap")
+        self._check_vmm_range(ptr, size, offset, physical)
+        self._memory.add(Allocation(ptr, size, physical.memory[offset:offset + size], mapped=(handle, physical)))
+        physical.mappings += 1
+
+    def vmm_unmap(self, ptr: int) -> None:
+        handle, physical = self._memory.remove(ptr, unmap=True).mapped
+        physical.mappings -= 1
+        self._free_if_unused(handle, physical)
 
     def _bytes(self, ptr: int, size: int, what: str) -> np.ndarray:
         """Device memory for a copy or a memset."""
@@ -720,6 +748,7 @@ class SimDevice(Device):
             del self._open_devices[self.index]
         self._peers.clear()
         self._memory.clear()
+        self.physical.clear()
         self._modules.clear()
         self._symbols.clear()
         self._events.clear()
