@@ -72,7 +72,9 @@ setup(
                       "mlxtend>=0.17"],
     # matplotlib only draws the benchmark plots (mlxtend happens to bring it too).
     extras_require={"cupy": ["cupy-cuda13x"], "bench": ["matplotlib>=3.7"],
-                    "test": ["pytest>=8", "libclang>=16", "matplotlib>=3.7"]},
+                    "test": ["pytest>=8", "libclang>=16", "matplotlib>=3.7",
+                             # tests/test_driver_modules.py: a program compiling a kernel with NVRTC
+                             "nvidia-cuda-nvrtc>=13,<14"]},
     entry_points={"console_scripts": ["rcuda = rcuda.cli:main"]},
     cmdclass={"build_py": BuildWithInterposer},
     distclass=NativeDistribution,

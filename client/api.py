@@ -169,23 +169,31 @@ def launch(host_fun, grid, block, args, shared_mem, stream_handle, per_thread: b
     Once it succeeds, C knows enough to take the next plain ones itself."""
     host_fun = address(host_fun)
     kernel = rt.kernels.kernel(host_fun)
+    device, fn = launch_kernel(kernel, (grid.x, grid.y, grid.z), (block.x, block.y, block.z), shared_mem,
+                               stream_handle, lambda params: params.pack(ffi, args), per_thread, cooperative)
+    rt.fast.kernel_ready(host_fun, kernel, device, fn, device.function_attributes(kernel))
+    return SUCCESS
+
+
+def launch_kernel(kernel, grid: tuple, block: tuple, shared_mem: int, stream_handle, pack, per_thread: bool,
+                  cooperative: bool):
+    """Launch `kernel` on the current device (the runtime's launches and the
+    driver's): checks, its function id, `pack(kernel.params)` for the
+    parameter buffer.  (the device, the function id)."""
     device = rt.device()
     stream = stream_of(stream_handle, per_thread, device)
     if stream.device is not device:
         raise CudaError(cudaError.cudaErrorInvalidResourceHandle,
                         f"launch on {device.label} into a stream of {stream.device.label}")
-    grid_t, block_t = (grid.x, grid.y, grid.z), (block.x, block.y, block.z)
-    device.check_launch_configuration(grid_t, block_t, shared_mem)
+    device.check_launch_configuration(grid, block, shared_mem)
     fn = device.function_id(kernel)
-    device.check_kernel_limits(kernel, block_t, shared_mem)
+    device.check_kernel_limits(kernel, block, shared_mem)
     if cooperative:
-        device.check_cooperative_grid(kernel, grid_t, block_t, shared_mem)
-    params = kernel.params.pack(ffi, args)
-    device.launch(fn, grid_t, block_t, shared_mem, stream.id, params, cooperative)
+        device.check_cooperative_grid(kernel, grid, block, shared_mem)
+    device.launch(fn, grid, block, shared_mem, stream.id, pack(kernel.params), cooperative)
     if device.mirrored:  # the kernel may write mapped memory (client/mapped_memory.py)
         rt.fast.mirror_written(device, stream.id)
-    rt.fast.kernel_ready(host_fun, kernel, device, fn, device.function_attributes(kernel))
-    return SUCCESS
+    return device, fn
 
 
 @cuda(stream_variants=True)
@@ -211,18 +219,27 @@ def cudaLaunchKernelExC(config, func, args, per_thread=False):
     cooperative one is honoured (cudaLaunchCooperativeKernel); cluster
     shapes and programmatic launches are not supported."""
     out_pointer(config, "config")
+    cooperative = cooperative_attribute(config.attrs, config.numAttrs, "cudaLaunchKernelExC")
+    return launch(func, config.gridDim, config.blockDim, args, config.dynamicSmemBytes, config.stream, per_thread,
+                  cooperative)
+
+
+def cooperative_attribute(attrs, count: int, what: str) -> bool:
+    """Whether launch attributes (cudaLaunchAttribute *; the driver's
+    CUlaunchAttribute has the same layout and numbers) ask for a cooperative
+    launch; hints are ignored, others refused."""
     from rcuda._generated.cuda_enums import ENUMS
     names = {v: k for k, v in ENUMS["cudaLaunchAttributeID"].items()}
     cooperative = False
-    for i in range(config.numAttrs):
-        name = names.get(config.attrs[i].id, f"attribute {config.attrs[i].id}")
+    if count and attrs == ffi.NULL:
+        raise CudaError(cudaError.cudaErrorInvalidValue, f"{what}: {count} attributes at NULL")
+    for i in range(count):
+        name = names.get(attrs[i].id, f"attribute {attrs[i].id}")
         if name == "cudaLaunchAttributeCooperative":
-            cooperative = bool(config.attrs[i].val.cooperative)
+            cooperative = bool(attrs[i].val.cooperative)
         elif name not in IGNORED_LAUNCH_ATTRIBUTES:
-            raise CudaError(cudaError.cudaErrorNotSupported, f"cudaLaunchKernelExC: {name} is not supported "
-                                                             f"by rcuda")
-    return launch(func, config.gridDim, config.blockDim, args, config.dynamicSmemBytes, config.stream, per_thread,
-                  cooperative)
+            raise CudaError(cudaError.cudaErrorNotSupported, f"{what}: {name} is not supported by rcuda")
+    return cooperative
 
 
 # ------------------------------------------------------------------ devices

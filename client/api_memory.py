@@ -576,9 +576,14 @@ def symbol_address(symbol, device=None) -> tuple[int, int]:
     """(device address, size) of the __device__ variable whose host shadow
     is at `symbol`, on `device` (the current one by default)."""
     variable = rt().kernels.variable(address(symbol))
-    device = device or rt().device()
-    known = (variable.module.key, variable.name) in device._symbols
-    ptr, size = device.symbol(variable.module, variable.name)
+    return variable_address(variable.module, variable.name, device or rt().device())
+
+
+def variable_address(module, name: str, device) -> tuple[int, int]:
+    """(device address, size) of variable `name` (its device-side name) of
+    `module` on `device` (cudaGetSymbolAddress's, cuModuleGetGlobal's)."""
+    known = (module.key, name) in device._symbols
+    ptr, size = device.symbol(module, name)
     if not known and rt().allocations.find(ptr) is None:
         rt().allocations.add(ptr, size, device)  # so that copies to it are checked like any other
     return ptr, size

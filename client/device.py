@@ -268,14 +268,23 @@ class RemoteDevice:
 
     # ---------------------------------------------------------- code
 
-    def ensure_module(self, module) -> None:
-        """Send a module's fatbinary the first time this device needs it."""
+    def ensure_module(self, module) -> str:
+        """Send a module's image the first time this device needs it; the
+        server's JIT info log ("" when it was sent before)."""
         if module.key in self._sent_modules:
-            return
+            return ""
         with self._lock:
             if module.key not in self._sent_modules:
-                self.request("module", [module.image], module=module.key)
+                reply, _ = self.request("module", [module.image], module=module.key)
                 self._sent_modules.add(module.key)
+                return reply.get("info", "")
+        return ""
+
+    def link_images(self, inputs: list[tuple[str, bytes]]) -> tuple[bytes, str]:
+        """cuLinkComplete on this device's server: (the linked image, the info log)."""
+        reply, frames = self.request("link", [data for _, data in inputs], names=[name for name, _ in inputs],
+                                     sizes=[len(data) for _, data in inputs])
+        return b"".join(bytes(f.buffer) for f in frames), reply.get("info", "")
 
     def function_id(self, kernel) -> int:
         """The id under which `kernel` is known on this device.  The first use

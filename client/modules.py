@@ -21,7 +21,8 @@ from rcuda.launch_rules import MAX_PARAM_BYTES
 
 @dataclass(eq=False)
 class Module:
-    """One registered fatbinary (one translation unit of the program)."""
+    """One registered fatbinary (one translation unit of the program), or an
+    image the driver API loaded (a fatbinary, a cubin or PTX)."""
 
     image: bytes
     kernels: dict = field(default_factory=dict)  # host stub address -> mangled name
@@ -36,7 +37,7 @@ class Module:
 
     @functools.cached_property
     def parsed(self) -> fatbin.Fatbin:
-        return fatbin.parse_fatbin(self.image)
+        return fatbin.parse_image(self.image)
 
 
 @dataclass(frozen=True)

@@ -427,7 +427,7 @@ class BenchCommand:
                        help="fewer sizes and repeats (a smoke run); results go to a quick/ subfolder")
         p.add_argument("--out", default=None, metavar="DIR", help="where to write results and plots")
         p.add_argument("--only", default=None, metavar="NAME[,NAME...]",
-                       help="only these benchmarks (latency, copy, launch, startup, streams, pools)")
+                       help="only these benchmarks (latency, copy, launch, startup, streams, pools, driver_api)")
         p.set_defaults(handler=BenchCommand.run)
 
     @staticmethod

@@ -57,7 +57,11 @@ OFF_COMPRESSED_SIZE, OFF_ARCH, OFF_FLAGS, OFF_UNCOMPRESSED_SIZE = 16, 28, 40, 56
 MIN_ENTRY_HEADER = OFF_UNCOMPRESSED_SIZE + 8
 
 ENTRY_KINDS = {1: "ptx", 2: "cubin", 8: "ltoir"}
+ENTRY_KIND_IDS = {name: number for number, name in ENTRY_KINDS.items()}
 KIND_PTX, KIND_CUBIN = "ptx", "cubin"
+# The flags nvcc sets on every entry it writes for x86-64 Linux (64-bit
+# addresses, Linux host); compression bits come on top.
+ENTRY_FLAGS_64BIT_LINUX = 0x11
 
 # Entry flag bits that name the compression method.  nvcc 13 sets 0x8000 for
 # its default mode (zstd frames) and 0x2000 for `-compress-mode=speed` (raw
@@ -385,6 +389,84 @@ def _decompress(method: str, data: bytes, size: int, pos: int) -> bytes:
         raise FatbinError(f"fatbin entry at offset {pos}: {method} gave {len(out)} bytes, "
                           f"header says {size}")
     return out
+
+
+# ---------------------------------------------------------------- bare images
+
+ELF_MAGIC = b"\x7fELF"
+ELF_HEADER = struct.Struct("<16sHHIQQQIHHHHHH")  # Elf64_Ehdr
+ELF_SECTION = struct.Struct("<IIQQQQIIQQ")        # Elf64_Shdr
+SHT_NOBITS = 8
+PTX_TARGET = re.compile(r"^[ \t]*\.target[ \t]+sm_(\d+)", re.M)
+
+
+def image_kind(head: bytes) -> str:
+    """What a module image given to cuModuleLoadData is, from its first
+    bytes: "fatbin", "wrapper" (a registration wrapper around one), "cubin"
+    (an ELF image) or "ptx" (anything else: text, checked when loaded)."""
+    (magic,) = struct.unpack_from("<I", head.ljust(4, b"\0"))
+    if magic == FATBIN_MAGIC:
+        return "fatbin"
+    if magic == FATBIN_WRAPPER_MAGIC:
+        return "wrapper"
+    return KIND_CUBIN if head[:4] == ELF_MAGIC else KIND_PTX
+
+
+def elf_size(read) -> int:
+    """Bytes of the ELF image (a cubin) whose bytes `read(offset, size)`
+    gives: the end of the furthest of its header tables and sections.  A
+    cubin handed to cuModuleLoadData comes without its size."""
+    header = ELF_HEADER.unpack(read(0, ELF_HEADER.size))
+    if header[0][4] != 2:  # EI_CLASS: ELFCLASS64
+        raise FatbinError("cubin is not a 64-bit ELF image")
+    phoff, shoff, phentsize, phnum, shentsize, shnum = header[5], header[6], *header[9:13]
+    if shentsize and shentsize < ELF_SECTION.size:
+        raise FatbinError(f"cubin has {shentsize}-byte section headers")
+    end = max(ELF_HEADER.size, phoff + phentsize * phnum, shoff + shentsize * shnum)
+    table = read(shoff, shentsize * shnum) if shnum else b""
+    for i in range(shnum):
+        section = ELF_SECTION.unpack_from(table, i * shentsize)
+        if section[1] != SHT_NOBITS:
+            end = max(end, section[4] + section[5])  # sh_offset + sh_size
+    return end
+
+
+def cubin_arch(image: bytes) -> int:
+    """The sm_XY of a cubin, as XY (from e_flags), 0 when unknown."""
+    if len(image) < ELF_HEADER.size:
+        return 0
+    return (ELF_HEADER.unpack_from(image)[7] >> 8) & 0xFF
+
+
+def parse_image(data) -> Fatbin:
+    """Any image cuModuleLoadData takes: fatbin containers, a cubin or PTX
+    text (a bare image becomes a Fatbin of one entry)."""
+    data = bytes(data)
+    kind = image_kind(data[:4])
+    if kind == "fatbin":
+        return parse_fatbin(data)
+    if kind == "wrapper":
+        raise FatbinError("a fatbin wrapper: pass the container it points at")
+    if kind == KIND_PTX:
+        text = data.rstrip(b"\0")
+        target = PTX_TARGET.search(text.decode("utf-8", errors="replace"))
+        return Fatbin((Entry(KIND_PTX, int(target[1]) if target else 0, None, text),), len(data))
+    return Fatbin((Entry(KIND_CUBIN, cubin_arch(data), None, data),), len(data))
+
+
+def write_fatbin(entries) -> bytes:
+    """One fatbin container holding `entries` (uncompressed), laid out as
+    nvcc 13 writes one: what the sim backend's linker hands back."""
+    body = b""
+    for entry in entries:
+        payload = entry.payload + (b"\0" if entry.kind == KIND_PTX else b"")
+        payload += b"\0" * (-len(payload) % 8)
+        header = bytearray(MIN_ENTRY_HEADER)
+        ENTRY_HEADER.pack_into(header, 0, ENTRY_KIND_IDS[entry.kind], 0x0101, len(header), len(payload))
+        ENTRY_ARCH.pack_into(header, OFF_ARCH, entry.arch)
+        ENTRY_FLAGS.pack_into(header, OFF_FLAGS, ENTRY_FLAGS_64BIT_LINUX)
+        body += bytes(header) + payload
+    return CONTAINER_HEADER.pack(FATBIN_MAGIC, 1, CONTAINER_HEADER.size, len(body)) + body
 
 
 # ---------------------------------------------------------------- ELF programs

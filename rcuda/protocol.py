@@ -57,7 +57,12 @@ the legacy default stream):
     dtod2d        {dst, dpitch, src, spitch, width, height, stream} -> {}
     memset2d      {ptr, pitch, value, width, height, stream} -> {}   optional elem as memset's
                   (width in bytes, a multiple of elem)
-    module        {module} + fatbinary image          -> {}        once per module
+    module        {module} + module image             -> {info}    once per module; the image is a
+                  fatbinary, a cubin or PTX text (cuModuleLoadData's); info: the
+                  JIT compiler's info log; bad PTX fails with its error log as msg
+    link          {names, sizes} + input images       -> {info} + the linked image   cuLinkComplete:
+                  inputs (fatbinary, cubin, PTX) of `sizes` bytes each, back to
+                  back in the payload, named for the log
     function      {fn, module, name, offsets, sizes}  -> {attrs}   kernel `name` is now id `fn`
     func_attrs    {fn}                                -> {attrs}   cudaFuncAttributes fields
     func_set_attr {fn, attr, value}                   -> {}        attr: a cudaFuncAttribute name
@@ -157,7 +162,7 @@ import msgpack
 
 from rcuda.errors import ProtocolError
 
-PROTOCOL_VERSION = 7
+PROTOCOL_VERSION = 8
 
 #: Bulk bytes on a ZeroMQ socket travel in frames of this size: ZeroMQ slows
 #: down on messages above ~32 MiB (fresh buffers page-fault).
@@ -197,6 +202,7 @@ OPS: dict[str, dict[str, type | tuple]] = {
                "stream": _INT},
     "memset2d": {"ptr": _INT, "pitch": _INT, "value": _INT, "width": _INT, "height": _INT, "stream": _INT},
     "module": {"module": _STR},
+    "link": {"names": _LIST, "sizes": _LIST},
     "function": {"fn": _INT, "module": _STR, "name": _STR, "offsets": _LIST, "sizes": _LIST},
     "func_attrs": {"fn": _INT},
     "func_set_attr": {"fn": _INT, "attr": _STR, "value": _INT},

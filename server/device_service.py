@@ -142,7 +142,7 @@ class DeviceService:
             "open": self._open, "malloc": self._malloc, "free": self._free, "mem_info": self._mem_info,
             "htod": self._htod, "dtoh": self._dtoh, "dtod": self._dtod, "memset": self._memset,
             "htod2d": self._htod2d, "dtoh2d": self._dtoh2d, "dtod2d": self._dtod2d, "memset2d": self._memset2d,
-            "module": self._module, "function": self._function, "func_attrs": self._func_attrs,
+            "module": self._module, "link": self._link, "function": self._function, "func_attrs": self._func_attrs,
             "func_set_attr": self._func_set_attr, "symbol": self._symbol, "launch": self._launch,
             "launches": self._launches,
             "sync": self._sync, "stream_create": self._stream_create, "stream_destroy": self._stream_destroy,
@@ -694,9 +694,24 @@ class DeviceService:
         key = header["module"]
         if not payload:
             raise ProtocolError("module: no fatbinary image")
-        if key not in self._modules:
-            self.device.load_module(key, bytes(_joined(payload)))
-            self._modules.add(key)
+        if key in self._modules:
+            return {"info": ""}
+        info = self.device.load_module(key, bytes(_joined(payload)))
+        self._modules.add(key)
+        return {"info": info}
+
+    def _link(self, header, payload):
+        names, sizes = header["names"], header["sizes"]
+        if (len(names) != len(sizes) or not names or not all(isinstance(n, str) for n in names)
+                or not all(isinstance(s, int) and s > 0 for s in sizes) or sum(sizes) != _payload_size(payload)):
+            raise ProtocolError("link: names and sizes must be lists of equal length, not empty, the sizes "
+                                "positive and adding up to the payload's bytes")
+        data, inputs, offset = _joined(payload), [], 0
+        for name, size in zip(names, sizes):
+            inputs.append((name, bytes(data[offset:offset + size])))
+            offset += size
+        image, info = self.device.link(inputs)
+        return {"info": info}, [memoryview(image)]
 
     def _loaded(self, key: str) -> str:
         if key not in self._modules:

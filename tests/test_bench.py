@@ -202,3 +202,13 @@ def test_pools_quick(tmp_path):
     result = check_outputs(tmp_path, "pools")
     assert set(result["variants"]) == {"malloc", "async", "async_sync"}
     assert all(v["pairs_per_s"] > 0 for v in result["variants"].values())
+
+
+@requires_nvcc
+def test_driver_api_quick(tmp_path):
+    run = run_bench("micro", "--quick", "--only", "driver_api", "--out", str(tmp_path))
+    assert run.returncode == 0, run.stderr
+    result = check_outputs(tmp_path, "driver_api")
+    launches = result["results"]["launch"]
+    assert launches["runtime"]["per_s"] > 0 and launches["driver"]["per_s"] > 0
+    assert result["results"]["local"]["driver"]["us_per_call"] > 0

@@ -235,8 +235,17 @@ class Device(abc.ABC):
     # ---------------------------------------------------------- code
 
     @abc.abstractmethod
-    def load_module(self, key: str, image: bytes) -> None:
-        """Load a fatbinary image under `key` (a content hash)."""
+    def load_module(self, key: str, image: bytes) -> str:
+        """Load a module image under `key` (a content hash): a fatbinary, a
+        cubin or PTX text, as cuModuleLoadData takes them.  Returns the JIT
+        compiler's info log ("" when there is none); bad PTX is
+        cudaErrorInvalidPtx with the compiler's error log as message."""
+
+    @abc.abstractmethod
+    def link(self, inputs: list[tuple[str, bytes]]) -> tuple[bytes, str]:
+        """cuLinkComplete: link (name, image) inputs (fatbinaries, cubins,
+        PTX) into one image a later load_module takes; (the image, the info
+        log).  Failures as load_module's."""
 
     @abc.abstractmethod
     def get_function(self, module_key: str, name: str, layout: ParamLayout) -> object:

@@ -31,6 +31,7 @@ from rcuda._generated.cuda_enums import ENUMS
 from rcuda.device_attributes import DEVICE_ATTRIBUTES
 from rcuda.errors import CudaError, cudaError
 
+from . import cuda_jit
 from .base import (VA_WINDOW_SIZE, Allocation, AllocationTable, Backend, Completion, Device, Done, ParamLayout,
                    Physical, PhysicalTable, check_launch_configuration)
 
@@ -552,11 +553,17 @@ class CupyDevice(Device):
 
     # ---------------------------------------------------------- kernels, symbols
 
-    def load_module(self, key: str, image: bytes) -> None:
-        # The driver takes a whole fatbinary and picks the cubin for this GPU,
-        # or JIT-compiles the PTX when no cubin fits.
+    def load_module(self, key: str, image: bytes) -> str:
+        # The driver takes a fatbinary (and picks the cubin for this GPU, or
+        # JIT-compiles the PTX when no cubin fits), a cubin or PTX.
         with self._cuda(f"loading module {key}"):
-            self._modules[key] = (self._driver.moduleLoadData(bytes(image)), bytes(image))
+            handle, info = cuda_jit.load_module(bytes(image))
+        self._modules[key] = (handle, bytes(image))
+        return info
+
+    def link(self, inputs: list[tuple[str, bytes]]) -> tuple[bytes, str]:
+        with self._cuda("cuLinkComplete"):
+            return cuda_jit.link(inputs)
 
     def _module(self, key: str) -> int:
         entry = self._modules.get(key)
@@ -585,7 +592,7 @@ class CupyDevice(Device):
 
     def get_symbol(self, module_key: str, name: str) -> tuple[int, int]:
         module = self._module(module_key)
-        variable = fatbin.parse_fatbin(self._modules[module_key][1]).variables().get(name)
+        variable = fatbin.parse_image(self._modules[module_key][1]).variables().get(name)
         with self._cuda(f"__device__ variable {name}", not_found=cudaError.cudaErrorInvalidSymbol):
             ptr = self._driver.moduleGetGlobal(module, name)
         size = variable.size if variable else 0

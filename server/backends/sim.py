@@ -36,6 +36,7 @@ from rcuda.device_attributes import attributes_from_properties
 from rcuda.errors import CudaError, cudaError
 from rcuda.fatbin import KernelResources
 
+from . import sim_jit
 from .base import (ALLOCATION_ALIGNMENT, VA_WINDOW_SIZE, Allocation, AllocationTable, Backend, Completion, Device,
                    Done, ParamLayout, Physical, PhysicalTable, check_launch_configuration, fill_pattern)
 from .sim_plugins import (IllegalAddress, KernelImplementation, KernelLibrary, Launch, demangle,
@@ -138,7 +139,7 @@ class SimModule:
 
     @functools.cached_property
     def fatbin(self) -> fatbin.Fatbin:
-        return fatbin.parse_fatbin(self.image)
+        return fatbin.parse_image(self.image)
 
 
 @dataclass
@@ -361,17 +362,23 @@ class SimDevice(Device):
 
     # ---------------------------------------------------------- modules, kernels, symbols
 
-    def load_module(self, key: str, image: bytes) -> None:
+    def load_module(self, key: str, image: bytes) -> str:
         # The image holds GPU code the sim cannot run (it runs plugins); it is
-        # read for variables and kernel resources, so it must be a fatbinary.
+        # read for variables and kernel resources, and its PTX is checked as
+        # a JIT compiler would reject it (server/backends/sim_jit.py).
         module = SimModule(bytes(image))
         try:
             module.fatbin.variables()
             module.fatbin.resources(SIM_ARCH)
         except fatbin.FatbinError as exc:
-            raise CudaError(cudaError.cudaErrorInvalidKernelImage, f"module {key} is not a usable fatbinary: "
+            raise CudaError(cudaError.cudaErrorInvalidKernelImage, f"module {key} is not a usable image: "
                                                                     f"{exc}") from None
+        info = sim_jit.check_module(module.fatbin, key)
         self._modules[key] = module
+        return info
+
+    def link(self, inputs: list[tuple[str, bytes]]) -> tuple[bytes, str]:
+        return sim_jit.link(inputs)
 
     def _module(self, key: str) -> SimModule:
         module = self._modules.get(key)
