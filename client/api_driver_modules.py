@@ -162,6 +162,7 @@ def unload(loaded: DriverModule) -> None:
     handles.remove(loaded.handle)
     for function in loaded.functions.values():
         handles.remove(function.handle)
+        api.rt.fast.kernel_gone(function.handle, api.rt.devices)
 
 
 @driver()
@@ -276,6 +277,7 @@ def cuLibraryUnload(library):
         unload(loaded)
     for kernel in found.kernels.values():
         handles.remove(kernel.handle)
+        api.rt.fast.kernel_gone(kernel.handle, api.rt.devices)  # launched as a CUfunction
     handles.remove(found.handle)
     return SUCCESS
 

@@ -409,7 +409,7 @@ static int record_launch(const void *host_fun, dim3 grid, dim3 block, void **arg
 
     pthread_rwlock_rdlock(&kernels_lock);
     struct fast_kernel *k = find_kernel(host_fun);
-    if (!k || !k->fn[device] ||
+    if (!k || !k->fn[device] || (k->nparams && !args) ||
         launch_kernel_rule_broken(grid, block, shared_mem,
                                   &(struct launch_kernel_limits){.maxThreadsPerBlock = k->max_threads[device],
                                                                  .maxDynamicSharedSizeBytes =
