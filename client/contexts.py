@@ -46,7 +46,7 @@ class Contexts:
     """The process's contexts and every thread's context stack."""
 
     def __init__(self, bind_device):
-        self._bind_device = bind_device  # makes an ordinal the runtime's current device (per thread)
+        self._bind_device = bind_device  # makes an ordinal the runtime's current device (per thread); None: no context
         self._lock = threading.Lock()
         self._primaries: dict[int, Context] = {}
         self._ids = itertools.count(1)
@@ -145,6 +145,8 @@ class Contexts:
         context = stack.pop()
         if stack:
             self._bind(stack[-1])
+        else:
+            self._bind_device(None)
         return context
 
     def forget_device(self, ordinal: int) -> None:

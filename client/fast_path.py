@@ -54,6 +54,8 @@ class NullFastPath:
     def set_current_device(self, threads: threading.local, ordinal: int) -> None:
         threads.device = ordinal
 
+    def set_driver_context(self, current: bool) -> None: ...
+
     def device_opened(self, device) -> None: ...
     def set_usable(self, device, usable: bool) -> None: ...
     def errors_changed(self) -> None: ...
@@ -110,6 +112,10 @@ class FastPath(NullFastPath):
 
     def set_current_device(self, threads: threading.local, ordinal: int) -> None:
         self._lib.rcuda_set_current_device(ordinal)
+
+    def set_driver_context(self, current: bool) -> None:
+        """Whether this thread has a current driver context (C's driver calls need one)."""
+        self._lib.rcuda_set_driver_context(int(current))
 
     def native(self):
         return self._ffi, self._lib

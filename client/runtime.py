@@ -126,7 +126,14 @@ class Runtime:
         self.contexts.set_current(self.contexts.primary(ordinal))
 
     def _new_contexts(self) -> Contexts:
-        return Contexts(bind_device=lambda ordinal: self.fast.set_current_device(self._threads, ordinal))
+        return Contexts(bind_device=self._bind_context_device)
+
+    def _bind_context_device(self, ordinal: int | None) -> None:
+        """The thread's current context is on device `ordinal` now (None: it
+        has none; the runtime keeps its current device)."""
+        if ordinal is not None:
+            self.fast.set_current_device(self._threads, ordinal)
+        self.fast.set_driver_context(ordinal is not None)
 
     def _connect(self) -> list[RemoteDevice]:
         config = self._config or ClientConfig.load()
@@ -322,6 +329,7 @@ class Runtime:
         self.managed.forget_all()
         self.streams.clear()
         self.contexts = self._new_contexts()
+        self.fast.set_driver_context(False)  # the forking thread's, in C
         self.callbacks = HostCallbacks()
         self.pending_downloads = PendingDownloads()  # the parent's land in the parent
         self.peer_copies = PeerCopies()

@@ -81,6 +81,7 @@ static void rcuda_fast_stream(uintptr_t handle, int device, uint64_t id, int add
 static void rcuda_fast_per_thread_stream(int device, uint64_t id, uint64_t generation);
 static int rcuda_get_current_device(void);
 static void rcuda_set_current_device(int device);
+static void rcuda_set_driver_context(int current);
 static void rcuda_fast_record_ops(int device, int welcome);
 static uint64_t rcuda_fast_records_made(int device);
 """

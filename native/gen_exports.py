@@ -20,8 +20,10 @@ Outputs (each says in its first line that it is generated, and by what)
 The CUDA driver API's exports (libcuda.so.1) are routed to Python, after C
 for those routes.ini puts in [c_first]: from
 native/generated/cuda_driver_signatures.json (native/gen_cuda_driver.py) come
-  native/generated/cuda_driver_exports.c   one export per driver function, and
-                                           rcuda_driver_export(name), our export's address
+  native/generated/cuda_driver_exports.c   one export per driver function,
+                                           rcuda_driver_export(name), our export's address,
+                                           and rcuda_driver_result(status), a runtime
+                                           status as the driver's (rcuda/driver_errors.py)
   rcuda/_generated/cuda_driver_api.py      DRIVER_FUNCTIONS, as FUNCTIONS above plus
                                            each function's API name and CUDA version
 """
@@ -188,6 +190,18 @@ def render_driver_lookup(functions: dict) -> str:
             "    return NULL;\n}\n")
 
 
+def render_driver_results() -> str:
+    """rcuda_driver_result(status): a runtime status as the driver's, for the
+    driver calls C makes through the runtime's paths."""
+    from rcuda.driver_errors import FROM_RUNTIME
+
+    cases = "\n".join(f"    case {status.value}: return {result.name};"
+                      for status, result in sorted(FROM_RUNTIME.items(), key=lambda item: item[0].value))
+    return ("/* rcuda/driver_errors.py's FROM_RUNTIME. */\n"
+            "static CUresult rcuda_driver_result(cudaError_t status)\n{\n"
+            "    switch ((int)status) {\n" + cases + "\n    default: return CUDA_ERROR_UNKNOWN;\n    }\n}\n")
+
+
 def render_driver_table(functions: dict, cuda_version: int, note: str) -> str:
     return (f'"""The CUDA driver API\'s exported functions (libcuda.so.1): {note}.\n\n'
             "DRIVER_FUNCTIONS maps each name to the keys of cudart_api.FUNCTIONS (every route\n"
@@ -216,7 +230,7 @@ def render(signatures: dict, routes_path: Path, driver_signatures: dict | None =
     return {EXPORTS: render_exports(functions, note),
             API_TABLE: render_api_table(functions, version, note),
             DRIVER_EXPORTS: render_exports(driver, driver_note, DRIVER_EXPORTS_NOTE, str(DRIVER_EXPORTS))
-            + "\n" + render_driver_lookup(driver),
+            + "\n" + render_driver_lookup(driver) + "\n" + render_driver_results(),
             DRIVER_TABLE: render_driver_table(driver, driver_version, driver_note)}
 
 

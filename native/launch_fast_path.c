@@ -307,6 +307,11 @@ static __thread int current_device = 0;
 
 static int rcuda_get_current_device(void) { return current_device; }
 static void rcuda_set_current_device(int device) { current_device = device; }
+/* Whether the thread has a current driver context (client/contexts.py says
+ * so): the driver calls C makes need one, else Python answers
+ * CUDA_ERROR_INVALID_CONTEXT. */
+static __thread int driver_context_current = 0;
+static void rcuda_set_driver_context(int current) { driver_context_current = current; }
 
 /* ------------------------------------------------------------ the launch */
 
@@ -441,7 +446,8 @@ static int record_launch(const void *host_fun, dim3 grid, dim3 block, void **arg
 static int driver_launch(CUfunction f, dim3 grid, dim3 block, unsigned int shared_mem, CUstream stream,
                          void **params, void **extra, int per_thread, CUresult *status)
 {
-    if (extra != NULL || !record_launch((const void *)f, grid, block, params, shared_mem, stream, per_thread))
+    if (!driver_context_current || extra != NULL ||
+        !record_launch((const void *)f, grid, block, params, shared_mem, stream, per_thread))
         return 0;
     *status = CUDA_SUCCESS;
     return 1;

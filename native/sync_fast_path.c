@@ -232,3 +232,26 @@ static int rcuda_c_cudaMemcpy_ptds(void *dst, const void *src, size_t count, enu
 {
     return memcpy_in_c("cudaMemcpy_ptds", dst, src, count, kind, status); /* named as Python names it */
 }
+
+/* The driver's calls made on the same paths (native/routes.ini), while the
+ * thread has a current context (else Python answers
+ * CUDA_ERROR_INVALID_CONTEXT); a failure's status is the driver's. */
+static CUresult rcuda_driver_result(cudaError_t status); /* generated/cuda_driver_exports.c */
+
+static int rcuda_c_cuCtxSynchronize(CUresult *status)
+{
+    cudaError_t runtime_status;
+    if (!driver_context_current || !rcuda_c_cudaDeviceSynchronize(&runtime_status))
+        return 0;
+    *status = rcuda_driver_result(runtime_status);
+    return 1;
+}
+
+static int rcuda_c_cuMemGetInfo_v2(size_t *free, size_t *total, CUresult *status)
+{
+    cudaError_t runtime_status;
+    if (!driver_context_current || !rcuda_c_cudaMemGetInfo(free, total, &runtime_status))
+        return 0;
+    *status = rcuda_driver_result(runtime_status);
+    return 1;
+}

@@ -34,6 +34,7 @@ int main(int argc, char **argv)
     if (repeats < 1 || repeats > 16) return 2;
     CUmodule module;
     CUfunction function;
+    CHECK(cudaSetDevice(0));  // the primary context, current: the driver's calls need one
     if (cuInit(0) != CUDA_SUCCESS || cuModuleLoadData(&module, empty_ptx) != CUDA_SUCCESS
         || cuModuleGetFunction(&function, module, "empty_kernel") != CUDA_SUCCESS) {
         fprintf(stderr, "FAILED loading the PTX module\n");

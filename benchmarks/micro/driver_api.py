@@ -2,10 +2,10 @@
 (cuda/driver_api.cu, against a sim server):
 
     launch   empty-kernel launches per second, until synchronised: <<<>>>
-             (recorded in C, native/launch_fast_path.c) against
-             cuLaunchKernel (through Python, one `launch` message each)
-    sync     a synchronous round trip: cudaMemGetInfo (made in C,
-             native/sync_fast_path.c) against cuMemGetInfo
+             against cuLaunchKernel (both recorded in C after the first,
+             native/launch_fast_path.c)
+    sync     a synchronous round trip: cudaMemGetInfo against cuMemGetInfo
+             (both made in C on the lane, native/sync_fast_path.c)
     local    a call answered in the process: cudaDriverGetVersion against
              cuDriverGetVersion (what entering each API's path costs)
 
@@ -48,13 +48,12 @@ def run(ctx: Context) -> dict:
     for measure, count in (("launch", raw["launches"]), ("sync", raw["calls"]), ("local", raw["calls"])):
         results[measure] = {api: _best(raw[f"{api}_{measure}_s"], count) for api in ("runtime", "driver")}
     launch, sync, local = results["launch"], results["sync"], results["local"]
-    # Driver launches go through Python (a launch each), <<<>>> is recorded in
-    # C: a tenth of its rate is the floor.  A driver round trip (Python) may
-    # cost half again the runtime's (C); entering either API costs alike.
+    # The driver's calls take the runtime's C paths: no worse than the
+    # runtime's, within a tenth (one run's noise on a shared machine).
     goals = {"cuLaunchKernel / <<<>>> launches per second": goal(launch["driver"]["per_s"] / launch["runtime"]["per_s"],
-                                                                 ">=", 0.1),
+                                                                 ">=", 0.9),
              "cuMemGetInfo / cudaMemGetInfo time": goal(sync["driver"]["us_per_call"] / sync["runtime"]["us_per_call"],
-                                                        "<=", 1.5),
+                                                        "<=", 1.1),
              "cuDriverGetVersion / cudaDriverGetVersion time": goal(local["driver"]["us_per_call"]
                                                                     / local["runtime"]["us_per_call"], "<=", 2.0)}
     return {"parameters": {**params, "statistic": "best of repeats"}, "results": results, "raw": raw, "goals": goals}
