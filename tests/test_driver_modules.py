@@ -39,6 +39,8 @@ def images(build_dir) -> dict[str, Path]:
     for kind, flags in (("fatbin", ()), ("cubin", ("-arch=sm_80",)), ("ptx", ())):
         made[kind] = build_dir / f"driver_module_kernels.{kind}"
         nvcc(f"-{kind}", *flags, "-o", str(made[kind]), str(source))
+    made["sm90"] = build_dir / "driver_module_kernels_sm90.cubin"
+    nvcc("-cubin", "-arch=sm_90", "-o", str(made["sm90"]), str(source))
     for half in ("caller", "callee"):
         made[half] = build_dir / f"driver_link_{half}.ptx"
         nvcc("-ptx", "-rdc=true", "-o", str(made[half]), str(CUDA_SOURCES / f"driver_link_{half}.cu"))
@@ -51,7 +53,8 @@ def modules_run(build_dir, images):
     program = driver_program(build_dir, "driver_modules.cu", "-x", "c++")
     server = start_server("--backend", "sim", "--devices", "2", "--kernels", str(CUDA_SOURCES / KERNELS))
     try:
-        return run_program(program, server, *(str(images[k]) for k in ("fatbin", "cubin", "ptx", "caller", "callee")))
+        return run_program(program, server,
+                           *(str(images[k]) for k in ("fatbin", "cubin", "ptx", "caller", "callee", "sm90")))
     finally:
         server.stop()
 
@@ -59,7 +62,7 @@ def modules_run(build_dir, images):
 @pytest.mark.parametrize("section", [
     "before_init", "fatbin_kernel_params", "same_function", "cubin_extra", "extra_wrong_size",
     "parameter_styles_refused", "ptx_with_logs", "function_count", "function_not_found", "bad_arguments",
-    "module_global", "global_not_found", "fatbinary_in_memory", "fatbinary_refuses_ptx", "corrupt_fatbinary",
+    "module_global", "global_not_found", "fatbinary_in_memory", "fatbinary_refuses_ptx", "cubin_for_a_newer_gpu", "corrupt_fatbinary",
     "launch_ex_cooperative", "cooperative_too_large", "launch_ex_cluster", "stream_order", "other_context_function",
     "unloaded", "library_kernel", "library_other_gpu", "library_unload", "link_rdc_ptx", "link_destroy",
     "link_undefined_function", "bad_ptx_load", "unbalanced_ptx_load", "bad_ptx_link"])

@@ -373,6 +373,7 @@ class SimDevice(Device):
         except fatbin.FatbinError as exc:
             raise CudaError(cudaError.cudaErrorInvalidKernelImage, f"module {key} is not a usable image: "
                                                                     f"{exc}") from None
+        _check_loadable(module.fatbin, key)
         info = sim_jit.check_module(module.fatbin, key)
         self._modules[key] = module
         return info
@@ -754,6 +755,19 @@ class SimDevice(Device):
         self._events.clear()
         self._kernel_ends.clear()
 
+
+def _check_loadable(image: fatbin.Fatbin, key: str) -> None:
+    """What a GPU of compute capability SIM_ARCH's driver accepts: a cubin of
+    the same major version and no newer minor one, or PTX no newer than the
+    device, which it would JIT-compile; else CUDA's own error."""
+    runnable = [e for e in image.entries
+                if (e.kind == fatbin.KIND_CUBIN and e.arch // 10 == SIM_ARCH // 10 and e.arch <= SIM_ARCH)
+                or (e.kind == fatbin.KIND_PTX and e.arch <= SIM_ARCH)]
+    if not runnable:
+        has = ", ".join(f"{e.kind} {e.arch}" for e in image.entries) or "nothing"
+        raise CudaError(cudaError.cudaErrorNoKernelImageForDevice,
+                        f"module {key} has no code a compute capability {SIM_ARCH // 10}.{SIM_ARCH % 10} GPU can "
+                        f"load (it has: {has})")
 
 class PeerMemory:
     """What a kernel of GPU `index` reaches: this GPU's allocations, then

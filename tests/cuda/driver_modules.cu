@@ -93,8 +93,9 @@ static CUresult load_with_logs(CUmodule *module, const void *image, char *info_l
 
 int main(int argc, char **argv)
 {
-    if (argc != 6) {
-        fprintf(stderr, "usage: %s KERNELS.fatbin KERNELS.cubin KERNELS.ptx CALLER.ptx CALLEE.ptx\n", argv[0]);
+    if (argc != 7) {
+        fprintf(stderr, "usage: %s KERNELS.fatbin KERNELS.cubin KERNELS.ptx CALLER.ptx CALLEE.ptx SM90.cubin\n",
+                argv[0]);
         return 2;
     }
     size_t fatbin_size, cubin_size, ptx_size, callee_size;
@@ -183,6 +184,21 @@ int main(int argc, char **argv)
           && cuModuleGetFunction(&fat_scale, fat_in_memory, "scale") == CUDA_SUCCESS
           && launch_scale(fat_scale, x, 0.5f, NULL) == CUDA_SUCCESS && holds(x, 0.5f, 0.0f), "fatbinary_in_memory");
     check(cuModuleLoadFatBinary(&module, ptx) == CUDA_ERROR_INVALID_IMAGE, "fatbinary_refuses_ptx");
+    {
+        // A cubin for compute capability 9.0 only: a GPU older than that cannot load it.
+        size_t sm90_size;
+        char *sm90 = read_file(argv[6], &sm90_size);
+        int major = 0, minor = 0;
+        CUdevice gpu0;
+        cuDeviceGet(&gpu0, 0);
+        cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, gpu0);
+        cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, gpu0);
+        if (major * 10 + minor < 90)
+            check(cuModuleLoadData(&module, sm90) == CUDA_ERROR_NO_BINARY_FOR_GPU, "cubin_for_a_newer_gpu");
+        else
+            printf("ok cubin_for_a_newer_gpu (not checked: the GPU is %d.%d)\n", major, minor);
+        free(sm90);
+    }
     {
         unsigned int huge[4] = {0xBA55ED50u, 0x00100001u, 0xffffffffu, 0x7fffffffu};  // claims 2^63 bytes
         check(cuModuleLoadData(&module, huge) == CUDA_ERROR_INVALID_IMAGE, "corrupt_fatbinary");
