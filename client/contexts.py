@@ -128,6 +128,12 @@ class Contexts:
             stack.append(context)
         self._bind(context)
 
+    def bind_primary_if_none(self, ordinal: int) -> None:
+        """A runtime call on a thread without a current context: the
+        device's primary context becomes current."""
+        if not self._stack():
+            self.set_current(self.primary(ordinal))
+
     def push(self, context: Context) -> None:
         self._stack().append(context)
         self._bind(context)

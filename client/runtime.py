@@ -95,13 +95,18 @@ class Runtime:
         return self._devices
 
     def device(self, ordinal: int | None = None) -> RemoteDevice:
-        """The given device, or this thread's current one."""
+        """The given device, or this thread's current one (whose primary
+        context becomes the thread's current context if it has none, as
+        CUDA's runtime binds one at a thread's first call that needs it)."""
         devices = self.devices
-        if ordinal is None:
+        current = ordinal is None
+        if current:
             ordinal = self.current_ordinal
         if not 0 <= ordinal < len(devices):
             raise CudaError(cudaError.cudaErrorInvalidDevice,
                             f"device {ordinal} does not exist ({len(devices)} visible)")
+        if current:
+            self.contexts.bind_primary_if_none(ordinal)
         return devices[ordinal]
 
     def use_fast_path(self, fast) -> None:

@@ -14,7 +14,7 @@ pytestmark = requires_nvcc
 
 SECTIONS = ["before_init", "no_context", "devices", "primary_contexts", "primary_is_runtime_device",
             "push_pop_two_devices", "created_context", "streams_across_apis", "pointer_attributes",
-            "functions_and_occupancy"]
+            "functions_and_occupancy", "runtime_binds_primary"]
 
 
 @pytest.fixture(scope="module")

@@ -604,6 +604,33 @@ static void functions_and_occupancy()
     printf("ok functions_and_occupancy\n");
 }
 
+// A thread's first runtime call that needs a context makes the current
+// device's primary context the thread's current one, as CUDA's runtime does:
+// driver calls after it need no cuCtxSetCurrent.
+static void runtime_binds_primary(CUcontext *primary)
+{
+    CUcontext seen = NULL;
+    CUresult stream_made = CUDA_ERROR_UNKNOWN;
+    cudaError_t allocated = cudaErrorUnknown;
+    std::thread worker([&] {
+        CUcontext before = (CUcontext)1;
+        cuCtxGetCurrent(&before);
+        if (before != NULL) return;  // a new thread starts with none
+        void *p = NULL;
+        allocated = cudaMalloc(&p, 256);
+        cuCtxGetCurrent(&seen);
+        CUstream stream;
+        stream_made = cuStreamCreate(&stream, CU_STREAM_DEFAULT);
+        if (stream_made == CUDA_SUCCESS) cuStreamDestroy(stream);
+        cudaFree(p);
+    });
+    worker.join();
+    CHECK(allocated);
+    REQUIRE(seen == primary[0]);
+    DRV(stream_made);
+    printf("ok runtime_binds_primary\n");
+}
+
 int main()
 {
     before_init();
@@ -617,6 +644,7 @@ int main()
     streams_across_apis(primary);
     pointer_attributes(primary);
     functions_and_occupancy();
+    runtime_binds_primary(primary);
     DRV(cuDevicePrimaryCtxRelease(0));
     DRV(cuDevicePrimaryCtxRelease(1));
     DRV_EXPECT(cuDevicePrimaryCtxRelease(1), CUDA_ERROR_INVALID_CONTEXT);
