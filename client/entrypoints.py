@@ -130,17 +130,23 @@ def fallback_value(result: str):
 def failed(name: str, exc: BaseException) -> int:
     status = to_cuda_status(exc)
     if isinstance(exc, TransportError):
-        log.error("%s: %s", name, exc)
+        log.error("%s", _naming(name, exc))
     elif isinstance(exc, CudaError):
         # Statuses the program can check for itself are logged quietly;
         # a server's explanation (e.g. a missing sim kernel) is shown.
         level = logging.WARNING if exc.status in _EXPLAINED else logging.DEBUG
-        log.log(level, "%s: %s", name, exc)
+        log.log(level, "%s", _naming(name, exc))
     elif isinstance(exc, RcudaError):
-        log.error("%s: %s", name, exc)
+        log.error("%s", _naming(name, exc))
     else:
         log.exception("%s: internal error in rcuda (please report it)", name)
     return int(status)
+
+
+def _naming(name: str, exc: BaseException) -> str:
+    """The error's message, led by the call's name unless it starts with it."""
+    text = str(exc)
+    return text if any(text.startswith(name + sep) for sep in (":", " ", "(")) else f"{name}: {text}"
 
 
 # Errors whose cause the program cannot see: always worth a log line.
