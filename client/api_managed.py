@@ -77,10 +77,10 @@ def _prefetch(call: str, ranges, locations, first_of_location, flags, stream, pe
     stream_of(stream, per_thread)
     managed, devices = rt().managed, len(rt().devices)
     wheres = [managed.location(location, call, devices) for location in locations]
-    checked = [(ptr, size, managed.find(ptr, size, call)) for ptr, size in ranges]
-    for i, (ptr, size, _) in enumerate(checked):
+    found = [(managed.find(ptr, size, call), ptr, size) for ptr, size in ranges]  # all checked first
+    for i, (allocation, ptr, size) in enumerate(found):
         where = wheres[max(j for j, first in enumerate(first_of_location) if first <= i)]
-        managed.prefetched(ptr, size, where, call)
+        allocation.prefetched(ptr, size, where)
 
 
 def _check_flags(call: str, flags: int) -> None:

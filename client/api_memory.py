@@ -89,8 +89,9 @@ def cudaFree(devPtr):
     if rt().pools.owner(ptr) is not None:
         rt().pools.free(ptr)
         return SUCCESS
-    if rt().mapped.find(ptr) is not None:
-        what = "managed memory, not an allocation's start (freed already?)" if rt().mapped.find(ptr).managed else \
+    mirror = rt().mapped.find(ptr)
+    if mirror is not None:
+        what = "managed memory, not an allocation's start (freed already?)" if mirror.managed else \
             "mapped host memory (cudaFreeHost or cudaHostUnregister frees it)"
         raise CudaError(cudaError.cudaErrorInvalidValue, f"cudaFree of {ptr:#x}: that is {what}")
     allocation = rt().allocations.find(ptr)

@@ -92,6 +92,10 @@ class ManagedRange:
     def holds(self, address: int, count: int) -> bool:
         return self.base <= address and address + count <= self.base + self.size
 
+    def prefetched(self, address: int, count: int, where: int) -> None:
+        """[address, address + count) was prefetched to `where`."""
+        _fill(self.advised().last_prefetch, self.pages(address, count), where)
+
     def pages(self, address: int, count: int) -> slice:
         """The pages [address, address + count) touches, as CUDA rounds a
         range, counted from the allocation's first page."""
@@ -271,11 +275,6 @@ class ManagedMemory:
                                 f"{call}: host NUMA node {location.id} (this host has node 0)")
             return CPU
         raise CudaError(cudaError.cudaErrorInvalidValue, f"{call}: location type {location.type}")
-
-    def prefetched(self, address: int, count: int, where: int, call: str) -> None:
-        managed = self.find(address, count, call)
-        pages = managed.pages(address, count)
-        _fill(managed.advised().last_prefetch, pages, where)
 
     def advise(self, address: int, count: int, advice: int, where: int | None) -> None:
         """cudaMemAdvise: `where` is the location (an int) for the advice
