@@ -97,10 +97,9 @@ def _launch(f, grid, block, shared_mem: int, stream, kernelParams, extra, per_th
     function = _launchable(f, what)
     device, fn = launch_kernel(function.kernel, grid, block, shared_mem, stream,
                                _packer(function, kernelParams, extra, what), per_thread, cooperative)
-    if what == "cuLaunchKernel":
-        # C records the next plain launches of `f` on this device itself
-        # (native/launch_fast_path.c, rcuda_c_cuLaunchKernel), keyed by the handle.
-        api.rt.fast.kernel_ready(address(f), function.kernel, device, fn, device.function_attributes(function.kernel))
+    # C records the next plain cuLaunchKernel of `f` on this device itself
+    # (native/launch_fast_path.c, rcuda_c_cuLaunchKernel), keyed by the handle.
+    api.rt.fast.kernel_ready(address(f), function.kernel, device, fn, device.function_attributes(function.kernel))
     return SUCCESS
 
 
