@@ -1,0 +1,37 @@
+"""Build flags for test programs that use NVIDIA's libraries.
+
+The nvidia-cublas, nvidia-cufft and nvidia-curand wheels (the `test` extra)
+give the headers and .so files a program is built against.  Nothing puts
+their folder on the library path: at run time the program finds rcuda's
+drop-ins (`rcuda run`), as on a client with no CUDA at all."""
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+#: -l names, by the wheel that provides them
+WHEELS = {"cublas": "nvidia-cublas", "cublasLt": "nvidia-cublas", "cufft": "nvidia-cufft",
+          "curand": "nvidia-curand"}
+
+
+def nvidia_root() -> Path | None:
+    """site-packages/nvidia/cu13, where the wheels install (None: not installed)."""
+    spec = importlib.util.find_spec("nvidia")
+    for folder in (spec.submodule_search_locations or []) if spec else []:
+        root = Path(folder) / "cu13"
+        if (root / "include").is_dir():
+            return root
+    return None
+
+
+def library_flags(*names: str) -> list[str]:
+    """nvcc flags to build against the wheels' headers and libraries `names`
+    (cublas, cufft, curand...); skips the test when a wheel is missing."""
+    root = nvidia_root()
+    missing = [n for n in names if root is None or not list((root / "lib").glob(f"lib{n}.so.*"))]
+    if missing:
+        pytest.skip(f"{', '.join(WHEELS[n] for n in missing)} not installed (pip install -e '.[test]'): "
+                    f"no headers or libraries to build the test program against")
+    return [f"-I{root / 'include'}", f"-L{root / 'lib'}", *(f"-l{n}" for n in names)]
