@@ -18,12 +18,15 @@ import time
 from rcuda import protocol
 from rcuda._generated.cuda_driver_api import DRIVER_FUNCTIONS
 from rcuda._generated.cudart_api import FUNCTIONS
+from rcuda._generated.libraries_api import LIBRARIES, LIBRARY_FUNCTIONS
 from rcuda.driver_errors import CUresult, driver_status
 from rcuda.config import ClientConfig, ConfigError
 from rcuda.errors import CudaError, RcudaError, TransportError, cudaError, to_cuda_status
+from rcuda.library_errors import LibraryError
 from rcuda.log import setup_client_logging
 
-from . import api, api_driver, api_managed, api_memory, api_pools, api_queries, api_streams  # noqa: F401 - they register their functions
+from . import api, api_cublas, api_driver, api_managed, api_memory, api_pools, api_queries, api_streams  # noqa: F401 - they register their functions
+from . import libraries
 from .callbacks import in_host_function
 from .fast_path import FastPath
 from .stats import Stats
@@ -62,6 +65,7 @@ def attach(ffi, lib) -> None:
         entry = guarded(runtime, name, row["result"], body) if body else not_supported(runtime, name, row["result"])
         ffi.def_extern(name=f"rcuda_py_{name}")(entry)
     attach_driver(ffi, runtime)
+    attach_libraries(ffi, runtime)
     attach_launch_slow_path(ffi, runtime)
     attach_last_error_slow_path(ffi, runtime)
     attach_sync_slow_paths(ffi, runtime)
@@ -131,6 +135,9 @@ def failed(name: str, exc: BaseException) -> int:
     status = to_cuda_status(exc)
     if isinstance(exc, TransportError):
         log.error("%s", _naming(name, exc))
+    elif isinstance(exc, LibraryError):  # a bad argument the program can check for itself
+        log.log(logging.WARNING if "NOT_SUPPORTED" in exc.library_status else logging.DEBUG, "%s",
+                _naming(name, exc))
     elif isinstance(exc, CudaError):
         # Statuses the program can check for itself are logged quietly;
         # a server's explanation (e.g. a missing sim kernel) is shown.
@@ -195,6 +202,50 @@ def driver_guarded(runtime: Runtime, name: str, body):
         except Exception as exc:  # noqa: BLE001 - the C boundary
             failed(name, exc)
             return int(driver_status(exc))
+    entry.__name__ = name
+    return entry
+
+
+def attach_libraries(ffi, runtime: Runtime) -> None:
+    """cuBLAS's, cuFFT's and cuRAND's entry points (client/libraries.py):
+    an implementation, cuBLAS's generic forwarder, or the library's "not
+    supported" status; and the one entry of the exports with no Python
+    entry point of their own (native/library_stubs.c)."""
+    libraries.load_modules()
+    for name, row in LIBRARY_FUNCTIONS.items():
+        if not row["python"]:
+            continue
+        body = libraries.LIBRARY_IMPLEMENTED.get(name) or api_cublas.generic(name, row)
+        if body and runtime.stats is not None:
+            body = timed(name, body, runtime.stats)
+        ffi.def_extern(name=f"rcuda_py_{name}")(library_guarded(runtime, name, row, body))
+
+    @ffi.def_extern(name="rcuda_py_library_unsupported")
+    def unsupported(name):
+        report_unsupported(runtime, ffi.string(name).decode(), "the library's \"not supported\" status")
+
+
+def library_guarded(runtime: Runtime, name: str, row: dict, body):
+    """`body`'s status, or its exception's as the library's own status; a
+    function of another result type gives its zero value on failure."""
+    library_name = row["library"]
+    returns_status = row["result"] == LIBRARIES[library_name]["status_type"]
+    unsupported = libraries.status(library_name, LIBRARIES[library_name]["not_supported"])
+
+    def entry(*args):
+        if body is None:
+            report_unsupported(runtime, name, LIBRARIES[library_name]["not_supported"])
+            return unsupported if returns_status else fallback_value(row["result"])
+        if in_host_function():
+            refused_in_host_function(name)
+            return libraries.library_status(library_name, CudaError(NOT_PERMITTED)) if returns_status \
+                else fallback_value(row["result"])
+        try:
+            result = body(*args)
+            return int(result or 0) if returns_status else result
+        except Exception as exc:  # noqa: BLE001 - the C boundary
+            failed(name, exc)
+            return libraries.library_status(library_name, exc) if returns_status else fallback_value(row["result"])
     entry.__name__ = name
     return entry
 

@@ -195,6 +195,17 @@ entrypoints.attach(ffi, lib)
 '''
 
 
+# The libraries' exports that have no Python entry point of their own
+# (native/library_stubs.c).
+LIBRARY_CDEF = """
+extern "Python" void rcuda_py_library_unsupported(const char *name);
+"""
+
+#: The drop-in libraries of NVIDIA's (native/gen_libraries.py), each a filter
+#: of librcuda.so with its own version node.
+LIBRARY_DROPINS = ["cublas", "cublasLt", "cufft", "curand"]
+
+
 # cuGetProcAddress's answer: the address of our export of a name
 # (generated/cuda_driver_exports.c).
 DRIVER_CDEF = """
@@ -213,6 +224,21 @@ def load_api_table(module: str = "cudart_api", table: str = "FUNCTIONS") -> dict
 
 def load_driver_table() -> dict:
     return load_api_table("cuda_driver_api", "DRIVER_FUNCTIONS")
+
+
+def load_library_tables() -> tuple[dict, dict]:
+    """(LIBRARIES, LIBRARY_FUNCTIONS) of rcuda/_generated/libraries_api.py."""
+    return load_api_table("libraries_api", "LIBRARIES"), load_api_table("libraries_api", "LIBRARY_FUNCTIONS")
+
+
+def library_entry_points(functions: dict) -> str:
+    """extern "Python" declarations of the library functions Python serves."""
+    lines = []
+    for name, row in sorted(functions.items()):
+        if row["python"]:
+            params = ", ".join(decl for _, decl in row["params"]) or "void"
+            lines.append(f'extern "Python" {row["result"]} rcuda_py_{name}({params});')
+    return "\n".join(lines)
 
 
 def python_entry_points(functions: dict) -> str:
@@ -246,6 +272,9 @@ def make_ffi(extra_link_args: list[str], build_dir: Path) -> cffi.FFI:
     ffi.cdef((generated / "cuda_driver_types.h").read_text())
     ffi.cdef(python_entry_points(load_api_table()))
     ffi.cdef(python_entry_points(load_driver_table()))
+    ffi.cdef((generated / "libraries_types.h").read_text())
+    ffi.cdef(library_entry_points(load_library_tables()[1]))
+    ffi.cdef(LIBRARY_CDEF)
     ffi.cdef(DRIVER_CDEF)
     ffi.cdef(LIFECYCLE_CDEF)
     ffi.cdef(FAST_PATH_CDEF)
@@ -260,6 +289,8 @@ def make_ffi(extra_link_args: list[str], build_dir: Path) -> cffi.FFI:
         '#include "cudart_layout.h"',
         '#include "cuda_driver_types.h"',
         '#include "cuda_driver_layout.h"',
+        '#include "libraries_types.h"',
+        '#include "libraries_layout.h"',
         '#include "wire.h"',
         '#include "mapped_memory.h"',
         '#include "interposer.c"',
@@ -274,6 +305,8 @@ def make_ffi(extra_link_args: list[str], build_dir: Path) -> cffi.FFI:
         '#include "cudart_exports.c"',
         '#include "cuda_driver_exports.c"',
         '#include "registrations.c"',
+        '#include "library_stubs.c"',
+        '#include "libraries_exports.c"',
     ])
     # No interpreter path is compiled in: the library finds the interpreter of
     # the environment it is installed in (native/interposer.c).
@@ -319,6 +352,11 @@ def build(out_dir: Path, verbose: bool = False, editable: bool = False) -> list[
         built.append(build_filter(out_dir / "cudart" / "libcudart.so.13", load_api_table(), Path(tmp),
                                   NATIVE / "generated" / "libcudart.map"))
         built.append(build_filter(out_dir / "cudart" / "libcuda.so.1", load_driver_table(), Path(tmp)))
+        libraries, functions = load_library_tables()
+        for name in LIBRARY_DROPINS:
+            exports = {f: row for f, row in functions.items() if row["library"] == name}
+            built.append(build_filter(out_dir / "cudart" / libraries[name]["soname"], exports, Path(tmp),
+                                      NATIVE / "generated" / f"lib{name}.map"))
     for target in built:
         _check_no_build_paths(target)
     interpreter = out_dir / INTERPRETER_FILE

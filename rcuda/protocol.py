@@ -120,6 +120,13 @@ the legacy default stream):
                                                                    client's VMM window), an allocation
                                                                    of the session from now on
     vmm_unmap     {ptr}                               -> {}        cuMemUnmap of the mapping at `ptr`
+    lib           {call, obj, args, stream}           -> {results} (+ frames)  a call of cuBLAS,
+                  cuFFT or cuRAND (server/library_calls.py), in stream order:
+                  `obj` the client's id of its handle, plan or generator
+                  (a creation call names the new one), `args` the call's
+                  arguments as client/libraries.py encodes them; a library
+                  status other than success answers {status, msg} (its
+                  enumerator's name).  With "async" no reply comes
     mirror_htod   {runs} + data frames                (never answered)   mapped host memory: the
                   host's writes to mapped ranges, written to their device
                   copies at once, outside every stream (a kernel on any stream
@@ -162,7 +169,7 @@ import msgpack
 
 from rcuda.errors import ProtocolError
 
-PROTOCOL_VERSION = 8
+PROTOCOL_VERSION = 9
 
 #: Bulk bytes on a ZeroMQ socket travel in frames of this size: ZeroMQ slows
 #: down on messages above ~32 MiB (fresh buffers page-fault).
@@ -240,6 +247,7 @@ OPS: dict[str, dict[str, type | tuple]] = {
     "vmm_map": {"ptr": _INT, "size": _INT, "offset": _INT, "handle": _INT},
     "vmm_unmap": {"ptr": _INT},
     # -- mapped host memory, see client/mapped_memory.py and native/mapped_memory.c
+    "lib": {"call": _STR, "obj": _INT, "args": _LIST, "stream": _INT},
     "mirror_htod": {"runs": _LIST},
     "mirror_zero": {"ptr": _INT, "size": _INT},
     "mirror_dtoh": {"src": _INT, "size": _INT},
@@ -261,7 +269,7 @@ ALWAYS_ASYNC = frozenset({"launch", "launches", "peer_push", "peer_wait", "mirro
 MAY_BE_ASYNC = frozenset({
     "htod", "dtod", "memset", "htod2d", "dtod2d", "memset2d",
     "stream_create", "stream_destroy", "stream_wait", "stream_attr",
-    "event_create", "event_destroy", "event_record",
+    "event_create", "event_destroy", "event_record", "lib",
 })
 
 

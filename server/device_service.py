@@ -41,6 +41,7 @@ from rcuda.lane import Lane, LaneClosed, SpinPolicy, UnreadFrame, set_timeouts
 from rcuda.launch_rules import MAX_PARAM_BYTES
 from rcuda.log import RateLimitedLog
 from rcuda.server.backends.base import Completion, ParamLayout
+from rcuda.server.library_calls import LibraryCalls
 from rcuda.server.peer import PeerOps
 
 log = logging.getLogger(__name__)
@@ -154,7 +155,7 @@ class DeviceService:
             "close": self._close,
             "mirror_htod": self._mirror_htod, "mirror_zero": self._mirror_zero, "mirror_dtoh": self._mirror_dtoh,
             "vmm_create": self._vmm_create, "vmm_retain": self._vmm_retain, "vmm_release": self._vmm_release,
-            "vmm_map": self._vmm_map, "vmm_unmap": self._vmm_unmap,
+            "vmm_map": self._vmm_map, "vmm_unmap": self._vmm_unmap, "lib": self._lib,
         }
         # Server-to-server copies (server/peer.py): `inbox` holds the worker's
         # incoming transfers, `peer_token` authorises them.
@@ -168,6 +169,7 @@ class DeviceService:
         self._functions: dict[int, tuple] = {}  # fn id -> (handle, layout)
         self._streams: set[int] = {LEGACY_STREAM}
         self._events: set[int] = set()
+        self._libraries = LibraryCalls()  # cuBLAS handles, cuFFT plans, cuRAND generators
 
     def start(self, token: str) -> None:
         self.token = token
@@ -878,6 +880,12 @@ class DeviceService:
     def _reset_persisting_l2(self, header, payload):
         self.device.reset_persisting_l2()
 
+    # ---------------------------------------------------------- libraries
+
+    def _lib(self, header, payload):
+        return self._libraries.serve(self.device, header, payload, self._stream(header),
+                                     protocol.expects_reply(header))
+
     # ---------------------------------------------------------- lifecycle
 
     def _reset(self, header, payload):
@@ -902,6 +910,7 @@ class DeviceService:
         device, self.device = self.device, None
         if device is not None:
             try:
+                self._libraries.release(device)
                 device.close()
             except Exception:  # noqa: BLE001 - freeing must not stop the session's end
                 log.exception("GPU%d: error while freeing the session's memory", self.index)

@@ -34,4 +34,6 @@ def library_flags(*names: str) -> list[str]:
     if missing:
         pytest.skip(f"{', '.join(WHEELS[n] for n in missing)} not installed (pip install -e '.[test]'): "
                     f"no headers or libraries to build the test program against")
-    return [f"-I{root / 'include'}", f"-L{root / 'lib'}", *(f"-l{n}" for n in names)]
+    # The wheels ship lib<name>.so.<major> only (no lib<name>.so): -l:FILE names it.
+    files = [sorted((root / "lib").glob(f"lib{n}.so.*"))[0].name for n in names]
+    return [f"-I{root / 'include'}", f"-L{root / 'lib'}", *(f"-l:{f}" for f in files)]

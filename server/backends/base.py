@@ -356,6 +356,11 @@ class Device(abc.ABC):
     def reset_persisting_l2(self) -> None:
         """cudaCtxResetPersistingL2Cache."""
 
+    def libraries(self):
+        """The provider of cuBLAS, cuFFT and cuRAND calls (server/library_calls.py):
+        create(call, args), destroy(obj), run(call, obj, args, stream, answered)."""
+        raise CudaError(cudaError.cudaErrorNotSupported, "this backend does not serve the CUDA libraries")
+
     # -- multi-GPU (server/peer.py).  Concrete defaults, so a backend that
     # knows nothing of peers still works: copies between GPUs then go
     # through host memory, and direct peer access is refused.

@@ -210,6 +210,7 @@ class SimDevice(Device):
         # kernel here may use the memory of the GPUs this one enabled.
         self._open_devices = {} if open_devices is None else open_devices  # the worker's, by index
         self._peers: dict[int, SimDevice] = {}  # enabled: index -> that GPU as it was then
+        self._libraries = None
 
     # ---------------------------------------------------------- properties
 
@@ -353,6 +354,13 @@ class SimDevice(Device):
         handle, physical = self._memory.remove(ptr, unmap=True).mapped
         physical.mappings -= 1
         self._free_if_unused(handle, physical)
+
+    def libraries(self):
+        """cuBLAS, cuFFT and cuRAND in numpy (server/library_calls.py)."""
+        if self._libraries is None:
+            from .sim_libraries import SimLibraries
+            self._libraries = SimLibraries(self)
+        return self._libraries
 
     def _bytes(self, ptr: int, size: int, what: str) -> np.ndarray:
         """Device memory for a copy or a memset."""

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from rcuda.errors import CudaError, cudaError
+from rcuda.errors import CudaError, ProtocolError, cudaError
+from rcuda.library_errors import LibraryError
 
 
 class LibraryMemory:
@@ -56,3 +57,167 @@ class LibraryMemory:
     def pointers(self, ptr: int, count: int, what: str = "") -> list[int]:
         """An array of `count` device pointers in device memory (the batched calls' Aarray)."""
         return [int(p) for p in self._flat(ptr, np.uint64, count, what)]
+
+
+#: cuRAND's generating calls: (SimGenerator's method, numbers' dtype, how
+#: many parameters follow the count).
+CURAND_GENERATES = {
+    "curandGenerate": ("generate", np.uint32, 0),
+    "curandGenerateLongLong": ("generate_long_long", np.uint64, 0),
+    "curandGenerateUniform": ("uniform", np.float32, 0),
+    "curandGenerateUniformDouble": ("uniform_double", np.float64, 0),
+    "curandGenerateNormal": ("normal", np.float32, 2),
+    "curandGenerateNormalDouble": ("normal_double", np.float64, 2),
+    "curandGenerateLogNormal": ("log_normal", np.float32, 2),
+    "curandGenerateLogNormalDouble": ("log_normal_double", np.float64, 2),
+    "curandGeneratePoisson": ("poisson", np.uint32, 1),
+}
+CURAND_SETTINGS = {
+    "curandSetPseudoRandomGeneratorSeed": "set_seed",
+    "curandSetGeneratorOffset": "set_offset",
+    "curandSetGeneratorOrdering": "set_ordering",
+    "curandSetQuasiRandomGeneratorDimensions": "set_dimensions",
+}
+
+
+class SimObject:
+    """A handle, plan or generator: the library it belongs to and its state."""
+
+    __slots__ = ("library", "state", "host")
+
+    def __init__(self, library: str, state, host: bool = False):
+        self.library, self.state, self.host = library, state, host
+
+
+class SimLibraries:
+    """The sim's library provider (server/library_calls.py): cuBLAS, cuFFT
+    and cuRAND computed with numpy on the device's memory, at once, in issue
+    order like every sim operation (sim_cublas.py, sim_cufft.py, sim_curand.py)."""
+
+    def __init__(self, device):
+        self.device = device
+        self.memory = LibraryMemory(device._bytes)
+
+    def create(self, call: str, args: list) -> SimObject:
+        if call == "cublasCreate_v2":
+            from . import sim_cublas
+            return SimObject("cublas", sim_cublas.BlasHandle())
+        if call == "cufftCreate":
+            from . import sim_cufft
+            return SimObject("cufft", sim_cufft.SimPlan())
+        from . import sim_curand
+        (rng_type,) = args
+        return SimObject("curand", sim_curand.SimGenerator(rng_type), host=call == "curandCreateGeneratorHost")
+
+    def destroy(self, obj: SimObject) -> None:
+        """Nothing to free: the state is Python's."""
+
+    def run(self, call: str, obj: SimObject | None, args: list, stream: int, answered: bool):
+        """(the host outputs' values, frames) of `call` on `obj`."""
+        if obj is None:
+            raise LibraryError(_not_supported(call), f"{call} needs a handle, plan or generator")
+        run = {"cublas": self._cublas, "cufft": self._cufft, "curand": self._curand}[obj.library]
+        results, frames = run(call, obj, args)
+        self.device._op(stream)  # its moment in stream order (sim.py: modelled time)
+        return results, frames
+
+    # -- cuBLAS: the generic calls of client/libraries.py
+
+    def _cublas(self, call: str, obj: SimObject, args: list):
+        from . import sim_cublas
+        handle = obj.state
+        if call == "cublasSetMathMode":
+            handle.math_mode = args[0]
+            return [], []
+        if call == "cublasSetAtomicsMode":
+            handle.atomics_mode = args[0]
+            return [], []
+        if call == "cublasSetWorkspace_v2":
+            handle.workspace = (args[0], args[1])
+            return [], []
+        function = sim_cublas.CALLS.get(call)
+        if function is None:
+            raise LibraryError("CUBLAS_STATUS_NOT_SUPPORTED", f"{call} is not implemented by the sim backend")
+        inputs = [self._value(arg) for arg in args if not _is_output(arg)]
+        outputs = [arg for arg in args if _is_output(arg)]
+        value = function(self.memory, handle, *inputs)
+        values = value if isinstance(value, tuple) else (value,) if outputs else ()
+        return self._store(call, outputs, values), []
+
+    def _value(self, arg):
+        """An argument as the implementation takes it: a complex for {c},
+        the value in device memory now for {scalar} (device pointer mode)."""
+        if isinstance(arg, dict):
+            if "c" in arg:
+                return complex(*arg["c"])
+            return _python(self.memory.array(arg["scalar"], np.dtype(arg["dtype"]), 1, what="scalar argument")[0])
+        return arg
+
+    def _store(self, call: str, outputs: list, values) -> list:
+        if len(values) != len(outputs):
+            raise RuntimeError(f"{call}: the sim implementation gave {len(values)} outputs for {len(outputs)}")
+        results = []
+        for out, value in zip(outputs, values):
+            if out["out"] is None:
+                results.append(_wire(value))
+            else:
+                self.memory.array(out["out"], np.dtype(out["dtype"]), 1, what="scalar result")[0] = value
+        return results
+
+    # -- cuFFT: plans made by cufftMakePlanMany64, executed by cufftExec*
+
+    def _cufft(self, call: str, obj: SimObject, args: list):
+        from . import sim_cufft
+        plan = obj.state
+        if call == "cufftMakePlanMany64":
+            return [int(plan.make_plan_many(*args))], []
+        if call in ("cufftSetWorkArea", "cufftSetAutoAllocation"):
+            return [], []  # the sim needs no work area
+        function = sim_cufft.CALLS.get(call)
+        if function is None:
+            raise LibraryError("CUFFT_NOT_SUPPORTED", f"{call} is not implemented by the sim backend")
+        function(self.memory, plan, *args)
+        return [], []
+
+    # -- cuRAND: settings and generating calls; a host generator's numbers go back as a frame
+
+    def _curand(self, call: str, obj: SimObject, args: list):
+        generator = obj.state
+        setting = CURAND_SETTINGS.get(call)
+        if setting is not None:
+            getattr(generator, setting)(*args)
+            return [], []
+        if call == "curandGenerateSeeds":
+            return [], []  # the sim's generators need no seeding step
+        generate = CURAND_GENERATES.get(call)
+        if generate is None:
+            raise LibraryError("CURAND_STATUS_INTERNAL_ERROR", f"{call} is not implemented by the sim backend")
+        method, dtype, extra = generate
+        ptr, count, *parameters = args
+        if len(parameters) != extra or not isinstance(count, int) or count < 0:
+            raise ProtocolError(f"lib: {call} takes a pointer, a count and {extra} parameters")
+        numbers = np.asarray(getattr(generator, method)(count, *parameters), dtype)
+        if obj.host:
+            return [], [memoryview(numbers.tobytes())]
+        self.memory.array(ptr, dtype, count, what=call)[:] = numbers
+        return [], []
+
+
+def _is_output(arg) -> bool:
+    return isinstance(arg, dict) and "out" in arg
+
+
+def _not_supported(call: str) -> str:
+    return {"cublas": "CUBLAS_STATUS_NOT_SUPPORTED", "cufft": "CUFFT_NOT_SUPPORTED"}.get(
+        call[:6] if call.startswith("cublas") else call[:5], "CURAND_STATUS_INTERNAL_ERROR")
+
+
+def _python(value):
+    """A numpy scalar as the Python number it is."""
+    return complex(value) if np.iscomplexobj(value) else value.item() if hasattr(value, "item") else value
+
+
+def _wire(value):
+    """A result as msgpack carries it: a complex as [re, im]."""
+    value = _python(value)
+    return [value.real, value.imag] if isinstance(value, complex) else value

@@ -1,0 +1,162 @@
+"""cuBLAS, cuFFT and cuRAND on the client: the registry of implementations,
+the objects programs hold (handles, plans, generators) and the `lib` call
+that forwards to a GPU.
+
+Each export of the drop-in libraries (native/generated/libraries_exports.c)
+calls its Python entry point (client/entrypoints.py), which runs the
+function registered here with @library() by client/api_cublas.py,
+api_cufft.py or api_curand.py, or, for a cuBLAS computation none of them
+registers, the generic forwarder of api_cublas.py (its parameters' roles
+come from native/gen_libraries.py and native/library_annotations.ini), or
+answers the library's "not supported" status and logs the name once.
+
+An object is created on the current device and works there: its calls go
+to that GPU's server in the object's stream, after everything the program
+sent that stream before, as a library's kernels would.  Calls whose
+results the program reads on the host (a dot product in host pointer mode,
+a plan's work size, a host generator's numbers) wait for their reply; the
+rest are sent without waiting, and their failures surface at the next
+synchronising call, as a GPU's do.
+"""
+from __future__ import annotations
+
+import itertools
+import logging
+import threading
+
+from rcuda._generated.libraries_api import LIBRARIES, LIBRARY_FUNCTIONS
+from rcuda.errors import CudaError, cudaError
+from rcuda.library_errors import LibraryError
+
+from . import api
+from .api import registrar
+
+log = logging.getLogger(__name__)
+
+LIBRARY_IMPLEMENTED: dict[str, callable] = {}
+library = registrar(LIBRARY_FUNCTIONS, LIBRARY_IMPLEMENTED, "cuBLAS, cuFFT or cuRAND export")
+
+#: Where the handles programs hold start (cuBLAS handles, cuRAND generators
+#: are pointers; cuFFT plans are ints, numbered from 1 as cuFFT's).
+LIBRARY_HANDLES_FROM = 0x5D00_0000_0000
+
+
+def status(library_name: str, name: str) -> int:
+    """The value of status enumerator `name` of `library_name` (cublas, cufft, curand)."""
+    return LIBRARIES[library_name]["statuses"][name]
+
+
+class LibraryObject:
+    """A cuBLAS handle, cuFFT plan or cuRAND generator: the program's
+    handle for it, its id on its GPU's server, and the stream its calls use."""
+
+    library = ""
+
+    def __init__(self, handle: int, object_id: int, device, stream):
+        self.handle, self.id, self.device = handle, object_id, device
+        self.stream = stream              # client/streams.py's Stream
+        self.stream_handle = 0            # the cudaStream_t the program gave (its Get*Stream)
+        self.destroyed = False
+
+    def use_stream(self, stream_handle) -> None:
+        """Later calls go into the program's stream `stream_handle` (0: the
+        legacy default stream), which must be of this object's GPU."""
+        stream = api.stream_of(stream_handle, device=self.device)
+        if stream.device is not self.device:
+            raise CudaError(cudaError.cudaErrorInvalidResourceHandle,
+                            f"stream {api.address(stream_handle):#x} is on {stream.device.label}, this "
+                            f"{self.library} object on {self.device.label}")
+        self.stream, self.stream_handle = stream, api.address(stream_handle)
+
+    def call(self, name: str, args: list, wait: bool = False):
+        """Forward `name` with `args` (already in the form client and server
+        agree on) in this object's stream.  With `wait`: (the results the
+        reply carries, its payload frames), raising LibraryError for a
+        library status; else None."""
+        device, stream = self.device, self.stream.id
+        if not wait:
+            device.post("lib", call=name, obj=self.id, args=args, stream=stream)
+            if device.mirrored:  # the call may write mapped memory (client/mapped_memory.py)
+                api.rt.fast.mirror_written(device, stream)
+            return None
+        reply, payload = device.request("lib", call=name, obj=self.id, args=args, stream=stream)
+        if "status" in reply:
+            raise LibraryError(reply["status"], f"{name} on {device.label}: {reply.get('msg', '')}")
+        return reply.get("results", []), payload
+
+
+class LibraryObjects:
+    """Every live library object of the process, by the handle the program holds."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._objects: dict[int, LibraryObject] = {}
+        self._ids = itertools.count(1)
+        self._pointers = itertools.count(LIBRARY_HANDLES_FROM, 0x10)
+        self._plans = itertools.count(1)
+
+    def create(self, kind: type, name: str, args: list, device=None, plan: bool = False) -> LibraryObject:
+        """A new `kind` on `device` (the current one), made on its server by
+        creation call `name` (waits: a device that cannot serve it fails here)."""
+        device = device or api.rt.device()
+        with self._lock:
+            handle = next(self._plans) if plan else next(self._pointers)
+            obj = kind(handle, next(self._ids), device, api.stream_of(0, device=device))
+        obj.call(name, args, wait=True)
+        with self._lock:
+            self._objects[handle] = obj
+        return obj
+
+    def get(self, handle: int, kind: type, call: str, bad_status: str) -> LibraryObject:
+        obj = self._objects.get(handle)
+        if not isinstance(obj, kind) or obj.destroyed:
+            raise LibraryError(bad_status, f"{call}: {handle:#x} is not a live {kind.library} object")
+        return obj
+
+    def destroy(self, obj: LibraryObject, name: str) -> None:
+        with self._lock:
+            self._objects.pop(obj.handle, None)
+        obj.destroyed = True
+        obj.call(name, [], wait=True)
+
+    def forget(self) -> None:
+        """After fork, or once a device's objects are gone (cudaDeviceReset)."""
+        with self._lock:
+            self._objects.clear()
+
+
+#: The process's library objects.
+objects = LibraryObjects()
+
+
+def library_status(library_name: str, exc: BaseException) -> int:
+    """The status of `library_name` a failure is reported as."""
+    if isinstance(exc, LibraryError) and exc.library_status in LIBRARIES[library_name]["statuses"]:
+        return status(library_name, exc.library_status)
+    name = _CUDA_FAILURES[library_name].get(getattr(exc, "status", None), _CUDA_FAILURES[library_name][None])
+    return status(library_name, name)
+
+
+# What a CUDA failure under a library call is reported as, by library (None: any other).
+_CUDA_FAILURES = {
+    "cublas": {cudaError.cudaErrorInvalidValue: "CUBLAS_STATUS_INVALID_VALUE",
+               cudaError.cudaErrorMemoryAllocation: "CUBLAS_STATUS_ALLOC_FAILED",
+               cudaError.cudaErrorNoDevice: "CUBLAS_STATUS_NOT_INITIALIZED",
+               cudaError.cudaErrorInvalidResourceHandle: "CUBLAS_STATUS_INVALID_VALUE",
+               cudaError.cudaErrorNotSupported: "CUBLAS_STATUS_NOT_SUPPORTED",
+               None: "CUBLAS_STATUS_EXECUTION_FAILED"},
+    "cufft": {cudaError.cudaErrorInvalidValue: "CUFFT_INVALID_VALUE",
+              cudaError.cudaErrorMemoryAllocation: "CUFFT_ALLOC_FAILED",
+              cudaError.cudaErrorNoDevice: "CUFFT_SETUP_FAILED",
+              cudaError.cudaErrorNotSupported: "CUFFT_NOT_SUPPORTED",
+              None: "CUFFT_EXEC_FAILED"},
+    "curand": {cudaError.cudaErrorMemoryAllocation: "CURAND_STATUS_ALLOCATION_FAILED",
+               cudaError.cudaErrorNoDevice: "CURAND_STATUS_INITIALIZATION_FAILED",
+               None: "CURAND_STATUS_LAUNCH_FAILURE"},
+}
+_CUDA_FAILURES["cublasLt"] = _CUDA_FAILURES["cublas"]
+
+
+def load_modules() -> None:
+    """Import the libraries' client modules: each registers its functions."""
+    from . import api_cublas, api_cufft, api_curand  # noqa: F401

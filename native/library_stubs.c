@@ -1,0 +1,11 @@
+/* The exports of cuBLAS, cuBLASLt, cuFFT and cuRAND that rcuda does not serve
+ * (generated/libraries_exports.c: the legacy cuBLAS API, names no header
+ * declares) report themselves once, by name, through Python's log. */
+
+static void rcuda_py_library_unsupported(const char *name);
+
+static void rcuda_library_unsupported(const char *name)
+{
+    rcuda_ensure_started();
+    rcuda_py_library_unsupported(name);
+}

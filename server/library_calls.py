@@ -1,0 +1,96 @@
+"""The `lib` op: calls of cuBLAS, cuFFT and cuRAND on one GPU of a session.
+
+Handles, plans and generators are server objects named by ids the client
+chose (so creating one needs no round trip of its own); they belong to the
+session and go with it (close, cudaDeviceReset).  The backend's library
+provider (`Device.libraries()`: server/backends/sim_libraries.py on the sim,
+server/backends/cuda_libraries.py on a GPU) runs each call in the stream the
+client named, in the order calls arrive.
+
+A call answers {results: [...]}: the values of its host outputs, in order
+(a scalar result in host pointer mode, a plan's work size, a host
+generator's numbers as a frame).  A library status other than success
+answers {status: NAME, msg}; sent asynchronously, it becomes the device's
+next reported error instead (cudaErrorInvalidValue, the status named in
+the message), as the call's own status can no longer reach the program.
+"""
+from __future__ import annotations
+
+from rcuda.errors import CudaError, ProtocolError, cudaError
+from rcuda.library_errors import LibraryError
+
+#: Calls that make a new object (named by the request's obj), and those that end one.
+CREATES = frozenset({"cublasCreate_v2", "cufftCreate", "curandCreateGenerator", "curandCreateGeneratorHost"})
+DESTROYS = frozenset({"cublasDestroy_v2", "cufftDestroy", "curandDestroyGenerator"})
+#: The kinds of argument client/libraries.py encodes as a map.
+ARGUMENT_MAPS = ({"c"}, {"scalar", "dtype"}, {"out", "dtype"})
+#: Largest object id (ids are the client's; small positive integers).
+MAX_OBJECT_ID = 1 << 62
+
+
+class LibraryCalls:
+    """One session's library objects on one GPU."""
+
+    def __init__(self):
+        self._objects: dict[int, object] = {}
+
+    def serve(self, device, header: dict, payload, stream: int, answered: bool):
+        call, obj_id, args = header["call"], header["obj"], header["args"]
+        _check_arguments(call, args)
+        provider = device.libraries()
+        try:
+            if call in CREATES:
+                if not isinstance(obj_id, int) or not 0 < obj_id < MAX_OBJECT_ID or obj_id in self._objects:
+                    raise ProtocolError(f"lib: {call} names object {obj_id!r}, which is in use or not a valid id")
+                self._objects[obj_id] = provider.create(call, args)
+                return {"results": []}
+            obj = self._object(call, obj_id)
+            if call in DESTROYS:
+                del self._objects[obj_id]
+                provider.destroy(obj)
+                return {"results": []}
+            results, frames = provider.run(call, obj, args, stream, answered)
+        except LibraryError as exc:
+            if not answered:
+                raise CudaError(cudaError.cudaErrorInvalidValue, f"{call} (sent asynchronously): {exc}") from None
+            return {"status": exc.library_status, "msg": exc.detail or exc.library_status}
+        return ({"results": results}, frames) if frames else {"results": results}
+
+    def _object(self, call: str, obj_id) -> object:
+        obj = self._objects.get(obj_id) if obj_id else None
+        if obj is None and obj_id:
+            raise LibraryError(_invalid_object(call), f"{call}: no handle, plan or generator {obj_id} in this "
+                                                      f"session on this GPU")
+        return obj
+
+    def release(self, device) -> None:
+        """The session's objects on this GPU, freed (close, reset)."""
+        objects, self._objects = self._objects, {}
+        if objects and device is not None:
+            provider = device.libraries()
+            for obj in objects.values():
+                provider.destroy(obj)
+
+
+def _invalid_object(call: str) -> str:
+    if call.startswith("cublas"):
+        return "CUBLAS_STATUS_NOT_INITIALIZED"
+    if call.startswith("cufft"):
+        return "CUFFT_INVALID_PLAN"
+    return "CURAND_STATUS_NOT_INITIALIZED"
+
+
+def _check_arguments(call: str, args) -> None:
+    """Arguments are numbers, None, lists of numbers, or the maps
+    client/libraries.py writes ({c: [re, im]}, {scalar, dtype}, {out, dtype})."""
+    if not call.startswith(("cublas", "cufft", "curand")):
+        raise ProtocolError(f"lib: {call!r} is not a cuBLAS, cuFFT or cuRAND call")
+    for arg in args:
+        if isinstance(arg, dict):
+            if set(arg) not in ARGUMENT_MAPS:
+                raise ProtocolError(f"lib: {call}: an argument map with keys {sorted(arg)}")
+        elif isinstance(arg, (list, tuple)):
+            if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in arg):
+                raise ProtocolError(f"lib: {call}: a list argument holds something other than numbers")
+        elif arg is not None and (isinstance(arg, bool) or not isinstance(arg, (int, float))):
+            raise ProtocolError(f"lib: {call}: an argument of type {type(arg).__name__}")
