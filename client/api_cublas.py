@@ -334,11 +334,16 @@ def generic(name: str, row: dict):
                 wire.append(api.address(value))
             else:
                 kind, dtype = role.split(":")
-                if dtype == "typed":
+                typed = dtype == "typed"
+                if typed:
                     dtype = _typed(name, named, kind)
-                if kind == "scalar":
-                    wire.append(_read_scalar(value, dtype, pname, name) if obj.pointer_mode == POINTER_MODE_HOST
-                                else {"scalar": api.address(value), "dtype": dtype})
+                if kind == "scalar" and obj.pointer_mode == POINTER_MODE_DEVICE:
+                    wire.append({"scalar": api.address(value), "dtype": dtype})
+                elif kind == "scalar":
+                    scalar = _read_scalar(value, dtype, pname, name)
+                    # a `void *` scalar says its type: the server cannot tell it from the signature
+                    wire.append({"v": scalar.get("c") if isinstance(scalar, dict) else scalar, "dtype": dtype}
+                                if typed else scalar)
                 elif kind == "result" and obj.pointer_mode == POINTER_MODE_DEVICE:
                     wire.append({"out": api.address(value), "dtype": dtype})
                 else:  # a result in host pointer mode, or a host output

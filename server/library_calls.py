@@ -23,7 +23,7 @@ from rcuda.library_errors import LibraryError
 CREATES = frozenset({"cublasCreate_v2", "cufftCreate", "curandCreateGenerator", "curandCreateGeneratorHost"})
 DESTROYS = frozenset({"cublasDestroy_v2", "cufftDestroy", "curandDestroyGenerator"})
 #: The kinds of argument client/libraries.py encodes as a map.
-ARGUMENT_MAPS = ({"c"}, {"scalar", "dtype"}, {"out", "dtype"})
+ARGUMENT_MAPS = ({"c"}, {"v", "dtype"}, {"scalar", "dtype"}, {"out", "dtype"})
 #: Largest object id (ids are the client's; small positive integers).
 MAX_OBJECT_ID = 1 << 62
 
@@ -82,7 +82,10 @@ def _invalid_object(call: str) -> str:
 
 def _check_arguments(call: str, args) -> None:
     """Arguments are numbers, None, lists of numbers, or the maps
-    client/libraries.py writes ({c: [re, im]}, {scalar, dtype}, {out, dtype})."""
+    client/api_cublas.py writes: {c: [re, im]} a complex, {v, dtype} a host
+    scalar of a type the signature does not say, {scalar, dtype} one to read
+    from device memory, {out, dtype} a result (to device memory at `out`,
+    or in the reply when `out` is None)."""
     if not call.startswith(("cublas", "cufft", "curand")):
         raise ProtocolError(f"lib: {call!r} is not a cuBLAS, cuFFT or cuRAND call")
     for arg in args:

@@ -247,6 +247,7 @@ class CupyDevice(Device):
         with self._cuda("creating the stream event waits use"):
             self._wait_stream = self._runtime.streamCreateWithFlags(STREAM_NON_BLOCKING)
         self._mirror_stream = None  # mapped memory's copies (write_now, read_now), made on first use
+        self._libraries = None
 
     # ---------------------------------------------------------- completions
 
@@ -697,6 +698,13 @@ class CupyDevice(Device):
         if status not in (0, CUDA_ERROR_NOT_READY):
             raise CudaError(runtime_status(status), f"{what} on GPU {self.index}")
         return status == 0
+
+    def libraries(self):
+        """NVIDIA's cuBLAS, cuFFT and cuRAND on this GPU (cuda_libraries.py)."""
+        if self._libraries is None:
+            from .cuda_libraries import CudaLibraries
+            self._libraries = CudaLibraries(self)
+        return self._libraries
 
     def take_output(self) -> str:
         return _device_output.take() if _device_output else ""

@@ -150,6 +150,8 @@ class SimLibraries:
         if isinstance(arg, dict):
             if "c" in arg:
                 return complex(*arg["c"])
+            if "v" in arg:
+                return complex(*arg["v"]) if isinstance(arg["v"], list) else arg["v"]
             return _python(self.memory.array(arg["scalar"], np.dtype(arg["dtype"]), 1, what="scalar argument")[0])
         return arg
 

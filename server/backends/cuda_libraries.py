@@ -1,0 +1,207 @@
+"""The cupy backend's library provider (server/library_calls.py): NVIDIA's own
+cuBLAS, cuFFT and cuRAND, called through ctypes on the session's streams.
+
+Every cuBLAS computation is called by its exported name with the arguments
+the client encoded (client/api_cublas.py), converted by the parameter
+declarations of rcuda/_generated/libraries_api.py: values as their C type,
+device pointers as addresses, host scalars as pointers to a local copy
+(the handle in CUBLAS_POINTER_MODE_HOST), device scalars and results as
+device addresses (CUBLAS_POINTER_MODE_DEVICE).  cuFFT plans are made with
+cufftMakePlanMany64, cuRAND generators (device and host ones) with their
+own calls, so a host generator runs the same library as a device one.
+
+The libraries are found as the program's would be (the loader's path),
+else in the nvidia-* wheels' folder."""
+from __future__ import annotations
+
+import ctypes
+import importlib.util
+from pathlib import Path
+
+import numpy as np
+
+from rcuda._generated.libraries_api import LIBRARIES, LIBRARY_FUNCTIONS
+from rcuda.library_errors import LibraryError
+
+#: C parameter types -> ctypes, for values passed as they are.
+VALUE_TYPES = {"int": ctypes.c_int, "int64_t": ctypes.c_int64, "long long": ctypes.c_longlong,
+               "size_t": ctypes.c_size_t, "float": ctypes.c_float, "double": ctypes.c_double,
+               "unsigned long long": ctypes.c_ulonglong, "unsigned int": ctypes.c_uint}
+SCALAR_TYPES = {"f4": ctypes.c_float, "f8": ctypes.c_double, "c8": ctypes.c_float * 2, "c16": ctypes.c_double * 2,
+                "f2": ctypes.c_uint16, "i4": ctypes.c_int, "i8": ctypes.c_int64}
+CURAND_DTYPES = {"curandGenerate": np.uint32, "curandGenerateLongLong": np.uint64,
+                 "curandGenerateUniform": np.float32, "curandGenerateUniformDouble": np.float64,
+                 "curandGenerateNormal": np.float32, "curandGenerateNormalDouble": np.float64,
+                 "curandGenerateLogNormal": np.float32, "curandGenerateLogNormalDouble": np.float64,
+                 "curandGeneratePoisson": np.uint32}
+CURAND_SETTINGS = {"curandSetPseudoRandomGeneratorSeed": ctypes.c_ulonglong,
+                   "curandSetGeneratorOffset": ctypes.c_ulonglong, "curandSetGeneratorOrdering": ctypes.c_int,
+                   "curandSetQuasiRandomGeneratorDimensions": ctypes.c_uint}
+_loaded: dict[str, ctypes.CDLL] = {}
+
+
+def load(library: str) -> ctypes.CDLL:
+    """NVIDIA's `library` (cublas, cufft, curand)."""
+    if library not in _loaded:
+        soname = LIBRARIES[library]["soname"]
+        try:
+            _loaded[library] = ctypes.CDLL(soname)
+        except OSError:
+            spec = importlib.util.find_spec("nvidia")
+            folders = [Path(f) / "cu13" / "lib" / soname for f in (spec.submodule_search_locations or [])] \
+                if spec else []
+            found = next((f for f in folders if f.exists()), None)
+            if found is None:
+                raise LibraryError(LIBRARIES[library]["not_supported"],
+                                   f"{soname} is not installed on this server (pip install nvidia-{library})") \
+                    from None
+            _loaded[library] = ctypes.CDLL(str(found))
+    return _loaded[library]
+
+
+def check(library: str, call: str, status: int) -> None:
+    if status:
+        name = next((n for n, v in LIBRARIES[library]["statuses"].items() if v == status), str(status))
+        raise LibraryError(name, f"{call} returned {name}")
+
+
+class CudaObject:
+    __slots__ = ("library", "handle", "host")
+
+    def __init__(self, library: str, handle, host: bool = False):
+        self.library, self.handle, self.host = library, handle, host
+
+
+class CudaLibraries:
+    def __init__(self, device):
+        self.device = device
+
+    def _stream(self, stream: int) -> int:
+        return self.device._streams[stream]
+
+    def create(self, call: str, args: list) -> CudaObject:
+        library = "cublas" if call.startswith("cublas") else "cufft" if call.startswith("cufft") else "curand"
+        lib = load(library)
+        with self.device._cuda(call):
+            if library == "curand":
+                handle = ctypes.c_void_p()
+                check(library, call, getattr(lib, call)(ctypes.byref(handle), ctypes.c_int(args[0])))
+                return CudaObject(library, handle, host=call.endswith("Host"))
+            handle = ctypes.c_void_p() if library == "cublas" else ctypes.c_int()
+            check(library, call, getattr(lib, call)(ctypes.byref(handle)))
+        return CudaObject(library, handle)
+
+    def destroy(self, obj: CudaObject) -> None:
+        name = {"cublas": "cublasDestroy_v2", "cufft": "cufftDestroy", "curand": "curandDestroyGenerator"}
+        with self.device._cuda(name[obj.library]):
+            getattr(load(obj.library), name[obj.library])(obj.handle)
+
+    def run(self, call: str, obj: CudaObject, args: list, stream: int, answered: bool):
+        with self.device._cuda(call):
+            return {"cublas": self._cublas, "cufft": self._cufft, "curand": self._curand}[obj.library](
+                call, obj, args, self._stream(stream))
+
+    def _cublas(self, call: str, obj: CudaObject, args: list, stream: int):
+        lib = load("cublas")
+        check("cublas", "cublasSetStream", lib.cublasSetStream_v2(obj.handle, ctypes.c_void_p(stream)))
+        if call in ("cublasSetMathMode", "cublasSetAtomicsMode"):
+            check("cublas", call, getattr(lib, call)(obj.handle, ctypes.c_int(args[0])))
+            return [], []
+        if call == "cublasSetWorkspace_v2":
+            check("cublas", call, lib.cublasSetWorkspace_v2(obj.handle, ctypes.c_void_p(args[0]),
+                                                            ctypes.c_size_t(args[1])))
+            return [], []
+        row = LIBRARY_FUNCTIONS.get(call)
+        if row is None or not row.get("roles"):
+            raise LibraryError("CUBLAS_STATUS_NOT_SUPPORTED", f"{call} is not a cuBLAS computation")
+        device_mode = any(isinstance(a, dict) and (a.get("scalar") or a.get("out")) for a in args)
+        check("cublas", "cublasSetPointerMode", lib.cublasSetPointerMode_v2(obj.handle, int(device_mode)))
+        converted, outputs = [obj.handle], []
+        for (_, decl), role, arg in zip(row["params"][1:], row["roles"][1:], args):
+            converted.append(_convert(decl, role, arg, outputs))
+        check("cublas", call, getattr(lib, call)(*converted))
+        return [_python(box) for box in outputs], []
+
+    def _cufft(self, call: str, obj: CudaObject, args: list, stream: int):
+        lib = load("cufft")
+        plan = obj.handle
+        if call == "cufftMakePlanMany64":
+            rank, n, inembed, istride, idist, onembed, ostride, odist, fft_type, batch = args
+            sizes = (ctypes.c_longlong * rank)(*n)
+            embeds = [(ctypes.c_longlong * rank)(*e) if e is not None else None for e in (inembed, onembed)]
+            work = ctypes.c_size_t()
+            check("cufft", call, lib.cufftMakePlanMany64(plan, rank, sizes, embeds[0], ctypes.c_longlong(istride),
+                                                         ctypes.c_longlong(idist), embeds[1],
+                                                         ctypes.c_longlong(ostride), ctypes.c_longlong(odist),
+                                                         fft_type, ctypes.c_longlong(batch), ctypes.byref(work)))
+            return [work.value], []
+        if call == "cufftSetWorkArea":
+            check("cufft", call, lib.cufftSetWorkArea(plan, ctypes.c_void_p(args[0])))
+            return [], []
+        if call == "cufftSetAutoAllocation":
+            check("cufft", call, lib.cufftSetAutoAllocation(plan, args[0]))
+            return [], []
+        check("cufft", "cufftSetStream", lib.cufftSetStream(plan, ctypes.c_void_p(stream)))
+        pointers = [ctypes.c_void_p(a) for a in args[:2]]
+        check("cufft", call, getattr(lib, call)(plan, *pointers, *args[2:]))
+        return [], []
+
+    def _curand(self, call: str, obj: CudaObject, args: list, stream: int):
+        lib = load("curand")
+        generator = obj.handle
+        if call in CURAND_SETTINGS:
+            check("curand", call, getattr(lib, call)(generator, CURAND_SETTINGS[call](args[0])))
+            return [], []
+        if not obj.host:
+            check("curand", "curandSetStream", lib.curandSetStream(generator, ctypes.c_void_p(stream)))
+        if call == "curandGenerateSeeds":
+            check("curand", call, lib.curandGenerateSeeds(generator))
+            return [], []
+        dtype = CURAND_DTYPES.get(call)
+        if dtype is None:
+            raise LibraryError("CURAND_STATUS_INTERNAL_ERROR", f"{call} is not served")
+        ptr, count, *parameters = args
+        host = np.empty(count, dtype) if obj.host else None
+        target = ctypes.c_void_p(host.ctypes.data if obj.host else ptr)
+        extra = [ctypes.c_double(p) for p in parameters]
+        check("curand", call, getattr(lib, call)(generator, target, ctypes.c_size_t(count), *extra))
+        return [], ([memoryview(host.tobytes())] if obj.host else [])
+
+
+def _convert(decl: str, role: str, arg, outputs: list):
+    """One argument as ctypes passes it to the library."""
+    if role == "value":
+        base = decl.rsplit(" ", 1)[0].replace("const", "").strip()
+        ctype = VALUE_TYPES.get(base, ctypes.c_int)  # enums are ints
+        return ctype(arg)
+    if role == "dev":
+        return ctypes.c_void_p(arg)
+    if isinstance(arg, dict) and "scalar" in arg:
+        return ctypes.c_void_p(arg["scalar"])
+    if isinstance(arg, dict) and "out" in arg:
+        if arg["out"] is not None:
+            return ctypes.c_void_p(arg["out"])
+        box = SCALAR_TYPES[arg["dtype"]]()
+        outputs.append(box)
+        return ctypes.byref(box)
+    dtype = arg["dtype"] if isinstance(arg, dict) and "dtype" in arg else role.split(":")[1]
+    if isinstance(arg, dict):
+        raw = arg.get("c", arg.get("v"))
+        value = complex(*raw) if isinstance(raw, list) else raw
+    else:
+        value = arg
+    if isinstance(value, complex):
+        box = (ctypes.c_double * 2 if dtype == "c16" else ctypes.c_float * 2)(value.real, value.imag)
+    elif dtype == "f2":
+        box = ctypes.c_uint16(int(np.float16(value).view(np.uint16)))
+    else:
+        box = SCALAR_TYPES.get(dtype, ctypes.c_double)(value)
+    return ctypes.byref(box)
+
+
+def _python(box):
+    if isinstance(box, ctypes.Array):
+        return [box[0], box[1]]
+    if isinstance(box, ctypes.c_uint16):
+        return float(np.uint16(box.value).view(np.float16))
+    return box.value
