@@ -74,7 +74,10 @@ setup(
     extras_require={"cupy": ["cupy-cuda13x"], "bench": ["matplotlib>=3.7"],
                     "test": ["pytest>=8", "libclang>=16", "matplotlib>=3.7",
                              # tests/test_driver_modules.py: a program compiling a kernel with NVRTC
-                             "nvidia-cuda-nvrtc>=13,<14"]},
+                             "nvidia-cuda-nvrtc>=13,<14",
+                             # test programs linking cuBLAS, cuFFT and cuRAND are built against
+                             # their headers and libraries (run: rcuda's drop-ins)
+                             "nvidia-cublas>=13,<14", "nvidia-cufft>=12,<13", "nvidia-curand>=10,<11"]},
     entry_points={"console_scripts": ["rcuda = rcuda.cli:main"]},
     cmdclass={"build_py": BuildWithInterposer},
     distclass=NativeDistribution,

@@ -28,6 +28,21 @@ def test_dropin_defines_the_libcudart_version_node():
     assert "libcudart.so.13" in names
 
 
+@pytest.mark.parametrize("soname", ["libcublas.so.13", "libcublasLt.so.13", "libcufft.so.12", "libcurand.so.10"])
+def test_library_dropins_define_nvidias_version_nodes(soname):
+    """A program linked to NVIDIA's library needs its version node: the
+    loader refuses a library without it."""
+    with open(dropin_dir() / soname, "rb") as f:
+        elf = ELFFile(f)
+        found = next(t.soname for t in elf.get_section_by_name(".dynamic").iter_tags() if t.entry.d_tag == "DT_SONAME")
+        versions = elf.get_section_by_name(".gnu.version_d")
+        names = {aux.name for _, auxes in versions.iter_versions() for aux in auxes}
+        symbols = {s.name for s in elf.get_section_by_name(".dynsym").iter_symbols()}
+    assert found == soname and soname in names
+    assert {"libcublas.so.13": "cublasSgemm_v2", "libcublasLt.so.13": "cublasLtMatmul",
+            "libcufft.so.12": "cufftExecC2C", "libcurand.so.10": "curandGenerateUniform"}[soname] in symbols
+
+
 def real_cudart_dir() -> Path | None:
     nvcc = shutil.which("nvcc")
     return Path(nvcc).resolve().parent.parent if nvcc else None

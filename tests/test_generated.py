@@ -3,7 +3,8 @@ have drifted: the CUDA runtime's and driver API's tables (native/gen_cudart.py
 and native/gen_cuda_driver.py, need libclang and the toolkit's headers), what depends on the routes (native/gen_exports.py, from
 native/routes.ini), the C copies of the domain rules (native/gen_rules.py),
 the enum/macro table (native/gen_enums.py) and docs/coverage.md
-(`rcuda coverage --markdown`).  Each generated file says so in its first
+(`rcuda coverage --markdown`), the drop-in libraries' tables
+(native/gen_libraries.py).  Each generated file says so in its first
 line, naming its script."""
 from __future__ import annotations
 
@@ -37,6 +38,23 @@ def test_cuda_tables_are_current(tmp_path):
             committed = REPO / folder / fresh.name
             assert committed.exists() and filecmp.cmp(fresh, committed, shallow=False), \
                 f"{committed} is stale: run python native/gen_cudart.py and native/gen_cuda_driver.py"
+
+
+def test_library_tables_are_current(tmp_path):
+    """The drop-in cuBLAS, cuFFT and cuRAND tables, from the nvidia-* wheels
+    (the test extra installs them) and native/library_annotations.ini."""
+    pytest.importorskip("clang.cindex", reason="libclang is needed to parse the headers (pip install libclang)")
+    gen = load("native/gen_libraries.py")
+    try:
+        gen.nvidia_root()
+    except SystemExit as exc:
+        pytest.skip(str(exc))
+    gen.generate(tmp_path)
+    for folder in ("native/generated", "rcuda/_generated"):
+        for fresh in sorted((tmp_path / folder).iterdir()):
+            committed = REPO / folder / fresh.name
+            assert committed.exists() and filecmp.cmp(fresh, committed, shallow=False), \
+                f"{committed} is stale: run python native/gen_libraries.py"
 
 
 def test_route_outputs_are_current():
