@@ -12,10 +12,11 @@ THROUGH_PYTHON = {"RCUDA_STATS": "1"}
 
 
 def run_on_sim(compile_cuda, source: str, kernels: str, *sections: str, auth_root=None, env: dict | None = None,
-               devices: int = 2, timeout: float = 300):
+               devices: int = 2, timeout: float = 300, flags=()):
     """Run `source`'s `sections` (all by default) against a sim server of
     `devices` GPUs with the plugin file tests/cuda/`kernels`; a --auth server
-    (so a ZeroMQ link) when `auth_root` is a folder for its keys."""
+    (so a ZeroMQ link) when `auth_root` is a folder for its keys.  `flags`:
+    nvcc's, to build the program (a library's -I, -L and -l)."""
     args = ["--backend", "sim", "--devices", str(devices), "--kernels", str(CUDA_SOURCES / kernels)]
     env = dict(env or {})
     if auth_root is not None:
@@ -24,7 +25,7 @@ def run_on_sim(compile_cuda, source: str, kernels: str, *sections: str, auth_roo
         env.update(keys.env())
     server = start_server(*args)
     try:
-        return run_program(compile_cuda(source), server, *sections, env_extra=env, timeout=timeout)
+        return run_program(compile_cuda(source, *flags), server, *sections, env_extra=env, timeout=timeout)
     finally:
         server.stop()
 

@@ -63,8 +63,9 @@ def _require(ok: bool, message: str) -> None:
         _invalid(message)
 
 
-def _check_op(trans: int, name: str = "trans", allow_conj: bool = True) -> None:
-    _require(trans in ((OP_N, OP_T, OP_C) if allow_conj else (OP_N, OP_T)), f"{name} {trans} is not a cublasOperation_t")
+def _check_op(trans: int, name: str = "trans") -> None:
+    # CUBLAS_OP_CONJG (3) is declared but "not supported in the current release"
+    _require(trans in (OP_N, OP_T, OP_C), f"{name} {trans} is not a cublasOperation_t")
 
 
 def _check_enum(value: int, name: str) -> None:

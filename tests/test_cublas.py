@@ -1,0 +1,90 @@
+"""cuBLAS programs run unmodified through rcuda (tests/cuda/cublas_*.cu):
+GEMM of every type and transpose pair, gemmEx, both pointer modes, the
+handle's settings, Levels 1 to 3, Set/Get of matrices and vectors, the
+batched GEMMs and the batched LU.  Each program links NVIDIA's libcublas.so.13
+at build time and must find rcuda's drop-in at run time, on a sim server
+(the sim's numpy cuBLAS) and, when a GPU is at hand, on a cupy server (the
+real library)."""
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from conftest import RCUDA, requires_nvcc, run_program
+from nvidia_libraries import library_flags, nvidia_root
+from program_paths import check_section, run_on_sim
+
+pytestmark = requires_nvcc
+
+PROGRAMS = {
+    "cublas_gemm.cu": ["types", "device_scalars", "gemm_ex", "beta_zero"],
+    "cublas_levels.cu": ["handle", "level1", "device_results", "level2", "level3", "setget", "invalid"],
+    "cublas_batched.cu": ["gemm_batched", "gemm_strided", "getrs", "singular", "getri", "matinv"],
+}
+CASES = [(program, section) for program, sections in PROGRAMS.items() for section in sections]
+
+
+def cublas_flags() -> list[str]:
+    """library_flags("cublas"), linking the wheel's libcublas.so.13 by its
+    file name: the wheel has no unversioned libcublas.so for -lcublas."""
+    flags = library_flags("cublas")
+    root = nvidia_root()
+    if not (root / "lib" / "libcublas.so").exists():
+        flags = ["-l:libcublas.so.13" if flag == "-lcublas" else flag for flag in flags]
+    return flags
+
+
+def library_path(stdout: str) -> Path:
+    match = re.search(r"^cublas from (\S+)$", stdout, re.M)
+    assert match, f"the program did not say where cuBLAS came from:\n{stdout}"
+    return Path(match.group(1)).resolve()
+
+
+def rcuda_lib_dir() -> Path:
+    out = subprocess.run([*RCUDA, "lib", "--dir"], capture_output=True, text=True, check=True).stdout
+    return Path(out.strip().splitlines()[0]).resolve()
+
+
+@pytest.fixture(scope="module")
+def results(compile_cuda):
+    """program -> its one run (all sections) on a sim server."""
+    flags = cublas_flags()
+    cache: dict = {}
+
+    def run(program: str):
+        if program not in cache:
+            cache[program] = run_on_sim(compile_cuda, program, "sim_kernels.py", devices=1, flags=flags)
+        return cache[program]
+
+    return run
+
+
+@pytest.mark.parametrize("program,section", CASES)
+def test_section(results, program, section):
+    check_section(results(program), section)
+
+
+@pytest.mark.parametrize("program", PROGRAMS)
+def test_whole_program_passes_with_rcudas_cublas(results, program):
+    result = results(program)
+    assert result.returncode == 0 and f"PASSED {Path(program).stem}" in result.stdout, \
+        result.stdout + result.stderr[-3000:]
+    # rcuda's drop-in, not a real copy of the library
+    assert library_path(result.stdout).parent == rcuda_lib_dir(), result.stdout
+
+
+@pytest.mark.parametrize("program", PROGRAMS)
+def test_on_a_gpu(compile_cuda, server_factory, program):
+    """The cupy backend: the same programs against the real cuBLAS on the server's GPU."""
+    from test_backends import cupy_unavailable
+
+    if reason := cupy_unavailable():
+        pytest.skip(reason)
+    server = server_factory("--backend", "cupy", "--devices", "1")
+    result = run_program(compile_cuda(program, *cublas_flags()), server, timeout=300)
+    for section in PROGRAMS[program]:
+        check_section(result, section)
+    assert library_path(result.stdout).parent == rcuda_lib_dir(), result.stdout
