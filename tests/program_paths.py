@@ -12,7 +12,7 @@ THROUGH_PYTHON = {"RCUDA_STATS": "1"}
 
 
 def run_on_sim(compile_cuda, source: str, kernels: str, *sections: str, auth_root=None, env: dict | None = None,
-               devices: int = 2, timeout: float = 300):
+               devices: int = 2, timeout: float = 300, flags=()):
     """Run `source`'s `sections` (all by default) against a sim server of
     `devices` GPUs with the plugin file tests/cuda/`kernels`; a --auth server
     (so a ZeroMQ link) when `auth_root` is a folder for its keys."""
@@ -24,7 +24,7 @@ def run_on_sim(compile_cuda, source: str, kernels: str, *sections: str, auth_roo
         env.update(keys.env())
     server = start_server(*args)
     try:
-        return run_program(compile_cuda(source), server, *sections, env_extra=env, timeout=timeout)
+        return run_program(compile_cuda(source, *flags), server, *sections, env_extra=env, timeout=timeout)
     finally:
         server.stop()
 
