@@ -1,0 +1,71 @@
+"""cuFFT programs (tests/cuda/cufft_transforms.cu): plans of every kind,
+every exec type in 1-3 dimensions, advanced layouts, work areas, an FFT
+convolution and cuFFT's errors, run unmodified through rcuda against a sim
+server, where rcuda's drop-in libcufft.so.12 and no real one serves them;
+and on the cupy backend (the real cuFFT) when a GPU is usable."""
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from conftest import RCUDA, requires_nvcc, run_program
+from nvidia_libraries import library_flags
+from program_paths import check_section, run_on_sim
+
+pytestmark = requires_nvcc
+
+SECTIONS = ["plan1d_c2c", "r2c_c2r_1d", "double_1d", "plan2d", "plan3d", "plan_many", "make_plans", "convolution",
+            "errors"]
+
+
+def cufft_flags() -> list[str]:
+    """library_flags("cufft"), linking the wheel's libcufft.so.12 by name:
+    the wheel has no unversioned libcufft.so for a plain -lcufft."""
+    flags = library_flags("cufft")
+    lib = Path(next(f[2:] for f in flags if f.startswith("-L")))
+    if (lib / "libcufft.so").exists():
+        return flags
+    return [f"-l:{next(lib.glob('libcufft.so.*')).name}" if f == "-lcufft" else f for f in flags]
+
+
+@pytest.fixture(scope="module")
+def result(compile_cuda):
+    return run_on_sim(compile_cuda, "cufft_transforms.cu", "sim_kernels.py", flags=cufft_flags())
+
+
+@pytest.mark.parametrize("section", SECTIONS)
+def test_section(result, section):
+    check_section(result, section)
+
+
+def test_whole_program_passes(result):
+    assert result.returncode == 0 and "PASSED cufft_transforms" in result.stdout, result.stdout + result.stderr[-3000:]
+
+
+def test_library_is_rcudas_drop_in(result):
+    """The program's cuFFT is rcuda's libcufft.so.12, not a real copy."""
+    line = next((line for line in result.stdout.splitlines() if line.startswith("cufft from ")), None)
+    assert line, result.stdout + result.stderr[-3000:]
+    lib_dir = subprocess.run([*RCUDA, "lib", "--dir"], capture_output=True, text=True, check=True).stdout.strip()
+    assert Path(lib_dir).resolve() in Path(line.removeprefix("cufft from ")).resolve().parents, line
+
+
+def test_on_a_zeromq_link(compile_cuda, tmp_path):
+    """A --auth server: the library calls take the Python link."""
+    result = run_on_sim(compile_cuda, "cufft_transforms.cu", "sim_kernels.py", "plan_many", "make_plans", "errors",
+                        auth_root=tmp_path, flags=cufft_flags())
+    for section in ("plan_many", "make_plans", "errors"):
+        check_section(result, section)
+
+
+def test_on_a_gpu(compile_cuda, server_factory):
+    """The cupy backend: the real cuFFT on the server's GPU."""
+    from test_backends import cupy_unavailable
+
+    if reason := cupy_unavailable():
+        pytest.skip(reason)
+    server = server_factory("--backend", "cupy", "--devices", "1")
+    result = run_program(compile_cuda("cufft_transforms.cu", *cufft_flags()), server, timeout=300)
+    assert result.returncode == 0 and "PASSED cufft_transforms" in result.stdout, result.stdout + result.stderr[-3000:]
