@@ -10,15 +10,17 @@ are, device pointers as addresses; `alpha`/`beta` are read from host memory
 now in CUBLAS_POINTER_MODE_HOST and by the server at run time in
 CUBLAS_POINTER_MODE_DEVICE; a `result` is written back to host memory (the
 call then waits, as cuBLAS's does) or by the server into device memory (the
-call does not wait).  Shapes and leading dimensions of the GEMM family are
-checked here, so those mistakes are reported by the call itself as cuBLAS
-does; the server checks the rest (a mistake in a call sent without waiting
-then surfaces at the next synchronising call).
+call does not wait).  Shapes, leading dimensions, increments and
+enumerators are checked here first (rcuda/blas_rules.py), so a mistake is
+the call's own CUBLAS_STATUS_INVALID_VALUE, as with cuBLAS; what only the
+server can see (a bad device pointer) surfaces at the next synchronising
+call, as a GPU's faults do.
 """
 from __future__ import annotations
 
 import struct
 
+from rcuda import blas_rules
 from rcuda._generated.cudart_api import CUDART_VERSION
 from rcuda._generated.libraries_api import LIBRARIES
 from rcuda.errors import CudaError, cudaError
@@ -319,13 +321,14 @@ def generic(name: str, row: dict):
         return None
     names = [pname for pname, _ in row["params"]][1:]
     roles = roles[1:]
-    check = _check_gemm if "gemm" in name.lower() and "transa" in names else None
+    getrs = "getrsBatched" in name
 
     def forward(handle, *args):
         obj = blas_handle(handle, name)
         named = dict(zip(names, args))
-        if check is not None:
-            check(name, named)
+        if getrs and blas_rules.getrs_info(named):  # cuBLAS says which argument in *info too
+            _out(named["info"], "info")[0] = blas_rules.getrs_info(named)
+        blas_rules.check(name, named)
         wire, outputs = [], []
         for role, value, pname in zip(roles, args, names):
             if role == "value":
@@ -399,29 +402,6 @@ def _out(pointer, what: str):
     if pointer == api.ffi.NULL:
         raise LibraryError(INVALID_VALUE, f"{what} is NULL")
     return pointer
-
-
-def _check_gemm(name: str, a: dict) -> None:
-    """cuBLAS's own checks of a GEMM's shape, made before anything is sent."""
-    m, n, k = a["m"], a["n"], a["k"]
-    transa, transb = a["transa"], a["transb"]
-    problems = []
-    if min(m, n, k) < 0:
-        problems.append(f"m={m}, n={n}, k={k}")
-    if transa not in (0, 1, 2) or transb not in (0, 1, 2):
-        problems.append(f"transa={transa}, transb={transb}")
-    rows_a = m if transa == 0 else k
-    rows_b = k if transb == 0 else n
-    if "lda" in a and a["lda"] < max(1, rows_a):
-        problems.append(f"lda={a['lda']} < {max(1, rows_a)}")
-    if "ldb" in a and a["ldb"] < max(1, rows_b):
-        problems.append(f"ldb={a['ldb']} < {max(1, rows_b)}")
-    if "ldc" in a and a["ldc"] < max(1, m):
-        problems.append(f"ldc={a['ldc']} < {max(1, m)}")
-    if a.get("batchCount", 0) < 0:
-        problems.append(f"batchCount={a['batchCount']}")
-    if problems:
-        raise LibraryError(INVALID_VALUE, f"{name}: {', '.join(problems)}")
 
 
 __all__ = ["BlasHandle", "generic", "status"]

@@ -37,3 +37,20 @@ def library_flags(*names: str) -> list[str]:
     # The wheels ship lib<name>.so.<major> only (no lib<name>.so): -l:FILE names it.
     files = [sorted((root / "lib").glob(f"lib{n}.so.*"))[0].name for n in names]
     return [f"-I{root / 'include'}", f"-L{root / 'lib'}", *(f"-l:{f}" for f in files)]
+
+
+def assert_library_is_rcudas(stdout: str, library: str) -> None:
+    """The program's "<library> from PATH" line (dladdr of one of the
+    library's functions) names rcuda's own library: librcuda.so (`rcuda
+    lib`; a drop-in is a filter of it, so its functions live there) or a
+    drop-in of `rcuda lib --dir`, never a real copy of NVIDIA's."""
+    import re
+    import subprocess
+    import sys
+    match = re.search(rf"^{library} from (\S+)$", stdout, re.M)
+    assert match, f"the program did not say where {library} came from:\n{stdout}"
+    found = Path(match.group(1)).resolve()
+    rcuda = [sys.executable, "-m", "rcuda.cli", "lib"]
+    interposer = Path(subprocess.run(rcuda, capture_output=True, text=True, check=True).stdout.strip()).resolve()
+    dropins = Path(subprocess.run([*rcuda, "--dir"], capture_output=True, text=True, check=True).stdout.strip())
+    assert found == interposer or found.parent == dropins.resolve(), f"{library} came from {found}"

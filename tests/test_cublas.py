@@ -7,14 +7,12 @@ at build time and must find rcuda's drop-in at run time, on a sim server
 real library)."""
 from __future__ import annotations
 
-import re
-import subprocess
 from pathlib import Path
 
 import pytest
 
-from conftest import RCUDA, requires_nvcc, run_program
-from nvidia_libraries import library_flags, nvidia_root
+from conftest import requires_nvcc, run_program
+from nvidia_libraries import assert_library_is_rcudas, library_flags
 from program_paths import check_section, run_on_sim
 
 pytestmark = requires_nvcc
@@ -27,31 +25,10 @@ PROGRAMS = {
 CASES = [(program, section) for program, sections in PROGRAMS.items() for section in sections]
 
 
-def cublas_flags() -> list[str]:
-    """library_flags("cublas"), linking the wheel's libcublas.so.13 by its
-    file name: the wheel has no unversioned libcublas.so for -lcublas."""
-    flags = library_flags("cublas")
-    root = nvidia_root()
-    if not (root / "lib" / "libcublas.so").exists():
-        flags = ["-l:libcublas.so.13" if flag == "-lcublas" else flag for flag in flags]
-    return flags
-
-
-def library_path(stdout: str) -> Path:
-    match = re.search(r"^cublas from (\S+)$", stdout, re.M)
-    assert match, f"the program did not say where cuBLAS came from:\n{stdout}"
-    return Path(match.group(1)).resolve()
-
-
-def rcuda_lib_dir() -> Path:
-    out = subprocess.run([*RCUDA, "lib", "--dir"], capture_output=True, text=True, check=True).stdout
-    return Path(out.strip().splitlines()[0]).resolve()
-
-
 @pytest.fixture(scope="module")
 def results(compile_cuda):
     """program -> its one run (all sections) on a sim server."""
-    flags = cublas_flags()
+    flags = library_flags("cublas")
     cache: dict = {}
 
     def run(program: str):
@@ -72,8 +49,8 @@ def test_whole_program_passes_with_rcudas_cublas(results, program):
     result = results(program)
     assert result.returncode == 0 and f"PASSED {Path(program).stem}" in result.stdout, \
         result.stdout + result.stderr[-3000:]
-    # rcuda's drop-in, not a real copy of the library
-    assert library_path(result.stdout).parent == rcuda_lib_dir(), result.stdout
+    # rcuda's library, not a real copy of NVIDIA's
+    assert_library_is_rcudas(result.stdout, "cublas")
 
 
 @pytest.mark.parametrize("program", PROGRAMS)
@@ -84,7 +61,7 @@ def test_on_a_gpu(compile_cuda, server_factory, program):
     if reason := cupy_unavailable():
         pytest.skip(reason)
     server = server_factory("--backend", "cupy", "--devices", "1")
-    result = run_program(compile_cuda(program, *cublas_flags()), server, timeout=300)
+    result = run_program(compile_cuda(program, *library_flags("cublas")), server, timeout=300)
     for section in PROGRAMS[program]:
         check_section(result, section)
-    assert library_path(result.stdout).parent == rcuda_lib_dir(), result.stdout
+    assert_library_is_rcudas(result.stdout, "cublas")

@@ -5,13 +5,11 @@ server, where rcuda's drop-in libcufft.so.12 and no real one serves them;
 and on the cupy backend (the real cuFFT) when a GPU is usable."""
 from __future__ import annotations
 
-import subprocess
-from pathlib import Path
 
 import pytest
 
-from conftest import RCUDA, requires_nvcc, run_program
-from nvidia_libraries import library_flags
+from conftest import requires_nvcc, run_program
+from nvidia_libraries import assert_library_is_rcudas, library_flags
 from program_paths import check_section, run_on_sim
 
 pytestmark = requires_nvcc
@@ -20,19 +18,9 @@ SECTIONS = ["plan1d_c2c", "r2c_c2r_1d", "double_1d", "plan2d", "plan3d", "plan_m
             "errors"]
 
 
-def cufft_flags() -> list[str]:
-    """library_flags("cufft"), linking the wheel's libcufft.so.12 by name:
-    the wheel has no unversioned libcufft.so for a plain -lcufft."""
-    flags = library_flags("cufft")
-    lib = Path(next(f[2:] for f in flags if f.startswith("-L")))
-    if (lib / "libcufft.so").exists():
-        return flags
-    return [f"-l:{next(lib.glob('libcufft.so.*')).name}" if f == "-lcufft" else f for f in flags]
-
-
 @pytest.fixture(scope="module")
 def result(compile_cuda):
-    return run_on_sim(compile_cuda, "cufft_transforms.cu", "sim_kernels.py", flags=cufft_flags())
+    return run_on_sim(compile_cuda, "cufft_transforms.cu", "sim_kernels.py", flags=library_flags("cufft"))
 
 
 @pytest.mark.parametrize("section", SECTIONS)
@@ -46,16 +34,13 @@ def test_whole_program_passes(result):
 
 def test_library_is_rcudas_drop_in(result):
     """The program's cuFFT is rcuda's libcufft.so.12, not a real copy."""
-    line = next((line for line in result.stdout.splitlines() if line.startswith("cufft from ")), None)
-    assert line, result.stdout + result.stderr[-3000:]
-    lib_dir = subprocess.run([*RCUDA, "lib", "--dir"], capture_output=True, text=True, check=True).stdout.strip()
-    assert Path(lib_dir).resolve() in Path(line.removeprefix("cufft from ")).resolve().parents, line
+    assert_library_is_rcudas(result.stdout, "cufft")
 
 
 def test_on_a_zeromq_link(compile_cuda, tmp_path):
     """A --auth server: the library calls take the Python link."""
     result = run_on_sim(compile_cuda, "cufft_transforms.cu", "sim_kernels.py", "plan_many", "make_plans", "errors",
-                        auth_root=tmp_path, flags=cufft_flags())
+                        auth_root=tmp_path, flags=library_flags("cufft"))
     for section in ("plan_many", "make_plans", "errors"):
         check_section(result, section)
 
@@ -67,5 +52,5 @@ def test_on_a_gpu(compile_cuda, server_factory):
     if reason := cupy_unavailable():
         pytest.skip(reason)
     server = server_factory("--backend", "cupy", "--devices", "1")
-    result = run_program(compile_cuda("cufft_transforms.cu", *cufft_flags()), server, timeout=300)
+    result = run_program(compile_cuda("cufft_transforms.cu", *library_flags("cufft")), server, timeout=300)
     assert result.returncode == 0 and "PASSED cufft_transforms" in result.stdout, result.stdout + result.stderr[-3000:]

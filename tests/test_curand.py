@@ -6,13 +6,11 @@ drop-in libcurand.so.10 and no real one serves them; and on the cupy
 backend (the real cuRAND) when a GPU is usable."""
 from __future__ import annotations
 
-import subprocess
-from pathlib import Path
 
 import pytest
 
-from conftest import RCUDA, requires_nvcc, run_program
-from nvidia_libraries import library_flags
+from conftest import requires_nvcc, run_program
+from nvidia_libraries import assert_library_is_rcudas, library_flags
 from program_paths import check_section, run_on_sim
 
 pytestmark = requires_nvcc
@@ -20,19 +18,9 @@ pytestmark = requires_nvcc
 SECTIONS = ["types", "distributions", "repeatable", "host_vs_device", "quasi", "errors"]
 
 
-def curand_flags() -> list[str]:
-    """library_flags("curand"), linking the wheel's libcurand.so.10 by name:
-    the wheel has no unversioned libcurand.so for a plain -lcurand."""
-    flags = library_flags("curand")
-    lib = Path(next(f[2:] for f in flags if f.startswith("-L")))
-    if (lib / "libcurand.so").exists():
-        return flags
-    return [f"-l:{next(lib.glob('libcurand.so.*')).name}" if f == "-lcurand" else f for f in flags]
-
-
 @pytest.fixture(scope="module")
 def result(compile_cuda):
-    return run_on_sim(compile_cuda, "curand_generators.cu", "sim_kernels.py", flags=curand_flags())
+    return run_on_sim(compile_cuda, "curand_generators.cu", "sim_kernels.py", flags=library_flags("curand"))
 
 
 @pytest.mark.parametrize("section", SECTIONS)
@@ -46,16 +34,13 @@ def test_whole_program_passes(result):
 
 def test_library_is_rcudas_drop_in(result):
     """The program's cuRAND is rcuda's libcurand.so.10, not a real copy."""
-    line = next((line for line in result.stdout.splitlines() if line.startswith("curand from ")), None)
-    assert line, result.stdout + result.stderr[-3000:]
-    lib_dir = subprocess.run([*RCUDA, "lib", "--dir"], capture_output=True, text=True, check=True).stdout.strip()
-    assert Path(lib_dir).resolve() in Path(line.removeprefix("curand from ")).resolve().parents, line
+    assert_library_is_rcudas(result.stdout, "curand")
 
 
 def test_on_a_zeromq_link(compile_cuda, tmp_path):
     """A --auth server: the library calls take the Python link."""
     result = run_on_sim(compile_cuda, "curand_generators.cu", "sim_kernels.py", "repeatable", "host_vs_device", "errors",
-                        auth_root=tmp_path, flags=curand_flags())
+                        auth_root=tmp_path, flags=library_flags("curand"))
     for section in ("repeatable", "host_vs_device", "errors"):
         check_section(result, section)
 
@@ -67,5 +52,5 @@ def test_on_a_gpu(compile_cuda, server_factory):
     if reason := cupy_unavailable():
         pytest.skip(reason)
     server = server_factory("--backend", "cupy", "--devices", "1")
-    result = run_program(compile_cuda("curand_generators.cu", *curand_flags()), server, timeout=300)
+    result = run_program(compile_cuda("curand_generators.cu", *library_flags("curand")), server, timeout=300)
     assert result.returncode == 0 and "PASSED curand_generators" in result.stdout, result.stdout + result.stderr[-3000:]
