@@ -119,8 +119,16 @@ class LibraryObjects:
         obj.destroyed = True
         obj.call(name, [], wait=True)
 
+    def forget_device(self, device) -> None:
+        """cudaDeviceReset: the server freed the device's objects; their handles are invalid."""
+        with self._lock:
+            for handle, obj in list(self._objects.items()):
+                if obj.device is device:
+                    obj.destroyed = True
+                    del self._objects[handle]
+
     def forget(self) -> None:
-        """After fork, or once a device's objects are gone (cudaDeviceReset)."""
+        """After fork: the parent's objects are the parent's."""
         with self._lock:
             self._objects.clear()
 

@@ -317,6 +317,8 @@ class Runtime:
             self.pools.forget_device(device)
             self.virtual_memory.forget_device(device)
             self.contexts.forget_device(device.ordinal)
+            from .libraries import objects as library_objects  # (it imports the api, which imports this)
+            library_objects.forget_device(device)
             self.fast.device_reset(device)
 
     def forget_after_fork(self) -> None:
@@ -338,4 +340,6 @@ class Runtime:
         self.callbacks = HostCallbacks()
         self.pending_downloads = PendingDownloads()  # the parent's land in the parent
         self.peer_copies = PeerCopies()
+        from .libraries import objects as library_objects
+        library_objects.forget()
         self._threads = threading.local()
