@@ -30,8 +30,11 @@ class Plan(LibraryObject):
     def __init__(self, *args):
         super().__init__(*args)
         self.fft_type: int | None = None  # set once made
+        self.layout: list | None = None   # cufftMakePlanMany64's arguments, once made
         self.work_size = 0
         self.auto_allocation = True
+        self.gpus: list[int] | None = None  # cufftXtSetGPUs (client/api_cufft_xt.py)
+        self.staging: int | None = None     # a multi-GPU plan's buffer on its own GPU
 
 
 def plan_of(plan, call: str) -> Plan:
@@ -72,9 +75,11 @@ def _make(plan: Plan, layout: list, work_size=None) -> int:
     if plan.fft_type is not None:
         raise LibraryError("CUFFT_INVALID_PLAN", f"plan {plan.handle} is made already")
     results, _ = plan.call("cufftMakePlanMany64", layout, wait=True)
-    plan.fft_type, plan.work_size = layout[8], int(results[0])
+    plan.fft_type, plan.layout, plan.work_size = layout[8], layout, int(results[0])
     if work_size is not None and work_size != api.ffi.NULL:
-        work_size[0] = plan.work_size
+        # a multi-GPU plan's is an array, one size per GPU: only its own GPU works
+        for i, ordinal in enumerate(plan.gpus or [plan.device.ordinal]):
+            work_size[i] = plan.work_size if ordinal == plan.device.ordinal else 0
     return SUCCESS
 
 
@@ -94,7 +99,10 @@ def cufftCreate(handle):
 
 @library()
 def cufftDestroy(plan):
-    objects.destroy(plan_of(plan, "cufftDestroy"), "cufftDestroy")
+    obj = plan_of(plan, "cufftDestroy")
+    objects.destroy(obj, "cufftDestroy")
+    if obj.staging is not None:
+        api.IMPLEMENTED["cudaFree"](obj.staging)
     return SUCCESS
 
 

@@ -167,4 +167,4 @@ _CUDA_FAILURES["cublasLt"] = _CUDA_FAILURES["cublas"]
 
 def load_modules() -> None:
     """Import the libraries' client modules: each registers its functions."""
-    from . import api_cublas, api_cufft, api_curand  # noqa: F401
+    from . import api_cublas, api_cufft, api_cufft_xt, api_curand  # noqa: F401

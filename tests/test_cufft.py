@@ -54,3 +54,39 @@ def test_on_a_gpu(compile_cuda, server_factory):
     server = server_factory("--backend", "cupy", "--devices", "1")
     result = run_program(compile_cuda("cufft_transforms.cu", *library_flags("cufft")), server, timeout=300)
     assert result.returncode == 0 and "PASSED cufft_transforms" in result.stdout, result.stdout + result.stderr[-3000:]
+
+
+MULTI_GPU_SECTIONS = ["descriptor", "c2c_1d", "z2z_2d", "batched", "errors"]
+
+
+@pytest.fixture(scope="module")
+def multi_gpu_result(compile_cuda):
+    return run_on_sim(compile_cuda, "cufft_multi_gpu.cu", "sim_kernels.py", devices=2,
+                      flags=library_flags("cufft"))
+
+
+@pytest.mark.parametrize("section", MULTI_GPU_SECTIONS)
+def test_multi_gpu_section(multi_gpu_result, section):
+    """cufftXt* on the two GPUs of one sim server."""
+    check_section(multi_gpu_result, section)
+
+
+def test_multi_gpu_program_passes(multi_gpu_result):
+    assert multi_gpu_result.returncode == 0 and "PASSED cufft_multi_gpu" in multi_gpu_result.stdout, \
+        multi_gpu_result.stdout + multi_gpu_result.stderr[-3000:]
+    assert_library_is_rcudas(multi_gpu_result.stdout, "cufft")
+
+
+def test_multi_gpu_on_two_gpus(compile_cuda, server_factory):
+    """The cupy backend with two GPUs: the same multi-GPU program against the real cuFFT."""
+    from test_backends import cupy_unavailable
+
+    if reason := cupy_unavailable():
+        pytest.skip(reason)
+    import cupy
+    if cupy.cuda.runtime.getDeviceCount() < 2:
+        pytest.skip("the multi-GPU program needs two GPUs on one server")
+    server = server_factory("--backend", "cupy", "--devices", "2")
+    result = run_program(compile_cuda("cufft_multi_gpu.cu", *library_flags("cufft")), server, timeout=300)
+    for section in MULTI_GPU_SECTIONS:
+        check_section(result, section)
