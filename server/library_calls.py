@@ -49,7 +49,12 @@ class LibraryCalls:
                 del self._objects[obj_id]
                 provider.destroy(obj)
                 return {"results": []}
-            results, frames = provider.run(call, obj, args, stream, answered)
+            try:
+                results, frames = provider.run(call, obj, args, stream, answered)
+            except (TypeError, ValueError, OverflowError, KeyError) as exc:
+                # arguments of the wrong number or kind: the client's encoding is not this
+                raise ProtocolError(f"lib: {call}: its arguments do not fit the call "
+                                    f"({type(exc).__name__}: {exc})") from None
         except LibraryError as exc:
             if not answered:
                 raise CudaError(cudaError.cudaErrorInvalidValue, f"{call} (sent asynchronously): {exc}") from None
