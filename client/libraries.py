@@ -117,6 +117,7 @@ class LibraryObjects:
         with self._lock:
             self._objects.pop(obj.handle, None)
         obj.destroyed = True
+        obj.stream = api.stream_of(0, device=obj.device)  # its own stream may be gone already
         obj.call(name, [], wait=True)
 
     def forget_device(self, device) -> None:
@@ -167,4 +168,4 @@ _CUDA_FAILURES["cublasLt"] = _CUDA_FAILURES["cublas"]
 
 def load_modules() -> None:
     """Import the libraries' client modules: each registers its functions."""
-    from . import api_cublas, api_cufft, api_cufft_xt, api_curand  # noqa: F401
+    from . import api_cublas, api_cublaslt, api_cufft, api_cufft_xt, api_curand  # noqa: F401

@@ -65,3 +65,35 @@ def test_on_a_gpu(compile_cuda, server_factory, program):
     for section in PROGRAMS[program]:
         check_section(result, section)
     assert_library_is_rcudas(result.stdout, "cublas")
+
+
+LT_SECTIONS = ["basic", "transposes", "batched", "device_scalars", "errors"]
+
+
+@pytest.fixture(scope="module")
+def lt_result(compile_cuda):
+    return run_on_sim(compile_cuda, "cublaslt_matmul.cu", "sim_kernels.py", flags=library_flags("cublasLt"))
+
+
+@pytest.mark.parametrize("section", LT_SECTIONS)
+def test_cublaslt_section(lt_result, section):
+    """cuBLASLt's GEMM path: layouts, the heuristic, cublasLtMatmul."""
+    check_section(lt_result, section)
+
+
+def test_cublaslt_program_passes(lt_result):
+    assert lt_result.returncode == 0 and "PASSED cublaslt_matmul" in lt_result.stdout, \
+        lt_result.stdout + lt_result.stderr[-3000:]
+    assert_library_is_rcudas(lt_result.stdout, "cublasLt")
+
+
+def test_cublaslt_on_a_gpu(compile_cuda, server_factory):
+    """The cupy backend: the cuBLASLt program against the real cuBLAS on the server's GPU."""
+    from test_backends import cupy_unavailable
+
+    if reason := cupy_unavailable():
+        pytest.skip(reason)
+    server = server_factory("--backend", "cupy", "--devices", "1")
+    result = run_program(compile_cuda("cublaslt_matmul.cu", *library_flags("cublasLt")), server, timeout=300)
+    for section in LT_SECTIONS:
+        check_section(result, section)
