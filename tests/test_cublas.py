@@ -97,3 +97,23 @@ def test_cublaslt_on_a_gpu(compile_cuda, server_factory):
     result = run_program(compile_cuda("cublaslt_matmul.cu", *library_flags("cublasLt")), server, timeout=300)
     for section in LT_SECTIONS:
         check_section(result, section)
+
+
+def test_runs_with_only_the_dropins_on_the_library_path(compile_cuda, sim_server):
+    """No LD_PRELOAD: the program's libcublas.so.13 and libcudart.so.13 are
+    the drop-ins (filters of librcuda.so, with NVIDIA's version nodes), as on
+    a client with no CUDA at all; and without them it cannot start."""
+    import os
+    import subprocess
+
+    from rcuda.binaries import dropin_dir
+
+    program = compile_cuda("cublas_levels.cu", *library_flags("cublas"))
+    bare = {"PATH": "/usr/bin:/bin", "RCUDA_SERVERS": sim_server.address, "HOME": os.environ.get("HOME", "/")}
+    without = subprocess.run([str(program), "handle"], capture_output=True, text=True, timeout=120, env=bare)
+    assert without.returncode != 0 and "libcublas.so.13" in without.stderr
+    through = subprocess.run([str(program), "handle", "level1"], capture_output=True, text=True, timeout=120,
+                             env=dict(bare, LD_LIBRARY_PATH=str(dropin_dir())))
+    for section in ("handle", "level1"):
+        check_section(through, section)
+    assert_library_is_rcudas(through.stdout, "cublas")
