@@ -25,7 +25,7 @@ from rcuda.errors import CudaError, RcudaError, TransportError, cudaError, to_cu
 from rcuda.library_errors import LibraryError
 from rcuda.log import setup_client_logging
 
-from . import api, api_cublas, api_driver, api_managed, api_memory, api_pools, api_queries, api_streams  # noqa: F401 - they register their functions
+from . import api, api_driver, api_managed, api_memory, api_pools, api_queries, api_streams  # noqa: F401 - they register their functions
 from . import libraries
 from .callbacks import in_host_function
 from .fast_path import FastPath
@@ -207,22 +207,34 @@ def driver_guarded(runtime: Runtime, name: str, body):
 
 
 def attach_libraries(ffi, runtime: Runtime) -> None:
-    """cuBLAS's, cuFFT's and cuRAND's entry points (client/libraries.py):
-    an implementation, cuBLAS's generic forwarder, or the library's "not
-    supported" status; and the one entry of the exports with no Python
-    entry point of their own (native/library_stubs.c)."""
-    libraries.load_modules()
+    """cuBLAS's, cuFFT's and cuRAND's entry points (client/libraries.py),
+    and the one entry of the exports with no Python entry point of their own
+    (native/library_stubs.c).  A program that never calls a library does
+    not import the libraries' modules: each entry finds its implementation
+    at its first call."""
     for name, row in LIBRARY_FUNCTIONS.items():
-        if not row["python"]:
-            continue
-        body = libraries.LIBRARY_IMPLEMENTED.get(name) or api_cublas.generic(name, row)
-        if body and runtime.stats is not None:
-            body = timed(name, body, runtime.stats)
-        ffi.def_extern(name=f"rcuda_py_{name}")(library_guarded(runtime, name, row, body))
+        if row["python"]:
+            ffi.def_extern(name=f"rcuda_py_{name}")(_library_entry(runtime, name, row))
 
     @ffi.def_extern(name="rcuda_py_library_unsupported")
     def unsupported(name):
         report_unsupported(runtime, ffi.string(name).decode(), "the library's \"not supported\" status")
+
+
+def _library_entry(runtime: Runtime, name: str, row: dict):
+    entry = None
+
+    def first_call(*args):
+        nonlocal entry
+        if entry is None:
+            body = libraries.implementation(name, row)
+            if body and runtime.stats is not None:
+                body = timed(name, body, runtime.stats)
+            entry = library_guarded(runtime, name, row, body)
+        return entry(*args)
+
+    first_call.__name__ = name
+    return first_call
 
 
 def library_guarded(runtime: Runtime, name: str, row: dict, body):

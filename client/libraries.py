@@ -169,3 +169,11 @@ _CUDA_FAILURES["cublasLt"] = _CUDA_FAILURES["cublas"]
 def load_modules() -> None:
     """Import the libraries' client modules: each registers its functions."""
     from . import api_cublas, api_cublaslt, api_cufft, api_cufft_xt, api_curand  # noqa: F401
+
+
+def implementation(name: str, row: dict):
+    """What serves library function `name` (its LIBRARY_FUNCTIONS row): its
+    registered implementation, cuBLAS's generic forwarder, or None."""
+    load_modules()
+    from .api_cublas import generic
+    return LIBRARY_IMPLEMENTED.get(name) or generic(name, row)
