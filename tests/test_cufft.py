@@ -77,7 +77,7 @@ def test_multi_gpu_program_passes(multi_gpu_result):
     assert_library_is_rcudas(multi_gpu_result.stdout, "cufft")
 
 
-def test_multi_gpu_on_two_gpus(compile_cuda, server_factory):
+def test_multi_gpu_on_a_gpu_server_with_two(compile_cuda, server_factory):
     """The cupy backend with two GPUs: the same multi-GPU program against the real cuFFT."""
     from test_backends import cupy_unavailable
 
