@@ -163,7 +163,9 @@ class CudaLibraries:
         ptr, count, *parameters = args
         host = np.empty(count, dtype) if obj.host else None
         target = ctypes.c_void_p(host.ctypes.data if obj.host else ptr)
-        extra = [ctypes.c_double(p) for p in parameters]
+        # mean and stddev are floats for the float forms (ctypes would pass a double where a float is read)
+        single = call in ("curandGenerateNormal", "curandGenerateLogNormal")
+        extra = [(ctypes.c_float if single else ctypes.c_double)(p) for p in parameters]
         check("curand", call, getattr(lib, call)(generator, target, ctypes.c_size_t(count), *extra))
         return [], ([memoryview(host.tobytes())] if obj.host else [])
 
