@@ -24,6 +24,7 @@ from .libraries import LibraryObject, library, objects
 SUCCESS = 0
 VERSION = LIBRARIES["curand"]["version"]
 PSEUDO = {100, 101, 121, 141, 142, 161}
+MTGP32 = 141
 QUASI_32 = {200, 201, 202}
 QUASI_64 = {203, 204}
 PSEUDO_ORDERINGS = {100, 101, 102, 103, 104}
@@ -117,6 +118,9 @@ def curandSetPseudoRandomGeneratorSeed(generator, seed):
 @library()
 def curandSetGeneratorOffset(generator, offset):
     obj = generator_of(generator, "curandSetGeneratorOffset")
+    if obj.rng_type == MTGP32:
+        raise LibraryError("CURAND_STATUS_TYPE_ERROR", "curandSetGeneratorOffset: an MTGP32 generator takes no "
+                                                       "offset")
     obj.call("curandSetGeneratorOffset", [int(offset)])
     return SUCCESS
 

@@ -8,9 +8,9 @@ import pytest
 
 from rcuda.errors import CudaError
 from rcuda.library_errors import LibraryError
-from server.backends.sim_cufft import (CALLS, CUFFT_C2C, CUFFT_C2R, CUFFT_D2Z, CUFFT_FORWARD, CUFFT_INVERSE,
+from rcuda.server.backends.sim_cufft import (CALLS, CUFFT_C2C, CUFFT_C2R, CUFFT_D2Z, CUFFT_FORWARD, CUFFT_INVERSE,
                                        CUFFT_R2C, CUFFT_Z2D, CUFFT_Z2Z, SimPlan)
-from server.backends.sim_libraries import LibraryMemory
+from rcuda.server.backends.sim_libraries import LibraryMemory
 
 BASE = 0x7000_0000
 

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from rcuda.library_errors import LibraryError
-from server.backends.sim_curand import (CURAND_ORDERING_PSEUDO_BEST, CURAND_ORDERING_PSEUDO_LEGACY,
+from rcuda.server.backends.sim_curand import (CURAND_ORDERING_PSEUDO_BEST, CURAND_ORDERING_PSEUDO_LEGACY,
                                         CURAND_ORDERING_QUASI_DEFAULT, CURAND_RNG_PSEUDO_DEFAULT,
                                         CURAND_RNG_PSEUDO_MRG32K3A, CURAND_RNG_PSEUDO_MT19937,
                                         CURAND_RNG_PSEUDO_MTGP32, CURAND_RNG_PSEUDO_PHILOX4_32_10,
@@ -78,8 +78,11 @@ def test_repeatable_and_continuing(rng_type):
     second = a.generate(1000)
     assert not (second == first).all()  # the sequence goes on
     assert (np.concatenate([first, second]) == seeded(rng_type).generate(2000)).all()
-    a.set_seed(1234)  # a new seed restarts at the offset
-    assert (a.generate(1000) == first).all()
+    a.set_seed(1234)  # a seed set again goes on from the numbers made so far, as cuRAND does
+    assert (a.generate(1000) == seeded(rng_type).generate(3000)[2000:]).all()
+    if rng_type != CURAND_RNG_PSEUDO_MTGP32:  # the offset sets the place
+        a.set_offset(0)
+        assert (a.generate(1000) == first).all()
     assert not (seeded(rng_type, 99).generate(1000) == first).all()
 
 
@@ -93,10 +96,14 @@ def test_offset_jumps_into_the_sequence():
     g = seeded(CURAND_RNG_PSEUDO_PHILOX4_32_10)
     g.set_offset(137)
     assert (g.generate(500) == whole[137:637]).all()
-    g.set_seed(1234)  # the offset stays
-    assert (g.generate(10) == whole[137:147]).all()
+    g.set_seed(1234)  # the place stays
+    assert (g.generate(10) == whole[637:647]).all()
     g.set_ordering(CURAND_ORDERING_PSEUDO_BEST)  # so does it on an ordering change
-    assert (g.generate(10) == whole[137:147]).all()
+    assert (g.generate(10) == whole[647:657]).all()
+    mtgp = seeded(CURAND_RNG_PSEUDO_MTGP32)
+    with pytest.raises(LibraryError) as error:
+        mtgp.set_offset(10)
+    assert error.value.library_status == "CURAND_STATUS_TYPE_ERROR"
 
 
 def test_uniform_matches_curand_conversion():

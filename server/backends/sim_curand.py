@@ -24,10 +24,11 @@ distributions, ranges, lengths, errors and repeatability:
     CDF (quasi); log-normals exp(normal); Poisson by the inverse CDF.
 
 Position: pseudo generators count 32-bit words (a double takes two), quasi
-generators count points per dimension.  Seed, offset, ordering and
-dimensions all restart the sequence at the offset, as cuRAND re-initialises
-its state when any of them changes.  Ordering does not change the sim's
-numbers."""
+generators count points per dimension.  As with cuRAND (checked against
+its host generators): the offset sets the position; a new seed or ordering
+goes on from the numbers made so far; MTGP32 takes no offset.  New
+dimensions restart a quasi-random sequence at the offset.  Ordering does
+not change the sim's numbers."""
 from __future__ import annotations
 
 import numpy as np
@@ -115,27 +116,24 @@ class SimGenerator:
     def quasi(self) -> bool:
         return self.rng_type in QUASI
 
-    def _restart(self) -> None:
-        self.position = self.offset
-
     # -- options --------------------------------------------------------
 
     def set_seed(self, seed: int) -> None:
         if self.quasi:
             _fail("CURAND_STATUS_TYPE_ERROR", "a quasirandom generator has no seed")
+        # cuRAND keeps the generator's place: a new seed goes on from the numbers made so far
         self.seed = int(seed) & 0xFFFFFFFFFFFFFFFF
-        self._restart()
 
     def set_offset(self, offset: int) -> None:
-        self.offset = int(offset) & 0xFFFFFFFFFFFFFFFF
-        self._restart()
+        if self.rng_type == CURAND_RNG_PSEUDO_MTGP32:
+            _fail("CURAND_STATUS_TYPE_ERROR", "an MTGP32 generator takes no offset")
+        self.offset = self.position = int(offset) & 0xFFFFFFFFFFFFFFFF
 
     def set_ordering(self, ordering: int) -> None:
         legal = (CURAND_ORDERING_QUASI_DEFAULT,) if self.quasi else PSEUDO_ORDERINGS
         if ordering not in legal:
             _fail("CURAND_STATUS_OUT_OF_RANGE", f"ordering {ordering} for generator type {self.rng_type}")
         self.ordering = ordering
-        self._restart()
 
     def set_dimensions(self, dimensions: int) -> None:
         if not self.quasi:
@@ -144,7 +142,7 @@ class SimGenerator:
             _fail("CURAND_STATUS_OUT_OF_RANGE", f"{dimensions} dimensions (1 to {MAX_DIMENSIONS})")
         self.dimensions = int(dimensions)
         self._directions = None
-        self._restart()
+        self.position = self.offset
 
     # -- raw bits ---------------------------------------------------------
 

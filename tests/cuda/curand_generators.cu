@@ -196,10 +196,24 @@ static void repeatable() {
         CURAND(curandGenerate(b, buf, n));
         REQUIRE(same(first, from_device(buf, n)));
         CURAND(curandGenerate(a, buf, n));
-        REQUIRE(!same(first, from_device(buf, n)));  // the sequence goes on
+        auto second = from_device(buf, n);
+        REQUIRE(!same(first, second));  // the sequence goes on
+        // A seed set again does not restart it: cuRAND goes on from the numbers made so far.
         CURAND(curandSetPseudoRandomGeneratorSeed(a, 5ULL));
         CURAND(curandGenerate(a, buf, n));
-        REQUIRE(same(first, from_device(buf, n)));  // and restarts with the seed
+        auto third = from_device(buf, n);
+        REQUIRE(!same(first, third) && !same(second, third));
+        CURAND(curandGenerate(b, buf, n));
+        REQUIRE(same(second, from_device(buf, n)));
+        CURAND(curandGenerate(b, buf, n));
+        REQUIRE(same(third, from_device(buf, n)));
+        if (k.type != CURAND_RNG_PSEUDO_MTGP32) {  // the offset sets the place: 0 starts over
+            CURAND(curandSetGeneratorOffset(a, 0ULL));
+            CURAND(curandGenerate(a, buf, n));
+            REQUIRE(same(first, from_device(buf, n)));
+        } else {
+            EXPECT_RAND(curandSetGeneratorOffset(a, 0ULL), CURAND_STATUS_TYPE_ERROR);
+        }
         CURAND(curandSetPseudoRandomGeneratorSeed(b, 6ULL));
         CURAND(curandGenerate(b, buf, n));
         REQUIRE(!same(first, from_device(buf, n)));
