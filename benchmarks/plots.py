@@ -122,7 +122,7 @@ def bar_panels(result: dict, path: Path, panels: list[tuple[str, str, list[tuple
     title, axis label, bars, log scale)."""
     plt = _pyplot()
     heights = [max(2.0, 0.8 + 0.3 * len(bars_)) for _, _, bars_, _ in panels]
-    fig, axes = plt.subplots(len(panels), 1, figsize=(10, sum(heights) + 0.8),
+    fig, axes = plt.subplots(len(panels), 1, figsize=(11, sum(heights) + 0.8),
                              gridspec_kw={"height_ratios": heights}, squeeze=False)
     axes = axes[:, 0]
     for ax, (panel_title, xlabel, bars_, log) in zip(axes, panels):

@@ -265,7 +265,7 @@ def plot(result: dict, out_dir: Path) -> list[Path]:
         small += [(f"SGEMM {n}x{n}, through rcuda, until synchronised", v["rcuda"]["small"][n]["us_per_call"]),
                   (f"SGEMM {n}x{n}, through rcuda, issuing only", v["rcuda"]["small"][n]["issue_us_per_call"]),
                   (f"SGEMM {n}x{n}, numpy", v["numpy"]["small"][n]["us_per_call"]),
-                  (f"SGEMM {n}x{n}, through rcuda, server with {v['rcuda_all_cores']['blas_threads']} BLAS threads",
+                  (f"SGEMM {n}x{n}, through rcuda, {v['rcuda_all_cores']['blas_threads']}-thread BLAS server",
                    v["rcuda_all_cores"]["small"][n]["us_per_call"])]
     small += [("Sdot (host pointer mode), through rcuda", v["rcuda"]["dot"]["us_per_call"]),
               ("cudaMemGetInfo (a bare round trip)", v["rcuda"]["meminfo"]["us_per_call"]),
