@@ -336,11 +336,14 @@ class Server:
 
 
 @contextmanager
-def sim_server(devices: int = 1, kernels: Path = SIM_KERNELS, extra_args=(), client_env: dict | None = None):
-    """An `rcuda server --backend sim` on a free loopback port."""
+def sim_server(devices: int = 1, kernels: Path = SIM_KERNELS, extra_args=(), client_env: dict | None = None,
+               server_env: dict | None = None):
+    """An `rcuda server --backend sim` on a free loopback port (`server_env`:
+    variables added to its environment, which its workers inherit)."""
     process = start_process([*RCUDA, "server", "--listen", "tcp://127.0.0.1:0", "--backend", "sim",
                              "--devices", str(devices), "--kernels", str(kernels), "--log-level", "warning",
-                             *extra_args], r"ready on tcp://\S+:\d+")
+                             *extra_args], r"ready on tcp://\S+:\d+",
+                            env=dict(os.environ, **server_env) if server_env else None)
     try:
         match = re.search(r"ready on tcp://(\S+):(\d+)", process.ready_line)
         server = Server(process, f"{match[1]}:{match[2]}", dict(client_env or {}))

@@ -116,6 +116,34 @@ def bars(result: dict, path: Path, bars_: list[tuple[str, float]], ylabel: str, 
     _finish(fig, ax, result, path)
 
 
+def bar_panels(result: dict, path: Path, panels: list[tuple[str, str, list[tuple[str, float]], bool]],
+               title: str) -> None:
+    """Labelled bars in panels one above the other, one unit each: (panel
+    title, axis label, bars, log scale)."""
+    plt = _pyplot()
+    heights = [max(2.0, 0.8 + 0.3 * len(bars_)) for _, _, bars_, _ in panels]
+    fig, axes = plt.subplots(len(panels), 1, figsize=(11, sum(heights) + 0.8),
+                             gridspec_kw={"height_ratios": heights}, squeeze=False)
+    axes = axes[:, 0]
+    for ax, (panel_title, xlabel, bars_, log) in zip(axes, panels):
+        values = [value for _, value in bars_]
+        drawn = ax.barh(range(len(values)), values, color="tab:blue")
+        ax.set_yticks(range(len(values)), [label for label, _ in bars_], fontsize=7)
+        ax.invert_yaxis()
+        for bar, value in zip(drawn, values):
+            ax.text(bar.get_width(), bar.get_y() + bar.get_height() / 2, f" {value:,.1f}", va="center", fontsize=7)
+        if log:
+            ax.set_xscale("log")
+            ax.set_xlim(min(values) / 2, max(values) * 4)  # room for the labels
+        else:
+            ax.margins(x=0.2)
+        ax.set_xlabel(xlabel)
+        ax.set_title(panel_title, fontsize=9)
+        ax.grid(True, axis="x", alpha=0.3)
+    fig.suptitle(title, fontsize=10)
+    _finish(fig, axes[0], result, path)
+
+
 def redraw(results_dir: Path) -> list[Path]:
     """Redraw every plot from the JSON files in `results_dir`."""
     from .runner import find_benchmark

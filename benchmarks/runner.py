@@ -19,10 +19,10 @@ import time
 from pathlib import Path
 
 from . import common, paper
-from .micro import copy_throughput, driver_api, latency, launch_throughput, pools, startup, streams
+from .micro import copy_throughput, driver_api, latency, launch_throughput, libraries, pools, startup, streams
 
 SUITES = {
-    "micro": [latency, copy_throughput, launch_throughput, startup, streams, pools, driver_api],
+    "micro": [latency, copy_throughput, launch_throughput, startup, streams, pools, driver_api, libraries],
     "paper": paper.BENCHMARKS,
 }
 

@@ -212,3 +212,37 @@ def test_driver_api_quick(tmp_path):
     launches = result["results"]["launch"]
     assert launches["runtime"]["per_s"] > 0 and launches["driver"]["per_s"] > 0
     assert result["results"]["local"]["driver"]["us_per_call"] > 0
+
+
+@requires_nvcc
+def test_libraries_quick(tmp_path):
+    from nvidia_libraries import library_flags
+
+    library_flags("cublas")  # skips without the nvidia-cublas wheel
+    run = run_bench("micro", "--quick", "--only", "libraries", "--out", str(tmp_path))
+    assert run.returncode == 0, run.stderr
+    result = check_outputs(tmp_path, "libraries")
+    variants = result["variants"]
+    assert set(variants) == {"rcuda", "numpy", "rcuda_all_cores", "numpy_all_cores"}
+    params = result["parameters"]
+    for figures in variants.values():
+        assert set(figures["small"]) == {str(n) for n in params["small_sizes"]}
+        assert set(figures["large"]) == {str(n) for n in params["large_sizes"]}
+        assert all(s["us_per_call"] > 0 for s in figures["small"].values())
+        assert all(s["gflops"] > 0 for s in figures["large"].values())
+    rcuda = variants["rcuda"]
+    assert all(0 < s["issue_us_per_call"] <= s["us_per_call"] * 1.0001 for s in rcuda["small"].values())
+    assert rcuda["dot"]["us_per_call"] > 0 and rcuda["meminfo"]["us_per_call"] > 0
+    assert result["max_relative_error"] < 1e-5  # the program checked the GEMMs and the dot
+    assert "SGEMM 32x32" in run.stderr  # the headline
+
+
+def test_libraries_without_the_cublas_wheel_says_what_to_install(monkeypatch):
+    import importlib.util
+
+    from rcuda.benchmarks.common import BenchmarkError
+    from rcuda.benchmarks.micro import libraries
+
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None)
+    with pytest.raises(BenchmarkError, match=r"nvidia-cublas wheel, which is not installed.*pip install"):
+        libraries.cublas_flags()
