@@ -316,6 +316,9 @@ def _gemm_one(mem, transa, transb, m, n, k, alpha, a, atype, lda, b, btype, ldb,
     else:
         am = mem.matrix(a, atype, *((m, k) if transa == OP_N else (k, m)), lda).astype(compute, copy=False)
         bm = mem.matrix(b, btype, *((k, n) if transb == OP_N else (n, k)), ldb).astype(compute, copy=False)
+        if alpha == 1 and beta == 0 and cm.dtype == compute:
+            np.matmul(_op(am, transa), _op(bm, transb), out=cm)  # straight into C: no temporaries
+            return
         product = alpha * (_op(am, transa) @ _op(bm, transb))
     cm[...] = _combine(cm.astype(compute, copy=False) if beta != 0 else cm, product, beta)
 
