@@ -34,7 +34,8 @@ from conftest import requires_nvcc
 
 REPO = Path(__file__).resolve().parent.parent
 PYTHON_NAME = f"python{sys.version_info.major}.{sys.version_info.minor}"
-LIBRARIES = ("librcuda.so", "cudart/libcudart.so.13", "cudart/libcuda.so.1")
+LIBRARIES = ("librcuda.so", "cudart/libcudart.so.13", "cudart/libcuda.so.1", "cudart/libcublas.so.13",
+             "cudart/libcublasLt.so.13", "cudart/libcufft.so.12", "cudart/libcurand.so.10")
 BUILD_TIMEOUT = 300
 DEMO_TIMEOUT = 300
 #: Not copied into the tree the wheel is built from: other environments and
