@@ -1,4 +1,6 @@
-"""Build flags for test programs that use NVIDIA's libraries.
+"""Test programs that use NVIDIA's libraries: their build flags, the check
+that rcuda's drop-in served them, and a run against the real libraries on a
+cupy server (run_on_gpu).
 
 The nvidia-cublas, nvidia-cufft and nvidia-curand wheels (the `test` extra)
 give the headers and .so files a program is built against.  Nothing puts
@@ -10,6 +12,8 @@ import importlib.util
 from pathlib import Path
 
 import pytest
+
+from conftest import run_program
 
 #: -l names, by the wheel that provides them
 WHEELS = {"cublas": "nvidia-cublas", "cublasLt": "nvidia-cublas", "cufft": "nvidia-cufft",
@@ -54,3 +58,19 @@ def assert_library_is_rcudas(stdout: str, library: str) -> None:
     interposer = Path(subprocess.run(rcuda, capture_output=True, text=True, check=True).stdout.strip()).resolve()
     dropins = Path(subprocess.run([*rcuda, "--dir"], capture_output=True, text=True, check=True).stdout.strip())
     assert found == interposer or found.parent == dropins.resolve(), f"{library} came from {found}"
+
+
+def run_on_gpu(compile_cuda, server_factory, source: str, *libraries: str, devices: int = 1):
+    """Run `source` (all its sections), built against `libraries`, on a cupy
+    server of `devices` GPUs: NVIDIA's real libraries behind rcuda.  Skips
+    the test where cupy has no GPU, or fewer than `devices`."""
+    from test_backends import cupy_unavailable
+
+    if reason := cupy_unavailable():
+        pytest.skip(reason)
+    if devices > 1:
+        import cupy
+        if cupy.cuda.runtime.getDeviceCount() < devices:
+            pytest.skip(f"{source} needs {devices} GPUs on one server")
+    server = server_factory("--backend", "cupy", "--devices", str(devices))
+    return run_program(compile_cuda(source, *library_flags(*libraries)), server, timeout=300)

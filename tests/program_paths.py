@@ -4,6 +4,8 @@ NAME") run on a sim server on the paths a call can take: the device's lane
 every call through Python."""
 from __future__ import annotations
 
+from pathlib import Path
+
 from auth_helpers import make_keys
 from conftest import CUDA_SOURCES, run_program, start_server
 
@@ -30,7 +32,14 @@ def run_on_sim(compile_cuda, source: str, kernels: str, *sections: str, auth_roo
         server.stop()
 
 
-def check_section(result, section: str) -> None:
-    """The section ran and nothing before it in the run failed."""
+def check_section(result, *sections: str) -> None:
+    """The sections ran, and nothing in the run failed."""
     assert "FAILED" not in result.stdout, result.stdout + result.stderr[-3000:]
-    assert f"ok {section}" in result.stdout, result.stdout + result.stderr[-3000:]
+    for section in sections:
+        assert f"ok {section}" in result.stdout, result.stdout + result.stderr[-3000:]
+
+
+def check_passed(result, source: str) -> None:
+    """The whole program `source` (foo.cu) ran: exit 0 and its "PASSED foo" line."""
+    assert result.returncode == 0 and f"PASSED {Path(source).stem}" in result.stdout, \
+        result.stdout + result.stderr[-3000:]

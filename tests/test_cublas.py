@@ -7,13 +7,11 @@ at build time and must find rcuda's drop-in at run time, on a sim server
 real library)."""
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
-from conftest import requires_nvcc, run_program
-from nvidia_libraries import assert_library_is_rcudas, library_flags
-from program_paths import check_section, run_on_sim
+from conftest import requires_nvcc
+from nvidia_libraries import assert_library_is_rcudas, library_flags, run_on_gpu
+from program_paths import check_passed, check_section, run_on_sim
 
 pytestmark = requires_nvcc
 
@@ -47,8 +45,7 @@ def test_section(results, program, section):
 @pytest.mark.parametrize("program", PROGRAMS)
 def test_whole_program_passes_with_rcudas_cublas(results, program):
     result = results(program)
-    assert result.returncode == 0 and f"PASSED {Path(program).stem}" in result.stdout, \
-        result.stdout + result.stderr[-3000:]
+    check_passed(result, program)
     # rcuda's library, not a real copy of NVIDIA's
     assert_library_is_rcudas(result.stdout, "cublas")
 
@@ -56,14 +53,8 @@ def test_whole_program_passes_with_rcudas_cublas(results, program):
 @pytest.mark.parametrize("program", PROGRAMS)
 def test_on_a_gpu(compile_cuda, server_factory, program):
     """The cupy backend: the same programs against the real cuBLAS on the server's GPU."""
-    from test_backends import cupy_unavailable
-
-    if reason := cupy_unavailable():
-        pytest.skip(reason)
-    server = server_factory("--backend", "cupy", "--devices", "1")
-    result = run_program(compile_cuda(program, *library_flags("cublas")), server, timeout=300)
-    for section in PROGRAMS[program]:
-        check_section(result, section)
+    result = run_on_gpu(compile_cuda, server_factory, program, "cublas")
+    check_section(result, *PROGRAMS[program])
     assert_library_is_rcudas(result.stdout, "cublas")
 
 
@@ -82,21 +73,13 @@ def test_cublaslt_section(lt_result, section):
 
 
 def test_cublaslt_program_passes(lt_result):
-    assert lt_result.returncode == 0 and "PASSED cublaslt_matmul" in lt_result.stdout, \
-        lt_result.stdout + lt_result.stderr[-3000:]
+    check_passed(lt_result, "cublaslt_matmul.cu")
     assert_library_is_rcudas(lt_result.stdout, "cublasLt")
 
 
 def test_cublaslt_on_a_gpu(compile_cuda, server_factory):
     """The cupy backend: the cuBLASLt program against the real cuBLAS on the server's GPU."""
-    from test_backends import cupy_unavailable
-
-    if reason := cupy_unavailable():
-        pytest.skip(reason)
-    server = server_factory("--backend", "cupy", "--devices", "1")
-    result = run_program(compile_cuda("cublaslt_matmul.cu", *library_flags("cublasLt")), server, timeout=300)
-    for section in LT_SECTIONS:
-        check_section(result, section)
+    check_section(run_on_gpu(compile_cuda, server_factory, "cublaslt_matmul.cu", "cublasLt"), *LT_SECTIONS)
 
 
 def test_runs_with_only_the_dropins_on_the_library_path(compile_cuda, sim_server):
@@ -114,6 +97,5 @@ def test_runs_with_only_the_dropins_on_the_library_path(compile_cuda, sim_server
     assert without.returncode != 0 and "libcublas.so.13" in without.stderr
     through = subprocess.run([str(program), "handle", "level1"], capture_output=True, text=True, timeout=120,
                              env=dict(bare, LD_LIBRARY_PATH=str(dropin_dir())))
-    for section in ("handle", "level1"):
-        check_section(through, section)
+    check_section(through, "handle", "level1")
     assert_library_is_rcudas(through.stdout, "cublas")

@@ -5,12 +5,11 @@ server, where rcuda's drop-in libcufft.so.12 and no real one serves them;
 and on the cupy backend (the real cuFFT) when a GPU is usable."""
 from __future__ import annotations
 
-
 import pytest
 
-from conftest import requires_nvcc, run_program
-from nvidia_libraries import assert_library_is_rcudas, library_flags
-from program_paths import check_section, run_on_sim
+from conftest import requires_nvcc
+from nvidia_libraries import assert_library_is_rcudas, library_flags, run_on_gpu
+from program_paths import check_passed, check_section, run_on_sim
 
 pytestmark = requires_nvcc
 
@@ -29,7 +28,7 @@ def test_section(result, section):
 
 
 def test_whole_program_passes(result):
-    assert result.returncode == 0 and "PASSED cufft_transforms" in result.stdout, result.stdout + result.stderr[-3000:]
+    check_passed(result, "cufft_transforms.cu")
 
 
 def test_library_is_rcudas_drop_in(result):
@@ -39,21 +38,15 @@ def test_library_is_rcudas_drop_in(result):
 
 def test_on_a_zeromq_link(compile_cuda, tmp_path):
     """A --auth server: the library calls take the Python link."""
-    result = run_on_sim(compile_cuda, "cufft_transforms.cu", "sim_kernels.py", "plan_many", "make_plans", "errors",
-                        auth_root=tmp_path, flags=library_flags("cufft"))
-    for section in ("plan_many", "make_plans", "errors"):
-        check_section(result, section)
+    sections = ("plan_many", "make_plans", "errors")
+    result = run_on_sim(compile_cuda, "cufft_transforms.cu", "sim_kernels.py", *sections, auth_root=tmp_path,
+                        flags=library_flags("cufft"))
+    check_section(result, *sections)
 
 
 def test_on_a_gpu(compile_cuda, server_factory):
     """The cupy backend: the real cuFFT on the server's GPU."""
-    from test_backends import cupy_unavailable
-
-    if reason := cupy_unavailable():
-        pytest.skip(reason)
-    server = server_factory("--backend", "cupy", "--devices", "1")
-    result = run_program(compile_cuda("cufft_transforms.cu", *library_flags("cufft")), server, timeout=300)
-    assert result.returncode == 0 and "PASSED cufft_transforms" in result.stdout, result.stdout + result.stderr[-3000:]
+    check_passed(run_on_gpu(compile_cuda, server_factory, "cufft_transforms.cu", "cufft"), "cufft_transforms.cu")
 
 
 MULTI_GPU_SECTIONS = ["descriptor", "c2c_1d", "z2z_2d", "batched", "errors"]
@@ -72,21 +65,11 @@ def test_multi_gpu_section(multi_gpu_result, section):
 
 
 def test_multi_gpu_program_passes(multi_gpu_result):
-    assert multi_gpu_result.returncode == 0 and "PASSED cufft_multi_gpu" in multi_gpu_result.stdout, \
-        multi_gpu_result.stdout + multi_gpu_result.stderr[-3000:]
+    check_passed(multi_gpu_result, "cufft_multi_gpu.cu")
     assert_library_is_rcudas(multi_gpu_result.stdout, "cufft")
 
 
 def test_multi_gpu_on_a_gpu_server_with_two(compile_cuda, server_factory):
     """The cupy backend with two GPUs: the same multi-GPU program against the real cuFFT."""
-    from test_backends import cupy_unavailable
-
-    if reason := cupy_unavailable():
-        pytest.skip(reason)
-    import cupy
-    if cupy.cuda.runtime.getDeviceCount() < 2:
-        pytest.skip("the multi-GPU program needs two GPUs on one server")
-    server = server_factory("--backend", "cupy", "--devices", "2")
-    result = run_program(compile_cuda("cufft_multi_gpu.cu", *library_flags("cufft")), server, timeout=300)
-    for section in MULTI_GPU_SECTIONS:
-        check_section(result, section)
+    result = run_on_gpu(compile_cuda, server_factory, "cufft_multi_gpu.cu", "cufft", devices=2)
+    check_section(result, *MULTI_GPU_SECTIONS)

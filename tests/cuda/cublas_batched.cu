@@ -3,60 +3,11 @@
 // and solve (getrfBatched + getrsBatched, with and without pivoting), the
 // inverse from the LU (getriBatched) and matinvBatched.
 // Sections: gemm_batched gemm_strided getrs singular getri matinv.
-#include "check.h"
+#include "library_check.h"
 
 #include <cublas_v2.h>
-#include <dlfcn.h>
-
-#include <cmath>
-#include <complex>
-#include <cstring>
-#include <vector>
-
-#define CUBLAS_CHECK(call)                                                                       \
-    do {                                                                                         \
-        cublasStatus_t st_ = (call);                                                             \
-        if (st_ != CUBLAS_STATUS_SUCCESS) {                                                      \
-            printf("FAILED line %d: %s -> cublas status %d\n", __LINE__, #call, (int)st_);       \
-            exit(1);                                                                             \
-        }                                                                                        \
-    } while (0)
-
-#define NEAR(got, want, tol)                                                                     \
-    do {                                                                                         \
-        double g_ = (got), w_ = (want);                                                          \
-        if (!(std::fabs(g_ - w_) <= (tol) * (1 + std::fabs(w_)))) {                              \
-            printf("FAILED line %d: %s = %.10g, expected %.10g\n", __LINE__, #got, g_, w_);      \
-            exit(1);                                                                             \
-        }                                                                                        \
-    } while (0)
 
 typedef std::complex<float> cf;
-
-static unsigned seed_ = 4242;
-static double next_value() {
-    seed_ = seed_ * 1103515245u + 12345u;
-    return ((seed_ >> 8) & 0xffff) / 32768.0 - 1.0;
-}
-
-template <typename T> static std::vector<T> random_vector(size_t n) {
-    std::vector<T> v(n);
-    for (auto &x : v) x = T(next_value());
-    return v;
-}
-
-template <typename T> static T *to_device(const std::vector<T> &h) {
-    T *d;
-    CHECK(cudaMalloc(&d, h.size() * sizeof(T)));
-    CHECK(cudaMemcpy(d, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice));
-    return d;
-}
-
-template <typename T> static std::vector<T> to_host(const T *d, size_t n) {
-    std::vector<T> h(n);
-    CHECK(cudaMemcpy(h.data(), d, n * sizeof(T), cudaMemcpyDeviceToHost));
-    return h;
-}
 
 // `batch` device matrices of `size` elements each, filled from host[i], and
 // the device array of their addresses.
@@ -142,9 +93,8 @@ static void gemm_strided(cublasHandle_t h) {
         REQUIRE(got[b * sc + m * n] == C[b * sc + m * n]);      // the gap is untouched
     }
     // complex, C = A^H B
-    std::vector<cf> Ac(sa * batch), Bc(sb * batch), Cc(sc * batch);
-    for (auto *v : {&Ac, &Bc, &Cc})
-        for (auto &z : *v) z = cf(next_value(), next_value());
+    std::vector<cf> Ac = random_vector<cf>(sa * batch), Bc = random_vector<cf>(sb * batch),
+                    Cc = random_vector<cf>(sc * batch);
     cf *cA = to_device(Ac), *cB = to_device(Bc), *cC = to_device(Cc);
     cf calpha(1.0f, 0.5f), cbeta(0.0f, 0.0f);
     // A^H is m x k, so A is k x m with lda = k
@@ -303,27 +253,15 @@ static void matinv(cublasHandle_t h) {
     CHECK(cudaFree(infos));
 }
 
-struct Section {
-    const char *name;
-    void (*run)(cublasHandle_t);
-};
-
 int main(int argc, char **argv) {
-    Dl_info info;
-    if (dladdr((void *)&cublasCreate_v2, &info) && info.dli_fname) printf("cublas from %s\n", info.dli_fname);
-    const Section sections[] = {{"gemm_batched", gemm_batched}, {"gemm_strided", gemm_strided}, {"getrs", getrs},
-                                {"singular", singular}, {"getri", getri}, {"matinv", matinv}};
+    where_from("cublas", (void *)&cublasCreate_v2);
+    seed_values(4242);
+    const Section<cublasHandle_t> sections[] = {{"gemm_batched", gemm_batched}, {"gemm_strided", gemm_strided},
+                                                {"getrs", getrs}, {"singular", singular}, {"getri", getri},
+                                                {"matinv", matinv}};
     cublasHandle_t h;
     CUBLAS_CHECK(cublasCreate(&h));
-    for (const Section &s : sections) {
-        bool wanted = argc < 2;
-        for (int i = 1; i < argc; i++) wanted |= strcmp(argv[i], s.name) == 0;
-        if (!wanted) continue;
-        s.run(h);
-        CHECK(cudaDeviceSynchronize());
-        printf("ok %s\n", s.name);
-        fflush(stdout);
-    }
+    run_sections(argc, argv, sections, h);
     CUBLAS_CHECK(cublasDestroy(h));
     printf("PASSED cublas_batched\n");
     return 0;

@@ -2,25 +2,10 @@
 // pair (N, T, C) against a host reference, leading dimensions larger than
 // the rows, cublasGemmEx with float and half inputs, and alpha/beta from host
 // and from device memory.  Sections: types device_scalars gemm_ex beta_zero.
-#include "check.h"
+#include "library_check.h"
 
 #include <cublas_v2.h>
 #include <cuda_fp16.h>
-#include <dlfcn.h>
-
-#include <cmath>
-#include <complex>
-#include <cstring>
-#include <vector>
-
-#define CUBLAS_CHECK(call)                                                                       \
-    do {                                                                                         \
-        cublasStatus_t st_ = (call);                                                             \
-        if (st_ != CUBLAS_STATUS_SUCCESS) {                                                      \
-            printf("FAILED line %d: %s -> cublas status %d\n", __LINE__, #call, (int)st_);       \
-            exit(1);                                                                             \
-        }                                                                                        \
-    } while (0)
 
 typedef std::complex<float> cf;
 typedef std::complex<double> cd;
@@ -29,16 +14,6 @@ static float cj(float x) { return x; }
 static double cj(double x) { return x; }
 static cf cj(cf x) { return std::conj(x); }
 static cd cj(cd x) { return std::conj(x); }
-
-// Deterministic values in [-1, 1) (both parts for complex).
-static unsigned seed_ = 12345;
-static double next_value() {
-    seed_ = seed_ * 1103515245u + 12345u;
-    return ((seed_ >> 8) & 0xffff) / 32768.0 - 1.0;
-}
-template <typename T> static T rnd() { return T(next_value()); }
-template <> cf rnd<cf>() { float re = next_value(); return cf(re, next_value()); }
-template <> cd rnd<cd>() { double re = next_value(); return cd(re, next_value()); }
 
 // cuBLAS's gemm of each type, with std::complex standing for cuComplex (same layout).
 static cublasStatus_t gemm(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
@@ -77,19 +52,6 @@ template <typename T> static T op_at(const std::vector<T> &A, int ld, cublasOper
     return t == CUBLAS_OP_C ? cj(v) : v;
 }
 
-template <typename T> static T *to_device(const std::vector<T> &h) {
-    T *d;
-    CHECK(cudaMalloc(&d, h.size() * sizeof(T)));
-    CHECK(cudaMemcpy(d, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice));
-    return d;
-}
-
-template <typename T> static std::vector<T> to_host(const T *d, size_t n) {
-    std::vector<T> h(n);
-    CHECK(cudaMemcpy(h.data(), d, n * sizeof(T), cudaMemcpyDeviceToHost));
-    return h;
-}
-
 // One C = alpha op(A) op(B) + beta C, compared with host loops; the rows of
 // C past m (ldc > m) must be left as they were.
 template <typename T>
@@ -98,10 +60,8 @@ static void check_gemm(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t
     int ar = ta == CUBLAS_OP_N ? m : k, ac = ta == CUBLAS_OP_N ? k : m;
     int br = tb == CUBLAS_OP_N ? k : n, bc = tb == CUBLAS_OP_N ? n : k;
     int lda = ar + 3, ldb = br + 1, ldc = m + 2;
-    std::vector<T> A((size_t)lda * ac), B((size_t)ldb * bc), C((size_t)ldc * n);
-    for (auto &v : A) v = rnd<T>();
-    for (auto &v : B) v = rnd<T>();
-    for (auto &v : C) v = rnd<T>();
+    std::vector<T> A = random_vector<T>((size_t)lda * ac), B = random_vector<T>((size_t)ldb * bc),
+                   C = random_vector<T>((size_t)ldc * n);
     T *dA = to_device(A), *dB = to_device(B), *dC = to_device(C);
     T *dScalars = nullptr;
     if (device_scalars) {
@@ -237,27 +197,13 @@ static void beta_zero(cublasHandle_t h) {
     CHECK(cudaFree(dC));
 }
 
-struct Section {
-    const char *name;
-    void (*run)(cublasHandle_t);
-};
-
 int main(int argc, char **argv) {
-    Dl_info info;
-    if (dladdr((void *)&cublasCreate_v2, &info) && info.dli_fname) printf("cublas from %s\n", info.dli_fname);
-    const Section sections[] = {{"types", types}, {"device_scalars", device_scalars}, {"gemm_ex", gemm_ex},
-                                {"beta_zero", beta_zero}};
+    where_from("cublas", (void *)&cublasCreate_v2);
+    const Section<cublasHandle_t> sections[] = {{"types", types}, {"device_scalars", device_scalars},
+                                                {"gemm_ex", gemm_ex}, {"beta_zero", beta_zero}};
     cublasHandle_t h;
     CUBLAS_CHECK(cublasCreate(&h));
-    for (const Section &s : sections) {
-        bool wanted = argc < 2;
-        for (int i = 1; i < argc; i++) wanted |= strcmp(argv[i], s.name) == 0;
-        if (!wanted) continue;
-        s.run(h);
-        CHECK(cudaDeviceSynchronize());
-        printf("ok %s\n", s.name);
-        fflush(stdout);
-    }
+    run_sections(argc, argv, sections, h);
     CUBLAS_CHECK(cublasDestroy(h));
     printf("PASSED cublas_gemm\n");
     return 0;

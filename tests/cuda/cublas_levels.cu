@@ -4,70 +4,11 @@
 // syrk, symm, geam and dgmm, Set/GetMatrix and Set/GetVector (and their
 // Async forms on a stream), and CUBLAS_STATUS_INVALID_VALUE for bad
 // arguments.  Sections: handle level1 device_results level2 level3 setget invalid.
-#include "check.h"
+#include "library_check.h"
 
 #include <cublas_v2.h>
-#include <dlfcn.h>
-
-#include <cmath>
-#include <complex>
-#include <cstring>
-#include <vector>
-
-#define CUBLAS_CHECK(call)                                                                       \
-    do {                                                                                         \
-        cublasStatus_t st_ = (call);                                                             \
-        if (st_ != CUBLAS_STATUS_SUCCESS) {                                                      \
-            printf("FAILED line %d: %s -> cublas status %d\n", __LINE__, #call, (int)st_);       \
-            exit(1);                                                                             \
-        }                                                                                        \
-    } while (0)
-
-#define CUBLAS_EXPECT(call, code)                                                                \
-    do {                                                                                         \
-        cublasStatus_t st_ = (call);                                                             \
-        if (st_ != (code)) {                                                                     \
-            printf("FAILED line %d: %s -> cublas status %d, expected %d\n", __LINE__, #call,     \
-                   (int)st_, (int)(code));                                                       \
-            exit(1);                                                                             \
-        }                                                                                        \
-    } while (0)
-
-#define NEAR(got, want, tol)                                                                     \
-    do {                                                                                         \
-        double g_ = (got), w_ = (want);                                                          \
-        if (!(std::fabs(g_ - w_) <= (tol) * (1 + std::fabs(w_)))) {                              \
-            printf("FAILED line %d: %s = %.10g, expected %.10g\n", __LINE__, #got, g_, w_);      \
-            exit(1);                                                                             \
-        }                                                                                        \
-    } while (0)
 
 typedef std::complex<float> cf;
-
-static unsigned seed_ = 777;
-static double next_value() {
-    seed_ = seed_ * 1103515245u + 12345u;
-    return ((seed_ >> 8) & 0xffff) / 32768.0 - 1.0;
-}
-
-template <typename T> static std::vector<T> random_vector(size_t n) {
-    std::vector<T> v(n);
-    for (auto &x : v) x = T(next_value());
-    return v;
-}
-
-template <typename T> static T *to_device(const std::vector<T> &h) {
-    T *d;
-    CHECK(cudaMalloc(&d, h.size() * sizeof(T)));
-    CHECK(cudaMemcpy(d, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice));
-    return d;
-}
-
-template <typename T> static std::vector<T> to_host(const T *d, size_t n) {
-    std::vector<T> h(n);
-    CHECK(cudaMemcpy(h.data(), d, n * sizeof(T), cudaMemcpyDeviceToHost));
-    return h;
-}
 
 static void handle(cublasHandle_t) {
     cublasHandle_t h;
@@ -182,11 +123,7 @@ static void level1(cublasHandle_t h) {
     std::vector<float> a2 = to_host(da, n), c2 = to_host(dc, n);
     for (int i = 0; i < n; i++) REQUIRE(a2[i] == c[i] && c2[i] == a[i]);
     // complex: dotc conjugates x, Scnrm2, Icamax by |re| + |im|
-    std::vector<cf> u(n), v(n);
-    for (int i = 0; i < n; i++) {
-        u[i] = cf(next_value(), next_value());
-        v[i] = cf(next_value(), next_value());
-    }
+    std::vector<cf> u = random_vector<cf>(n), v = random_vector<cf>(n);
     cf *du = to_device(u), *dv = to_device(v);
     cf dotc, want_dotc = 0;
     CUBLAS_CHECK(cublasCdotc(h, n, (cuComplex *)du, 1, (cuComplex *)dv, 1, (cuComplex *)&dotc));
@@ -481,28 +418,15 @@ static void invalid(cublasHandle_t h) {
     CHECK(cudaFree(d));
 }
 
-struct Section {
-    const char *name;
-    void (*run)(cublasHandle_t);
-};
-
 int main(int argc, char **argv) {
-    Dl_info info;
-    if (dladdr((void *)&cublasCreate_v2, &info) && info.dli_fname) printf("cublas from %s\n", info.dli_fname);
-    const Section sections[] = {{"handle", handle}, {"level1", level1}, {"device_results", device_results},
-                                {"level2", level2}, {"level3", level3}, {"setget", setget},
-                                {"invalid", invalid}};
+    where_from("cublas", (void *)&cublasCreate_v2);
+    seed_values(777);
+    const Section<cublasHandle_t> sections[] = {{"handle", handle}, {"level1", level1},
+                                                {"device_results", device_results}, {"level2", level2},
+                                                {"level3", level3}, {"setget", setget}, {"invalid", invalid}};
     cublasHandle_t h;
     CUBLAS_CHECK(cublasCreate(&h));
-    for (const Section &s : sections) {
-        bool wanted = argc < 2;
-        for (int i = 1; i < argc; i++) wanted |= strcmp(argv[i], s.name) == 0;
-        if (!wanted) continue;
-        s.run(h);
-        CHECK(cudaDeviceSynchronize());
-        printf("ok %s\n", s.name);
-        fflush(stdout);
-    }
+    run_sections(argc, argv, sections, h);
     CUBLAS_CHECK(cublasDestroy(h));
     printf("PASSED cublas_levels\n");
     return 0;

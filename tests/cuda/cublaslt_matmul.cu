@@ -2,22 +2,9 @@
 // cublasLtMatmul with transposes, D apart from C, a strided batch and device
 // scalars, checked against a host GEMM.  Sections: basic, transposes,
 // batched, device_scalars, errors.  Prints "ok <section>", PASSED at the end.
-#include <cmath>
-#include <cstdio>
-#include <cstring>
-#include <dlfcn.h>
-#include <vector>
-#include <cublasLt.h>
-#include "check.h"
+#include "library_check.h"
 
-#define LT_CHECK(call)                                                                      \
-    do {                                                                                    \
-        cublasStatus_t s_ = (call);                                                         \
-        if (s_ != CUBLAS_STATUS_SUCCESS) {                                                  \
-            printf("FAILED line %d: %s -> cublas status %d\n", __LINE__, #call, (int)s_);   \
-            exit(1);                                                                        \
-        }                                                                                   \
-    } while (0)
+#include <cublasLt.h>
 
 static cublasLtHandle_t lt;
 
@@ -31,13 +18,6 @@ static void host_gemm(bool ta, bool tb, int m, int n, int k, float alpha, const 
                 sum += double(ta ? A[l + i * lda] : A[i + l * lda]) * (tb ? B[j + l * ldb] : B[l + j * ldb]);
             D[i + j * ldd] = float(alpha * sum + beta * C[i + j * ldc]);
         }
-}
-
-static float *upload(const std::vector<float> &v) {
-    float *d;
-    CHECK(cudaMalloc(&d, v.size() * sizeof(float)));
-    CHECK(cudaMemcpy(d, v.data(), v.size() * sizeof(float), cudaMemcpyHostToDevice));
-    return d;
 }
 
 static std::vector<float> pattern(size_t n, float scale) {
@@ -58,68 +38,68 @@ static void matmul(bool ta, bool tb, int m, int n, int k, int batch, bool device
     for (int i = 0; i < batch; i++)
         host_gemm(ta, tb, m, n, k, alpha, &A[i * sa], lda, &B[i * sb], ldb, beta, &C[i * sc], ldc,
                   &expected[i * sd], ldd);
-    float *dA = upload(A), *dB = upload(B), *dC = upload(C), *dD = upload(D);
+    float *dA = to_device(A), *dB = to_device(B), *dC = to_device(C), *dD = to_device(D);
 
     cublasLtMatmulDesc_t desc;
-    LT_CHECK(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    CUBLAS_CHECK(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
     cublasOperation_t opa = ta ? CUBLAS_OP_T : CUBLAS_OP_N, opb = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
-    LT_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa));
-    LT_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb));
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa));
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb));
     float *scalars = nullptr;
     if (device_scalars) {
         cublasLtPointerMode_t mode = CUBLASLT_POINTER_MODE_DEVICE;
-        LT_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_POINTER_MODE, &mode, sizeof mode));
-        scalars = upload({alpha, beta});
+        CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_POINTER_MODE, &mode, sizeof mode));
+        scalars = to_device(std::vector<float>{alpha, beta});
     }
     cublasLtMatrixLayout_t la, lb, lc, ld;
-    LT_CHECK(cublasLtMatrixLayoutCreate(&la, CUDA_R_32F, rows_a, cols_a, lda));
-    LT_CHECK(cublasLtMatrixLayoutCreate(&lb, CUDA_R_32F, rows_b, cols_b, ldb));
-    LT_CHECK(cublasLtMatrixLayoutCreate(&lc, CUDA_R_32F, m, n, ldc));
-    LT_CHECK(cublasLtMatrixLayoutCreate(&ld, CUDA_R_32F, m, n, ldd));
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&la, CUDA_R_32F, rows_a, cols_a, lda));
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&lb, CUDA_R_32F, rows_b, cols_b, ldb));
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&lc, CUDA_R_32F, m, n, ldc));
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&ld, CUDA_R_32F, m, n, ldd));
     if (batch > 1) {
         cublasLtMatrixLayout_t layouts[4] = {la, lb, lc, ld};
         long long strides[4] = {sa, sb, sc, sd};
         for (int i = 0; i < 4; i++) {
-            LT_CHECK(cublasLtMatrixLayoutSetAttribute(layouts[i], CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &batch,
-                                                      sizeof batch));
-            LT_CHECK(cublasLtMatrixLayoutSetAttribute(layouts[i], CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
-                                                      &strides[i], sizeof strides[i]));
+            CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(layouts[i], CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &batch,
+                                                          sizeof batch));
+            CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(layouts[i], CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
+                                                          &strides[i], sizeof strides[i]));
         }
     }
     cublasLtMatmulPreference_t pref;
-    LT_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+    CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
     size_t workspace = 1 << 20;
-    LT_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace,
-                                                  sizeof workspace));
+    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace,
+                                                      sizeof workspace));
     cublasLtMatmulHeuristicResult_t heuristic;
     int found = 0;
-    LT_CHECK(cublasLtMatmulAlgoGetHeuristic(lt, desc, la, lb, lc, ld, pref, 1, &heuristic, &found));
+    CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(lt, desc, la, lb, lc, ld, pref, 1, &heuristic, &found));
     REQUIRE(found == 1 && heuristic.state == CUBLAS_STATUS_SUCCESS && heuristic.workspaceSize <= workspace);
     cudaStream_t stream;
     CHECK(cudaStreamCreate(&stream));
     const void *pa = device_scalars ? (const void *)scalars : (const void *)&alpha;
     const void *pb = device_scalars ? (const void *)(scalars + 1) : (const void *)&beta;
-    LT_CHECK(cublasLtMatmul(lt, desc, pa, dA, la, dB, lb, pb, dC, lc, dD, ld, &heuristic.algo, nullptr, 0, stream));
+    CUBLAS_CHECK(
+        cublasLtMatmul(lt, desc, pa, dA, la, dB, lb, pb, dC, lc, dD, ld, &heuristic.algo, nullptr, 0, stream));
     CHECK(cudaStreamSynchronize(stream));
-    CHECK(cudaMemcpy(D.data(), dD, D.size() * sizeof(float), cudaMemcpyDeviceToHost));
+    D = to_host(dD, D.size());
     for (int b = 0; b < batch; b++)
         for (int j = 0; j < n; j++)
             for (int i = 0; i < m; i++) {
                 size_t at = b * sd + i + (size_t)j * ldd;
                 if (fabsf(D[at] - expected[at]) > 1e-3f * (1 + fabsf(expected[at]))) {
-                    printf("FAILED matmul ta=%d tb=%d batch %d D[%d,%d] = %g, expected %g\n", ta, tb, b, i, j, D[at],
-                           expected[at]);
+                    printf("FAILED line %d: matmul ta=%d tb=%d batch %d D[%d,%d] = %g, expected %g\n", __LINE__,
+                           ta, tb, b, i, j, D[at], expected[at]);
                     exit(1);
                 }
             }
     // C is untouched (D is apart from it).
-    std::vector<float> C_after(C.size());
-    CHECK(cudaMemcpy(C_after.data(), dC, C.size() * sizeof(float), cudaMemcpyDeviceToHost));
+    std::vector<float> C_after = to_host(dC, C.size());
     REQUIRE(memcmp(C_after.data(), C.data(), C.size() * sizeof(float)) == 0);
     CHECK(cudaStreamDestroy(stream));
-    LT_CHECK(cublasLtMatmulPreferenceDestroy(pref));
-    for (cublasLtMatrixLayout_t l : {la, lb, lc, ld}) LT_CHECK(cublasLtMatrixLayoutDestroy(l));
-    LT_CHECK(cublasLtMatmulDescDestroy(desc));
+    CUBLAS_CHECK(cublasLtMatmulPreferenceDestroy(pref));
+    for (cublasLtMatrixLayout_t l : {la, lb, lc, ld}) CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(l));
+    CUBLAS_CHECK(cublasLtMatmulDescDestroy(desc));
     for (float *p : {dA, dB, dC, dD}) CHECK(cudaFree(p));
     if (scalars) CHECK(cudaFree(scalars));
 }
@@ -127,36 +107,32 @@ static void matmul(bool ta, bool tb, int m, int n, int k, int batch, bool device
 static void basic() {
     REQUIRE(cublasLtGetVersion() >= 130000);
     int major = 0;
-    LT_CHECK(cublasLtGetProperty(MAJOR_VERSION, &major));
+    CUBLAS_CHECK(cublasLtGetProperty(MAJOR_VERSION, &major));
     REQUIRE(major >= 13);
     matmul(false, false, 7, 5, 3, 1, false);
-    printf("ok basic\n");
 }
 
 static void transposes() {
     matmul(true, false, 6, 4, 5, 1, false);
     matmul(false, true, 6, 4, 5, 1, false);
     matmul(true, true, 3, 8, 2, 1, false);
-    printf("ok transposes\n");
 }
 
 static void batched() {
     matmul(false, true, 4, 3, 6, 3, false);
-    printf("ok batched\n");
 }
 
 static void device_scalars() {
     matmul(false, false, 5, 5, 5, 1, true);
-    printf("ok device_scalars\n");
 }
 
 static void errors() {
     cublasLtMatmulDesc_t desc;
-    LT_CHECK(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    CUBLAS_CHECK(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
     cublasLtMatrixLayout_t la, lb, lc;
-    LT_CHECK(cublasLtMatrixLayoutCreate(&la, CUDA_R_32F, 4, 3, 4));
-    LT_CHECK(cublasLtMatrixLayoutCreate(&lb, CUDA_R_32F, 5, 2, 5));  // k = 3 wanted, not 5
-    LT_CHECK(cublasLtMatrixLayoutCreate(&lc, CUDA_R_32F, 4, 2, 4));
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&la, CUDA_R_32F, 4, 3, 4));
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&lb, CUDA_R_32F, 5, 2, 5));  // k = 3 wanted, not 5
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&lc, CUDA_R_32F, 4, 2, 4));
     float *d;
     CHECK(cudaMalloc(&d, 256));
     float one = 1, zero = 0;
@@ -165,29 +141,21 @@ static void errors() {
     // An attribute read back as it was set, and its size asked for.
     cublasOperation_t op = CUBLAS_OP_T, back;
     size_t written = 0;
-    LT_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &op, sizeof op));
-    LT_CHECK(cublasLtMatmulDescGetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &back, sizeof back, &written));
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &op, sizeof op));
+    CUBLAS_CHECK(cublasLtMatmulDescGetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &back, sizeof back, &written));
     REQUIRE(back == CUBLAS_OP_T && written == sizeof back);
-    for (cublasLtMatrixLayout_t l : {la, lb, lc}) LT_CHECK(cublasLtMatrixLayoutDestroy(l));
-    LT_CHECK(cublasLtMatmulDescDestroy(desc));
+    for (cublasLtMatrixLayout_t l : {la, lb, lc}) CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(l));
+    CUBLAS_CHECK(cublasLtMatmulDescDestroy(desc));
     CHECK(cudaFree(d));
-    printf("ok errors\n");
 }
 
 int main(int argc, char **argv) {
-    Dl_info info;
-    dladdr((void *)&cublasLtMatmul, &info);
-    printf("cublasLt from %s\n", info.dli_fname);
-    LT_CHECK(cublasLtCreate(&lt));
-    struct { const char *name; void (*run)(); } sections[] = {
-        {"basic", basic}, {"transposes", transposes}, {"batched", batched}, {"device_scalars", device_scalars},
-        {"errors", errors}};
-    for (auto &s : sections) {
-        bool wanted = argc == 1;
-        for (int i = 1; i < argc; i++) wanted |= strcmp(argv[i], s.name) == 0;
-        if (wanted) s.run();
-    }
-    LT_CHECK(cublasLtDestroy(lt));
+    where_from("cublasLt", (void *)&cublasLtMatmul);
+    CUBLAS_CHECK(cublasLtCreate(&lt));
+    const Section<> sections[] = {{"basic", basic}, {"transposes", transposes}, {"batched", batched},
+                                  {"device_scalars", device_scalars}, {"errors", errors}};
+    run_sections(argc, argv, sections);
+    CUBLAS_CHECK(cublasLtDestroy(lt));
     printf("PASSED cublaslt_matmul\n");
     return 0;
 }

@@ -6,46 +6,9 @@
 // MersenneTwisterGP11213 sample checks; cuRAND's error statuses.
 // Each section (the arguments; all without any) prints "ok NAME"; a failure
 // prints "FAILED line N ...".
-#include <cmath>
-#include <cstdio>
-#include <cstdlib>
-#include <cstring>
-#include <vector>
+#include "library_check.h"
 
-#include <cuda_runtime.h>
 #include <curand.h>
-#include <dlfcn.h>
-
-#include "check.h"
-
-#define CURAND(call)                                                                      \
-    do {                                                                                  \
-        curandStatus_t s_ = (call);                                                       \
-        if (s_ != CURAND_STATUS_SUCCESS) {                                                \
-            printf("FAILED line %d: %s -> curandStatus %d\n", __LINE__, #call, (int)s_); \
-            exit(1);                                                                      \
-        }                                                                                 \
-    } while (0)
-
-#define EXPECT_RAND(call, code)                                                           \
-    do {                                                                                  \
-        curandStatus_t s_ = (call);                                                       \
-        if (s_ != (code)) {                                                               \
-            printf("FAILED line %d: %s -> curandStatus %d, expected %s\n", __LINE__, #call, \
-                   (int)s_, #code);                                                       \
-            exit(1);                                                                      \
-        }                                                                                 \
-    } while (0)
-
-#define WITHIN(value, want, tol)                                                          \
-    do {                                                                                  \
-        double v_ = (value), w_ = (want);                                                 \
-        if (!(std::fabs(v_ - w_) <= (tol))) {                                             \
-            printf("FAILED line %d: %s = %g, expected %g +- %g\n", __LINE__, #value, v_, w_, \
-                   (double)(tol));                                                        \
-            exit(1);                                                                      \
-        }                                                                                 \
-    } while (0)
 
 struct Kind {
     curandRngType_t type;
@@ -72,16 +35,10 @@ template <class T> static Moments moments(const std::vector<T> &v) {
     return {mean, sq / v.size(), lo, hi};
 }
 
-template <class T> static std::vector<T> from_device(const T *d, size_t n) {
-    std::vector<T> host(n);
-    CHECK(cudaMemcpy(host.data(), d, n * sizeof(T), cudaMemcpyDeviceToHost));
-    return host;
-}
-
 static curandGenerator_t device_generator(curandRngType_t type, unsigned long long seed) {
     curandGenerator_t gen;
-    CURAND(curandCreateGenerator(&gen, type));
-    if (type < CURAND_RNG_QUASI_DEFAULT) CURAND(curandSetPseudoRandomGeneratorSeed(gen, seed));
+    CURAND_CHECK(curandCreateGenerator(&gen, type));
+    if (type < CURAND_RNG_QUASI_DEFAULT) CURAND_CHECK(curandSetPseudoRandomGeneratorSeed(gen, seed));
     return gen;
 }
 
@@ -94,26 +51,26 @@ static void types() {
     CHECK(cudaMalloc(&u, n * sizeof(float)));
     for (const Kind &k : PSEUDO) {
         curandGenerator_t gen = device_generator(k.type, 1234ULL);
-        CURAND(curandGenerate(gen, bits, n));
-        CURAND(curandGenerateUniform(gen, u, n));
+        CURAND_CHECK(curandGenerate(gen, bits, n));
+        CURAND_CHECK(curandGenerateUniform(gen, u, n));
         CHECK(cudaDeviceSynchronize());
-        auto b = from_device(bits, n);
+        auto b = to_host(bits, n);
         std::vector<double> scaled(n);
         for (size_t i = 0; i < n; i++) scaled[i] = b[i] / 4294967296.0;
-        Moments mb = moments(scaled), mu = moments(from_device(u, n));
+        Moments mb = moments(scaled), mu = moments(to_host(u, n));
         printf("%s: bits mean %.4f, uniform mean %.4f var %.4f\n", k.name, mb.mean, mu.mean, mu.var);
         WITHIN(mb.mean, 0.5, 0.01);
         WITHIN(mu.mean, 0.5, 0.01);
         WITHIN(mu.var, 1.0 / 12, 0.003);
         REQUIRE(mu.min > 0 && mu.max <= 1);
-        CURAND(curandDestroyGenerator(gen));
+        CURAND_CHECK(curandDestroyGenerator(gen));
     }
     curandGenerator_t sobol = device_generator(CURAND_RNG_QUASI_SOBOL32, 0);
-    CURAND(curandGenerateUniform(sobol, u, 4096));
-    Moments ms = moments(from_device(u, 4096));
+    CURAND_CHECK(curandGenerateUniform(sobol, u, 4096));
+    Moments ms = moments(to_host(u, 4096));
     WITHIN(ms.mean, 0.5, 1e-3);  // low discrepancy: far closer than random
     REQUIRE(ms.min > 0 && ms.max <= 1);
-    CURAND(curandDestroyGenerator(sobol));
+    CURAND_CHECK(curandDestroyGenerator(sobol));
     CHECK(cudaFree(bits));
     CHECK(cudaFree(u));
 }
@@ -131,47 +88,47 @@ static void distributions() {
     CHECK(cudaMalloc(&p, n * sizeof(unsigned int)));
     for (const Kind &k : PSEUDO) {
         curandGenerator_t gen = device_generator(k.type, 42ULL);
-        CURAND(curandSetStream(gen, stream));
+        CURAND_CHECK(curandSetStream(gen, stream));
 
-        CURAND(curandGenerateUniformDouble(gen, d, n));
+        CURAND_CHECK(curandGenerateUniformDouble(gen, d, n));
         CHECK(cudaStreamSynchronize(stream));
-        Moments m = moments(from_device(d, n));
+        Moments m = moments(to_host(d, n));
         WITHIN(m.mean, 0.5, 0.01);
         WITHIN(m.var, 1.0 / 12, 0.003);
         REQUIRE(m.min > 0 && m.max <= 1);
 
-        CURAND(curandGenerateNormal(gen, f, n, 2.0f, 3.0f));
+        CURAND_CHECK(curandGenerateNormal(gen, f, n, 2.0f, 3.0f));
         CHECK(cudaStreamSynchronize(stream));
-        m = moments(from_device(f, n));
+        m = moments(to_host(f, n));
         WITHIN(m.mean, 2.0, 0.05);
         WITHIN(std::sqrt(m.var), 3.0, 0.05);
 
-        CURAND(curandGenerateNormalDouble(gen, d, n, -1.0, 0.5));
+        CURAND_CHECK(curandGenerateNormalDouble(gen, d, n, -1.0, 0.5));
         CHECK(cudaStreamSynchronize(stream));
-        m = moments(from_device(d, n));
+        m = moments(to_host(d, n));
         WITHIN(m.mean, -1.0, 0.01);
         WITHIN(std::sqrt(m.var), 0.5, 0.01);
 
-        CURAND(curandGenerateLogNormal(gen, f, n, 0.0f, 0.5f));  // mean exp(s^2/2)
+        CURAND_CHECK(curandGenerateLogNormal(gen, f, n, 0.0f, 0.5f));  // mean exp(s^2/2)
         CHECK(cudaStreamSynchronize(stream));
-        m = moments(from_device(f, n));
+        m = moments(to_host(f, n));
         WITHIN(m.mean, std::exp(0.125), 0.01);
         REQUIRE(m.min > 0);
 
-        CURAND(curandGenerateLogNormalDouble(gen, d, n, 1.0, 0.25));
+        CURAND_CHECK(curandGenerateLogNormalDouble(gen, d, n, 1.0, 0.25));
         CHECK(cudaStreamSynchronize(stream));
-        m = moments(from_device(d, n));
+        m = moments(to_host(d, n));
         WITHIN(m.mean, std::exp(1.0 + 0.03125), 0.03);
 
         const double lambdas[] = {0.5, 5.5, 300.0};
         for (double lambda : lambdas) {
-            CURAND(curandGeneratePoisson(gen, p, n, lambda));
+            CURAND_CHECK(curandGeneratePoisson(gen, p, n, lambda));
             CHECK(cudaStreamSynchronize(stream));
-            m = moments(from_device(p, n));
+            m = moments(to_host(p, n));
             WITHIN(m.mean, lambda, 0.02 * lambda + 0.01);
             WITHIN(m.var, lambda, 0.05 * lambda + 0.02);
         }
-        CURAND(curandDestroyGenerator(gen));
+        CURAND_CHECK(curandDestroyGenerator(gen));
     }
     CHECK(cudaStreamDestroy(stream));
     CHECK(cudaFree(f));
@@ -191,64 +148,64 @@ static void repeatable() {
     CHECK(cudaMalloc(&buf, n * sizeof(unsigned int)));
     for (const Kind &k : PSEUDO) {
         curandGenerator_t a = device_generator(k.type, 5ULL), b = device_generator(k.type, 5ULL);
-        CURAND(curandGenerate(a, buf, n));
-        auto first = from_device(buf, n);
-        CURAND(curandGenerate(b, buf, n));
-        REQUIRE(same(first, from_device(buf, n)));
-        CURAND(curandGenerate(a, buf, n));
-        auto second = from_device(buf, n);
+        CURAND_CHECK(curandGenerate(a, buf, n));
+        auto first = to_host(buf, n);
+        CURAND_CHECK(curandGenerate(b, buf, n));
+        REQUIRE(same(first, to_host(buf, n)));
+        CURAND_CHECK(curandGenerate(a, buf, n));
+        auto second = to_host(buf, n);
         REQUIRE(!same(first, second));  // the sequence goes on
         // A seed set again does not restart it: cuRAND goes on from the numbers made so far.
-        CURAND(curandSetPseudoRandomGeneratorSeed(a, 5ULL));
-        CURAND(curandGenerate(a, buf, n));
-        auto third = from_device(buf, n);
+        CURAND_CHECK(curandSetPseudoRandomGeneratorSeed(a, 5ULL));
+        CURAND_CHECK(curandGenerate(a, buf, n));
+        auto third = to_host(buf, n);
         REQUIRE(!same(first, third) && !same(second, third));
-        CURAND(curandGenerate(b, buf, n));
-        REQUIRE(same(second, from_device(buf, n)));
-        CURAND(curandGenerate(b, buf, n));
-        REQUIRE(same(third, from_device(buf, n)));
+        CURAND_CHECK(curandGenerate(b, buf, n));
+        REQUIRE(same(second, to_host(buf, n)));
+        CURAND_CHECK(curandGenerate(b, buf, n));
+        REQUIRE(same(third, to_host(buf, n)));
         if (k.type != CURAND_RNG_PSEUDO_MTGP32) {  // the offset sets the place: 0 starts over
-            CURAND(curandSetGeneratorOffset(a, 0ULL));
-            CURAND(curandGenerate(a, buf, n));
-            REQUIRE(same(first, from_device(buf, n)));
+            CURAND_CHECK(curandSetGeneratorOffset(a, 0ULL));
+            CURAND_CHECK(curandGenerate(a, buf, n));
+            REQUIRE(same(first, to_host(buf, n)));
         } else {
-            EXPECT_RAND(curandSetGeneratorOffset(a, 0ULL), CURAND_STATUS_TYPE_ERROR);
+            CURAND_EXPECT(curandSetGeneratorOffset(a, 0ULL), CURAND_STATUS_TYPE_ERROR);
         }
-        CURAND(curandSetPseudoRandomGeneratorSeed(b, 6ULL));
-        CURAND(curandGenerate(b, buf, n));
-        REQUIRE(!same(first, from_device(buf, n)));
-        CURAND(curandDestroyGenerator(a));
-        CURAND(curandDestroyGenerator(b));
+        CURAND_CHECK(curandSetPseudoRandomGeneratorSeed(b, 6ULL));
+        CURAND_CHECK(curandGenerate(b, buf, n));
+        REQUIRE(!same(first, to_host(buf, n)));
+        CURAND_CHECK(curandDestroyGenerator(a));
+        CURAND_CHECK(curandDestroyGenerator(b));
         if (k.type == CURAND_RNG_PSEUDO_MTGP32) continue;  // MTGP32 takes no offset on every cuRAND
 
         a = device_generator(k.type, 5ULL);
         b = device_generator(k.type, 5ULL);
-        CURAND(curandSetGeneratorOffset(a, 1000ULL));
-        CURAND(curandSetGeneratorOffset(b, 1000ULL));
-        CURAND(curandGenerate(a, buf, n));
-        auto offset = from_device(buf, n);
+        CURAND_CHECK(curandSetGeneratorOffset(a, 1000ULL));
+        CURAND_CHECK(curandSetGeneratorOffset(b, 1000ULL));
+        CURAND_CHECK(curandGenerate(a, buf, n));
+        auto offset = to_host(buf, n);
         REQUIRE(!same(first, offset));
-        CURAND(curandGenerate(b, buf, n));
-        REQUIRE(same(offset, from_device(buf, n)));
-        CURAND(curandDestroyGenerator(a));
-        CURAND(curandDestroyGenerator(b));
+        CURAND_CHECK(curandGenerate(b, buf, n));
+        REQUIRE(same(offset, to_host(buf, n)));
+        CURAND_CHECK(curandDestroyGenerator(a));
+        CURAND_CHECK(curandDestroyGenerator(b));
     }
     // orderings: the same one twice gives the same numbers
     curandGenerator_t a = device_generator(CURAND_RNG_PSEUDO_XORWOW, 9ULL), b = device_generator(CURAND_RNG_PSEUDO_XORWOW, 9ULL);
-    CURAND(curandSetGeneratorOrdering(a, CURAND_ORDERING_PSEUDO_LEGACY));
-    CURAND(curandSetGeneratorOrdering(b, CURAND_ORDERING_PSEUDO_LEGACY));
-    CURAND(curandGenerate(a, buf, n));
-    auto legacy = from_device(buf, n);
-    CURAND(curandGenerate(b, buf, n));
-    REQUIRE(same(legacy, from_device(buf, n)));
-    CURAND(curandSetGeneratorOrdering(a, CURAND_ORDERING_PSEUDO_BEST));
-    CURAND(curandSetGeneratorOrdering(b, CURAND_ORDERING_PSEUDO_BEST));
-    CURAND(curandGenerate(a, buf, n));
-    auto best = from_device(buf, n);
-    CURAND(curandGenerate(b, buf, n));
-    REQUIRE(same(best, from_device(buf, n)));
-    CURAND(curandDestroyGenerator(a));
-    CURAND(curandDestroyGenerator(b));
+    CURAND_CHECK(curandSetGeneratorOrdering(a, CURAND_ORDERING_PSEUDO_LEGACY));
+    CURAND_CHECK(curandSetGeneratorOrdering(b, CURAND_ORDERING_PSEUDO_LEGACY));
+    CURAND_CHECK(curandGenerate(a, buf, n));
+    auto legacy = to_host(buf, n);
+    CURAND_CHECK(curandGenerate(b, buf, n));
+    REQUIRE(same(legacy, to_host(buf, n)));
+    CURAND_CHECK(curandSetGeneratorOrdering(a, CURAND_ORDERING_PSEUDO_BEST));
+    CURAND_CHECK(curandSetGeneratorOrdering(b, CURAND_ORDERING_PSEUDO_BEST));
+    CURAND_CHECK(curandGenerate(a, buf, n));
+    auto best = to_host(buf, n);
+    CURAND_CHECK(curandGenerate(b, buf, n));
+    REQUIRE(same(best, to_host(buf, n)));
+    CURAND_CHECK(curandDestroyGenerator(a));
+    CURAND_CHECK(curandDestroyGenerator(b));
     CHECK(cudaFree(buf));
 }
 
@@ -266,18 +223,18 @@ static void host_vs_device() {
     const Kind all[] = {PSEUDO[0], PSEUDO[1], PSEUDO[2], PSEUDO[3], {CURAND_RNG_QUASI_SOBOL32, "SOBOL32"}};
     for (const Kind &k : all) {
         curandGenerator_t dev, host;
-        CURAND(curandCreateGenerator(&dev, k.type));
-        CURAND(curandCreateGeneratorHost(&host, k.type));
+        CURAND_CHECK(curandCreateGenerator(&dev, k.type));
+        CURAND_CHECK(curandCreateGeneratorHost(&host, k.type));
         if (k.type == CURAND_RNG_QUASI_SOBOL32) {
-            CURAND(curandSetQuasiRandomGeneratorDimensions(dev, 4));
-            CURAND(curandSetQuasiRandomGeneratorDimensions(host, 4));
+            CURAND_CHECK(curandSetQuasiRandomGeneratorDimensions(dev, 4));
+            CURAND_CHECK(curandSetQuasiRandomGeneratorDimensions(host, 4));
         } else {
-            CURAND(curandSetPseudoRandomGeneratorSeed(dev, 777ULL));
-            CURAND(curandSetPseudoRandomGeneratorSeed(host, 777ULL));
+            CURAND_CHECK(curandSetPseudoRandomGeneratorSeed(dev, 777ULL));
+            CURAND_CHECK(curandSetPseudoRandomGeneratorSeed(host, 777ULL));
         }
-        CURAND(curandGenerateUniform(dev, dfloat, n));
-        CURAND(curandGenerateUniform(host, hfloat.data(), n));  // into host memory
-        auto dfl = from_device(dfloat, n);
+        CURAND_CHECK(curandGenerateUniform(dev, dfloat, n));
+        CURAND_CHECK(curandGenerateUniform(host, hfloat.data(), n));  // into host memory
+        auto dfl = to_host(dfloat, n);
         double diff = 0, sum = 0;
         for (size_t i = 0; i < n; i++) {
             diff += std::fabs(dfl[i] - hfloat[i]);
@@ -285,17 +242,17 @@ static void host_vs_device() {
         }
         printf("%s: host vs device uniform L1 %g\n", k.name, diff / sum);
         REQUIRE(diff / sum < 1e-6);
-        CURAND(curandGenerate(dev, dbits, n));  // the sequences go on alike
-        CURAND(curandGenerate(host, hbits.data(), n));
-        REQUIRE(same(from_device(dbits, n), hbits));
-        CURAND(curandGenerateNormal(dev, dfloat, n, 0.0f, 1.0f));
-        CURAND(curandGenerateNormal(host, hfloat.data(), n, 0.0f, 1.0f));
-        dfl = from_device(dfloat, n);
+        CURAND_CHECK(curandGenerate(dev, dbits, n));  // the sequences go on alike
+        CURAND_CHECK(curandGenerate(host, hbits.data(), n));
+        REQUIRE(same(to_host(dbits, n), hbits));
+        CURAND_CHECK(curandGenerateNormal(dev, dfloat, n, 0.0f, 1.0f));
+        CURAND_CHECK(curandGenerateNormal(host, hfloat.data(), n, 0.0f, 1.0f));
+        dfl = to_host(dfloat, n);
         double worst = 0;
         for (size_t i = 0; i < n; i++) worst = std::fmax(worst, std::fabs(dfl[i] - hfloat[i]));
         REQUIRE(worst < 1e-4);  // transcendental functions may differ in the last bits
-        CURAND(curandDestroyGenerator(dev));
-        CURAND(curandDestroyGenerator(host));
+        CURAND_CHECK(curandDestroyGenerator(dev));
+        CURAND_CHECK(curandDestroyGenerator(host));
     }
     CHECK(cudaFree(dbits));
     CHECK(cudaFree(dfloat));
@@ -307,31 +264,31 @@ static void quasi() {
     const int dims = 3;
     const size_t per = 1024, n = dims * per;
     curandGenerator_t gen;
-    CURAND(curandCreateGenerator(&gen, CURAND_RNG_QUASI_DEFAULT));
-    CURAND(curandSetQuasiRandomGeneratorDimensions(gen, dims));
-    CURAND(curandSetGeneratorOrdering(gen, CURAND_ORDERING_QUASI_DEFAULT));
-    EXPECT_RAND(curandSetPseudoRandomGeneratorSeed(gen, 1), CURAND_STATUS_TYPE_ERROR);
-    EXPECT_RAND(curandSetGeneratorOrdering(gen, CURAND_ORDERING_PSEUDO_BEST), CURAND_STATUS_OUT_OF_RANGE);
+    CURAND_CHECK(curandCreateGenerator(&gen, CURAND_RNG_QUASI_DEFAULT));
+    CURAND_CHECK(curandSetQuasiRandomGeneratorDimensions(gen, dims));
+    CURAND_CHECK(curandSetGeneratorOrdering(gen, CURAND_ORDERING_QUASI_DEFAULT));
+    CURAND_EXPECT(curandSetPseudoRandomGeneratorSeed(gen, 1), CURAND_STATUS_TYPE_ERROR);
+    CURAND_EXPECT(curandSetGeneratorOrdering(gen, CURAND_ORDERING_PSEUDO_BEST), CURAND_STATUS_OUT_OF_RANGE);
     double *d;
     float *f;
     CHECK(cudaMalloc(&d, n * sizeof(double)));
     CHECK(cudaMalloc(&f, n * sizeof(float)));
-    CURAND(curandGenerateUniformDouble(gen, d, n));
-    auto u = from_device(d, n);
+    CURAND_CHECK(curandGenerateUniformDouble(gen, d, n));
+    auto u = to_host(d, n);
     for (int dim = 0; dim < dims; dim++) {  // dimension-major: each dimension's points together
         std::vector<double> one(u.begin() + dim * per, u.begin() + (dim + 1) * per);
         Moments m = moments(one);
         WITHIN(m.mean, 0.5, 2e-3);
         REQUIRE(m.min > 0 && m.max <= 1);
     }
-    EXPECT_RAND(curandGenerateUniform(gen, f, n + 1), CURAND_STATUS_LENGTH_NOT_MULTIPLE);
-    CURAND(curandGenerateNormal(gen, f, 3 * 999, 1.0f, 2.0f));  // odd, a multiple of 3
-    CURAND(curandSetGeneratorOffset(gen, 0));
-    CURAND(curandGenerateNormal(gen, f, n, 1.0f, 2.0f));
-    Moments m = moments(from_device(f, n));
+    CURAND_EXPECT(curandGenerateUniform(gen, f, n + 1), CURAND_STATUS_LENGTH_NOT_MULTIPLE);
+    CURAND_CHECK(curandGenerateNormal(gen, f, 3 * 999, 1.0f, 2.0f));  // odd, a multiple of 3
+    CURAND_CHECK(curandSetGeneratorOffset(gen, 0));
+    CURAND_CHECK(curandGenerateNormal(gen, f, n, 1.0f, 2.0f));
+    Moments m = moments(to_host(f, n));
     WITHIN(m.mean, 1.0, 0.02);
     WITHIN(std::sqrt(m.var), 2.0, 0.05);
-    CURAND(curandDestroyGenerator(gen));
+    CURAND_CHECK(curandDestroyGenerator(gen));
     CHECK(cudaFree(d));
     CHECK(cudaFree(f));
 }
@@ -339,7 +296,7 @@ static void quasi() {
 // cuRAND's statuses for bad types, lengths, options and parameters.
 static void errors() {
     curandGenerator_t gen;
-    EXPECT_RAND(curandCreateGenerator(&gen, (curandRngType_t)7), CURAND_STATUS_TYPE_ERROR);
+    CURAND_EXPECT(curandCreateGenerator(&gen, (curandRngType_t)7), CURAND_STATUS_TYPE_ERROR);
     gen = device_generator(CURAND_RNG_PSEUDO_PHILOX4_32_10, 3ULL);
     float *f;
     double *d;
@@ -349,27 +306,27 @@ static void errors() {
     CHECK(cudaMalloc(&d, 64 * sizeof(double)));
     CHECK(cudaMalloc(&p, 64 * sizeof(unsigned int)));
     CHECK(cudaMalloc(&ll, 64 * sizeof(unsigned long long)));
-    EXPECT_RAND(curandGenerateNormal(gen, f, 63, 0.0f, 1.0f), CURAND_STATUS_LENGTH_NOT_MULTIPLE);
-    EXPECT_RAND(curandGenerateNormalDouble(gen, d, 63, 0.0, 1.0), CURAND_STATUS_LENGTH_NOT_MULTIPLE);
-    EXPECT_RAND(curandGenerateLogNormal(gen, f, 1, 0.0f, 1.0f), CURAND_STATUS_LENGTH_NOT_MULTIPLE);
-    EXPECT_RAND(curandGenerateLogNormalDouble(gen, d, 33, 0.0, 1.0), CURAND_STATUS_LENGTH_NOT_MULTIPLE);
-    EXPECT_RAND(curandGeneratePoisson(gen, p, 64, 0.0), CURAND_STATUS_OUT_OF_RANGE);
-    EXPECT_RAND(curandGeneratePoisson(gen, p, 64, -2.0), CURAND_STATUS_OUT_OF_RANGE);
-    EXPECT_RAND(curandGenerateLongLong(gen, ll, 64), CURAND_STATUS_TYPE_ERROR);
-    EXPECT_RAND(curandSetQuasiRandomGeneratorDimensions(gen, 2), CURAND_STATUS_TYPE_ERROR);
-    EXPECT_RAND(curandSetGeneratorOrdering(gen, CURAND_ORDERING_QUASI_DEFAULT), CURAND_STATUS_OUT_OF_RANGE);
-    CURAND(curandGenerateNormal(gen, f, 64, 0.0f, 1.0f));  // the generator still works
-    CURAND(curandDestroyGenerator(gen));
+    CURAND_EXPECT(curandGenerateNormal(gen, f, 63, 0.0f, 1.0f), CURAND_STATUS_LENGTH_NOT_MULTIPLE);
+    CURAND_EXPECT(curandGenerateNormalDouble(gen, d, 63, 0.0, 1.0), CURAND_STATUS_LENGTH_NOT_MULTIPLE);
+    CURAND_EXPECT(curandGenerateLogNormal(gen, f, 1, 0.0f, 1.0f), CURAND_STATUS_LENGTH_NOT_MULTIPLE);
+    CURAND_EXPECT(curandGenerateLogNormalDouble(gen, d, 33, 0.0, 1.0), CURAND_STATUS_LENGTH_NOT_MULTIPLE);
+    CURAND_EXPECT(curandGeneratePoisson(gen, p, 64, 0.0), CURAND_STATUS_OUT_OF_RANGE);
+    CURAND_EXPECT(curandGeneratePoisson(gen, p, 64, -2.0), CURAND_STATUS_OUT_OF_RANGE);
+    CURAND_EXPECT(curandGenerateLongLong(gen, ll, 64), CURAND_STATUS_TYPE_ERROR);
+    CURAND_EXPECT(curandSetQuasiRandomGeneratorDimensions(gen, 2), CURAND_STATUS_TYPE_ERROR);
+    CURAND_EXPECT(curandSetGeneratorOrdering(gen, CURAND_ORDERING_QUASI_DEFAULT), CURAND_STATUS_OUT_OF_RANGE);
+    CURAND_CHECK(curandGenerateNormal(gen, f, 64, 0.0f, 1.0f));  // the generator still works
+    CURAND_CHECK(curandDestroyGenerator(gen));
 
-    CURAND(curandCreateGenerator(&gen, CURAND_RNG_QUASI_SOBOL32));
-    EXPECT_RAND(curandSetQuasiRandomGeneratorDimensions(gen, 0), CURAND_STATUS_OUT_OF_RANGE);
-    EXPECT_RAND(curandSetQuasiRandomGeneratorDimensions(gen, 20001), CURAND_STATUS_OUT_OF_RANGE);
-    CURAND(curandSetQuasiRandomGeneratorDimensions(gen, 5));
-    EXPECT_RAND(curandGenerate(gen, p, 64), CURAND_STATUS_LENGTH_NOT_MULTIPLE);
-    EXPECT_RAND(curandGeneratePoisson(gen, p, 64, 3.0), CURAND_STATUS_LENGTH_NOT_MULTIPLE);
-    EXPECT_RAND(curandGenerateLongLong(gen, ll, 60), CURAND_STATUS_TYPE_ERROR);
-    CURAND(curandGenerate(gen, p, 60));
-    CURAND(curandDestroyGenerator(gen));
+    CURAND_CHECK(curandCreateGenerator(&gen, CURAND_RNG_QUASI_SOBOL32));
+    CURAND_EXPECT(curandSetQuasiRandomGeneratorDimensions(gen, 0), CURAND_STATUS_OUT_OF_RANGE);
+    CURAND_EXPECT(curandSetQuasiRandomGeneratorDimensions(gen, 20001), CURAND_STATUS_OUT_OF_RANGE);
+    CURAND_CHECK(curandSetQuasiRandomGeneratorDimensions(gen, 5));
+    CURAND_EXPECT(curandGenerate(gen, p, 64), CURAND_STATUS_LENGTH_NOT_MULTIPLE);
+    CURAND_EXPECT(curandGeneratePoisson(gen, p, 64, 3.0), CURAND_STATUS_LENGTH_NOT_MULTIPLE);
+    CURAND_EXPECT(curandGenerateLongLong(gen, ll, 60), CURAND_STATUS_TYPE_ERROR);
+    CURAND_CHECK(curandGenerate(gen, p, 60));
+    CURAND_CHECK(curandDestroyGenerator(gen));
     CHECK(cudaDeviceSynchronize());
     CHECK(cudaFree(f));
     CHECK(cudaFree(d));
@@ -378,23 +335,15 @@ static void errors() {
 }
 
 int main(int argc, char **argv) {
-    Dl_info info;
-    REQUIRE(dladdr((void *)&curandCreateGenerator, &info) && info.dli_fname);
-    printf("curand from %s\n", info.dli_fname);
+    where_from("curand", (void *)&curandCreateGenerator);
     int version = 0;
-    CURAND(curandGetVersion(&version));
+    CURAND_CHECK(curandGetVersion(&version));
     REQUIRE(version >= 10000);
-    struct { const char *name; void (*run)(); } sections[] = {
+    const Section<> sections[] = {
         {"types", types}, {"distributions", distributions}, {"repeatable", repeatable},
         {"host_vs_device", host_vs_device}, {"quasi", quasi}, {"errors", errors},
     };
-    for (auto &section : sections) {
-        bool chosen = argc == 1;
-        for (int i = 1; i < argc; i++) chosen |= strcmp(argv[i], section.name) == 0;
-        if (!chosen) continue;
-        section.run();
-        printf("ok %s\n", section.name);
-    }
+    run_sections(argc, argv, sections);
     printf("PASSED curand_generators\n");
     return 0;
 }
