@@ -75,6 +75,8 @@ ANNOTATIONS = NATIVE / "library_annotations.ini"
 #: type another parameter names, cublasGemmEx's computeType and Ctype).
 DTYPES = {"float": "f4", "double": "f8", "cuComplex": "c8", "cuDoubleComplex": "c16", "__half": "f2",
           "int": "i4", "int64_t": "i8", "void": "typed"}
+#: The plane rotations, whose cosine `c` and sine `s` are scalars like alpha.
+ROT = re.compile(r"^cublas(?:[SDCZ]|Cs|Zd)rot_v2(?:_64)?$")
 #: cuBLAS functions that manage the handle rather than compute: client/api_cublas.py serves them.
 BLAS_HOUSEKEEPING = ("cublasCreate", "cublasDestroy", "cublasGet", "cublasSet", "cublasLogger", "cublasXt",
                      "cublasLt", "cublasMigrate")
@@ -161,12 +163,13 @@ def read_annotations(path: Path = ANNOTATIONS) -> tuple[dict, set]:
 
 def blas_roles(name: str, params: list[tuple[str, str]], annotations: dict, skipped: set) -> list[str] | None:
     """How each parameter of a cuBLAS computation travels (native/library_annotations.ini
-    describes the roles), or None for a function the client cannot forward by its signature."""
-    if name in skipped or name.startswith(BLAS_HOUSEKEEPING) or not params or "cublasHandle_t" not in params[0][1]:
+    describes the roles), or None for a function the client cannot forward by its signature.
+    A `_64` variant shares its function's annotations."""
+    if name.removesuffix("_64") in skipped or name.startswith(BLAS_HOUSEKEEPING) or not params or "cublasHandle_t" not in params[0][1]:
         return None
     roles = ["handle"]
     for pname, decl in params[1:]:
-        annotated = annotations.get((name, pname))
+        annotated = annotations.get((name.removesuffix("_64"), pname))
         if annotated:
             roles.append(annotated)
             continue
@@ -175,7 +178,7 @@ def blas_roles(name: str, params: list[tuple[str, str]], annotations: dict, skip
             continue
         base = decl.replace("const", "").split("*")[0].strip()
         dtype = DTYPES.get(base)
-        if pname in ("alpha", "beta") and dtype:
+        if (pname in ("alpha", "beta") or (pname in ("c", "s") and ROT.match(name))) and dtype:
             roles.append(f"scalar:{dtype}")
         elif pname == "result" and dtype:
             roles.append(f"result:{dtype}")

@@ -139,7 +139,27 @@ static void level1(cublasHandle_t h) {
     for (int i = 0; i < n; i++)
         if (abs1(u[i]) > abs1(u[want_icmax - 1])) want_icmax = i + 1;
     REQUIRE(icmax == want_icmax);
-    for (void *p : {(void *)dx, (void *)dy, (void *)da, (void *)db, (void *)dc, (void *)du, (void *)dv})
+    // rot: c and s are scalars like alpha, read from host memory here, from device memory below
+    std::vector<float> rx = random_vector<float>(n), ry = random_vector<float>(n);
+    float *drx = to_device(rx), *dry = to_device(ry);
+    float cosine = 0.6f, sine = 0.8f;
+    CUBLAS_CHECK(cublasSrot(h, n, drx, 1, dry, 1, &cosine, &sine));
+    std::vector<float> rx1 = to_host(drx, n), ry1 = to_host(dry, n);
+    for (int i = 0; i < n; i++) {
+        NEAR(rx1[i], cosine * rx[i] + sine * ry[i], 1e-5);
+        NEAR(ry1[i], cosine * ry[i] - sine * rx[i], 1e-5);
+    }
+    float *dcs = to_device(std::vector<float>{0.0f, 1.0f});  // a quarter turn
+    CUBLAS_CHECK(cublasSetPointerMode(h, CUBLAS_POINTER_MODE_DEVICE));
+    CUBLAS_CHECK(cublasSrot(h, n, drx, 1, dry, 1, dcs, dcs + 1));
+    CUBLAS_CHECK(cublasSetPointerMode(h, CUBLAS_POINTER_MODE_HOST));
+    std::vector<float> rx2 = to_host(drx, n), ry2 = to_host(dry, n);
+    for (int i = 0; i < n; i++) {
+        NEAR(rx2[i], ry1[i], 1e-6);
+        NEAR(ry2[i], -rx1[i], 1e-6);
+    }
+    for (void *p : {(void *)dx, (void *)dy, (void *)da, (void *)db, (void *)dc, (void *)du, (void *)dv, (void *)drx,
+                    (void *)dry, (void *)dcs})
         CHECK(cudaFree(p));
 }
 
