@@ -100,9 +100,16 @@ def getrs_info(a: dict) -> int:
     return next((-_GETRS_POSITIONS[name] for name, ok in checks if not ok), 0)
 
 
-def check(name: str, arguments: dict) -> None:
-    """CUBLAS_STATUS_INVALID_VALUE, naming what is wrong, for arguments cuBLAS refuses."""
+def checker(name: str):
+    """check(arguments) for cuBLAS function `name`: CUBLAS_STATUS_INVALID_VALUE,
+    naming what is wrong, for arguments cuBLAS refuses.  (Made once per
+    function: its family is found by its name once.)"""
     match = _FAMILY.match(name)
-    problems = _problems(match["family"], arguments) if match else []
-    if problems:
-        raise LibraryError("CUBLAS_STATUS_INVALID_VALUE", f"{name}: {', '.join(problems)}")
+    family = match["family"] if match else ""
+
+    def check(arguments: dict) -> None:
+        problems = _problems(family, arguments)
+        if problems:
+            raise LibraryError("CUBLAS_STATUS_INVALID_VALUE", f"{name}: {', '.join(problems)}")
+
+    return check
