@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from rcuda._generated.libraries_api import LIBRARIES, LIBRARY_FUNCTIONS
+from rcuda.errors import ProtocolError
 from rcuda.library_errors import LibraryError
 
 #: C parameter types -> ctypes, for values passed as they are.
@@ -29,11 +30,16 @@ VALUE_TYPES = {"int": ctypes.c_int, "int64_t": ctypes.c_int64, "long long": ctyp
                "unsigned long long": ctypes.c_ulonglong, "unsigned int": ctypes.c_uint}
 SCALAR_TYPES = {"f4": ctypes.c_float, "f8": ctypes.c_double, "c8": ctypes.c_float * 2, "c16": ctypes.c_double * 2,
                 "f2": ctypes.c_uint16, "i4": ctypes.c_int, "i8": ctypes.c_int64}
+#: The cuFFT executions and how many arguments follow the plan (the input, the output, a direction).
+CUFFT_EXECUTIONS = {"cufftExecC2C": 3, "cufftExecZ2Z": 3, "cufftExecR2C": 2, "cufftExecC2R": 2,
+                    "cufftExecD2Z": 2, "cufftExecZ2D": 2}
 CURAND_DTYPES = {"curandGenerate": np.uint32, "curandGenerateLongLong": np.uint64,
                  "curandGenerateUniform": np.float32, "curandGenerateUniformDouble": np.float64,
                  "curandGenerateNormal": np.float32, "curandGenerateNormalDouble": np.float64,
                  "curandGenerateLogNormal": np.float32, "curandGenerateLogNormalDouble": np.float64,
                  "curandGeneratePoisson": np.uint32}
+CURAND_PARAMETERS = {"curandGenerateNormal": 2, "curandGenerateNormalDouble": 2, "curandGenerateLogNormal": 2,
+                     "curandGenerateLogNormalDouble": 2, "curandGeneratePoisson": 1}
 CURAND_SETTINGS = {"curandSetPseudoRandomGeneratorSeed": ctypes.c_ulonglong,
                    "curandSetGeneratorOffset": ctypes.c_ulonglong, "curandSetGeneratorOrdering": ctypes.c_int,
                    "curandSetQuasiRandomGeneratorDimensions": ctypes.c_uint}
@@ -114,6 +120,9 @@ class CudaLibraries:
         row = LIBRARY_FUNCTIONS.get(call)
         if row is None or not row.get("roles"):
             raise LibraryError("CUBLAS_STATUS_NOT_SUPPORTED", f"{call} is not a cuBLAS computation")
+        if len(args) != len(row["params"]) - 1:  # ctypes would pass whatever it is given
+            raise ProtocolError(f"lib: {call} takes {len(row['params']) - 1} arguments after the handle, "
+                                f"not {len(args)}")
         device_mode = any(isinstance(a, dict) and (a.get("scalar") or a.get("out")) for a in args)
         check("cublas", "cublasSetPointerMode", lib.cublasSetPointerMode_v2(obj.handle, int(device_mode)))
         converted, outputs = [obj.handle], []
@@ -141,9 +150,12 @@ class CudaLibraries:
         if call == "cufftSetAutoAllocation":
             check("cufft", call, lib.cufftSetAutoAllocation(plan, args[0]))
             return [], []
+        arity = CUFFT_EXECUTIONS.get(call)
+        if arity is None or len(args) != arity or not all(isinstance(a, int) for a in args):
+            raise ProtocolError(f"lib: {call} is not a cuFFT execution of {arity} integer arguments")
         check("cufft", "cufftSetStream", lib.cufftSetStream(plan, ctypes.c_void_p(stream)))
         pointers = [ctypes.c_void_p(a) for a in args[:2]]
-        check("cufft", call, getattr(lib, call)(plan, *pointers, *args[2:]))
+        check("cufft", call, getattr(lib, call)(plan, *pointers, *(ctypes.c_int(a) for a in args[2:])))
         return [], []
 
     def _curand(self, call: str, obj: CudaObject, args: list, stream: int):
@@ -161,6 +173,9 @@ class CudaLibraries:
         if dtype is None:
             raise LibraryError("CURAND_STATUS_INTERNAL_ERROR", f"{call} is not served")
         ptr, count, *parameters = args
+        if not isinstance(count, int) or count < 0 or len(parameters) != CURAND_PARAMETERS.get(call, 0):
+            raise ProtocolError(f"lib: {call} takes a pointer, a count and {CURAND_PARAMETERS.get(call, 0)} "
+                                f"parameters")
         host = np.empty(count, dtype) if obj.host else None
         target = ctypes.c_void_p(host.ctypes.data if obj.host else ptr)
         # mean and stddev are floats for the float forms (ctypes would pass a double where a float is read)
