@@ -136,6 +136,8 @@ class CudaLibraries:
         plan = obj.handle
         if call == "cufftMakePlanMany64":
             rank, n, inembed, istride, idist, onembed, ostride, odist, fft_type, batch = args
+            if rank not in (1, 2, 3) or any(v is not None and len(v) != rank for v in (n, inembed, onembed)):
+                raise ProtocolError(f"lib: {call}: rank {rank!r:.20} and size lists that do not match it")
             sizes = (ctypes.c_longlong * rank)(*n)
             embeds = [(ctypes.c_longlong * rank)(*e) if e is not None else None for e in (inembed, onembed)]
             work = ctypes.c_size_t()
