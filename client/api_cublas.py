@@ -321,14 +321,14 @@ def generic(name: str, row: dict):
         return None
     names = [pname for pname, _ in row["params"]][1:]
     roles = roles[1:]
-    getrs = "getrsBatched" in name
+    host_info = "info" in names and roles[names.index("info")].startswith("host_out")  # getrs, geqrf, gels
     check = blas_rules.checker(name)
 
     def forward(handle, *args):
         obj = blas_handle(handle, name)
         named = dict(zip(names, args))
-        if getrs and blas_rules.getrs_info(named):  # cuBLAS says which argument in *info too
-            _out(named["info"], "info")[0] = blas_rules.getrs_info(named)
+        if host_info and blas_rules.info(name, named):  # cuBLAS says which argument in *info too
+            _out(named["info"], "info")[0] = blas_rules.info(name, named)
         check(named)
         wire, outputs = [], []
         for role, value, pname in zip(roles, args, names):

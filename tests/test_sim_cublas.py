@@ -1,7 +1,8 @@
 """The sim's cuBLAS (server/backends/sim_cublas.py) against numpy, on a fake
 device memory: column-major views with leading dimensions larger than the
-rows, every transpose, negative increments, the batched calls and the
-LAPACK-like LU, and cuBLAS's validation."""
+rows, every transpose, negative increments, band and packed storage (against
+dense reconstructions), the rank updates, the batched calls, the LAPACK-like
+LU, QR and least squares, the Ex forms, and cuBLAS's validation."""
 from __future__ import annotations
 
 import numpy as np
@@ -454,3 +455,455 @@ def test_every_name_is_exported_by_cublas():
     syms = subprocess.run(["readelf", "-W", "--dyn-syms", str(libs[0])], capture_output=True, text=True).stdout
     exported = {line.split()[7].split("@")[0] for line in syms.splitlines() if len(line.split()) >= 8}
     assert sorted(set(CALLS) - exported) == []
+
+
+# --------------------------------------------------------------------------- band, packed, rank updates
+
+ALPHA = {"S": 1.5, "D": 1.5, "C": 1.5 - 0.5j, "Z": 1.5 - 0.5j}
+BETA = {"S": -0.5, "D": -0.5, "C": 0.25 + 1j, "Z": 0.25 + 1j}
+
+
+def band_storage(a, kl, ku, lda):
+    """Reference BLAS's band storage of a (column j of AB: A[i, j] at AB[ku + i - j, j]), NaN elsewhere."""
+    m, n = a.shape
+    ab = np.full((lda, n), np.nan, a.dtype)
+    for j in range(n):
+        for i in range(max(0, j - ku), min(m, j + kl + 1)):
+            ab[ku + i - j, j] = a[i, j]
+    return ab
+
+
+def band_of(a, kl, ku):
+    """a with only its kl sub- and ku superdiagonals."""
+    m, n = a.shape
+    i, j = np.indices((m, n))
+    return np.where((i - j <= kl) & (j - i <= ku), a, 0)
+
+
+def packed_storage(a, uplo):
+    """Reference BLAS's packed triangle, column by column (upper: rows 0..j; lower: rows j..n-1)."""
+    n = a.shape[0]
+    return np.array([a[i, j] for j in range(n) for i in (range(j + 1) if uplo == 1 else range(j, n))], a.dtype)
+
+
+def full_sym(a, uplo, hermitian):
+    """The full matrix of a's uplo triangle, symmetric or Hermitian."""
+    t = np.tril(a) if uplo == 0 else np.triu(a)
+    other = (t.conj().T if hermitian else t.T) - np.diag(np.diag(t))
+    full = t + other
+    if hermitian:
+        np.fill_diagonal(full, np.diag(full).real)
+    return full
+
+
+def triangle(a, uplo, diag):
+    t = np.tril(a) if uplo == 0 else np.triu(a)
+    if diag == 1:
+        np.fill_diagonal(t, 1)
+    return t
+
+
+def strided(dev, x, inc):
+    """x stored as a BLAS vector with increment inc (NaN between; inc < 0 from the far end)."""
+    n, step = len(x), abs(inc)
+    store = np.full((n - 1) * step + 1, np.nan, x.dtype)
+    store[::step] = x if inc > 0 else x[::-1]
+    return dev.put(store)
+
+
+def read_vector(dev, ptr, dtype, n, inc):
+    return np.array(dev.mem.array(ptr, dtype, n, inc))
+
+
+@pytest.mark.parametrize("p", TYPES)
+@pytest.mark.parametrize("trans", [0, 1, 2])
+def test_gbmv(p, trans):
+    dtype, dev = TYPES[p], Device()
+    m, n, kl, ku = 6, 5, 2, 1
+    lda = kl + ku + 2
+    a = rand(dtype, m, n)
+    lx, ly = (n, m) if trans == 0 else (m, n)
+    x, y = rand(dtype, lx, seed=1), rand(dtype, ly, seed=2)
+    px, py = strided(dev, x, -2), strided(dev, y, 3)
+    dev.call(f"cublas{p}gbmv_v2", trans, m, n, kl, ku, ALPHA[p], dev.put(band_storage(a, kl, ku, lda).T), lda,
+             px, -2, BETA[p], py, 3)
+    close(read_vector(dev, py, dtype, ly, 3), ALPHA[p] * op(band_of(a, kl, ku), trans) @ x + BETA[p] * y, dtype)
+
+
+@pytest.mark.parametrize("p", TYPES)
+@pytest.mark.parametrize("uplo", [0, 1])
+def test_sbmv_hbmv_spmv_hpmv(p, uplo):
+    dtype, dev = TYPES[p], Device()
+    n, k = 6, 2
+    hermitian = p in "CZ"
+    s_or_h = "h" if hermitian else "s"
+    a = band_of(rand(dtype, n, n), k, k)
+    want_a = full_sym(a, uplo, hermitian)
+    x, y = rand(dtype, n, seed=1), rand(dtype, n, seed=2)
+    want = ALPHA[p] * want_a @ x + BETA[p] * y
+    kl, ku = (k, 0) if uplo == 0 else (0, k)
+    ab = band_storage(np.tril(a) if uplo == 0 else np.triu(a), kl, ku, k + 2)
+    py = dev.put(y)
+    dev.call(f"cublas{p}{s_or_h}bmv_v2", uplo, n, k, ALPHA[p], dev.put(ab.T), k + 2, strided(dev, x, 2), 2,
+             BETA[p], py, 1)
+    close(dev.array(py, dtype, n), want, dtype)
+    py = strided(dev, y, -1)
+    dev.call(f"cublas{p}{s_or_h}pmv_v2", uplo, n, ALPHA[p], dev.put(packed_storage(a, uplo)), dev.put(x), 1,
+             BETA[p], py, -1)
+    close(read_vector(dev, py, dtype, n, -1), want, dtype)
+
+
+@pytest.mark.parametrize("p", TYPES)
+@pytest.mark.parametrize("uplo", [0, 1])
+@pytest.mark.parametrize("trans", [0, 1, 2])
+@pytest.mark.parametrize("diag", [0, 1])
+def test_tbmv_tbsv_tpmv_tpsv(p, uplo, trans, diag):
+    dtype, dev = TYPES[p], Device()
+    n, k = 6, 2
+    a = band_of(rand(dtype, n, n), k, k) + 4 * np.eye(n, dtype=dtype)       # well conditioned
+    t = triangle(a, uplo, diag)
+    if diag == 1:
+        a[np.diag_indices(n)] = np.nan                                      # a unit diagonal is not read
+    x = rand(dtype, n, seed=1)
+    kl, ku = (k, 0) if uplo == 0 else (0, k)
+    pa_band = dev.put(band_storage(np.tril(a) if uplo == 0 else np.triu(a), kl, ku, k + 1).T)
+    pa_packed = dev.put(packed_storage(a, uplo))
+    for name, args, want in (("tbmv", (k, pa_band, k + 1), op(t, trans) @ x),
+                             ("tbsv", (k, pa_band, k + 1), np.linalg.solve(op(t, trans), x)),
+                             ("tpmv", (pa_packed,), op(t, trans) @ x),
+                             ("tpsv", (pa_packed,), np.linalg.solve(op(t, trans), x))):
+        px = strided(dev, x, -2)
+        dev.call(f"cublas{p}{name}_v2", uplo, trans, diag, n, *args, px, -2)
+        close(read_vector(dev, px, dtype, n, -2), want, dtype)
+
+
+@pytest.mark.parametrize("p", TYPES)
+@pytest.mark.parametrize("uplo", [0, 1])
+def test_syr_syr2(p, uplo):
+    dtype, dev = TYPES[p], Device()
+    n, lda = 5, 7
+    a, x, y = rand(dtype, n, n), rand(dtype, n, seed=1), rand(dtype, n, seed=2)
+    mask = np.tri(n, dtype=bool) if uplo == 0 else np.tri(n, dtype=bool).T
+    for name, args, delta in (("syr", (), ALPHA[p] * np.outer(x, x)),
+                              ("syr2", (strided(dev, y, -1), -1), ALPHA[p] * (np.outer(x, y) + np.outer(y, x)))):
+        pa = dev.put_matrix(a, lda)
+        dev.call(f"cublas{p}{name}_v2", uplo, n, ALPHA[p], strided(dev, x, 2), 2, *args, pa, lda)
+        close(dev.matrix(pa, dtype, n, n, lda), np.where(mask, a + delta, a), dtype)   # the other triangle kept
+    if p in "SD":     # spr, spr2: the same on the packed triangle
+        for name, args, delta in (("spr", (), ALPHA[p] * np.outer(x, x)),
+                                  ("spr2", (dev.put(y), 1), ALPHA[p] * (np.outer(x, y) + np.outer(y, x)))):
+            pap = dev.put(packed_storage(a, uplo))
+            dev.call(f"cublas{p}{name}_v2", uplo, n, ALPHA[p], dev.put(x), 1, *args, pap)
+            close(dev.array(pap, dtype, n * (n + 1) // 2), packed_storage(a + delta, uplo), dtype)
+
+
+@pytest.mark.parametrize("p", "CZ")
+@pytest.mark.parametrize("uplo", [0, 1])
+def test_her_her2_hpr_hpr2(p, uplo):
+    dtype, dev = TYPES[p], Device()
+    n, lda = 5, 6
+    a, x, y = rand(dtype, n, n), rand(dtype, n, seed=1), rand(dtype, n, seed=2)
+    alpha, calpha = 0.75, ALPHA[p]
+    mask = np.tri(n, dtype=bool) if uplo == 0 else np.tri(n, dtype=bool).T
+
+    def hermitian_result(delta):
+        new = a + delta
+        np.fill_diagonal(new, np.diag(new).real)        # the diagonal's imaginary parts are set to 0
+        return new
+
+    her = alpha * np.outer(x, x.conj())
+    her2 = calpha * np.outer(x, y.conj()) + np.conj(calpha) * np.outer(y, x.conj())
+    for name, scale, args, delta in (("her", alpha, (), her), ("her2", calpha, (dev.put(y), 1), her2)):
+        pa = dev.put_matrix(a, lda)
+        dev.call(f"cublas{p}{name}_v2", uplo, n, scale, strided(dev, x, -3), -3, *args, pa, lda)
+        close(dev.matrix(pa, dtype, n, n, lda), np.where(mask, hermitian_result(delta), a), dtype)
+        pap = dev.put(packed_storage(a, uplo))
+        dev.call(f"cublas{p}hp{name[2:]}_v2", uplo, n, scale, strided(dev, x, -3), -3, *args, pap)
+        close(dev.array(pap, dtype, n * (n + 1) // 2), packed_storage(hermitian_result(delta), uplo), dtype)
+
+
+def test_her_alpha_zero_is_a_quick_return():
+    dev = Device()
+    a = rand(np.complex64, 3, 3)
+    pa = dev.put_matrix(a, 3)
+    dev.call("cublasCher_v2", 0, 3, 0.0, dev.put(np.full(3, np.nan, np.complex64)), 1, pa, 3)
+    close(dev.matrix(pa, np.complex64, 3, 3, 3), a, np.complex64)
+
+
+@pytest.mark.parametrize("name,args", [
+    ("cublasSgbmv_v2", (0, 4, 4, 1, 1, 1.0, 0, 2, 0, 1, 0.0, 0, 1)),      # lda < kl + ku + 1
+    ("cublasSgbmv_v2", (0, 4, 4, -1, 1, 1.0, 0, 3, 0, 1, 0.0, 0, 1)),     # kl < 0
+    ("cublasSsbmv_v2", (0, 4, 2, 1.0, 0, 2, 0, 1, 0.0, 0, 1)),            # lda < k + 1
+    ("cublasDspmv_v2", (2, 4, 1.0, 0, 0, 1, 0.0, 0, 1)),                  # bad uplo
+    ("cublasCtbsv_v2", (0, 0, 0, 4, 1, 0, 2, 0, 0)),                      # incx = 0
+    ("cublasZtpmv_v2", (0, 3, 0, 4, 0, 0, 1)),                            # bad trans
+    ("cublasSsyr_v2", (0, 4, 1.0, 0, 1, 0, 3)),                           # lda < n
+    ("cublasChpr2_v2", (0, -1, 1.0, 0, 1, 0, 1, 0)),                      # n < 0
+    ("cublasStpttr", (0, 4, 0, 0, 3)),                                    # lda < n
+])
+def test_level2_invalid_values(name, args):
+    with pytest.raises(LibraryError) as info:
+        Device().call(name, *args)
+    assert info.value.library_status == "CUBLAS_STATUS_INVALID_VALUE"
+
+
+@pytest.mark.parametrize("p", TYPES)
+def test_gemv_batched_and_strided(p):
+    dtype, dev, batch, m, n, lda = TYPES[p], Device(), 3, 4, 3, 6
+    a = [rand(dtype, m, n, seed=10 + i) for i in range(batch)]
+    x = [rand(dtype, m, seed=20 + i) for i in range(batch)]
+    y = [rand(dtype, n, seed=30 + i) for i in range(batch)]
+    want = [ALPHA[p] * a[i].conj().T @ x[i] + BETA[p] * y[i] for i in range(batch)]
+    py = [strided(dev, v, 2) for v in y]
+    dev.call(f"cublas{p}gemvBatched", 2, m, n, ALPHA[p], dev.put(np.array([dev.put_matrix(v, lda) for v in a],
+             np.uint64)), lda, dev.put(np.array([dev.put(v) for v in x], np.uint64)), 1, BETA[p],
+             dev.put(np.array(py, np.uint64)), 2, batch)
+    for i in range(batch):
+        close(read_vector(dev, py[i], dtype, n, 2), want[i], dtype)
+    # strided: A's and x's end to end, y's with a gap
+    sa, sx, sy = lda * n, m, n + 2
+    pa = dev.put(np.concatenate([np.vstack([v, np.full((lda - m, n), np.nan, dtype)]).T.ravel() for v in a]))
+    px = dev.put(np.concatenate(x))
+    py = dev.put(np.concatenate([np.concatenate([v, np.zeros(2, dtype)]) for v in y]))
+    dev.call(f"cublas{p}gemvStridedBatched_64", 2, m, n, ALPHA[p], pa, lda, sa, px, 1, sx, BETA[p], py, 1, sy,
+             batch)
+    for i in range(batch):
+        close(dev.array(py + i * sy * np.dtype(dtype).itemsize, dtype, n), want[i], dtype)
+
+
+# --------------------------------------------------------------------------- trsmBatched, syrkx/herkx, tpttr/trttp
+
+@pytest.mark.parametrize("side", [0, 1])
+@pytest.mark.parametrize("trans", [0, 2])
+def test_trsm_batched(side, trans):
+    dtype, dev, batch, m, n = np.complex128, Device(), 2, 4, 3
+    ka = m if side == 0 else n
+    a = [rand(dtype, ka, ka, seed=i) + 4 * np.eye(ka) for i in range(batch)]
+    b = [rand(dtype, m, n, seed=10 + i) for i in range(batch)]
+    pb = [dev.put_matrix(v, m + 1) for v in b]
+    alpha = 2 - 1j
+    dev.call("cublasZtrsmBatched", side, 1, trans, 0, m, n, alpha,
+             dev.put(np.array([dev.put_matrix(v, ka) for v in a], np.uint64)), ka, dev.put(np.array(pb, np.uint64)),
+             m + 1, batch)
+    for i in range(batch):
+        t = op(np.triu(a[i]), trans)
+        want = np.linalg.solve(t, alpha * b[i]) if side == 0 else alpha * b[i] @ np.linalg.inv(t)
+        close(dev.matrix(pb[i], dtype, m, n, m + 1), want, dtype)
+
+
+@pytest.mark.parametrize("p", TYPES)
+@pytest.mark.parametrize("uplo", [0, 1])
+@pytest.mark.parametrize("trans", [0, 1])
+def test_syrkx_herkx(p, uplo, trans):
+    dtype, dev, n, k = TYPES[p], Device(), 4, 3
+    hermitian = p in "CZ" and trans == 1       # herkx takes N and C; syrkx N and T
+    t = 2 if hermitian else trans
+    shape = (n, k) if trans == 0 else (k, n)
+    a, b, c = rand(dtype, *shape, seed=1), rand(dtype, *shape, seed=2), rand(dtype, n, n, seed=3)
+    beta = 0.5 if hermitian else BETA[p]
+    pc = dev.put_matrix(c, n + 1)
+    name = f"cublas{p}herkx" if hermitian else f"cublas{p}syrkx"
+    dev.call(name, uplo, t, n, k, ALPHA[p], dev.put_matrix(a, shape[0]), shape[0], dev.put_matrix(b, shape[0]),
+             shape[0], beta, pc, n + 1)
+    other = (lambda v: v.conj().T) if hermitian else (lambda v: v.T)
+    opa, opb = (a, b) if trans == 0 else (other(a), other(b))
+    want = ALPHA[p] * opa @ other(opb) + beta * c
+    if hermitian:
+        np.fill_diagonal(want, np.diag(want).real)
+    mask = np.tri(n, dtype=bool) if uplo == 0 else np.tri(n, dtype=bool).T
+    close(dev.matrix(pc, dtype, n, n, n + 1), np.where(mask, want, c), dtype)
+
+
+@pytest.mark.parametrize("p", TYPES)
+@pytest.mark.parametrize("uplo", [0, 1])
+def test_tpttr_trttp(p, uplo):
+    dtype, dev, n, lda = TYPES[p], Device(), 5, 7
+    a, other = rand(dtype, n, n), rand(dtype, n, n, seed=1)
+    pa = dev.put_matrix(other, lda)
+    dev.call(f"cublas{p}tpttr", uplo, n, dev.put(packed_storage(a, uplo)), pa, lda)
+    mask = np.tri(n, dtype=bool) if uplo == 0 else np.tri(n, dtype=bool).T
+    close(dev.matrix(pa, dtype, n, n, lda), np.where(mask, a, other), dtype)
+    pap = dev.put(np.zeros(n * (n + 1) // 2, dtype))
+    dev.call(f"cublas{p}trttp", uplo, n, dev.put_matrix(a, lda), lda, pap)
+    close(dev.array(pap, dtype, n * (n + 1) // 2), packed_storage(a, uplo), dtype)
+
+
+# --------------------------------------------------------------------------- geqrfBatched, gelsBatched
+
+def householder_q(qr, tau):
+    """Q = H(1) ... H(k) from geqrf's vectors below the diagonal and its tau."""
+    m = qr.shape[0]
+    q = np.eye(m, dtype=qr.dtype)
+    for i in range(len(tau)):
+        v = np.zeros(m, qr.dtype)
+        v[i], v[i + 1:] = 1, qr[i + 1:, i]
+        q = q @ (np.eye(m, dtype=qr.dtype) - tau[i] * np.outer(v, v.conj()))
+    return q
+
+
+@pytest.mark.parametrize("p", TYPES)
+def test_geqrf_batched(p):
+    dtype, dev, batch, m, n, lda = TYPES[p], Device(), 2, 5, 3, 6
+    a = [rand(dtype, m, n, seed=i) for i in range(batch)]
+    pa = [dev.put_matrix(v, lda) for v in a]
+    ptau = [dev.put(np.zeros(n, dtype)) for _ in range(batch)]
+    info = dev.call(f"cublas{p}geqrfBatched", m, n, dev.put(np.array(pa, np.uint64)), lda,
+                    dev.put(np.array(ptau, np.uint64)), batch)
+    assert info == 0
+    for i in range(batch):
+        qr, tau = dev.matrix(pa[i], dtype, m, n, lda), dev.array(ptau[i], dtype, n)
+        close(householder_q(qr, tau) @ np.triu(qr), a[i], dtype)        # A = Q R
+
+
+def test_geqrf_batched_names_its_bad_parameter():
+    with pytest.raises(LibraryError) as info:
+        Device().call("cublasSgeqrfBatched", 4, 2, 0, 3, 0, 1)          # lda < m: parameter 5
+    assert info.value.library_status == "CUBLAS_STATUS_INVALID_VALUE" and info.value.outputs == (-5,)
+
+
+@pytest.mark.parametrize("p", TYPES)
+def test_gels_batched(p):
+    dtype, dev, batch, m, n, nrhs, ldc = TYPES[p], Device(), 2, 6, 3, 2, 7
+    a = [rand(dtype, m, n, seed=i) for i in range(batch)]
+    c = [rand(dtype, m, nrhs, seed=10 + i) for i in range(batch)]
+    pc = [dev.put_matrix(v, ldc) for v in c]
+    pinfo = dev.put(np.full(batch, -7, np.int32))
+    info = dev.call(f"cublas{p}gelsBatched", 0, m, n, nrhs, dev.put(np.array([dev.put_matrix(v, m) for v in a],
+                    np.uint64)), m, dev.put(np.array(pc, np.uint64)), ldc, pinfo, batch)
+    assert info == 0 and list(dev.array(pinfo, np.int32, batch)) == [0] * batch
+    for i in range(batch):
+        want = np.linalg.lstsq(a[i].astype(np.complex128), c[i].astype(np.complex128), rcond=None)[0]
+        close(dev.matrix(pc[i], dtype, n, nrhs, ldc), want, dtype)
+
+
+def test_gels_batched_refusals():
+    dev = Device()
+    for args, status, position in (((1, 4, 2, 1, 0, 4, 0, 4, 0, 1), "CUBLAS_STATUS_NOT_SUPPORTED", 2),   # trans
+                                   ((0, 2, 4, 1, 0, 2, 0, 2, 0, 1), "CUBLAS_STATUS_NOT_SUPPORTED", 3),   # m < n
+                                   ((0, 4, 2, 1, 0, 4, 0, 3, 0, 1), "CUBLAS_STATUS_INVALID_VALUE", 9)):  # ldc < m
+        with pytest.raises(LibraryError) as info:
+            dev.call("cublasDgelsBatched", *args)
+        assert info.value.library_status == status and info.value.outputs == (-position,)
+
+
+def test_blas_rules_info_matches_the_sim():
+    from rcuda import blas_rules
+    assert blas_rules.info("cublasSgeqrfBatched", dict(m=4, n=2, lda=3, batchSize=1)) == -5
+    assert blas_rules.info("cublasDgelsBatched", dict(trans=0, m=4, n=2, nrhs=1, lda=4, ldc=3, batchSize=1)) == -9
+    assert blas_rules.info("cublasDgelsBatched", dict(trans=0, m=2, n=4, nrhs=1, lda=4, ldc=4, batchSize=1)) == -3
+    assert blas_rules.info("cublasCgetrsBatched", dict(trans=0, n=2, nrhs=1, lda=1, ldb=2, batchSize=1)) == -6
+    with pytest.raises(LibraryError):     # complex symmetric calls are checked too (Csyrk: family syrk)
+        blas_rules.checker("cublasCsyrk_v2")(dict(uplo=0, trans=0, n=4, k=2, lda=3, ldc=4))
+    with pytest.raises(LibraryError):
+        blas_rules.checker("cublasZgbmv_v2_64")(dict(trans=0, m=4, n=4, kl=1, ku=1, lda=2, incx=1, incy=1))
+
+
+# --------------------------------------------------------------------------- the Ex forms
+
+R16F, R32F, R64F, C32F, C64F = 2, 0, 1, 4, 5
+EX_TYPES = {R16F: np.float16, R32F: np.float32, R64F: np.float64, C32F: np.complex64, C64F: np.complex128}
+
+
+@pytest.mark.parametrize("xtype,exec_type", [(R16F, R32F), (R32F, R32F), (R64F, R64F), (C32F, C32F), (C64F, C64F)])
+def test_level1_ex(xtype, exec_type):
+    dtype, dev, n = EX_TYPES[xtype], Device(), 7
+    tol = 2e-2 if dtype == np.float16 else TOL[np.float32] if np.finfo(dtype).bits == 32 else TOL[np.float64]
+    x, y = rand(dtype, n, seed=1), rand(dtype, n, seed=2)
+    wide = np.complex128
+    xw, yw = x.astype(wide), y.astype(wide)
+    alpha = 0.5 - 0.25j if np.issubdtype(dtype, np.complexfloating) else 0.5
+    real_type = R64F if np.finfo(dtype).bits == 64 else R32F
+
+    def near(got, want):
+        np.testing.assert_allclose(np.asarray(got, wide), want, rtol=tol, atol=tol)
+
+    py = dev.put(y)
+    dev.call("cublasAxpyEx", n, alpha, exec_type, dev.put(x), xtype, 1, py, xtype, 1, exec_type)
+    near(dev.array(py, dtype, n), yw + alpha * xw)
+    near(dev.call("cublasDotEx", n, dev.put(x), xtype, 1, dev.put(y), xtype, -1, xtype, exec_type), xw @ yw[::-1])
+    near(dev.call("cublasDotcEx_64", n, dev.put(x), xtype, 1, dev.put(y), xtype, 1, xtype, exec_type),
+         np.vdot(xw, yw))
+    near(dev.call("cublasNrm2Ex", n, dev.put(x), xtype, 1, real_type, real_type), np.linalg.norm(xw))
+    near(dev.call("cublasAsumEx", n, dev.put(x), xtype, 1, real_type, real_type),
+         np.sum(np.abs(xw.real) + np.abs(xw.imag)))
+    px = dev.put(x)
+    dev.call("cublasScalEx", n, alpha, exec_type, px, xtype, 1, exec_type)
+    near(dev.array(px, dtype, n), alpha * xw)
+    mags = np.abs(xw.real) + np.abs(xw.imag)
+    assert dev.call("cublasIamaxEx", n, dev.put(x), xtype, 1) == int(np.argmax(mags)) + 1
+    assert dev.call("cublasIaminEx_64", n, dev.put(x), xtype, 1) == int(np.argmin(mags)) + 1
+    px, py = dev.put(x), strided(dev, y, 2)
+    dev.call("cublasSwapEx", n, px, xtype, 1, py, xtype, 2)
+    near(dev.array(px, dtype, n), yw)
+    near(read_vector(dev, py, dtype, n, 2), xw)
+    py = dev.put(np.zeros(n, dtype))
+    dev.call("cublasCopyEx", n, dev.put(x), xtype, -1, py, xtype, 1)
+    near(dev.array(py, dtype, n), xw[::-1])
+
+
+def test_level1_ex_unsupported_types():
+    dev = Device()
+    for name, args in (("cublasAxpyEx", (2, 1.0, R32F, 0, R32F, 1, 0, R64F, 1, R32F)),      # x and y differ
+                       ("cublasDotEx", (2, 0, R64F, 1, 0, R64F, 1, R64F, R32F)),            # execution narrower
+                       ("cublasCopyEx", (2, 0, 14, 1, 0, 14, 1))):                          # bfloat16: not here
+        with pytest.raises(LibraryError) as info:
+            dev.call(name, *args)
+        assert info.value.library_status == "CUBLAS_STATUS_NOT_SUPPORTED"
+
+
+@pytest.mark.parametrize("name,atype,ctype", [("cublasSgemmEx", R32F, R32F), ("cublasSgemmEx", R16F, R32F),
+                                              ("cublasSgemmEx", R16F, R16F), ("cublasCgemmEx", C32F, C32F),
+                                              ("cublasCgemm3mEx_64", C32F, C32F)])
+def test_gemm_typed(name, atype, ctype):
+    at, ct, dev = EX_TYPES[atype], EX_TYPES[ctype], Device()
+    m, n, k = 5, 4, 3
+    a, b, c = rand(at, k, m, seed=1), rand(at, k, n, seed=2), rand(ct, m, n, seed=3)
+    alpha, beta = (1.5 - 0.5j, 0.5j) if name[6] == "C" else (1.5, 0.5)
+    pc = dev.put_matrix(c, m + 1)
+    dev.call(name, 1, 0, m, n, k, alpha, dev.put_matrix(a, k), atype, k, dev.put_matrix(b, k), atype, k, beta, pc,
+             ctype, m + 1)
+    want = alpha * a.T.astype(np.complex128) @ b.astype(np.complex128) + beta * c.astype(np.complex128)
+    tol = 2e-2 if np.float16 in (at, ct) else 2e-4
+    np.testing.assert_allclose(dev.matrix(pc, ct, m, n, m + 1).astype(np.complex128), want, rtol=tol, atol=tol)
+
+
+def test_gemm_typed_unsupported():
+    with pytest.raises(LibraryError) as info:
+        Device().call("cublasSgemmEx", 0, 0, 2, 2, 2, 1.0, 0, R64F, 2, 0, R64F, 2, 0.0, 0, R64F, 2)
+    assert info.value.library_status == "CUBLAS_STATUS_NOT_SUPPORTED"
+
+
+@pytest.mark.parametrize("p", "CZ")
+def test_gemm3m_batched_and_strided(p):
+    dtype, dev, m, n, k = TYPES[p], Device(), 3, 4, 2
+    a, b, c = rand(dtype, m, k, seed=1), rand(dtype, k, n, seed=2), rand(dtype, m, n, seed=3)
+    pc = dev.put_matrix(c, m)
+    dev.call(f"cublas{p}gemm3m", 0, 0, m, n, k, ALPHA[p], dev.put_matrix(a, m), m, dev.put_matrix(b, k), k,
+             BETA[p], pc, m)
+    close(dev.matrix(pc, dtype, m, n, m), ALPHA[p] * a @ b + BETA[p] * c, dtype)
+    if p == "C":
+        pc = dev.put_matrix(c, m)
+        dev.call("cublasCgemm3mBatched", 0, 0, m, n, k, ALPHA[p], dev.put(np.array([dev.put_matrix(a, m)], np.uint64)),
+                 m, dev.put(np.array([dev.put_matrix(b, k)], np.uint64)), k, BETA[p],
+                 dev.put(np.array([pc], np.uint64)), m, 1)
+        close(dev.matrix(pc, dtype, m, n, m), ALPHA[p] * a @ b + BETA[p] * c, dtype)
+        pc = dev.put_matrix(c, m)
+        dev.call("cublasCgemm3mStridedBatched", 0, 0, m, n, k, ALPHA[p], dev.put_matrix(a, m), m, 0,
+                 dev.put_matrix(b, k), k, 0, BETA[p], pc, m, 0, 1)
+        close(dev.matrix(pc, dtype, m, n, m), ALPHA[p] * a @ b + BETA[p] * c, dtype)
+
+
+@pytest.mark.parametrize("name", ["cublasCherkEx", "cublasCherk3mEx", "cublasCsyrkEx", "cublasCsyrk3mEx_64"])
+def test_rank_k_typed(name):
+    dev, n, k = Device(), 4, 3
+    hermitian = "herk" in name
+    a, c = rand(np.complex64, n, k, seed=1), rand(np.complex64, n, n, seed=2)
+    alpha, beta = (0.5, 2.0) if hermitian else (0.5 + 1j, 1 - 1j)
+    pc = dev.put_matrix(c, n)
+    dev.call(name, 1, 0, n, k, alpha, dev.put_matrix(a, n), C32F, n, beta, pc, C32F, n)
+    want = alpha * a @ (a.conj().T if hermitian else a.T) + beta * c
+    if hermitian:
+        np.fill_diagonal(want, np.diag(want).real)
+    close(dev.matrix(pc, np.complex64, n, n, n), np.where(np.tri(n, dtype=bool).T, want, c), np.complex64)
+    with pytest.raises(LibraryError):
+        dev.call(name, 1, 0, n, k, alpha, dev.put_matrix(a, n), C64F, n, beta, pc, C64F, n)

@@ -10,8 +10,14 @@ Conventions (the dispatcher's side of the contract):
   - Output scalars (dot's, nrm2's... `result`, getrsBatched's host `info`,
     the Get*Mode calls' mode) are not arguments: the function returns them.
   - A bad argument raises LibraryError with cuBLAS's status name.  For
-    getrsBatched, whose host `info` names the bad parameter, the error
-    carries it as `outputs = (info,)`: cuBLAS writes it and fails.
+    getrsBatched, geqrfBatched and gelsBatched, whose host `info` names the
+    bad parameter, the error carries it as `outputs = (info,)`: cuBLAS
+    writes it and fails (the client writes it too: rcuda/blas_rules.info).
+  - Band and packed matrices are stored as the reference BLAS stores them
+    (column-major, see "Level 2: band, packed, rank updates"); the Ex forms
+    take their vectors' and matrices' types as cudaDataType values and
+    answer CUBLAS_STATUS_NOT_SUPPORTED for a type or pairing the sim lacks
+    (bfloat16, the integer types).
 
 Precision follows the type: float32 (and complex64) data is computed in
 float32, float64 in float64; matrices are column-major (mem.matrix)."""
@@ -292,6 +298,190 @@ def _trmv(dtype, solve: bool):
         lower = (uplo == FILL_LOWER) == (trans == OP_N)
         xv[...] = _solve_tri(t, xv.copy(), lower) if solve else t @ xv
     return trmv
+
+
+# --------------------------------------------------------------------------- Level 2: band, packed, rank updates
+# Storage as the reference BLAS's, column-major: a band matrix's column j is
+# column j of AB with A[i, j] at AB[ku + i - j, j] (general; sbmv/tbmv upper:
+# ku = k, lower: AB[i - j, j]); a packed triangle lists its columns one after
+# another (upper: A[i, j] at AP[i + j (j + 1) / 2]; lower: at AP[i + (2n - j - 1) j / 2]).
+
+def _band(mem, a, dtype, rows, n, kl, ku, lda) -> np.ndarray:
+    """The dense rows x n matrix of a band matrix (kl sub-, ku superdiagonals) stored in AB."""
+    ab = mem.matrix(a, dtype, kl + ku + 1, n, lda)
+    full = np.zeros((rows, n), dtype)
+    for d in range(-ku, kl + 1):                        # diagonal d: A[j + d, j] = AB[ku + d, j]
+        j = np.arange(max(0, -d), min(n, rows - d))
+        full[j + d, j] = ab[ku + d, j]
+    return full
+
+
+def _band_tri(mem, a, dtype, n, k, lda, uplo) -> np.ndarray:
+    """A symmetric or triangular band matrix's stored triangle, dense."""
+    return _band(mem, a, dtype, n, n, 0, k, lda) if uplo == FILL_UPPER else _band(mem, a, dtype, n, n, k, 0, lda)
+
+
+def _packed_indices(n: int, uplo: int):
+    """(rows, cols) of a packed triangle's elements, in storage order."""
+    if uplo == FILL_UPPER:
+        cols, rows = np.tril_indices(n)                 # column j: rows 0..j
+    else:
+        cols, rows = np.triu_indices(n)                 # column j: rows j..n-1
+    return rows, cols
+
+
+def _unpack(mem, ap, dtype, n, uplo) -> np.ndarray:
+    rows, cols = _packed_indices(n, uplo)
+    full = np.zeros((n, n), dtype)
+    full[rows, cols] = mem.array(ap, dtype, n * (n + 1) // 2)
+    return full
+
+
+def _check_vectors(incx: int, incy: int) -> None:
+    _require(incx != 0 and incy != 0, "incx and incy must not be 0")
+
+
+def _mv_update(mem, y, dtype, length, incy, alpha, beta, product) -> None:
+    """y = alpha * product() + beta * y (product not formed when alpha is 0, y not read when beta is)."""
+    alpha, beta = _scalar(dtype, alpha), _scalar(dtype, beta)
+    yv = _vec(mem, y, dtype, length, incy)
+    yv[...] = _combine(yv, alpha * product() if alpha != 0 else np.zeros(length, dtype), beta)
+
+
+def _gbmv(dtype):
+    def gbmv(mem, handle, trans, m, n, kl, ku, alpha, a, lda, x, incx, beta, y, incy):
+        _check_op(trans)
+        _require(m >= 0 and n >= 0 and kl >= 0 and ku >= 0, f"m={m}, n={n}, kl={kl}, ku={ku}")
+        _require(lda >= kl + ku + 1, f"lda={lda} < kl + ku + 1")
+        _check_vectors(incx, incy)
+        if m == 0 or n == 0 or (alpha == 0 and beta == 1):
+            return
+        lenx, leny = (n, m) if trans == OP_N else (m, n)
+        _mv_update(mem, y, dtype, leny, incy, alpha, beta,
+                   lambda: _op(_band(mem, a, dtype, m, n, kl, ku, lda), trans) @ _vec(mem, x, dtype, lenx, incx))
+    return gbmv
+
+
+def _sbmv(dtype, hermitian: bool):
+    def sbmv(mem, handle, uplo, n, k, alpha, a, lda, x, incx, beta, y, incy):
+        _check_enum(uplo, "uplo")
+        _require(n >= 0 and k >= 0, f"n={n}, k={k}")
+        _require(lda >= k + 1, f"lda={lda} < k + 1")
+        _check_vectors(incx, incy)
+        if n == 0 or (alpha == 0 and beta == 1):
+            return
+        _mv_update(mem, y, dtype, n, incy, alpha, beta,
+                   lambda: _sym(_band_tri(mem, a, dtype, n, k, lda, uplo), uplo, hermitian)
+                   @ _vec(mem, x, dtype, n, incx))
+    return sbmv
+
+
+def _spmv(dtype, hermitian: bool):
+    def spmv(mem, handle, uplo, n, alpha, ap, x, incx, beta, y, incy):
+        _check_enum(uplo, "uplo")
+        _require(n >= 0, f"n={n}")
+        _check_vectors(incx, incy)
+        if n == 0 or (alpha == 0 and beta == 1):
+            return
+        _mv_update(mem, y, dtype, n, incy, alpha, beta,
+                   lambda: _sym(_unpack(mem, ap, dtype, n, uplo), uplo, hermitian) @ _vec(mem, x, dtype, n, incx))
+    return spmv
+
+
+def _tri_mv(mem, t, dtype, uplo, trans, diag, n, x, incx, solve: bool) -> None:
+    """x = op(T) x, or op(T)^-1 x, T the dense triangle."""
+    t = _op(_tri(t, uplo, diag), trans)
+    xv = _vec(mem, x, dtype, n, incx)
+    lower = (uplo == FILL_LOWER) == (trans == OP_N)
+    xv[...] = _solve_tri(t, xv.copy(), lower) if solve else t @ xv
+
+
+def _check_tri2(uplo, trans, diag, n, incx) -> None:
+    _check_enum(uplo, "uplo")
+    _check_op(trans)
+    _check_enum(diag, "diag")
+    _require(n >= 0, f"n={n}")
+    _require(incx != 0, "incx must not be 0")
+
+
+def _tbmv(dtype, solve: bool):
+    def tbmv(mem, handle, uplo, trans, diag, n, k, a, lda, x, incx):
+        _check_tri2(uplo, trans, diag, n, incx)
+        _require(k >= 0, f"k={k}")
+        _require(lda >= k + 1, f"lda={lda} < k + 1")
+        if n:
+            _tri_mv(mem, _band_tri(mem, a, dtype, n, k, lda, uplo), dtype, uplo, trans, diag, n, x, incx, solve)
+    return tbmv
+
+
+def _tpmv(dtype, solve: bool):
+    def tpmv(mem, handle, uplo, trans, diag, n, ap, x, incx):
+        _check_tri2(uplo, trans, diag, n, incx)
+        if n:
+            _tri_mv(mem, _unpack(mem, ap, dtype, n, uplo), dtype, uplo, trans, diag, n, x, incx, solve)
+    return tpmv
+
+
+def _rank_update(dtype, hermitian: bool, two: bool, packed: bool):
+    """syr/her (A += alpha x x^T, x x^H), syr2/her2 (+ alpha x y^T + alpha y x^T;
+    her2: alpha x y^H + conj(alpha) y x^H) and their packed forms spr/hpr,
+    spr2/hpr2: only the uplo triangle is written; her's diagonal stays real."""
+    alpha_type = REAL["C" if dtype == np.complex64 else "Z"] if hermitian and not two else dtype
+
+    def update(mem, handle, uplo, n, alpha, x, incx, *rest):
+        y, incy = rest[:2] if two else (None, None)
+        a, lda = (rest[-1], None) if packed else rest[-2:]
+        _check_enum(uplo, "uplo")
+        _require(n >= 0, f"n={n}")
+        _require(incx != 0 and incy != 0, "incx and incy must not be 0")
+        _require(packed or lda >= max(1, n), f"lda={lda} < max(1, n={n})")
+        if n == 0 or alpha == 0:
+            return
+        alpha = _scalar(alpha_type, alpha)
+        t = np.conj if hermitian else (lambda v: v)
+        xv = _vec(mem, x, dtype, n, incx)
+        if two:
+            yv = _vec(mem, y, dtype, n, incy)
+            second = np.conj(alpha) if hermitian else alpha
+            delta = alpha * np.outer(xv, t(yv)) + second * np.outer(yv, t(xv))
+        else:
+            delta = alpha * np.outer(xv, t(xv))
+        rows, cols = _packed_indices(n, uplo)
+        stored = mem.array(a, dtype, n * (n + 1) // 2) if packed else mem.matrix(a, dtype, n, n, lda)
+        where = (Ellipsis,) if packed else (rows, cols)
+        new = stored[where] + delta[rows, cols]
+        if hermitian:
+            diagonal = rows == cols
+            new[diagonal] = new[diagonal].real
+        stored[where] = new
+    return update
+
+
+def _gemv_batched(dtype):
+    gemv = _gemv(dtype)
+
+    def gemv_batched(mem, handle, trans, m, n, alpha, a, lda, x, incx, beta, y, incy, batch):
+        _require(batch >= 0, f"batchCount={batch}")
+        gemv(mem, handle, trans, m, n, 0, 0, lda, 0, incx, 1, 0, incy)    # the checks only (alpha 0, beta 1)
+        if batch == 0 or m == 0 or n == 0:
+            return
+        for pa, px, py in zip(mem.pointers(a, batch), mem.pointers(x, batch), mem.pointers(y, batch)):
+            gemv(mem, handle, trans, m, n, alpha, pa, lda, px, incx, beta, py, incy)
+    return gemv_batched
+
+
+def _gemv_strided(dtype):
+    gemv = _gemv(dtype)
+
+    def gemv_strided(mem, handle, trans, m, n, alpha, a, lda, stride_a, x, incx, stride_x, beta, y, incy, stride_y,
+                     batch):
+        _require(batch >= 0, f"batchCount={batch}")
+        gemv(mem, handle, trans, m, n, 0, 0, lda, 0, incx, 1, 0, incy)    # the checks only (alpha 0, beta 1)
+        size = _item_bytes(dtype)
+        for i in range(batch if m and n else 0):
+            gemv(mem, handle, trans, m, n, alpha, a + i * stride_a * size, lda, x + i * stride_x * size, incx,
+                 beta, y + i * stride_y * size, incy)
+    return gemv_strided
 
 
 # --------------------------------------------------------------------------- Level 3
@@ -578,6 +768,66 @@ def _dgmm(dtype):
     return dgmm
 
 
+def _trsm_batched(dtype):
+    trsm = _trsm(dtype)
+
+    def trsm_batched(mem, handle, side, uplo, trans, diag, m, n, alpha, a, lda, b, ldb, batch):
+        _check_tri3(side, uplo, trans, diag, m, n, lda, ldb)
+        _require(batch >= 0, f"batchCount={batch}")
+        if batch == 0 or m == 0 or n == 0:
+            return
+        for pa, pb in zip(mem.pointers(a, batch), mem.pointers(b, batch)):
+            trsm(mem, handle, side, uplo, trans, diag, m, n, alpha, pa, lda, pb, ldb)
+    return trsm_batched
+
+
+def _syrkx(dtype, hermitian: bool):
+    """C = alpha op(A) op(B)^T + beta C (herkx: op(B)^H, beta real), C's uplo triangle only."""
+    real_type = REAL["C" if dtype == np.complex64 else "Z"] if hermitian else dtype
+    complex_ = np.issubdtype(dtype, np.complexfloating)
+    allowed = (OP_N, OP_C) if hermitian else (OP_N, OP_T) if complex_ else (OP_N, OP_T, OP_C)
+
+    def syrkx(mem, handle, uplo, trans, n, k, alpha, a, lda, b, ldb, beta, c, ldc):
+        _check_rank_k(uplo, trans, n, k, lda, ldb, ldc, allowed)
+        if n == 0 or ((alpha == 0 or k == 0) and beta == 1):
+            return
+        alpha, beta = _scalar(dtype, alpha), _scalar(real_type, beta)
+        if alpha == 0 or k == 0:
+            product = np.zeros((n, n), dtype)
+        else:
+            shape = (n, k) if trans == OP_N else (k, n)
+            t = (lambda x: x.conj().T) if hermitian else (lambda x: x.T)
+            am, bm = mem.matrix(a, dtype, *shape, lda), mem.matrix(b, dtype, *shape, ldb)
+            opa, opb = (am, bm) if trans == OP_N else (t(am), t(bm))
+            product = alpha * (opa @ t(opb))
+        _rank_k_store(mem, c, dtype, n, ldc, uplo, product, beta, hermitian)
+    return syrkx
+
+
+def _tpttr(dtype):
+    """AP (packed) -> the uplo triangle of A; the other triangle untouched."""
+    def tpttr(mem, handle, uplo, n, ap, a, lda):
+        _check_packing(uplo, n, lda)
+        if n:
+            mem.matrix(a, dtype, n, n, lda)[_packed_indices(n, uplo)] = mem.array(ap, dtype, n * (n + 1) // 2)
+    return tpttr
+
+
+def _trttp(dtype):
+    """The uplo triangle of A -> AP (packed)."""
+    def trttp(mem, handle, uplo, n, a, lda, ap):
+        _check_packing(uplo, n, lda)
+        if n:
+            mem.array(ap, dtype, n * (n + 1) // 2)[...] = mem.matrix(a, dtype, n, n, lda)[_packed_indices(n, uplo)]
+    return trttp
+
+
+def _check_packing(uplo, n, lda) -> None:
+    _check_enum(uplo, "uplo")
+    _require(n >= 0, f"n={n}")
+    _require(lda >= max(1, n), f"lda={lda} < max(1, n={n})")
+
+
 # --------------------------------------------------------------------------- LU (batched, LAPACK getrf/getrs/getri)
 
 def _getf2(a: np.ndarray, pivot: bool):
@@ -713,6 +963,173 @@ def _matinv_batched(dtype):
     return matinv_batched
 
 
+# --------------------------------------------------------------------------- QR (batched, LAPACK geqrf/gels)
+
+def _bad_parameter(status: str, position: int, call: str):
+    """cuBLAS's refusal naming its first bad parameter in the host `info` (-position, the handle first)."""
+    error = LibraryError(status, f"{call}: parameter {position} is invalid")
+    error.outputs = (-position,)
+    raise error
+
+
+def _lapack(name: str, dtype):
+    prefix = {np.float32: "s", np.float64: "d", np.complex64: "c", np.complex128: "z"}[dtype]
+    return getattr(scipy.linalg.lapack, prefix + name)
+
+
+def _geqrf_batched(dtype):
+    geqrf = _lapack("geqrf", dtype)
+
+    def geqrf_batched(mem, handle, m, n, a, lda, tau, batch):
+        for position, ok in ((2, m >= 0), (3, n >= 0), (5, lda >= max(1, m)), (8, batch >= 0)):
+            if not ok:
+                _bad_parameter("CUBLAS_STATUS_INVALID_VALUE", position, "geqrfBatched")
+        if m == 0 or n == 0 or batch == 0:
+            return 0
+        for pa, ptau in zip(mem.pointers(a, batch), mem.pointers(tau, batch)):
+            am = mem.matrix(pa, dtype, m, n, lda)
+            qr, taus, _, _ = geqrf(np.array(am))        # R above the diagonal, Householder vectors below
+            am[...] = qr
+            mem.array(ptau, dtype, min(m, n))[...] = taus
+        return 0
+    return geqrf_batched
+
+
+def _gels_batched(dtype):
+    gels = _lapack("gels", dtype)
+
+    def gels_batched(mem, handle, trans, m, n, nrhs, a, lda, c, ldc, dev_info, batch):
+        for position, ok in ((3, m >= 0), (4, n >= 0), (5, nrhs >= 0), (7, lda >= max(1, m)),
+                             (9, ldc >= max(1, m)), (12, batch >= 0)):
+            if not ok:
+                _bad_parameter("CUBLAS_STATUS_INVALID_VALUE", position, "gelsBatched")
+        # only overdetermined systems (m >= n), not transposed
+        if trans != OP_N:
+            _bad_parameter("CUBLAS_STATUS_NOT_SUPPORTED", 2, "gelsBatched")
+        if m < n:
+            _bad_parameter("CUBLAS_STATUS_NOT_SUPPORTED", 3, "gelsBatched")
+        if batch == 0:
+            return 0
+        infos = mem.array(dev_info, np.int32, batch) if dev_info else np.zeros(batch, np.int32)
+        for i, (pa, pc) in enumerate(zip(mem.pointers(a, batch), mem.pointers(c, batch))):
+            cm = mem.matrix(pc, dtype, m, nrhs, ldc)
+            infos[i] = 0
+            if min(m, n, nrhs) == 0:                    # LAPACK's quick return: B zeroed
+                cm[...] = 0
+                continue
+            am = mem.matrix(pa, dtype, m, n, lda)
+            # info > 0: R is singular (its info-th diagonal element is 0), C then holds Q^H C
+            am[...], cm[...], infos[i] = gels(np.array(am), np.array(cm))
+        return 0
+    return gels_batched
+
+
+# --------------------------------------------------------------------------- the Ex forms: types named by cudaDataType
+
+def _data_type(code: int, what: str):
+    dtype = DATA_TYPES.get(code)
+    if dtype is None:
+        raise LibraryError("CUBLAS_STATUS_NOT_SUPPORTED", f"{what}: cudaDataType {code} is not supported here")
+    return dtype
+
+
+def _execution(xtype: int, exec_type: int, what: str, real_ok: bool = False):
+    """(x's dtype, the execution dtype) of an Ex Level 1 call: the execution type
+    at least x's precision, complex when x is (nrm2, asum: or its real counterpart)."""
+    x, e = _data_type(xtype, what), _data_type(exec_type, what)
+    xc, ec = np.issubdtype(x, np.complexfloating), np.issubdtype(e, np.complexfloating)
+    ok = e != np.float16 and np.finfo(x).bits <= np.finfo(e).bits and (xc == ec or (real_ok and xc))
+    if not ok:
+        raise LibraryError("CUBLAS_STATUS_NOT_SUPPORTED", f"{what}: xType {xtype} with executionType {exec_type}")
+    return x, e
+
+
+def _same_type(xtype: int, ytype: int, what: str) -> None:
+    if xtype != ytype:
+        raise LibraryError("CUBLAS_STATUS_NOT_SUPPORTED", f"{what}: xType {xtype} and yType {ytype} differ")
+
+
+def _axpy_ex(mem, handle, n, alpha, alpha_type, x, xtype, incx, y, ytype, incy, exec_type):
+    _same_type(xtype, ytype, "AxpyEx")
+    xt, et = _execution(xtype, exec_type, "AxpyEx")
+    _data_type(alpha_type, "AxpyEx")
+    if n <= 0:
+        return
+    xv, yv = _vec(mem, x, xt, n, incx), _vec(mem, y, xt, n, incy)
+    yv[...] = yv.astype(et) + _scalar(et, alpha) * xv.astype(et)
+
+
+def _dot_ex(conj: bool):
+    def dot_ex(mem, handle, n, x, xtype, incx, y, ytype, incy, result_type, exec_type):
+        _same_type(xtype, ytype, "DotEx")
+        xt, et = _execution(xtype, exec_type, "DotEx")
+        _data_type(result_type, "DotEx")
+        if n <= 0:
+            return _out(et(0))
+        xv, yv = _vec(mem, x, xt, n, incx).astype(et), _vec(mem, y, xt, n, incy).astype(et)
+        return _out(np.vdot(xv, yv) if conj else np.dot(xv, yv))
+    return dot_ex
+
+
+def _reduction_ex(factory, what: str):
+    """Nrm2Ex, AsumEx: the typed call's numbers computed in the execution type's real precision."""
+    def reduce_ex(mem, handle, n, x, xtype, incx, result_type, exec_type):
+        xt, et = _execution(xtype, exec_type, what, real_ok=True)
+        _data_type(result_type, what)
+        return factory(xt, np.finfo(et).dtype.type)(mem, handle, n, x, incx)
+    return reduce_ex
+
+
+def _scal_ex(mem, handle, n, alpha, alpha_type, x, xtype, incx, exec_type):
+    xt, et = _execution(xtype, exec_type, "ScalEx")
+    _data_type(alpha_type, "ScalEx")
+    if n <= 0 or incx <= 0:
+        return
+    xv = _vec(mem, x, xt, n, incx)
+    xv[...] = xv.astype(et) * _scalar(et, alpha)
+
+
+def _iamax_ex(pick):
+    def iamax_ex(mem, handle, n, x, xtype, incx):
+        return _iamax(_data_type(xtype, "IamaxEx"), pick)(mem, handle, n, x, incx)
+    return iamax_ex
+
+
+def _copy_ex(factory, what: str):
+    """CopyEx, SwapEx: x and y of one type, moved as they are."""
+    def move(mem, handle, n, x, xtype, incx, y, ytype, incy):
+        _same_type(xtype, ytype, what)
+        factory(_data_type(xtype, what))(mem, handle, n, x, incx, y, incy)
+    return move
+
+
+#: SgemmEx's (A and B type, C type) pairs, computed in float32; CgemmEx's, in complex64
+SGEMM_EX_TYPES = {(CUDA_R_32F, CUDA_R_32F), (CUDA_R_16F, CUDA_R_32F), (CUDA_R_16F, CUDA_R_16F)}
+CGEMM_EX_TYPES = {(CUDA_C_32F, CUDA_C_32F)}
+
+
+def _gemm_typed(compute, supported):
+    """SgemmEx, CgemmEx, Cgemm3mEx: gemm on A, B and C of the types named, in `compute`."""
+    def gemm_typed(mem, handle, transa, transb, m, n, k, alpha, a, atype, lda, b, btype, ldb, beta, c, ctype, ldc):
+        _check_gemm(transa, transb, m, n, k, lda, ldb, ldc)
+        if atype != btype or (atype, ctype) not in supported:
+            raise LibraryError("CUBLAS_STATUS_NOT_SUPPORTED", f"gemmEx: Atype {atype}, Btype {btype}, Ctype {ctype}")
+        at, ct = DATA_TYPES[atype], DATA_TYPES[ctype]
+        _gemm_one(mem, transa, transb, m, n, k, alpha, a, at, lda, b, at, ldb, beta, c, ct, ldc, compute)
+    return gemm_typed
+
+
+def _rank_k_typed(hermitian: bool):
+    """CherkEx, Cherk3mEx, CsyrkEx, Csyrk3mEx: A and C complex64 (the one pair supported here)."""
+    rank_k = _syrk(np.complex64, hermitian)
+
+    def rank_k_typed(mem, handle, uplo, trans, n, k, alpha, a, atype, lda, beta, c, ctype, ldc):
+        if (atype, ctype) != (CUDA_C_32F, CUDA_C_32F):
+            raise LibraryError("CUBLAS_STATUS_NOT_SUPPORTED", f"Atype {atype} with Ctype {ctype}")
+        rank_k(mem, handle, uplo, trans, n, k, alpha, a, lda, beta, c, ldc)
+    return rank_k_typed
+
+
 # --------------------------------------------------------------------------- handle settings
 
 def _set_math_mode(mem, handle, mode):
@@ -732,7 +1149,8 @@ def _set_workspace(mem, handle, ptr, size):
 # --------------------------------------------------------------------------- the table
 
 #: names without a _64 twin in libcublas.so.13 (the LAPACK-like batched calls and handle settings)
-NO_64 = ("getrfBatched", "getrsBatched", "getriBatched", "matinvBatched", "MathMode", "AtomicsMode", "Workspace")
+NO_64 = ("getrfBatched", "getrsBatched", "getriBatched", "matinvBatched", "geqrfBatched", "gelsBatched", "tpttr",
+         "trttp", "MathMode", "AtomicsMode", "Workspace")
 
 
 def _table() -> dict:
@@ -770,6 +1188,27 @@ def _table() -> dict:
         add(f"cublas{p}getrsBatched", _getrs_batched(dtype))
         add(f"cublas{p}getriBatched", _getri_batched(dtype))
         add(f"cublas{p}matinvBatched", _matinv_batched(dtype))
+        add(f"cublas{p}gbmv_v2", _gbmv(dtype))
+        add(f"cublas{p}tbmv_v2", _tbmv(dtype, solve=False))
+        add(f"cublas{p}tbsv_v2", _tbmv(dtype, solve=True))
+        add(f"cublas{p}tpmv_v2", _tpmv(dtype, solve=False))
+        add(f"cublas{p}tpsv_v2", _tpmv(dtype, solve=True))
+        add(f"cublas{p}syr_v2", _rank_update(dtype, hermitian=False, two=False, packed=False))
+        add(f"cublas{p}syr2_v2", _rank_update(dtype, hermitian=False, two=True, packed=False))
+        add(f"cublas{p}gemvBatched", _gemv_batched(dtype))
+        add(f"cublas{p}gemvStridedBatched", _gemv_strided(dtype))
+        add(f"cublas{p}trsmBatched", _trsm_batched(dtype))
+        add(f"cublas{p}syrkx", _syrkx(dtype, False))
+        add(f"cublas{p}tpttr", _tpttr(dtype))
+        add(f"cublas{p}trttp", _trttp(dtype))
+        add(f"cublas{p}geqrfBatched", _geqrf_batched(dtype))
+        add(f"cublas{p}gelsBatched", _gels_batched(dtype))
+        # symmetric band and packed matrices are real's; Hermitian ones complex's
+        s_or_h = "h" if complex_ else "s"
+        add(f"cublas{p}{s_or_h}bmv_v2", _sbmv(dtype, hermitian=complex_))
+        add(f"cublas{p}{s_or_h}pmv_v2", _spmv(dtype, hermitian=complex_))
+        add(f"cublas{p}{s_or_h}pr_v2", _rank_update(dtype, hermitian=complex_, two=False, packed=True))
+        add(f"cublas{p}{s_or_h}pr2_v2", _rank_update(dtype, hermitian=complex_, two=True, packed=True))
         if complex_:
             r = "S" if p == "C" else "D"
             add(f"cublas{p}dotu_v2", _dot(dtype))
@@ -785,6 +1224,10 @@ def _table() -> dict:
             add(f"cublas{p}hemm_v2", _symm(dtype, True))
             add(f"cublas{p}herk_v2", _syrk(dtype, True))
             add(f"cublas{p}her2k_v2", _syr2k(dtype, True))
+            add(f"cublas{p}her_v2", _rank_update(dtype, hermitian=True, two=False, packed=False))
+            add(f"cublas{p}her2_v2", _rank_update(dtype, hermitian=True, two=True, packed=False))
+            add(f"cublas{p}herkx", _syrkx(dtype, True))
+            add(f"cublas{p}gemm3m", _gemm(dtype))
         else:
             add(f"cublas{p}dot_v2", _dot(dtype))
             add(f"cublas{p}nrm2_v2", _nrm2(dtype, real))
@@ -794,6 +1237,24 @@ def _table() -> dict:
     add("cublasGemmEx", _gemm_ex)
     add("cublasGemmBatchedEx", _gemm_batched_ex)
     add("cublasGemmStridedBatchedEx", _gemm_strided_ex)
+    add("cublasCgemm3mBatched", _gemm_batched(np.complex64))
+    add("cublasCgemm3mStridedBatched", _gemm_strided(np.complex64))
+    add("cublasSgemmEx", _gemm_typed(np.float32, SGEMM_EX_TYPES))
+    add("cublasCgemmEx", _gemm_typed(np.complex64, CGEMM_EX_TYPES))
+    add("cublasCgemm3mEx", _gemm_typed(np.complex64, CGEMM_EX_TYPES))
+    for name, hermitian in (("Cherk", True), ("Csyrk", False)):
+        add(f"cublas{name}Ex", _rank_k_typed(hermitian))
+        add(f"cublas{name}3mEx", _rank_k_typed(hermitian))
+    add("cublasAxpyEx", _axpy_ex)
+    add("cublasDotEx", _dot_ex(conj=False))
+    add("cublasDotcEx", _dot_ex(conj=True))
+    add("cublasNrm2Ex", _reduction_ex(_nrm2, "Nrm2Ex"))
+    add("cublasAsumEx", _reduction_ex(_asum, "AsumEx"))
+    add("cublasScalEx", _scal_ex)
+    add("cublasIamaxEx", _iamax_ex(np.argmax))
+    add("cublasIaminEx", _iamax_ex(np.argmin))
+    add("cublasCopyEx", _copy_ex(_copy, "CopyEx"))
+    add("cublasSwapEx", _copy_ex(_swap, "SwapEx"))
     add("cublasSetMathMode", _set_math_mode)
     add("cublasGetMathMode", lambda mem, handle: handle.math_mode)
     add("cublasSetAtomicsMode", _set_atomics_mode)

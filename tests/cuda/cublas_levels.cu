@@ -1,6 +1,7 @@
 // cuBLAS handles and Levels 1-3 through rcuda, each against host loops:
 // the handle's settings, Level 1 with increments other than 1 and results
-// in device memory (CUBLAS_POINTER_MODE_DEVICE), gemv and ger, trsm, trmm,
+// in device memory (CUBLAS_POINTER_MODE_DEVICE), gemv and ger, gbmv, spmv,
+// tpsv and syr (band and packed storage), trsm, trmm,
 // syrk, symm, geam and dgmm, Set/GetMatrix and Set/GetVector (and their
 // Async forms on a stream), and CUBLAS_STATUS_INVALID_VALUE for bad
 // arguments.  Sections: handle level1 device_results level2 level3 setget invalid.
@@ -212,6 +213,8 @@ static void device_results(cublasHandle_t h) {
         CHECK(cudaFree(ptr));
 }
 
+static void level2_band_packed(cublasHandle_t h);
+
 static void level2(cublasHandle_t h) {
     const int m = 7, n = 5, lda = 9;
     std::vector<double> A = random_vector<double>(lda * n);
@@ -243,6 +246,60 @@ static void level2(cublasHandle_t h) {
     CHECK(cudaFree(dx));
     CHECK(cudaFree(dy));
     CHECK(cudaFree(dA));
+    level2_band_packed(h);
+}
+
+// Band and packed storage (reference BLAS's, column-major) and the rank-1 update:
+// gbmv (A[i, j] at AB[ku + i - j + j * ldab]), spmv and tpsv on upper packed
+// triangles (A[i, j], i <= j, at AP[i + j (j + 1) / 2]), syr on the lower triangle.
+static void level2_band_packed(cublasHandle_t h) {
+    const int m = 6, n = 5, kl = 2, ku = 1, ldab = kl + ku + 2;
+    std::vector<double> AB = random_vector<double>(ldab * n), x = random_vector<double>(m), y = random_vector<double>(m);
+    auto band = [&](int i, int j) { return i - j > kl || j - i > ku ? 0.0 : AB[ku + i - j + j * ldab]; };
+    double *dAB = to_device(AB), *dx = to_device(x), *dy = to_device(y);
+    double alpha = 0.5, beta = 2.0;
+    // gbmv: y = alpha A^T x + beta y, x read backwards (incx = -1)
+    CUBLAS_CHECK(cublasDgbmv(h, CUBLAS_OP_T, m, n, kl, ku, &alpha, dAB, ldab, dx, -1, &beta, dy, 1));
+    std::vector<double> got = to_host(dy, n);
+    for (int j = 0; j < n; j++) {
+        double sum = 0;
+        for (int i = 0; i < m; i++) sum += band(i, j) * x[m - 1 - i];
+        NEAR(got[j], alpha * sum + beta * y[j], 1e-12);
+    }
+    // spmv: y = alpha A x + beta y, A symmetric from its packed upper triangle
+    std::vector<double> AP = random_vector<double>(n * (n + 1) / 2);
+    auto packed = [&](int i, int j) { return i <= j ? AP[i + j * (j + 1) / 2] : AP[j + i * (i + 1) / 2]; };
+    double *dAP = to_device(AP);
+    CHECK(cudaMemcpy(dy, y.data(), n * sizeof(double), cudaMemcpyHostToDevice));
+    CUBLAS_CHECK(cublasDspmv(h, CUBLAS_FILL_MODE_UPPER, n, &alpha, dAP, dx, 1, &beta, dy, 1));
+    got = to_host(dy, n);
+    for (int i = 0; i < n; i++) {
+        double sum = 0;
+        for (int j = 0; j < n; j++) sum += packed(i, j) * x[j];
+        NEAR(got[i], alpha * sum + beta * y[i], 1e-12);
+    }
+    // tpsv: solve A^T z = x, A upper triangular (packed) with a strong diagonal
+    for (int j = 0; j < n; j++) AP[j + j * (j + 1) / 2] += 4.0;
+    CHECK(cudaMemcpy(dAP, AP.data(), AP.size() * sizeof(double), cudaMemcpyHostToDevice));
+    CHECK(cudaMemcpy(dx, x.data(), m * sizeof(double), cudaMemcpyHostToDevice));
+    CUBLAS_CHECK(cublasDtpsv(h, CUBLAS_FILL_MODE_UPPER, CUBLAS_OP_T, CUBLAS_DIAG_NON_UNIT, n, dAP, dx, 1));
+    std::vector<double> z = to_host(dx, n);
+    for (int i = 0; i < n; i++) {  // row i of A^T is column i of A: sum over k <= i of A[k, i] z[k]
+        double sum = 0;
+        for (int k = 0; k <= i; k++) sum += AP[k + i * (i + 1) / 2] * z[k];
+        NEAR(sum, x[i], 1e-10);
+    }
+    // syr: A += alpha x x^T on the lower triangle only, x with increment 2
+    const int lda = n + 1;
+    std::vector<double> A = random_vector<double>(lda * n), xs = random_vector<double>(2 * n);
+    double *dA = to_device(A), *dxs = to_device(xs);
+    CUBLAS_CHECK(cublasDsyr(h, CUBLAS_FILL_MODE_LOWER, n, &alpha, dxs, 2, dA, lda));
+    got = to_host(dA, A.size());
+    for (int j = 0; j < n; j++)
+        for (int i = 0; i < lda; i++)
+            NEAR(got[i + j * lda], i >= j && i < n ? A[i + j * lda] + alpha * xs[2 * i] * xs[2 * j] : A[i + j * lda],
+                 1e-12);
+    for (double *p : {dAB, dx, dy, dAP, dA, dxs}) CHECK(cudaFree(p));
 }
 
 // op(T) of a triangular matrix stored in A (uplo), as a full host matrix.
