@@ -74,12 +74,14 @@ class LibraryObject:
         reply carries, its payload frames), raising LibraryError for a
         library status; else None."""
         device, stream = self.device, self.stream.id
-        if not wait:
+        if wait:
+            reply, payload = device.request("lib", call=name, obj=self.id, args=args, stream=stream)
+        else:
             device.post("lib", call=name, obj=self.id, args=args, stream=stream)
-            if device.mirrored:  # the call may write mapped memory (client/mapped_memory.py)
-                api.rt.fast.mirror_written(device, stream)
+        if device.mirrored:  # the call may write mapped memory (client/mapped_memory.py), waited for or not
+            api.rt.fast.mirror_written(device, stream)
+        if not wait:
             return None
-        reply, payload = device.request("lib", call=name, obj=self.id, args=args, stream=stream)
         if "status" in reply:
             raise LibraryError(reply["status"], f"{name} on {device.label}: {reply.get('msg', '')}")
         return reply.get("results", []), payload
