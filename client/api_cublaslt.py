@@ -13,6 +13,7 @@ heuristic offers one algorithm, which needs no workspace.
 """
 from __future__ import annotations
 
+import functools
 import itertools
 import struct
 
@@ -253,6 +254,12 @@ def _gemm(desc: Described, a: Described, b: Described, c: Described, d: Describe
             "compute": desc.get(0), "pointer_mode": desc.get(2)}
 
 
+@functools.cache
+def _strided_gemm():
+    """api_cublas's forwarder of cublasGemmStridedBatchedEx, made once."""
+    return api_cublas.generic("cublasGemmStridedBatchedEx", LIBRARY_FUNCTIONS["cublasGemmStridedBatchedEx"])
+
+
 @library()
 def cublasLtMatmul(lightHandle, computeDesc, alpha, A, Adesc, B, Bdesc, beta, C, Cdesc, D, Ddesc, algo,
                    workspace, workspaceSizeInBytes, stream):
@@ -270,9 +277,8 @@ def cublasLtMatmul(lightHandle, computeDesc, alpha, A, Adesc, B, Bdesc, beta, C,
         for i in range(g["batch"] if c.get(5, 1) > 1 else 1):
             api_cublas._copy_2d(dst + i * d.get(6) * size, d.get(4) * size, src + i * c.get(6) * size,
                                 c.get(4) * size, g["m"] * size, g["n"], 3, stream)
-    forward = api_cublas.generic("cublasGemmStridedBatchedEx", LIBRARY_FUNCTIONS["cublasGemmStridedBatchedEx"])
     strides = [layout.get(6) if layout.get(5, 1) > 1 else 0 for layout in (a, b, d)]
-    forward(handle.handle, g["transa"], g["transb"], g["m"], g["n"], g["k"], alpha,
+    _strided_gemm()(handle.handle, g["transa"], g["transb"], g["m"], g["n"], g["k"], alpha,
             api.address(A), a.get(0), a.get(4), strides[0], api.address(B), b.get(0), b.get(4), strides[1],
             beta, dst, d.get(0), d.get(4), strides[2], g["batch"], g["compute"], -1)
     return SUCCESS

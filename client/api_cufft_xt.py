@@ -40,7 +40,7 @@ _descriptors: dict[int, tuple] = {}
 
 def _multi(plan, call: str) -> Plan:
     obj = plan_of(plan, call)
-    if not getattr(obj, "gpus", None):
+    if not obj.gpus:
         raise LibraryError("CUFFT_INVALID_PLAN", f"{call}: plan {obj.handle} has no GPUs (cufftXtSetGPUs)")
     if obj.fft_type is None:
         raise LibraryError("CUFFT_INVALID_PLAN", f"{call}: plan {obj.handle} is not made")
@@ -159,7 +159,7 @@ def cufftXtMemcpy(plan, dstPointer, srcPointer, type):
 
 def _staging(obj: Plan) -> int:
     """The plan's buffer on its own GPU for a whole transform's data."""
-    if getattr(obj, "staging", None) is None:
+    if obj.staging is None:
         obj.staging = api_memory.allocate(obj.device, sum(_pieces(obj)))
     return obj.staging
 
@@ -207,7 +207,7 @@ def cufftXtExecDescriptor(plan, input, output, direction):
 def cufftXtSetWorkArea(plan, workArea):
     """Each GPU's work area: the plan's own GPU's is the one it uses."""
     obj = plan_of(plan, "cufftXtSetWorkArea")
-    gpus = getattr(obj, "gpus", None) or [obj.device.ordinal]
+    gpus = obj.gpus or [obj.device.ordinal]
     if workArea == api.ffi.NULL:
         raise LibraryError("CUFFT_INVALID_VALUE", "cufftXtSetWorkArea: workArea is NULL")
     if obj.device.ordinal in gpus:
