@@ -14,6 +14,9 @@ kind of generator, lengths, ranges) is checked here.
 """
 from __future__ import annotations
 
+import struct
+
+from rcuda import curand_calls
 from rcuda._generated.libraries_api import LIBRARIES
 from rcuda.errors import CudaError
 from rcuda.library_errors import LibraryError
@@ -158,24 +161,15 @@ def curandGenerateSeeds(generator):
 
 # ---------------------------------------------------------------- numbers
 
-#: name -> (bytes per number, the generator kinds it accepts, whether its
-#: count must be even on a pseudo-random generator (Box-Muller pairs))
-GENERATES = {
-    "curandGenerate": (4, PSEUDO | QUASI_32, False),
-    "curandGenerateLongLong": (8, QUASI_64, False),
-    "curandGenerateUniform": (4, None, False),
-    "curandGenerateUniformDouble": (8, None, False),
-    "curandGenerateNormal": (4, None, True),
-    "curandGenerateNormalDouble": (8, None, True),
-    "curandGenerateLogNormal": (4, None, True),
-    "curandGenerateLogNormalDouble": (8, None, True),
-    "curandGeneratePoisson": (4, None, False),
-}
+#: The generator kinds the calls that accept only some take (the rest take any).
+KINDS = {"curandGenerate": PSEUDO | QUASI_32, "curandGenerateLongLong": QUASI_64}
 
 
 def _generate(name: str, generator, output, count: int, parameters: list) -> int:
     obj = generator_of(generator, name)
-    size, kinds, pairs = GENERATES[name]
+    fmt, parameter_count, _ = curand_calls.GENERATES[name]
+    kinds = KINDS.get(name)
+    pairs = parameter_count == 2  # normals, by Box-Muller: (mean, stddev) calls make pairs
     if kinds is not None and obj.rng_type not in kinds:
         raise LibraryError("CURAND_STATUS_TYPE_ERROR", f"{name} on a generator of type {obj.rng_type}")
     if output == api.ffi.NULL and count:
@@ -193,7 +187,7 @@ def _generate(name: str, generator, output, count: int, parameters: list) -> int
         return SUCCESS
     _, payload = obj.call(name, [None, int(count), *parameters], wait=True)
     data = b"".join(bytes(getattr(frame, "buffer", frame)) for frame in payload)
-    if len(data) != count * size:
+    if len(data) != count * struct.calcsize(fmt):
         raise LibraryError("CURAND_STATUS_INTERNAL_ERROR", f"{name}: {len(data)} bytes came back for {count} numbers")
     api.ffi.memmove(output, data, len(data))
     return SUCCESS

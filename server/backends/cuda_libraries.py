@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
+from rcuda import curand_calls
 from rcuda._generated.libraries_api import LIBRARIES, LIBRARY_FUNCTIONS
 from rcuda.errors import ProtocolError
 from rcuda.library_errors import LibraryError
@@ -33,16 +34,8 @@ SCALAR_TYPES = {"f4": ctypes.c_float, "f8": ctypes.c_double, "c8": ctypes.c_floa
 #: The cuFFT executions and how many arguments follow the plan (the input, the output, a direction).
 CUFFT_EXECUTIONS = {"cufftExecC2C": 3, "cufftExecZ2Z": 3, "cufftExecR2C": 2, "cufftExecC2R": 2,
                     "cufftExecD2Z": 2, "cufftExecZ2D": 2}
-CURAND_DTYPES = {"curandGenerate": np.uint32, "curandGenerateLongLong": np.uint64,
-                 "curandGenerateUniform": np.float32, "curandGenerateUniformDouble": np.float64,
-                 "curandGenerateNormal": np.float32, "curandGenerateNormalDouble": np.float64,
-                 "curandGenerateLogNormal": np.float32, "curandGenerateLogNormalDouble": np.float64,
-                 "curandGeneratePoisson": np.uint32}
-CURAND_PARAMETERS = {"curandGenerateNormal": 2, "curandGenerateNormalDouble": 2, "curandGenerateLogNormal": 2,
-                     "curandGenerateLogNormalDouble": 2, "curandGeneratePoisson": 1}
-CURAND_SETTINGS = {"curandSetPseudoRandomGeneratorSeed": ctypes.c_ulonglong,
-                   "curandSetGeneratorOffset": ctypes.c_ulonglong, "curandSetGeneratorOrdering": ctypes.c_int,
-                   "curandSetQuasiRandomGeneratorDimensions": ctypes.c_uint}
+#: struct formats of cuRAND's values (rcuda/curand_calls.py) -> ctypes
+CTYPES = {"Q": ctypes.c_ulonglong, "i": ctypes.c_int, "I": ctypes.c_uint, "f": ctypes.c_float, "d": ctypes.c_double}
 _loaded: dict[str, ctypes.CDLL] = {}
 
 
@@ -163,25 +156,27 @@ class CudaLibraries:
     def _curand(self, call: str, obj: CudaObject, args: list, stream: int):
         lib = load("curand")
         generator = obj.handle
-        if call in CURAND_SETTINGS:
-            check("curand", call, getattr(lib, call)(generator, CURAND_SETTINGS[call](args[0])))
+        if call in curand_calls.SETTINGS:
+            value_type = CTYPES[curand_calls.SETTINGS[call][0]]
+            check("curand", call, getattr(lib, call)(generator, value_type(args[0])))
             return [], []
         if not obj.host:
             check("curand", "curandSetStream", lib.curandSetStream(generator, ctypes.c_void_p(stream)))
         if call == "curandGenerateSeeds":
             check("curand", call, lib.curandGenerateSeeds(generator))
             return [], []
-        dtype = CURAND_DTYPES.get(call)
-        if dtype is None:
+        generate = curand_calls.GENERATES.get(call)
+        if generate is None:
             raise LibraryError("CURAND_STATUS_INTERNAL_ERROR", f"{call} is not served")
+        fmt, expected, _ = generate
         ptr, count, *parameters = args
-        if not isinstance(count, int) or count < 0 or len(parameters) != CURAND_PARAMETERS.get(call, 0):
-            raise ProtocolError(f"lib: {call} takes a pointer, a count and {CURAND_PARAMETERS.get(call, 0)} "
-                                f"parameters")
-        host = np.empty(count, dtype) if obj.host else None
+        if not isinstance(count, int) or count < 0 or len(parameters) != expected:
+            raise ProtocolError(f"lib: {call} takes a pointer, a count and {expected} parameters")
+        host = np.empty(count, np.dtype(fmt)) if obj.host else None
         target = ctypes.c_void_p(host.ctypes.data if obj.host else ptr)
-        # mean and stddev are floats for the float forms (ctypes would pass a double where a float is read)
-        single = call in ("curandGenerateNormal", "curandGenerateLogNormal")
+        # mean and stddev are floats for the float forms (ctypes would pass a double where a float is read);
+        # Poisson's lambda is a double
+        single = fmt == "f"
         extra = [(ctypes.c_float if single else ctypes.c_double)(p) for p in parameters]
         check("curand", call, getattr(lib, call)(generator, target, ctypes.c_size_t(count), *extra))
         return [], ([memoryview(host.tobytes())] if obj.host else [])

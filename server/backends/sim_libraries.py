@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from rcuda import curand_calls
 from rcuda.errors import CudaError, ProtocolError, cudaError
 from rcuda.library_errors import LibraryError
 
@@ -57,27 +58,6 @@ class LibraryMemory:
     def pointers(self, ptr: int, count: int, what: str = "") -> list[int]:
         """An array of `count` device pointers in device memory (the batched calls' Aarray)."""
         return [int(p) for p in self._flat(ptr, np.uint64, count, what)]
-
-
-#: cuRAND's generating calls: (SimGenerator's method, numbers' dtype, how
-#: many parameters follow the count).
-CURAND_GENERATES = {
-    "curandGenerate": ("generate", np.uint32, 0),
-    "curandGenerateLongLong": ("generate_long_long", np.uint64, 0),
-    "curandGenerateUniform": ("uniform", np.float32, 0),
-    "curandGenerateUniformDouble": ("uniform_double", np.float64, 0),
-    "curandGenerateNormal": ("normal", np.float32, 2),
-    "curandGenerateNormalDouble": ("normal_double", np.float64, 2),
-    "curandGenerateLogNormal": ("log_normal", np.float32, 2),
-    "curandGenerateLogNormalDouble": ("log_normal_double", np.float64, 2),
-    "curandGeneratePoisson": ("poisson", np.uint32, 1),
-}
-CURAND_SETTINGS = {
-    "curandSetPseudoRandomGeneratorSeed": "set_seed",
-    "curandSetGeneratorOffset": "set_offset",
-    "curandSetGeneratorOrdering": "set_ordering",
-    "curandSetQuasiRandomGeneratorDimensions": "set_dimensions",
-}
 
 
 class SimObject:
@@ -185,16 +165,17 @@ class SimLibraries:
 
     def _curand(self, call: str, obj: SimObject, args: list):
         generator = obj.state
-        setting = CURAND_SETTINGS.get(call)
+        setting = curand_calls.SETTINGS.get(call)
         if setting is not None:
-            getattr(generator, setting)(*args)
+            getattr(generator, setting[1])(*args)
             return [], []
         if call == "curandGenerateSeeds":
             return [], []  # the sim's generators need no seeding step
-        generate = CURAND_GENERATES.get(call)
+        generate = curand_calls.GENERATES.get(call)
         if generate is None:
             raise LibraryError("CURAND_STATUS_INTERNAL_ERROR", f"{call} is not implemented by the sim backend")
-        method, dtype, extra = generate
+        fmt, extra, method = generate
+        dtype = np.dtype(fmt)
         ptr, count, *parameters = args
         if len(parameters) != extra or not isinstance(count, int) or count < 0:
             raise ProtocolError(f"lib: {call} takes a pointer, a count and {extra} parameters")
