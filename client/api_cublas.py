@@ -27,7 +27,7 @@ from rcuda.errors import CudaError, cudaError
 from rcuda.library_errors import LibraryError
 
 from . import api
-from .libraries import LibraryObject, library, objects, status
+from .libraries import LibraryObject, library, objects, required, status
 
 SUCCESS = 0
 INVALID_VALUE = "CUBLAS_STATUS_INVALID_VALUE"
@@ -400,9 +400,7 @@ def _write_scalar(pointer, dtype: str, value) -> None:
 
 
 def _out(pointer, what: str):
-    if pointer == api.ffi.NULL:
-        raise LibraryError(INVALID_VALUE, f"{what} is NULL")
-    return pointer
+    return required(pointer, what, INVALID_VALUE)
 
 
 __all__ = ["BlasHandle", "generic", "status"]

@@ -14,7 +14,7 @@ from rcuda.errors import CudaError
 from rcuda.library_errors import LibraryError
 
 from . import api
-from .libraries import LibraryObject, library, objects
+from .libraries import LibraryObject, library, objects, required
 
 SUCCESS = 0
 VERSION = LIBRARIES["cufft"]["version"]
@@ -42,9 +42,7 @@ def plan_of(plan, call: str) -> Plan:
 
 
 def _out(pointer, what: str):
-    if pointer == api.ffi.NULL:
-        raise LibraryError("CUFFT_INVALID_VALUE", f"{what} is NULL")
-    return pointer
+    return required(pointer, what, "CUFFT_INVALID_VALUE")
 
 
 def _new_plan(call: str) -> Plan:

@@ -22,7 +22,7 @@ from rcuda.errors import CudaError
 from rcuda.library_errors import LibraryError
 
 from . import api
-from .libraries import LibraryObject, library, objects
+from .libraries import LibraryObject, library, objects, required
 
 SUCCESS = 0
 VERSION = LIBRARIES["curand"]["version"]
@@ -50,9 +50,7 @@ def generator_of(generator, call: str) -> Generator:
 
 
 def _out(pointer, what: str):
-    if pointer == api.ffi.NULL:
-        raise LibraryError("CURAND_STATUS_OUT_OF_RANGE", f"{what} is NULL")
-    return pointer
+    return required(pointer, what, "CURAND_STATUS_OUT_OF_RANGE")
 
 
 def _create(generator, rng_type: int, host: bool) -> int:

@@ -46,6 +46,13 @@ def status(library_name: str, name: str) -> int:
     return LIBRARIES[library_name]["statuses"][name]
 
 
+def required(pointer, what: str, status: str):
+    """`pointer`, or LibraryError `status` (the library's own) when it is NULL."""
+    if pointer == api.ffi.NULL:
+        raise LibraryError(status, f"{what} is NULL")
+    return pointer
+
+
 class LibraryObject:
     """A cuBLAS handle, cuFFT plan or cuRAND generator: the program's
     handle for it, its id on its GPU's server, and the stream its calls use."""
