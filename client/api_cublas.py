@@ -327,8 +327,9 @@ def generic(name: str, row: dict):
     def forward(handle, *args):
         obj = blas_handle(handle, name)
         named = dict(zip(names, args))
-        if host_info and blas_rules.info(name, named):  # cuBLAS says which argument in *info too
-            _out(named["info"], "info")[0] = blas_rules.info(name, named)
+        info = blas_rules.info(name, named) if host_info else 0
+        if info:  # cuBLAS says which argument in *info too
+            _out(named["info"], "info")[0] = info
         check(named)
         wire, outputs = [], []
         for role, value, pname in zip(roles, args, names):
