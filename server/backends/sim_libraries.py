@@ -106,16 +106,7 @@ class SimLibraries:
     def _cublas(self, call: str, obj: SimObject, args: list):
         from . import sim_cublas
         handle = obj.state
-        if call == "cublasSetMathMode":
-            handle.math_mode = args[0]
-            return [], []
-        if call == "cublasSetAtomicsMode":
-            handle.atomics_mode = args[0]
-            return [], []
-        if call == "cublasSetWorkspace_v2":
-            handle.workspace = (args[0], args[1])
-            return [], []
-        function = sim_cublas.CALLS.get(call)
+        function = sim_cublas.CALLS.get(call)  # the handle's settings are there too
         if function is None:
             raise LibraryError("CUBLAS_STATUS_NOT_SUPPORTED", f"{call} is not implemented by the sim backend")
         inputs = [self._value(arg) for arg in args if not _is_output(arg)]
