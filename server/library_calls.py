@@ -62,10 +62,11 @@ class LibraryCalls:
         return ({"results": results}, frames) if frames else {"results": results}
 
     def _object(self, call: str, obj_id) -> object:
-        obj = self._objects.get(obj_id) if obj_id else None
-        if obj is None and obj_id:
-            raise LibraryError(_invalid_object(call), f"{call}: no handle, plan or generator {obj_id} in this "
-                                                      f"session on this GPU")
+        """The object every call but a creation works on (so providers always get one)."""
+        obj = self._objects.get(obj_id) if isinstance(obj_id, int) else None
+        if obj is None:
+            raise LibraryError(_invalid_object(call), f"{call}: no handle, plan or generator {obj_id!r:.20} in "
+                                                      f"this session on this GPU")
         return obj
 
     def release(self, device) -> None:

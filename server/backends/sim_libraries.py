@@ -92,10 +92,8 @@ class SimLibraries:
     def destroy(self, obj: SimObject) -> None:
         """Nothing to free: the state is Python's."""
 
-    def run(self, call: str, obj: SimObject | None, args: list, stream: int, answered: bool):
+    def run(self, call: str, obj: SimObject, args: list, stream: int, answered: bool):
         """(the host outputs' values, frames) of `call` on `obj`."""
-        if obj is None:
-            raise LibraryError(_not_supported(call), f"{call} needs a handle, plan or generator")
         run = {"cublas": self._cublas, "cufft": self._cufft, "curand": self._curand}[obj.library]
         results, frames = run(call, obj, args)
         self.device._op(stream)  # its moment in stream order (sim.py: modelled time)
@@ -179,11 +177,6 @@ class SimLibraries:
 
 def _is_output(arg) -> bool:
     return isinstance(arg, dict) and "out" in arg
-
-
-def _not_supported(call: str) -> str:
-    return {"cublas": "CUBLAS_STATUS_NOT_SUPPORTED", "cufft": "CUFFT_NOT_SUPPORTED"}.get(
-        call[:6] if call.startswith("cublas") else call[:5], "CURAND_STATUS_INTERNAL_ERROR")
 
 
 def _python(value):
