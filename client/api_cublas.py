@@ -271,7 +271,7 @@ def _matrix(rows, cols, elemSize, A, lda, B, ldb, kind, stream=None, what=""):
     return _copy_2d(B, ldb * elemSize, A, lda * elemSize, rows * elemSize, cols, kind, stream)
 
 
-H2D, D2H = 1, 2  # cudaMemcpyHostToDevice, cudaMemcpyDeviceToHost
+H2D, D2H, D2D = 1, 2, 3  # cudaMemcpyHostToDevice, cudaMemcpyDeviceToHost, cudaMemcpyDeviceToDevice
 
 
 def _register_copies() -> None:

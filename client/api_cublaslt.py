@@ -276,7 +276,7 @@ def cublasLtMatmul(lightHandle, computeDesc, alpha, A, Adesc, B, Bdesc, beta, C,
         size = ELEMENT_BYTES[d.get(0)]
         for i in range(g["batch"] if c.get(5, 1) > 1 else 1):
             api_cublas._copy_2d(dst + i * d.get(6) * size, d.get(4) * size, src + i * c.get(6) * size,
-                                c.get(4) * size, g["m"] * size, g["n"], 3, stream)
+                                c.get(4) * size, g["m"] * size, g["n"], api_cublas.D2D, stream)
     strides = [layout.get(6) if layout.get(5, 1) > 1 else 0 for layout in (a, b, d)]
     _strided_gemm()(handle.handle, g["transa"], g["transb"], g["m"], g["n"], g["k"], alpha,
             api.address(A), a.get(0), a.get(4), strides[0], api.address(B), b.get(0), b.get(4), strides[1],
