@@ -1,7 +1,7 @@
 """Packaging for rcuda.  `pip install .` also builds the native interposer
 (native/build.py) into rcuda/_lib/, linked against this Python's libpython
 (by soname: rcuda finds the interpreter and libpython of the environment it
-is installed in at run time, see native/interposer.c and rcuda/cli.py).
+is installed in at run time, see native/interposer.c and rcuda/libpython.py).
 
 The wheel is tagged for this CPython and platform (cp311-cp311-linux_x86_64),
 since the library embeds one CPython version.  The MNIST example
@@ -39,7 +39,7 @@ class BuildWithInterposer(build_py):
             # compiled now, it is not compiled again in each program (nor, with
             # PYTHONDONTWRITEBYTECODE set, in every run).  pip does this itself
             # for a normal install.
-            for folder in ("rcuda", "client", "server"):
+            for folder in ("rcuda", "client", "server"):  # (compile_dir recurses into their packages)
                 compileall.compile_dir(str(HERE / folder), quiet=1)
 
 
@@ -56,7 +56,9 @@ setup(
     version="0.1.0",
     description="Run unmodified CUDA programs on remote GPUs",
     python_requires=">=3.10",
-    packages=["rcuda", "rcuda._generated", "rcuda.client", "rcuda.server", "rcuda.server.backends",
+    packages=["rcuda", "rcuda._generated", "rcuda.client", "rcuda.client.transport", "rcuda.client.memory",
+              "rcuda.client.runtime", "rcuda.client.driver", "rcuda.client.libraries",
+              "rcuda.server", "rcuda.server.backends",
               "rcuda.benchmarks", "rcuda.benchmarks.micro", "rcuda.benchmarks.paper",
               "rcuda.examples"],
     package_dir={"rcuda.client": "client", "rcuda.server": "server", "rcuda.benchmarks": "benchmarks",

@@ -75,7 +75,7 @@ def client_passes(address: str, env_extra: dict) -> tuple[bool, str]:
 
 def one_run(name: str, seed: int, frames: int, keys: dict | None, stranger: bool, progress) -> dict:
     from rcuda import auth, fuzz, protocol
-    from rcuda.client.session import request_once
+    from rcuda.client.transport.session import request_once
     from rcuda.config import parse_server
 
     server, address = start_server(keys["server_dir"] if keys else None)

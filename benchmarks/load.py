@@ -104,7 +104,7 @@ class SessionCounter:
         import zmq
 
         from rcuda import protocol
-        from rcuda.client.session import request_once
+        from rcuda.client.transport.session import request_once
         from rcuda.config import parse_server
         from rcuda.errors import RcudaError
 

@@ -11,7 +11,7 @@ does it this way, per device:
      concurrent while a host function runs);
   3. when the marker's answer arrives, a callback thread of that device runs
      the function and then opens the gate.  Mapped host memory gets the
-     device's writes first (client/mapped_memory.py), so the function sees
+     device's writes first (client/memory/mapped.py), so the function sees
      what the stream's kernels wrote; what it writes goes to the device
      before the work behind the gate.
 
@@ -25,7 +25,7 @@ import logging
 import queue
 import threading
 
-from .link import Gate
+from .transport.link import Gate
 
 log = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """One remote GPU, as the application sees it: GPU<ordinal>.
 
 Turns runtime operations into protocol messages on the device's link
-(client/link.py) and replies back into CUDA statuses.  Error messages name the call, the device
+(client/transport/link.py) and replies back into CUDA statuses.  Error messages name the call, the device
 and the server.  A sticky error (an illegal address in a kernel, say) is
 remembered: from then on every call on this device fails with it, as on a
 real GPU whose context is lost, until cudaDeviceReset.
@@ -16,14 +16,14 @@ import time
 from rcuda import launch_rules, protocol
 from rcuda.errors import CudaError, cudaError, is_sticky
 
-from .fast_path import SYNC_SCOPES
+from .transport.fast_path import SYNC_SCOPES
 
 log = logging.getLogger(__name__)
 trace = logging.getLogger("rcuda.trace")  # RCUDA_LOG=debug: every forwarded message
 
 #: Properties that are rcuda's, whatever the GPU can do locally.  Mapped
-#: host memory and managed memory are rcuda's own (client/mapped_memory.py,
-#: client/managed_memory.py): a registered range's device pointer differs
+#: host memory and managed memory are rcuda's own (client/memory/mapped.py,
+#: client/memory/managed.py): a registered range's device pointer differs
 #: from its host pointer, and the host must not touch managed memory while
 #: kernels run (no concurrent managed access).  Pageable memory access, IPC
 #: and host atomics need the GPU on this host's bus.
@@ -51,7 +51,7 @@ def _check_length(frames, size: int, label: str) -> None:
 class RemoteDevice:
     def __init__(self, ordinal: int, session, local_index: int, link, properties: dict,
                  attributes: dict | None = None, fast=None, new_id=None):
-        from .fast_path import NullFastPath
+        from .transport.fast_path import NullFastPath
         self.ordinal = ordinal
         self.fast = fast or NullFastPath()
         self.new_id = new_id or itertools.count(1).__next__  # the runtime's: ids unique in the process
@@ -64,11 +64,11 @@ class RemoteDevice:
         self.stats = None        # client/stats.py Stats, with RCUDA_STATS=1
         self.flags = 0           # cudaSetDeviceFlags
         self.generation = 0      # counts cudaDeviceResets: objects of an older one are gone
-        self.mirrored = 0        # mapped host memory ranges on this device (client/mapped_memory.py)
+        self.mirrored = 0        # mapped host memory ranges on this device (client/memory/mapped.py)
         self.mirror_lock = threading.Lock()  # their downloads through Python (a ZeroMQ link), one at a time
         self._lock = threading.Lock()
         self._clean_lock = threading.Lock()  # a leaf: C's word on synchronous calls, kept consistent
-        self._pools_pending = False  # a synchronisation has memory pool work (client/memory_pools.py)
+        self._pools_pending = False  # a synchronisation has memory pool work (client/memory/pools.py)
         self._forget_state()
 
     def _forget_state(self) -> None:
@@ -147,7 +147,7 @@ class RemoteDevice:
 
     def refresh_mirrors(self, token) -> None:
         """After a synchronisation: the device's writes to mapped memory, if
-        it may have made some, into the host copies (client/mapped_memory.py)."""
+        it may have made some, into the host copies (client/memory/mapped.py)."""
         if token is not None:
             self.fast.mirror_refresh(self, token)
 

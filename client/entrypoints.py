@@ -2,9 +2,13 @@
 
 `attach` runs once, when the interposer starts the embedded interpreter.  It
 gives every `rcuda_py_<name>` declared by the interposer exactly one Python
-body: the implementation in client/api*.py (a driver function's in
-client/api_driver*.py), or, for functions rcuda does not implement, one that
-logs the name once and returns cudaErrorNotSupported (CUDA_ERROR_NOT_SUPPORTED).
+body: the implementation in client/runtime/ (a driver function's in
+client/driver/, a library's in client/libraries/), or, for functions rcuda
+does not implement, one that logs the name once and returns
+cudaErrorNotSupported (CUDA_ERROR_NOT_SUPPORTED, the library's own status).
+The driver's and the libraries' modules are imported at the first call of
+one of their functions, so a program that never calls them does not pay
+for their imports.
 Here, and only here, exceptions become CUDA statuses: nothing raised in
 Python ever crosses into C.  The driver API has no "last error": its
 failures are only returned.
@@ -25,12 +29,16 @@ from rcuda.errors import CudaError, RcudaError, TransportError, cudaError, to_cu
 from rcuda.library_errors import LibraryError
 from rcuda.log import setup_client_logging
 
-from . import api, api_driver, api_managed, api_memory, api_pools, api_queries, api_streams  # noqa: F401 - they register their functions
-from . import libraries
+from . import interposer
+from .driver import dispatch as driver_dispatch
+from .libraries import dispatch as library_dispatch
+from .libraries import registry as library_registry
+from .runtime import core as runtime_core
+from .runtime import driver_access, managed, memory, pools, queries, streams  # noqa: F401 - they register their functions
 from .callbacks import in_host_function
-from .fast_path import FastPath
+from .transport.fast_path import FastPath
 from .stats import Stats
-from .runtime import Runtime
+from .state import Runtime
 
 log = logging.getLogger(__name__)
 
@@ -54,14 +62,11 @@ def attach(ffi, lib) -> None:
     if config is not None and config.stats:
         runtime.stats = Stats()
     runtime.output_sink = lambda text: _write_stdout(ffi, lib, text)
-    api.bind(ffi, lib, runtime)
-    api_driver.load_modules()  # before the runtime's table: they may register runtime functions (cudaGetFuncBySymbol)
+    interposer.bind(ffi, lib, runtime)
     for name, row in FUNCTIONS.items():
         if row["route"] != "python":
             continue
-        body = api.IMPLEMENTED.get(name)
-        if body and runtime.stats is not None:
-            body = timed(name, body, runtime.stats)
+        body = timed_if_asked(name, runtime_core.IMPLEMENTED.get(name), runtime)
         entry = guarded(runtime, name, row["result"], body) if body else not_supported(runtime, name, row["result"])
         ffi.def_extern(name=f"rcuda_py_{name}")(entry)
     attach_driver(ffi, runtime)
@@ -127,7 +132,7 @@ def fallback_value(result: str):
     if result == "void":
         return None
     if "*" in result:
-        return api.ffi.NULL
+        return interposer.ffi.NULL
     return b"\0" if result == "char" else 0
 
 
@@ -179,13 +184,13 @@ def report_unsupported(runtime: Runtime, name: str, status: str) -> None:
 
 
 def attach_driver(ffi, runtime: Runtime) -> None:
-    """The driver API's entry points: client/api_driver*.py's functions, or
-    CUDA_ERROR_NOT_SUPPORTED (client/api_driver*.py, all loaded by attach)."""
+    """The driver API's entry points: client/driver/'s functions, or
+    CUDA_ERROR_NOT_SUPPORTED.  Each finds its implementation at its first
+    call (client/driver/dispatch.py)."""
     for name in DRIVER_FUNCTIONS:
-        body = api_driver.DRIVER_IMPLEMENTED.get(name)
-        if body and runtime.stats is not None:
-            body = timed(name, body, runtime.stats)
-        ffi.def_extern(name=f"rcuda_py_{name}")(driver_guarded(runtime, name, body))
+        ffi.def_extern(name=f"rcuda_py_{name}")(
+            found_at_first_call(name, lambda name=name: driver_guarded(
+                runtime, name, timed_if_asked(name, driver_dispatch.implementation(name), runtime))))
 
 
 def driver_guarded(runtime: Runtime, name: str, body):
@@ -207,34 +212,39 @@ def driver_guarded(runtime: Runtime, name: str, body):
 
 
 def attach_libraries(ffi, runtime: Runtime) -> None:
-    """cuBLAS's, cuFFT's and cuRAND's entry points (client/libraries.py),
-    and the one entry of the exports with no Python entry point of their own
-    (native/library_stubs.c).  A program that never calls a library does
-    not import the libraries' modules: each entry finds its implementation
-    at its first call."""
+    """cuBLAS's, cuFFT's and cuRAND's entry points (client/libraries/), and
+    the one entry of the exports with no Python entry point of their own
+    (native/library_stubs.c).  Each finds its implementation at its first
+    call (client/libraries/dispatch.py)."""
     for name, row in LIBRARY_FUNCTIONS.items():
         if row["python"]:
-            ffi.def_extern(name=f"rcuda_py_{name}")(_library_entry(runtime, name, row))
+            ffi.def_extern(name=f"rcuda_py_{name}")(
+                found_at_first_call(name, lambda name=name, row=row: library_guarded(
+                    runtime, name, row, timed_if_asked(name, library_dispatch.implementation(name, row), runtime))))
 
     @ffi.def_extern(name="rcuda_py_library_unsupported")
     def unsupported(name):
         report_unsupported(runtime, ffi.string(name).decode(), "the library's \"not supported\" status")
 
 
-def _library_entry(runtime: Runtime, name: str, row: dict):
+def found_at_first_call(name: str, make_entry):
+    """An entry point that makes its real entry, `make_entry()`, at its first
+    call (importing the modules that implement it) and calls that from then on."""
     entry = None
 
     def first_call(*args):
         nonlocal entry
         if entry is None:
-            body = libraries.implementation(name, row)
-            if body and runtime.stats is not None:
-                body = timed(name, body, runtime.stats)
-            entry = library_guarded(runtime, name, row, body)
+            entry = make_entry()
         return entry(*args)
 
     first_call.__name__ = name
     return first_call
+
+
+def timed_if_asked(name: str, body, runtime: Runtime):
+    """`body`, timed when RCUDA_STATS asks for it (None stays None)."""
+    return timed(name, body, runtime.stats) if body and runtime.stats is not None else body
 
 
 def library_guarded(runtime: Runtime, name: str, row: dict, body):
@@ -242,7 +252,7 @@ def library_guarded(runtime: Runtime, name: str, row: dict, body):
     function of another result type gives its zero value on failure."""
     library_name = row["library"]
     returns_status = row["result"] == LIBRARIES[library_name]["status_type"]
-    unsupported = libraries.status(library_name, LIBRARIES[library_name]["not_supported"])
+    unsupported = library_registry.status(library_name, LIBRARIES[library_name]["not_supported"])
 
     def entry(*args):
         if body is None:
@@ -250,14 +260,14 @@ def library_guarded(runtime: Runtime, name: str, row: dict, body):
             return unsupported if returns_status else fallback_value(row["result"])
         if in_host_function():
             refused_in_host_function(name)
-            return libraries.library_status(library_name, CudaError(NOT_PERMITTED)) if returns_status \
+            return library_registry.library_status(library_name, CudaError(NOT_PERMITTED)) if returns_status \
                 else fallback_value(row["result"])
         try:
             result = body(*args)
             return int(result or 0) if returns_status else result
         except Exception as exc:  # noqa: BLE001 - the C boundary
             failed(name, exc)
-            return libraries.library_status(library_name, exc) if returns_status else fallback_value(row["result"])
+            return library_registry.library_status(library_name, exc) if returns_status else fallback_value(row["result"])
     entry.__name__ = name
     return entry
 
@@ -272,7 +282,7 @@ def _write_stdout(ffi, lib, text: str) -> None:
 def attach_launch_slow_path(ffi, runtime: Runtime) -> None:
     """The launches native/launch_fast_path.c hands to Python."""
     def body(host_fun, grid, block, args, shared_mem, stream, per_thread):
-        return api.launch(host_fun, grid, block, args, shared_mem, stream, bool(per_thread))
+        return runtime_core.launch(host_fun, grid, block, args, shared_mem, stream, bool(per_thread))
 
     if runtime.stats is not None:
         body = timed("cudaLaunchKernel (through Python)", body, runtime.stats)

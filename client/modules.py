@@ -28,7 +28,7 @@ class Module:
     kernels: dict = field(default_factory=dict)  # host stub address -> mangled name
     #: __managed__ variables: (where the program keeps its host pointer, device name, size)
     managed_variables: list = field(default_factory=list)
-    managed_ready: bool = False  # those are set up (client/managed_memory.py)
+    managed_ready: bool = False  # those are set up (client/memory/managed.py)
 
     @functools.cached_property
     def key(self) -> str:

@@ -51,14 +51,14 @@ class Event:
     device: RemoteDevice
     id: int
     flags: int = 0
-    frees_before: tuple | None = None  # (stream, stream-ordered frees) at its last record: client/memory_pools.py
+    frees_before: tuple | None = None  # (stream, stream-ordered frees) at its last record: client/memory/pools.py
 
 
 class StreamTable:
     """Every stream and event of the process, by handle."""
 
     def __init__(self, fast=None, new_id=None):
-        from .fast_path import NullFastPath
+        from .transport.fast_path import NullFastPath
         self.fast = fast or NullFastPath()
         self.new_id = new_id or itertools.count(1).__next__  # the runtime's
         self._stream_handles = itertools.count(STREAM_HANDLES_FROM, 0x10)

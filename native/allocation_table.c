@@ -1,6 +1,6 @@
 /* Where an address points: C's copies of the client's allocation map
- * (client/allocations.py: which device owns a device address) and of its
- * pinned host memory (client/host_memory.py), so that a cudaMemcpy can be
+ * (client/memory/allocations.py: which device owns a device address) and of its
+ * pinned host memory (client/memory/host.py), so that a cudaMemcpy can be
  * made in C (native/sync_fast_path.c) and an asynchronous copy recorded
  * there (native/async_fast_path.c) without asking Python.
  *

@@ -131,7 +131,7 @@ static int memset_async_in_c(void *ptr, int value, size_t count, void *stream, i
 
 /* cudaMemset: asynchronous with respect to the host for device memory, as
  * CUDA makes it; in the legacy stream of the memory's device, where Python
- * puts it too (client/api_memory.py, memset). */
+ * puts it too (client/runtime/memory.py, memset). */
 static int memset_in_c(void *ptr, int value, size_t count)
 {
     int device = memset_device(ptr, count);

@@ -21,7 +21,7 @@ built by an interpreter of the version rcuda is installed for: setup.py does
 that.  It carries no path of the build machine: libpython is linked by
 soname, found through a RUNPATH relative to the library ($ORIGIN, where
 rcuda's Python side links the running interpreter's libpython, see
-rcuda/cli.py), and the interpreter to start is found at run time from where
+rcuda/libpython.py), and the interpreter to start is found at run time from where
 the library is installed (native/interposer.c, initialize_python).  A build
 for a checkout (an editable install, or this script) also writes the
 interpreter's path into INTERPRETER_FILE beside the libraries and links
@@ -456,7 +456,7 @@ def _check_no_build_paths(library: Path) -> None:
 
 def _libpython() -> tuple[str | None, str | None]:
     """(the soname the libraries need, the real file of this interpreter's
-    libpython); rcuda/cli.py finds it the same way at run time."""
+    libpython); rcuda/libpython.py finds it the same way at run time."""
     name = sysconfig.get_config_var("INSTSONAME") or ""
     if ".so" not in name:
         return None, None

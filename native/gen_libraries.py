@@ -77,7 +77,7 @@ DTYPES = {"float": "f4", "double": "f8", "cuComplex": "c8", "cuDoubleComplex": "
           "int": "i4", "int64_t": "i8", "void": "typed"}
 #: The plane rotations, whose cosine `c` and sine `s` are scalars like alpha.
 ROT = re.compile(r"^cublas(?:[SDCZ]|Cs|Zd)rot_v2(?:_64)?$")
-#: cuBLAS functions that manage the handle rather than compute: client/api_cublas.py serves them.
+#: cuBLAS functions that manage the handle rather than compute: client/libraries/cublas.py serves them.
 BLAS_HOUSEKEEPING = ("cublasCreate", "cublasDestroy", "cublasGet", "cublasSet", "cublasLogger", "cublasXt",
                      "cublasLt", "cublasMigrate")
 

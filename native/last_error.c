@@ -6,7 +6,7 @@
  * embedded interpreter for the check would cost more than the launch, and
  * with several host threads it also waits for the GIL.
  *
- * Python keeps the error state (client/runtime.py: each thread's last
+ * Python keeps the error state (client/state.py: each thread's last
  * error, each device's sticky error).  C only remembers, per thread, that
  * Python found that thread's state clean, on which device and when: Python
  * bumps `error_epoch` whenever it records an error anywhere (any thread's

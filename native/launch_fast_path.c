@@ -307,7 +307,7 @@ static __thread int current_device = 0;
 
 static int rcuda_get_current_device(void) { return current_device; }
 static void rcuda_set_current_device(int device) { current_device = device; }
-/* Whether the thread has a current driver context (client/contexts.py says
+/* Whether the thread has a current driver context (client/driver/context_stacks.py says
  * so): the driver calls C makes need one, else Python answers
  * CUDA_ERROR_INVALID_CONTEXT. */
 static __thread int driver_context_current = 0;
@@ -441,7 +441,7 @@ static int record_launch(const void *host_fun, dim3 grid, dim3 block, void **arg
 /* cuLaunchKernel (native/routes.ini, [c_first]): a driver launch is the
  * same record, keyed by its CUfunction handle, which the client registers
  * as it registers a kernel's host stub once the function launched through
- * Python (client/api_driver_modules.py).  A parameter buffer passed in
+ * Python (client/driver/modules.py).  A parameter buffer passed in
  * `extra` goes to Python, which checks its size. */
 static int driver_launch(CUfunction f, dim3 grid, dim3 block, unsigned int shared_mem, CUstream stream,
                          void **params, void **extra, int per_thread, CUresult *status)
@@ -471,7 +471,7 @@ static int rcuda_c_cuLaunchKernel_ptsz(CUfunction f, unsigned int gridDimX, unsi
                          sharedMemBytes, hStream, kernelParams, extra, 1, status);
 }
 
-/* The slow path: the Python client (client/api.py, `launch`). */
+/* The slow path: the Python client (client/runtime/core.py, `launch`). */
 static cudaError_t rcuda_py_launch(const void *host_fun, dim3 grid, dim3 block, void **args, size_t shared_mem,
                                    void *stream, int per_thread);
 

@@ -3,7 +3,7 @@
  * Where the server offers it (no --auth), each device's traffic travels on
  * one TCP connection, the lane (framing in rcuda/wire.py).  This file owns
  * it: every byte that goes out, from the program's threads through C (the
- * fast paths) or through Python (client/lane_link.py calls in here with the
+ * fast paths) or through Python (client/transport/lane.py calls in here with the
  * GIL released), and every reply that comes back.
  *
  * Sending.  Whoever sends takes `send` and writes the whole message itself,

@@ -4,7 +4,7 @@
  * mapped range (cudaHostAlloc with cudaHostAllocMapped, cudaHostRegister
  * with cudaHostRegisterMapped) is two copies kept in step: the host bytes H
  * the program reads and writes, and a device allocation D its kernels use
- * (client/mapped_memory.py makes both).  Here:
+ * (client/memory/mapped.py makes both).  Here:
  *
  *   Host writes are tracked by page protection.  A mirror's clean pages are
  *   read-only; the program's first write to one faults, and the SIGSEGV

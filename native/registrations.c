@@ -4,7 +4,7 @@
  * variable before main, in every run, also in one that never calls CUDA
  * (`prog --help`).  Handing them to Python there would start the embedded
  * interpreter and import the client (about 100 ms) for nothing.  So they
- * are recorded here, and replayed into Python (client/api.py, the same
+ * are recorded here, and replayed into Python (client/runtime/core.py, the same
  * entry points as before) when the first real call starts it; after that
  * they go straight through.
  *
@@ -18,7 +18,7 @@
  * after generated/cudart_exports.c.
  */
 
-/* The Python entry points they go to (client/api.py) are declared in
+/* The Python entry points they go to (client/runtime/core.py) are declared in
  * generated/cudart_exports.c, included before this file. */
 
 enum registration_kind { REGISTER_MODULE, REGISTER_FUNCTION, REGISTER_VARIABLE, REGISTER_MANAGED_VARIABLE };

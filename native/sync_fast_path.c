@@ -193,7 +193,7 @@ static int download(int device, const char *name, uint64_t stream, void *dst, co
 }
 
 /* cudaMemcpy between the program's memory and one device's, in the legacy
- * stream as client/api_memory.py's memcpy makes it (the _ptds export too).
+ * stream as client/runtime/memory.py's memcpy makes it (the _ptds export too).
  * Only the plain cases: both pointers set, the device side inside one
  * allocation C knows, the host side outside all of them; or a copy within
  * one device, recorded as an asynchronous one.  Anything else (host to

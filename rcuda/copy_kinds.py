@@ -5,7 +5,7 @@ pointers are: memory on a device (inside one of the session's allocations)
 or not (host memory).  An explicit direction is kept as given; any other
 kind is not a direction (cudaErrorInvalidMemcpyDirection).
 
-Used by client/api_memory.py (`_check_kind`), and by C through
+Used by client/runtime/memory.py (`_check_kind`), and by C through
 native/generated/copy_kind.h, which native/gen_rules.py generates from
 INFERRED (native/allocation_table.c's copy_kind, for the copies C makes).
 """

@@ -3,17 +3,17 @@
 Every function libcudart.so.13 exports is in rcuda's library, and each is
 exactly one of (native/routes.ini says which functions C answers):
   * `c`        written by hand in C, no Python (the launch path);
-  * a group    implemented in Python by client/api*.py, one group per module
-               (api.py: core; api_<group>.py: <group>);
+  * a group    implemented in Python by client/runtime/, one group per
+               module (client/runtime/<group>.py);
   * `c_first+<group>`  made in C when it can (rcuda_c_<name>), otherwise by
                that group's Python;
   * `unsupported`  answers cudaErrorNotSupported and logs its name once.
 Every function libcuda.so.1 exports is too, each either in a group
-(client/api_driver.py: core; api_driver_<group>.py: <group>) or `unsupported`
+(client/driver/<group>.py) or `unsupported`
 (CUDA_ERROR_NOT_SUPPORTED).  So is every export of libcublas.so.13,
 libcublasLt.so.13, libcufft.so.12 and libcurand.so.10: implemented by
-client/api_cublas.py, api_cufft.py or api_curand.py, `forwarded` (a cuBLAS
-computation sent by the generic forwarder of api_cublas.py), or
+client/libraries/<library>.py, `forwarded` (a cuBLAS computation sent by
+the generic forwarder of client/libraries/cublas.py), or
 `unsupported` (the library's "not supported" status).
 docs/coverage.md is generated from this (`rcuda coverage --markdown`); a test
 fails when it is stale.
@@ -34,24 +34,22 @@ DOC = Path(__file__).resolve().parent.parent / "docs" / "coverage.md"
 
 
 def implemented() -> dict[str, callable]:
-    """The runtime's implementations (client/api*.py; a driver module may hold one too)."""
-    from rcuda.client import entrypoints  # noqa: F401 - imports every api module
-    from rcuda.client import api, api_driver
-    api_driver.load_modules()
-    return dict(api.IMPLEMENTED)
+    """The runtime's implementations (client/runtime/)."""
+    from rcuda.client import entrypoints  # noqa: F401 - imports every runtime module
+    from rcuda.client.runtime import core
+    return dict(core.IMPLEMENTED)
 
 
 def driver_implemented() -> dict[str, callable]:
-    """The driver API's implementations (client/api_driver*.py)."""
-    from rcuda.client import api_driver
-    api_driver.load_modules()
-    return dict(api_driver.DRIVER_IMPLEMENTED)
+    """The driver API's implementations (client/driver/)."""
+    from rcuda.client.driver import dispatch, registry
+    dispatch.load_modules()
+    return dict(registry.DRIVER_IMPLEMENTED)
 
 
-def group_of(fn, prefix: str) -> str:
-    """A function's group: its module's name less `prefix` ("core" for the bare one)."""
-    module = (fn.func if isinstance(fn, functools.partial) else fn).__module__.rsplit(".", 1)[-1]
-    return module.removeprefix(prefix).lstrip("_") or "core"
+def group_of(fn) -> str:
+    """A function's group: the name of the module that implements it."""
+    return (fn.func if isinstance(fn, functools.partial) else fn).__module__.rsplit(".", 1)[-1]
 
 
 def classify() -> dict[str, str]:
@@ -62,7 +60,7 @@ def classify() -> dict[str, str]:
         if row["route"] == "c":
             table[name] = "c"
             continue
-        group = group_of(python[name], "api") if name in python else "unsupported"
+        group = group_of(python[name]) if name in python else "unsupported"
         table[name] = f"c_first+{group}" if row["c_first"] else group
     return table
 
@@ -70,7 +68,7 @@ def classify() -> dict[str, str]:
 def classify_driver() -> dict[str, str]:
     """Driver function name -> a group name or "unsupported"."""
     python = driver_implemented()
-    return {name: group_of(python[name], "api_driver") if name in python else "unsupported"
+    return {name: group_of(python[name]) if name in python else "unsupported"
             for name in sorted(DRIVER_FUNCTIONS)}
 
 
@@ -78,13 +76,13 @@ def classify_libraries() -> dict[str, dict[str, str]]:
     """Library -> {function name -> "cublas", "cufft", "curand" (a client
     module's own), "forwarded" (the sim computes it too), "forwarded, GPU
     only" (the sim answers CUBLAS_STATUS_NOT_SUPPORTED) or "unsupported"}."""
-    from rcuda.client import libraries
+    from rcuda.client.libraries import dispatch, registry
     from rcuda.server.backends.sim_cublas import CALLS as sim_blas
-    libraries.load_modules()
+    dispatch.load_modules()
     tables: dict[str, dict[str, str]] = {name: {} for name in LIBRARIES}
     for name, row in sorted(LIBRARY_FUNCTIONS.items()):
-        if name in libraries.LIBRARY_IMPLEMENTED:
-            group = group_of(libraries.LIBRARY_IMPLEMENTED[name], "api")
+        if name in registry.LIBRARY_IMPLEMENTED:
+            group = group_of(registry.LIBRARY_IMPLEMENTED[name])
         elif row.get("roles"):
             group = "forwarded" if name in sim_blas else "forwarded, GPU only"
         else:
@@ -112,22 +110,23 @@ def driver_summary(table: dict[str, str]) -> str:
 def markdown(table: dict[str, str], driver: dict[str, str], libraries: dict[str, dict[str, str]]) -> str:
     lines = ["<!-- generated by `rcuda coverage --markdown`; do not edit -->", "# CUDA coverage", "",
              "## The runtime API (libcudart.so.13)", "", summary(table) + ".", "",
-             "`c`: hand-written in C, without Python; `core`, `memory`, `streams`, `queries`: implemented in",
-             "`client/api*.py`; `c_first+<group>`: made in C when it can, otherwise by that group's Python;",
+             "`c`: hand-written in C, without Python; `core`, `memory`, `streams`, `queries`...: implemented",
+             "in `client/runtime/<group>.py`; `c_first+<group>`: made in C when it can, otherwise by that",
+             "group's Python;",
              "`unsupported`: returns `cudaErrorNotSupported` and logs its name once.  Which functions C",
              "answers, and where that C is written, is `native/routes.ini`.", "",
              "| function | implementation |", "|---|---|"]
     lines += [f"| `{name}` | {group} |" for name, group in table.items()]
     lines += ["", "## The driver API (libcuda.so.1)", "", driver_summary(driver) + ".", "",
               "Every name libcuda.so.1 exports, legacy and per-thread variants included.  `core`:",
-              "`client/api_driver.py`; `<group>`: `client/api_driver_<group>.py`; `unsupported`: returns",
+              "`client/driver/core.py`; `<group>`: `client/driver/<group>.py`; `unsupported`: returns",
               "`CUDA_ERROR_NOT_SUPPORTED` and logs its name once.", "",
               "| function | implementation |", "|---|---|"]
     lines += [f"| `{name}` | {group} |" for name, group in driver.items()]
     lines += ["", "## The libraries (cuBLAS, cuBLASLt, cuFFT, cuRAND)", "",
               "Every name NVIDIA's libcublas.so.13, libcublasLt.so.13, libcufft.so.12 and libcurand.so.10",
-              "export.  `cublas`, `cufft`, `curand`: `client/api_<library>.py`; `forwarded`: a cuBLAS",
-              "computation the generic forwarder of `client/api_cublas.py` sends by its parameters' roles",
+              "export.  `cublas`, `cufft`, `curand`...: `client/libraries/<library>.py`; `forwarded`: a cuBLAS",
+              "computation the generic forwarder of `client/libraries/cublas.py` sends by its parameters' roles",
               "(`native/library_annotations.ini`), computed by cuBLAS on a GPU and by the sim",
               "(`server/backends/sim_cublas.py`); `forwarded, GPU only`: the sim answers",
               "`CUBLAS_STATUS_NOT_SUPPORTED`;",

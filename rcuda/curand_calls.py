@@ -1,5 +1,5 @@
 """cuRAND's generating and setting calls as the client forwards them and the
-servers run them (client/api_curand.py, server/backends/sim_libraries.py,
+servers run them (client/libraries/curand.py, server/backends/sim_libraries.py,
 server/backends/cuda_libraries.py): one table, so the three agree."""
 from __future__ import annotations
 

@@ -48,7 +48,7 @@ def query(servers: list[ServerAddress], timeout: float, keys=None) -> list[Serve
     servers with --auth."""
     import zmq
 
-    from rcuda.client.session import request_once
+    from rcuda.client.transport.session import request_once
 
     context = zmq.Context.instance()
     results: list[ServerInfo | None] = [None] * len(servers)

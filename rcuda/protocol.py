@@ -124,13 +124,13 @@ the legacy default stream):
                   cuFFT or cuRAND (server/library_calls.py), in stream order:
                   `obj` the client's id of its handle, plan or generator
                   (a creation call names the new one), `args` the call's
-                  arguments as client/libraries.py encodes them; a library
+                  arguments as client/libraries/registry.py encodes them; a library
                   status other than success answers {status, msg} (its
                   enumerator's name).  With "async" no reply comes
     mirror_htod   {runs} + data frames                (never answered)   mapped host memory: the
                   host's writes to mapped ranges, written to their device
                   copies at once, outside every stream (a kernel on any stream
-                  launched after it sees them); see client/mapped_memory.py.
+                  launched after it sees them); see client/memory/mapped.py.
                   runs: [dst, size, dst, size, ...]; the frames carry their
                   bytes in that order (a frame per run on a lane)
     mirror_zero   {ptr, size}                         -> {}        a new mapped range's
@@ -234,19 +234,19 @@ OPS: dict[str, dict[str, type | tuple]] = {
     "reset": {},
     "close": {},
     "ping": {},
-    # -- server-to-server copies (cudaMemcpyPeer), see client/peer.py and server/peer.py
+    # -- server-to-server copies (cudaMemcpyPeer), see client/transport/peer.py and server/peer.py
     "peer_push": {"xfer": _INT, "src": _INT, "size": _INT, "endpoint": _STR, "token": _STR, "dest": _STR,
                   "timeout": (_INT, float)},
     "peer_wait": {"xfer": _INT, "dst": _INT, "size": _INT, "source": _STR},
     "peer_access": {"peer": _INT, "enable": _INT},
     "mem_access": {"ptr": _INT, "peer": _INT, "flags": _INT},
-    # -- the driver's virtual memory management, see client/api_driver_vmm.py
+    # -- the driver's virtual memory management, see client/driver/vmm.py
     "vmm_create": {"handle": _INT, "size": _INT},
     "vmm_retain": {"handle": _INT},
     "vmm_release": {"handle": _INT},
     "vmm_map": {"ptr": _INT, "size": _INT, "offset": _INT, "handle": _INT},
     "vmm_unmap": {"ptr": _INT},
-    # -- mapped host memory, see client/mapped_memory.py and native/mapped_memory.c
+    # -- mapped host memory, see client/memory/mapped.py and native/mapped_memory.c
     "lib": {"call": _STR, "obj": _INT, "args": _LIST, "stream": _INT},
     "mirror_htod": {"runs": _LIST},
     "mirror_zero": {"ptr": _INT, "size": _INT},

@@ -24,7 +24,7 @@ from rcuda.config import ConfigError, ServerAddress
 def query(address: ServerAddress, timeout: float, context: zmq.Context, keys: ClientKeys | None = None) -> dict:
     """The server's status, or {"error": why} (never raises, never hangs).
     `keys`: the client's CURVE keys, for servers with --auth."""
-    from rcuda.client.session import request_once  # the same hello path a client uses
+    from rcuda.client.transport.session import request_once  # the same hello path a client uses
     from rcuda.errors import RcudaError
     try:
         curve = keys.for_server(address) if keys is not None else None

@@ -597,7 +597,7 @@ class DeviceService:
             offset += len(frame)
         return self._stream_order(header, stream)
 
-    # -- mapped host memory (client/mapped_memory.py): the device copies of
+    # -- mapped host memory (client/memory/mapped.py): the device copies of
     # the program's mapped ranges, written and read at once, outside every
     # stream, as the program's host memory would be.
 
@@ -672,7 +672,7 @@ class DeviceService:
                                                              f"number of {elem}-byte values")
         self.device.memset_2d(header["ptr"], pitch, header["value"], width, height, self._stream(header), elem)
 
-    # -- virtual memory management (client/api_driver_vmm.py)
+    # -- virtual memory management (client/driver/vmm.py)
 
     def _vmm_create(self, header, payload):
         self.device.vmm_create(header["handle"], _non_negative(header, "size"))

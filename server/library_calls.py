@@ -22,7 +22,7 @@ from rcuda.library_errors import LibraryError
 #: Calls that make a new object (named by the request's obj), and those that end one.
 CREATES = frozenset({"cublasCreate_v2", "cufftCreate", "curandCreateGenerator", "curandCreateGeneratorHost"})
 DESTROYS = frozenset({"cublasDestroy_v2", "cufftDestroy", "curandDestroyGenerator"})
-#: The kinds of argument client/libraries.py encodes as a map.
+#: The kinds of argument client/libraries/registry.py encodes as a map.
 ARGUMENT_MAPS = ({"c"}, {"v", "dtype"}, {"scalar", "dtype"}, {"out", "dtype"})
 #: Largest object id (ids are the client's; small positive integers).
 MAX_OBJECT_ID = 1 << 62
@@ -88,7 +88,7 @@ def _invalid_object(call: str) -> str:
 
 def _check_arguments(call: str, args) -> None:
     """Arguments are numbers, None, lists of numbers, or the maps
-    client/api_cublas.py writes: {c: [re, im]} a complex, {v, dtype} a host
+    client/libraries/cublas.py writes: {c: [re, im]} a complex, {v, dtype} a host
     scalar of a type the signature does not say, {scalar, dtype} one to read
     from device memory, {out, dtype} a result (to device memory at `out`,
     or in the reply when `out` is None)."""

@@ -2,7 +2,7 @@
 
 The bytes go from the source server's worker straight to the destination
 server's worker; the client only posts two ops, in one client-wide order
-(see client/peer.py for why that order cannot deadlock):
+(see client/transport/peer.py for why that order cannot deadlock):
 
     source GPU socket       peer_push {xfer, src, size, endpoint, token, ...}
     destination GPU socket  peer_wait {xfer, dst, size, source}

@@ -63,7 +63,7 @@ def fake_daemon(version: int):
 
 
 def test_the_client_names_a_server_of_another_version():
-    from rcuda.client.session import ServerSession
+    from rcuda.client.transport.session import ServerSession
     address = fake_daemon(protocol.PROTOCOL_VERSION + 1)
     context = zmq.Context()
     try:

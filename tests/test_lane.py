@@ -14,8 +14,8 @@ import pytest
 import zmq
 
 from rcuda import protocol
-from rcuda.client.lane_link import LaneLink
-from rcuda.client.runtime import Runtime
+from rcuda.client.transport.lane import LaneLink
+from rcuda.client.state import Runtime
 from rcuda.config import ClientConfig, parse_server
 from rcuda.errors import CudaError, ProtocolError, cudaError
 from rcuda.lane import FRAME_LENGTH, PREFIX, Lane, LaneClosed, UnreadFrame, set_timeouts

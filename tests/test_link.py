@@ -1,8 +1,8 @@
-"""A device's link (client/link.py) under concurrency, against a fake device
+"""A device's link (client/transport/link.py) under concurrency, against a fake device
 that answers some requests late and out of order, as a server does now that
 it answers a wait when its work is done.  Both kinds run the same checks:
-the lane, owned by C (client/lane_link.py, native/link.c), and the ZeroMQ
-socket (client/socket_link.py).  Each thread's messages reach the device in
+the lane, owned by C (client/transport/lane.py, native/link.c), and the ZeroMQ
+socket (client/transport/zmq_socket.py).  Each thread's messages reach the device in
 the order it made them, each call gets its own reply, and a call waiting
 for a slow reply holds up no other thread."""
 from __future__ import annotations
@@ -17,10 +17,10 @@ import pytest
 import zmq
 
 from rcuda import protocol
-from rcuda.client import native
-from rcuda.client.lane_link import LaneLink
-from rcuda.client.link import Gate
-from rcuda.client.socket_link import SocketLink
+from rcuda.client.transport import native
+from rcuda.client.transport.lane import LaneLink
+from rcuda.client.transport.link import Gate
+from rcuda.client.transport.zmq_socket import SocketLink
 from rcuda.errors import ServerTimeout, TransportError
 from rcuda.lane import Lane, LaneClosed
 

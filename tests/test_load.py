@@ -13,7 +13,7 @@ import zmq
 
 from conftest import CUDA_SOURCES, requires_nvcc
 from rcuda.benchmarks.load import run_load
-from rcuda.client.session import ServerSession
+from rcuda.client.transport.session import ServerSession
 from rcuda.config import parse_server
 from rcuda.errors import TransportError
 from rcuda.server.daemon import parallel_worker_starts

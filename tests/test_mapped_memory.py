@@ -18,7 +18,7 @@ import pytest
 
 from conftest import run_program
 from program_paths import THROUGH_PYTHON, check_section, run_on_sim
-from rcuda.client.runtime import Runtime
+from rcuda.client.state import Runtime
 from rcuda.config import ClientConfig, parse_server
 from rcuda.errors import CudaError, cudaError
 

@@ -2,6 +2,7 @@
 through `rcuda run` (or LD_PRELOAD) against real `rcuda server` processes."""
 from __future__ import annotations
 
+import re
 import socket
 import time
 
@@ -166,6 +167,11 @@ def test_a_program_that_makes_no_cuda_call_does_not_start_the_client(compile_cud
     used = run_program(program, sim_server, "1000", via="preload", env_extra=env)
     assert "PASSED" in used.stdout, used.stdout + used.stderr
     assert "import time:" in used.stderr and "rcuda.client.entrypoints" in used.stderr
+    # A runtime-only program loads neither the driver API's functions nor the libraries'.
+    imported = re.findall(r"^import time:.*\|\s+(\S+)$", used.stderr, re.M)
+    assert "rcuda.client.runtime.memory" in imported, imported
+    for module in ("rcuda.client.driver.core", "rcuda.client.driver.memory", "rcuda.client.libraries.cublas"):
+        assert module not in imported, f"{module} is imported by a program that never calls it"
 
 
 def test_cuda_modules_loaded_and_closed_before_and_after_the_first_call(compile_cuda, sim_server):

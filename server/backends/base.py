@@ -160,7 +160,7 @@ class Device(abc.ABC):
         return None
 
     # Mapped host memory (the device copies of the program's mapped ranges,
-    # client/mapped_memory.py): written and read at once, in no stream, as
+    # client/memory/mapped.py): written and read at once, in no stream, as
     # a kernel on any stream would find host memory.  The range is checked
     # by the caller (check_range).
 
@@ -395,7 +395,7 @@ class Device(abc.ABC):
                         f"GPU {self.index}: access to single allocations from GPU {peer} is not supported by "
                         f"this backend")
 
-    # -- the driver's virtual memory management (client/api_driver_vmm.py):
+    # -- the driver's virtual memory management (client/driver/vmm.py):
     # physical allocations named by the client's handles, mapped at
     # addresses the client chose.  A mapping is an allocation of the
     # session (copies, memsets, kernels use it) whose bytes are the physical

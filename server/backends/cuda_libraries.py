@@ -2,7 +2,7 @@
 cuBLAS, cuFFT and cuRAND, called through ctypes on the session's streams.
 
 Every cuBLAS computation is called by its exported name with the arguments
-the client encoded (client/api_cublas.py), converted by the parameter
+the client encoded (client/libraries/cublas.py), converted by the parameter
 declarations of rcuda/_generated/libraries_api.py: values as their C type,
 device pointers as addresses, host scalars as pointers to a local copy
 (the handle in CUBLAS_POINTER_MODE_HOST), device scalars and results as

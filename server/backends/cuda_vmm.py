@@ -183,7 +183,7 @@ class AddressWindow:
 
 
 class ProgramMappings:
-    """The program's own cuMemCreate/cuMemMap on one GPU (client/api_driver_vmm.py),
+    """The program's own cuMemCreate/cuMemMap on one GPU (client/driver/vmm.py),
     at the addresses its client reserved: each mapping reserves exactly its
     range (the client's VMM window lies outside every device window) and
     maps the physical allocation there, readable and writable by this GPU."""

@@ -99,7 +99,7 @@ class SimLibraries:
         self.device._op(stream)  # its moment in stream order (sim.py: modelled time)
         return results, frames
 
-    # -- cuBLAS: the generic calls of client/libraries.py
+    # -- cuBLAS: the generic calls of client/libraries/registry.py
 
     def _cublas(self, call: str, obj: SimObject, args: list):
         from . import sim_cublas

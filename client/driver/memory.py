@@ -1,0 +1,389 @@
+"""CUDA driver API: device, pinned and managed memory, copies and memsets.
+
+The runtime's memory, behind the driver's names: a CUdeviceptr is a runtime
+device pointer, so everything here goes through client/runtime/memory.py (one
+allocation map, the same copy paths, pinned and mapped host memory) and
+client/memory/managed.py.  The driver's copies say where each side is
+(HtoD, DtoH...), or, for cuMemcpy and CU_MEMORYTYPE_UNIFIED, leave it to the
+pointers as cudaMemcpyDefault does.  The current context's device is the
+runtime's current device.
+
+Not here: CUDA arrays (cuMemcpyHtoA & co., CU_MEMORYTYPE_ARRAY answer
+CUDA_ERROR_NOT_SUPPORTED, as the runtime's arrays do), and the legacy
+32-bit exports (cuMemAlloc, cuMemcpyHtoD...: CUDA 3.2's ABI).
+"""
+from __future__ import annotations
+
+from rcuda.driver_errors import CUresult, DriverError
+from rcuda.errors import CudaError, cudaError
+
+from .. import interposer
+from ..runtime import core as runtime_core
+from ..runtime import memory as runtime_memory
+from ..interposer import address, out_pointer, stream_of
+from .registry import SUCCESS, driver, require_initialized
+from ..runtime.memory import DEFAULT, DEVICE_TO_DEVICE, DEVICE_TO_HOST, HOST_TO_DEVICE, HOST_TO_HOST
+
+#: cuMemHostAlloc's CU_MEMHOSTALLOC_* flags (the runtime's cudaHostAlloc* values).
+HOST_ALLOC_FLAGS = 0x7
+#: cuMemAllocPitch's element sizes: what a kernel may read at once.
+PITCH_ELEMENT_SIZES = (4, 8, 16)
+
+
+def rt():
+    return interposer.rt
+
+
+def _invalid(call: str, why: str) -> CudaError:
+    return CudaError(cudaError.cudaErrorInvalidValue, f"{call}: {why}")
+
+
+# ------------------------------------------------------------------ allocation
+
+
+@driver()
+def cuMemAlloc_v2(dptr, bytesize):
+    require_initialized()
+    out_pointer(dptr, "dptr")
+    if bytesize == 0:
+        raise _invalid("cuMemAlloc", "bytesize is 0")
+    dptr[0] = runtime_memory.allocate(rt().device(), bytesize)
+    return SUCCESS
+
+
+@driver()
+def cuMemFree_v2(dptr):
+    """The runtime's cudaFree: device, pool or managed memory."""
+    require_initialized()
+    runtime_memory.cudaFree(interposer.ffi.cast("void *", dptr))
+    return SUCCESS
+
+
+@driver()
+def cuMemAllocPitch_v2(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes):
+    require_initialized()
+    out_pointer(dptr, "dptr")
+    out_pointer(pPitch, "pPitch")
+    if ElementSizeBytes not in PITCH_ELEMENT_SIZES:
+        raise _invalid("cuMemAllocPitch", f"ElementSizeBytes must be 4, 8 or 16, not {ElementSizeBytes}")
+    if WidthInBytes == 0 or Height == 0:
+        raise _invalid("cuMemAllocPitch", f"a {WidthInBytes} x {Height} allocation")
+    dptr[0], pPitch[0] = runtime_memory.allocate_pitched(rt().device(), WidthInBytes, Height)
+    return SUCCESS
+
+
+@driver()
+def cuMemGetInfo_v2(free, total):
+    require_initialized()
+    return _status(runtime_memory.cudaMemGetInfo(free, total))
+
+
+@driver()
+def cuMemGetAddressRange_v2(pbase, psize, dptr):
+    """The allocation holding `dptr`; either output may be NULL."""
+    require_initialized()
+    allocation = rt().allocations.find(dptr)
+    if allocation is None:
+        raise DriverError(CUresult.CUDA_ERROR_NOT_FOUND, f"cuMemGetAddressRange: {dptr:#x} is in no allocation")
+    if pbase != interposer.ffi.NULL:
+        pbase[0] = allocation.base
+    if psize != interposer.ffi.NULL:
+        psize[0] = allocation.size
+    return SUCCESS
+
+
+@driver()
+def cuMemAllocManaged(dptr, bytesize, flags):
+    """The runtime's managed memory (client/memory/managed.py), on the current device."""
+    require_initialized()
+    out_pointer(dptr, "dptr")
+    if bytesize == 0:
+        raise _invalid("cuMemAllocManaged", "bytesize is 0")
+    dptr[0] = rt().managed.allocate(rt(), rt().device(), bytesize, flags)
+    return SUCCESS
+
+
+# ------------------------------------------------------------------ pinned host memory
+
+
+@driver()
+def cuMemAllocHost_v2(pp, bytesize):
+    return cuMemHostAlloc(pp, bytesize, 0)
+
+
+@driver()
+def cuMemHostAlloc(pp, bytesize, Flags):
+    """cudaHostAlloc's memory: CU_MEMHOSTALLOC_DEVICEMAP makes a mirror on the
+    current device (client/memory/mapped.py)."""
+    require_initialized()
+    if Flags & ~HOST_ALLOC_FLAGS:
+        raise _invalid("cuMemHostAlloc", f"unknown flags {Flags:#x}")
+    if bytesize == 0:
+        raise _invalid("cuMemHostAlloc", "bytesize is 0")
+    return _status(runtime_memory.cudaHostAlloc(pp, bytesize, Flags))
+
+
+@driver()
+def cuMemFreeHost(p):
+    require_initialized()
+    if rt().host_memory.find(address(p)) is None:
+        raise _invalid("cuMemFreeHost", f"{address(p):#x} is not pinned host memory")
+    return _status(runtime_memory.cudaFreeHost(p))
+
+
+@driver()
+def cuMemHostRegister_v2(p, bytesize, Flags):
+    require_initialized()
+    return _status(runtime_memory.cudaHostRegister(p, bytesize, Flags))
+
+
+@driver()
+def cuMemHostUnregister(p):
+    require_initialized()
+    return _status(runtime_memory.cudaHostUnregister(p))
+
+
+@driver()
+def cuMemHostGetDevicePointer_v2(pdptr, p, Flags):
+    require_initialized()
+    out_pointer(pdptr, "pdptr")
+    pdptr[0] = runtime_memory.mapped_device_pointer(address(p), Flags)
+    return SUCCESS
+
+
+@driver()
+def cuMemHostGetFlags(pFlags, p):
+    require_initialized()
+    return _status(runtime_memory.cudaHostGetFlags(pFlags, p))
+
+
+def _status(runtime_status) -> CUresult:
+    """A runtime function's success as the driver's (failures raise)."""
+    assert runtime_status == runtime_core.SUCCESS, runtime_status
+    return SUCCESS
+
+
+# ------------------------------------------------------------------ 1-D copies
+# Synchronous copies run in the legacy stream, their _ptds exports too, as
+# the runtime's cudaMemcpy_ptds does here.
+
+
+def _copy(dst: int, src: int, count: int, kind: int, hStream=None, per_thread: bool = False) -> CUresult:
+    require_initialized()
+    stream = None if hStream is None else stream_of(hStream, per_thread)
+    runtime_memory.memcpy(dst, src, count, kind, stream, asynchronous=hStream is not None)
+    return SUCCESS
+
+
+@driver(stream_variants=True)
+def cuMemcpy(dst, src, ByteCount, per_thread=False):
+    return _copy(dst, src, ByteCount, DEFAULT)
+
+
+@driver(stream_variants=True)
+def cuMemcpyAsync(dst, src, ByteCount, hStream, per_thread=False):
+    return _copy(dst, src, ByteCount, DEFAULT, hStream, per_thread)
+
+
+@driver(stream_variants=True)
+def cuMemcpyHtoD_v2(dstDevice, srcHost, ByteCount, per_thread=False):
+    return _copy(dstDevice, address(srcHost), ByteCount, HOST_TO_DEVICE)
+
+
+@driver(stream_variants=True)
+def cuMemcpyHtoDAsync_v2(dstDevice, srcHost, ByteCount, hStream, per_thread=False):
+    return _copy(dstDevice, address(srcHost), ByteCount, HOST_TO_DEVICE, hStream, per_thread)
+
+
+@driver(stream_variants=True)
+def cuMemcpyDtoH_v2(dstHost, srcDevice, ByteCount, per_thread=False):
+    return _copy(address(dstHost), srcDevice, ByteCount, DEVICE_TO_HOST)
+
+
+@driver(stream_variants=True)
+def cuMemcpyDtoHAsync_v2(dstHost, srcDevice, ByteCount, hStream, per_thread=False):
+    return _copy(address(dstHost), srcDevice, ByteCount, DEVICE_TO_HOST, hStream, per_thread)
+
+
+@driver(stream_variants=True)
+def cuMemcpyDtoD_v2(dstDevice, srcDevice, ByteCount, per_thread=False):
+    return _copy(dstDevice, srcDevice, ByteCount, DEVICE_TO_DEVICE)
+
+
+@driver(stream_variants=True)
+def cuMemcpyDtoDAsync_v2(dstDevice, srcDevice, ByteCount, hStream, per_thread=False):
+    return _copy(dstDevice, srcDevice, ByteCount, DEVICE_TO_DEVICE, hStream, per_thread)
+
+
+def _peer_copy(dst, dstContext, src, srcContext, count, hStream=None, per_thread=False) -> CUresult:
+    """With unified addressing the pointers say which GPU each side is on:
+    a copy between GPUs goes server to server (client/transport/peer.py)."""
+    for context, what in ((dstContext, "dstContext"), (srcContext, "srcContext")):
+        if context == interposer.ffi.NULL:
+            raise DriverError(CUresult.CUDA_ERROR_INVALID_CONTEXT, f"cuMemcpyPeer: {what} is NULL")
+    return _copy(dst, src, count, DEVICE_TO_DEVICE, hStream, per_thread)
+
+
+@driver(stream_variants=True)
+def cuMemcpyPeer(dstDevice, dstContext, srcDevice, srcContext, ByteCount, per_thread=False):
+    return _peer_copy(dstDevice, dstContext, srcDevice, srcContext, ByteCount)
+
+
+@driver(stream_variants=True)
+def cuMemcpyPeerAsync(dstDevice, dstContext, srcDevice, srcContext, ByteCount, hStream, per_thread=False):
+    return _peer_copy(dstDevice, dstContext, srcDevice, srcContext, ByteCount, hStream, per_thread)
+
+
+# ------------------------------------------------------------------ 2-D and 3-D copies
+
+
+def _side(copy, prefix: str, call: str) -> tuple[int, int, bool | None]:
+    """(address of the first byte, pitch, on a device: True, False, or None
+    for CU_MEMORYTYPE_UNIFIED) of one side of a CUDA_MEMCPY2D/3D, the
+    X/Y(/Z) offsets applied."""
+    lib = interposer.lib
+    kind = getattr(copy, prefix + "MemoryType")
+    pitch = getattr(copy, prefix + "Pitch")
+    if kind == lib.CU_MEMORYTYPE_HOST:
+        base, on_device = address(getattr(copy, prefix + "Host")), False
+    elif kind in (lib.CU_MEMORYTYPE_DEVICE, lib.CU_MEMORYTYPE_UNIFIED):
+        base, on_device = getattr(copy, prefix + "Device"), kind == lib.CU_MEMORYTYPE_DEVICE or None
+    elif kind == lib.CU_MEMORYTYPE_ARRAY:
+        raise CudaError(cudaError.cudaErrorNotSupported, f"{call}: CUDA arrays are not supported by rcuda")
+    else:
+        raise _invalid(call, f"{prefix}MemoryType {kind}")
+    offset = getattr(copy, prefix + "XInBytes") + getattr(copy, prefix + "Y") * pitch
+    if hasattr(copy, prefix + "Z"):
+        offset += getattr(copy, prefix + "Z") * getattr(copy, prefix + "Height") * pitch
+    return base + offset, pitch, on_device
+
+
+_KINDS = {(True, False): HOST_TO_DEVICE, (False, True): DEVICE_TO_HOST, (True, True): DEVICE_TO_DEVICE,
+          (False, False): HOST_TO_HOST}
+
+
+def _copy_2d(pCopy, hStream, per_thread: bool, call: str, depth: bool = False) -> CUresult:
+    """cuMemcpy2D/3D: each of `Depth` slices is the runtime's 2-D copy."""
+    require_initialized()
+    out_pointer(pCopy, "pCopy")
+    copy = pCopy[0]
+    dst, dpitch, dst_on_device = _side(copy, "dst", call)
+    src, spitch, src_on_device = _side(copy, "src", call)
+    kind = DEFAULT if None in (dst_on_device, src_on_device) else _KINDS[(dst_on_device, src_on_device)]
+    slices, dst_slice, src_slice = 1, 0, 0
+    if depth:
+        if copy.srcLOD or copy.dstLOD:
+            raise _invalid(call, "srcLOD and dstLOD must be 0")
+        slices, dst_slice, src_slice = copy.Depth, dpitch * copy.dstHeight, spitch * copy.srcHeight
+        if slices > 1 and (copy.dstHeight < copy.Height or copy.srcHeight < copy.Height):
+            raise _invalid(call, f"a slice height below the copy's {copy.Height} rows")
+    stream = None if hStream is None else stream_of(hStream, per_thread)
+    for z in range(slices):
+        runtime_memory.memcpy2d(dst + z * dst_slice, dpitch, src + z * src_slice, spitch, copy.WidthInBytes,
+                            copy.Height, kind, stream, asynchronous=hStream is not None)
+    return SUCCESS
+
+
+@driver(stream_variants=True)
+def cuMemcpy2D_v2(pCopy, per_thread=False):
+    return _copy_2d(pCopy, None, per_thread, "cuMemcpy2D")
+
+
+@driver(stream_variants=True)
+def cuMemcpy2DUnaligned_v2(pCopy, per_thread=False):
+    """rcuda's 2-D copies take any pitch: the same as cuMemcpy2D."""
+    return _copy_2d(pCopy, None, per_thread, "cuMemcpy2DUnaligned")
+
+
+@driver(stream_variants=True)
+def cuMemcpy2DAsync_v2(pCopy, hStream, per_thread=False):
+    return _copy_2d(pCopy, hStream, per_thread, "cuMemcpy2DAsync")
+
+
+@driver(stream_variants=True)
+def cuMemcpy3D_v2(pCopy, per_thread=False):
+    return _copy_2d(pCopy, None, per_thread, "cuMemcpy3D", depth=True)
+
+
+@driver(stream_variants=True)
+def cuMemcpy3DAsync_v2(pCopy, hStream, per_thread=False):
+    return _copy_2d(pCopy, hStream, per_thread, "cuMemcpy3DAsync", depth=True)
+
+
+# ------------------------------------------------------------------ memsets
+# cuMemsetD16/D32 write 2- and 4-byte patterns on the server (the memset
+# op's elem); their destination must be aligned to the pattern.
+
+
+def _set(ptr: int, value: int, count: int, elem: int, hStream=None, per_thread=False,
+         pitch: int | None = None, height: int = 1) -> CUresult:
+    require_initialized()
+    if ptr % elem or (pitch is not None and pitch % elem):
+        raise _invalid(f"cuMemsetD{8 * elem}", f"{ptr:#x} (pitch {pitch}) is not aligned to {elem} bytes")
+    stream = None if hStream is None else stream_of(hStream, per_thread)
+    asynchronous = hStream is not None
+    if pitch is None:
+        runtime_memory.memset(ptr, value, count * elem, stream, asynchronous, elem)
+    else:
+        runtime_memory.memset2d(ptr, pitch, value, count * elem, height, stream, asynchronous, elem)
+    return SUCCESS
+
+
+@driver(stream_variants=True)
+def cuMemsetD8_v2(dstDevice, uc, N, per_thread=False):
+    return _set(dstDevice, uc, N, 1)
+
+
+@driver(stream_variants=True)
+def cuMemsetD16_v2(dstDevice, us, N, per_thread=False):
+    return _set(dstDevice, us, N, 2)
+
+
+@driver(stream_variants=True)
+def cuMemsetD32_v2(dstDevice, ui, N, per_thread=False):
+    return _set(dstDevice, ui, N, 4)
+
+
+@driver(stream_variants=True)
+def cuMemsetD8Async(dstDevice, uc, N, hStream, per_thread=False):
+    return _set(dstDevice, uc, N, 1, hStream, per_thread)
+
+
+@driver(stream_variants=True)
+def cuMemsetD16Async(dstDevice, us, N, hStream, per_thread=False):
+    return _set(dstDevice, us, N, 2, hStream, per_thread)
+
+
+@driver(stream_variants=True)
+def cuMemsetD32Async(dstDevice, ui, N, hStream, per_thread=False):
+    return _set(dstDevice, ui, N, 4, hStream, per_thread)
+
+
+@driver(stream_variants=True)
+def cuMemsetD2D8_v2(dstDevice, dstPitch, uc, Width, Height, per_thread=False):
+    return _set(dstDevice, uc, Width, 1, pitch=dstPitch, height=Height)
+
+
+@driver(stream_variants=True)
+def cuMemsetD2D16_v2(dstDevice, dstPitch, us, Width, Height, per_thread=False):
+    return _set(dstDevice, us, Width, 2, pitch=dstPitch, height=Height)
+
+
+@driver(stream_variants=True)
+def cuMemsetD2D32_v2(dstDevice, dstPitch, ui, Width, Height, per_thread=False):
+    return _set(dstDevice, ui, Width, 4, pitch=dstPitch, height=Height)
+
+
+@driver(stream_variants=True)
+def cuMemsetD2D8Async(dstDevice, dstPitch, uc, Width, Height, hStream, per_thread=False):
+    return _set(dstDevice, uc, Width, 1, hStream, per_thread, dstPitch, Height)
+
+
+@driver(stream_variants=True)
+def cuMemsetD2D16Async(dstDevice, dstPitch, us, Width, Height, hStream, per_thread=False):
+    return _set(dstDevice, us, Width, 2, hStream, per_thread, dstPitch, Height)
+
+
+@driver(stream_variants=True)
+def cuMemsetD2D32Async(dstDevice, dstPitch, ui, Width, Height, hStream, per_thread=False):
+    return _set(dstDevice, ui, Width, 4, hStream, per_thread, dstPitch, Height)

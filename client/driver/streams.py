@@ -1,0 +1,185 @@
+"""CUDA driver API: streams, events and host functions in streams.
+
+A CUstream is a cudaStream_t and a CUevent a cudaEvent_t (the same handle
+values, client/streams.py), so these are the runtime's functions
+(client/runtime/streams.py) behind the driver's checks: a stream or event is
+made on the current context's device and belongs to that context; the
+special streams (NULL, CU_STREAM_LEGACY, CU_STREAM_PER_THREAD) mean the
+current context's, so they need one.
+"""
+from __future__ import annotations
+
+from rcuda.driver_errors import FROM_RUNTIME
+from rcuda.errors import CudaError, cudaError
+
+from .. import interposer
+from ..runtime import streams as runtime_streams
+from ..interposer import address, out_pointer, stream_of
+from .registry import SUCCESS, driver, require_initialized
+from .contexts import contexts, current_context, handle_of
+from ..streams import LEGACY_HANDLE, PER_THREAD_HANDLE
+
+#: cuStreamWaitEvent's flags: CU_EVENT_WAIT_DEFAULT, CU_EVENT_WAIT_EXTERNAL (graphs only; a plain wait here).
+WAIT_FLAGS = (0, 1)
+
+
+def _status(status) -> int:
+    """A runtime function's status (cudaSuccess, cudaErrorNotReady) as a CUresult."""
+    return FROM_RUNTIME[cudaError(status)]
+
+
+def _check_stream(hStream, call: str) -> None:
+    """The special streams are the current context's: CUDA_ERROR_INVALID_CONTEXT without one."""
+    if address(hStream) in (0, LEGACY_HANDLE, PER_THREAD_HANDLE):
+        current_context(call)
+    else:
+        require_initialized()
+
+
+# ------------------------------------------------------------------ streams
+
+
+@driver()
+def cuStreamCreateWithPriority(phStream, flags, priority):
+    context = current_context("cuStreamCreate")
+    status = runtime_streams.cudaStreamCreateWithPriority(phStream, flags, priority)
+    contexts().adopt(context, address(phStream[0]))
+    return _status(status)
+
+
+@driver()
+def cuStreamCreate(phStream, Flags):
+    return cuStreamCreateWithPriority(phStream, Flags, 0)
+
+
+@driver("cuStreamDestroy_v2", "cuStreamDestroy")
+def cuStreamDestroy_v2(hStream):
+    require_initialized()
+    return _status(runtime_streams.cudaStreamDestroy(hStream))
+
+
+def _forward(call: str, runtime_function, hStream, *args, per_thread: bool) -> int:
+    """The runtime's function of a stream, after the driver's check."""
+    _check_stream(hStream, call)
+    return _status(runtime_function(hStream, *args, per_thread))
+
+
+@driver(stream_variants=True)
+def cuStreamSynchronize(hStream, per_thread=False):
+    return _forward("cuStreamSynchronize", runtime_streams.cudaStreamSynchronize, hStream, per_thread=per_thread)
+
+
+@driver(stream_variants=True)
+def cuStreamQuery(hStream, per_thread=False):
+    return _forward("cuStreamQuery", runtime_streams.cudaStreamQuery, hStream, per_thread=per_thread)
+
+
+@driver(stream_variants=True)
+def cuStreamWaitEvent(hStream, hEvent, Flags, per_thread=False):
+    if Flags not in WAIT_FLAGS:
+        raise CudaError(cudaError.cudaErrorInvalidValue, f"cuStreamWaitEvent: flags {Flags:#x}")
+    return _forward("cuStreamWaitEvent", runtime_streams.cudaStreamWaitEvent, hStream, hEvent, 0, per_thread=per_thread)
+
+
+@driver(stream_variants=True)
+def cuStreamGetPriority(hStream, priority, per_thread=False):
+    return _forward("cuStreamGetPriority", runtime_streams.cudaStreamGetPriority, hStream, priority, per_thread=per_thread)
+
+
+@driver(stream_variants=True)
+def cuStreamGetFlags(hStream, flags, per_thread=False):
+    return _forward("cuStreamGetFlags", runtime_streams.cudaStreamGetFlags, hStream, flags, per_thread=per_thread)
+
+
+@driver(stream_variants=True)
+def cuStreamGetId(hStream, streamId, per_thread=False):
+    return _forward("cuStreamGetId", runtime_streams.cudaStreamGetId, hStream, streamId, per_thread=per_thread)
+
+
+@driver(stream_variants=True)
+def cuStreamGetDevice(hStream, device, per_thread=False):
+    return _forward("cuStreamGetDevice", runtime_streams.cudaStreamGetDevice, hStream, device, per_thread=per_thread)
+
+
+@driver(stream_variants=True)
+def cuStreamGetCtx(hStream, pctx, per_thread=False):
+    """The context current when the driver made the stream; a runtime
+    stream's is its device's primary context; a special stream's the
+    current context."""
+    out_pointer(pctx, "pctx")
+    value = address(hStream)
+    if value in (0, LEGACY_HANDLE, PER_THREAD_HANDLE):
+        pctx[0] = handle_of(current_context("cuStreamGetCtx"))
+        return SUCCESS
+    require_initialized()
+    stream = stream_of(hStream, per_thread)
+    pctx[0] = handle_of(contexts().owner(value, stream.device.ordinal))
+    return SUCCESS
+
+
+@driver(stream_variants=True)
+def cuStreamGetCtx_v2(hStream, pCtx, pGreenCtx, per_thread=False):
+    """As cuStreamGetCtx; rcuda makes no green contexts, so *pGreenCtx is NULL."""
+    if pGreenCtx != interposer.ffi.NULL:
+        pGreenCtx[0] = interposer.ffi.NULL
+    return cuStreamGetCtx(hStream, pCtx, per_thread=per_thread)
+
+
+@driver(stream_variants=True)
+def cuStreamAddCallback(hStream, callback, userData, flags, per_thread=False):
+    """The callback gets the stream's status as a CUresult."""
+    _check_stream(hStream, "cuStreamAddCallback")
+    return _status(runtime_streams.add_callback(hStream, callback, userData, flags, per_thread, "cuStreamAddCallback",
+                                            _status))
+
+
+@driver(stream_variants=True)
+def cuLaunchHostFunc(hStream, fn, userData, per_thread=False):
+    return _forward("cuLaunchHostFunc", runtime_streams.cudaLaunchHostFunc, hStream, fn, userData, per_thread=per_thread)
+
+
+# ------------------------------------------------------------------ events
+
+
+@driver()
+def cuEventCreate(phEvent, Flags):
+    context = current_context("cuEventCreate")
+    status = runtime_streams.cudaEventCreateWithFlags(phEvent, Flags)
+    contexts().adopt(context, address(phEvent[0]))
+    return _status(status)
+
+
+@driver("cuEventDestroy_v2", "cuEventDestroy")
+def cuEventDestroy_v2(hEvent):
+    require_initialized()
+    return _status(runtime_streams.cudaEventDestroy(hEvent))
+
+
+@driver(stream_variants=True)
+def cuEventRecord(hEvent, hStream, per_thread=False):
+    _check_stream(hStream, "cuEventRecord")
+    return _status(runtime_streams.cudaEventRecord(hEvent, hStream, per_thread))
+
+
+@driver(stream_variants=True)
+def cuEventRecordWithFlags(hEvent, hStream, flags, per_thread=False):
+    _check_stream(hStream, "cuEventRecordWithFlags")
+    return _status(runtime_streams.cudaEventRecordWithFlags(hEvent, hStream, flags, per_thread))
+
+
+@driver()
+def cuEventSynchronize(hEvent):
+    require_initialized()
+    return _status(runtime_streams.cudaEventSynchronize(hEvent))
+
+
+@driver()
+def cuEventQuery(hEvent):
+    require_initialized()
+    return _status(runtime_streams.cudaEventQuery(hEvent))
+
+
+@driver("cuEventElapsedTime_v2", "cuEventElapsedTime")
+def cuEventElapsedTime_v2(pMilliseconds, hStart, hEnd):
+    require_initialized()
+    return _status(runtime_streams.cudaEventElapsedTime(pMilliseconds, hStart, hEnd))

@@ -1,0 +1,273 @@
+"""CUDA runtime functions, implemented on the client: the runtime's
+registry, and its core (registration, launches, devices, errors, versions).
+
+One Python function per CUDA function, with CUDA's name and parameters
+(cffi hands over pointers as cdata, numbers as ints).  Each returns a
+cudaError_t or raises an RcudaError; client/entrypoints.py turns exceptions
+into statuses, records the thread's last error and logs.  The other groups
+live beside this module (memory, streams, queries, pools, managed,
+driver_access) and register the same way; functions registered nowhere
+answer cudaErrorNotSupported (see `rcuda coverage`).
+
+Where behaviour differs from a local GPU, the docstring says so.
+"""
+from __future__ import annotations
+
+import logging
+
+from rcuda import errors
+from rcuda._generated.cudart_api import CUDART_VERSION, FUNCTIONS
+from rcuda.errors import CudaError, cudaError
+
+from .. import interposer
+from ..interposer import address, fill_struct, out_pointer, stream_of
+from ..registry import registrar
+
+log = logging.getLogger(__name__)
+
+IMPLEMENTED: dict[str, callable] = {}
+
+SUCCESS = cudaError.cudaSuccess
+FATBIN_WRAPPER_MAGIC = 0x466243B1
+
+
+cuda = registrar(FUNCTIONS, IMPLEMENTED, "CUDA runtime export")
+
+
+# ------------------------------------------------------------------ registration
+
+
+@cuda()
+def __cudaRegisterFatBinary(fatCubin):
+    """Keep the fatbinary; the handle we return is a pointer we own."""
+    words = interposer.ffi.cast("int *", fatCubin)
+    if words[0] != FATBIN_WRAPPER_MAGIC:
+        raise CudaError(cudaError.cudaErrorInvalidKernelImage,
+                        f"fatbinary wrapper has magic {words[0] & 0xffffffff:#x}")
+    data = interposer.ffi.cast("void **", fatCubin)[1]
+    header = bytes(interposer.ffi.buffer(data, 16))
+    from rcuda import fatbin
+    size = fatbin.fatbin_size(header)
+    handle = interposer.ffi.new("void *[1]")
+    interposer.rt.fatbin_handles.append(handle)  # the program keeps the pointer until exit
+    interposer.rt.kernels.add_module(address(handle), bytes(interposer.ffi.buffer(data, size)))
+    return handle
+
+
+@cuda()
+def __cudaRegisterFatBinaryEnd(fatCubinHandle):
+    return None
+
+
+@cuda()
+def __cudaUnregisterFatBinary(fatCubinHandle):
+    interposer.rt.kernels.remove_module(address(fatCubinHandle))
+
+
+@cuda()
+def __cudaRegisterFunction(fatCubinHandle, hostFun, deviceFun, deviceName, thread_limit, tid, bid,
+                           bDim, gDim, wSize):
+    interposer.rt.kernels.add_function(address(fatCubinHandle), address(hostFun), interposer.ffi.string(deviceFun).decode())
+
+
+@cuda()
+def __cudaRegisterVar(fatCubinHandle, hostVar, deviceAddress, deviceName, ext, size, constant, global_):
+    """A __device__/__constant__ variable: its host shadow's address is what
+    the program passes to cudaMemcpyToSymbol & co."""
+    interposer.rt.kernels.add_variable(address(fatCubinHandle), address(hostVar), interposer.ffi.string(deviceName).decode(), size,
+                            bool(constant))
+
+
+@cuda()
+def __cudaRegisterManagedVar(fatCubinHandle, hostVarPtrAddress, deviceAddress, deviceName, ext, size,
+                             constant, global_):
+    """A __managed__ variable: set up at the program's first touch of it
+    (__cudaInitModule), which fills in the host pointer it goes through."""
+    interposer.rt.kernels.add_managed_variable(address(fatCubinHandle), address(hostVarPtrAddress),
+                                    interposer.ffi.string(deviceName).decode(), size)
+
+
+@cuda()
+def __cudaInitModule(fatCubinHandle):
+    """Non-zero once the module's __managed__ variables can be touched by
+    the host (0 makes native/registrations.c stop the program, saying why)."""
+    module = interposer.rt.kernels.module(address(fatCubinHandle))
+    for host_pointer_at, host in interposer.rt.managed.set_up_variables(interposer.rt, module):
+        interposer.ffi.cast("void **", host_pointer_at)[0] = interposer.ffi.cast("void *", host)
+    return b"\x01"
+
+
+# ------------------------------------------------------------------ launch
+
+
+def launch(host_fun, grid, block, args, shared_mem, stream_handle, per_thread: bool = False,
+           cooperative: bool = False) -> int:
+    """A kernel launch the C fast path (native/launch_fast_path.c) did not
+    take: the first of a kernel on a device, an unknown stream, a
+    configuration to refuse, a device in error; and every cooperative one.
+    Once it succeeds, C knows enough to take the next plain ones itself."""
+    host_fun = address(host_fun)
+    kernel = interposer.rt.kernels.kernel(host_fun)
+    device, fn = launch_kernel(kernel, (grid.x, grid.y, grid.z), (block.x, block.y, block.z), shared_mem,
+                               stream_handle, lambda params: params.pack(interposer.ffi, args), per_thread, cooperative)
+    interposer.rt.fast.kernel_ready(host_fun, kernel, device, fn, device.function_attributes(kernel))
+    return SUCCESS
+
+
+def launch_kernel(kernel, grid: tuple, block: tuple, shared_mem: int, stream_handle, pack, per_thread: bool,
+                  cooperative: bool):
+    """Launch `kernel` on the current device (the runtime's launches and the
+    driver's): checks, its function id, `pack(kernel.params)` for the
+    parameter buffer.  (the device, the function id)."""
+    device = interposer.rt.device()
+    stream = stream_of(stream_handle, per_thread, device)
+    if stream.device is not device:
+        raise CudaError(cudaError.cudaErrorInvalidResourceHandle,
+                        f"launch on {device.label} into a stream of {stream.device.label}")
+    device.check_launch_configuration(grid, block, shared_mem)
+    fn = device.function_id(kernel)
+    device.check_kernel_limits(kernel, block, shared_mem)
+    if cooperative:
+        device.check_cooperative_grid(kernel, grid, block, shared_mem)
+    device.launch(fn, grid, block, shared_mem, stream.id, pack(kernel.params), cooperative)
+    if device.mirrored:  # the kernel may write mapped memory (client/memory/mapped.py)
+        interposer.rt.fast.mirror_written(device, stream.id)
+    return device, fn
+
+
+@cuda(stream_variants=True)
+def cudaLaunchCooperativeKernel(func, gridDim, blockDim, args, sharedMem, stream, per_thread=False):
+    """A launch whose blocks may synchronise with each other
+    (cooperative_groups::this_grid().sync()): refused with
+    cudaErrorCooperativeLaunchTooLarge unless every block can be resident at
+    once.  The sim's plugin computes such a kernel whole."""
+    return launch(func, gridDim, blockDim, args, sharedMem, stream, per_thread, cooperative=True)
+
+
+#: cudaLaunchAttributes that change nothing rcuda can honour remotely and
+#: that a GPU may equally ignore (hints); others are refused, but for
+#: cudaLaunchAttributeCooperative.
+IGNORED_LAUNCH_ATTRIBUTES = {"cudaLaunchAttributeIgnore", "cudaLaunchAttributeAccessPolicyWindow",
+                             "cudaLaunchAttributePriority", "cudaLaunchAttributeMemSyncDomain",
+                             "cudaLaunchAttributeMemSyncDomainMap", "cudaLaunchAttributeSynchronizationPolicy"}
+
+
+@cuda(stream_variants=True)
+def cudaLaunchKernelExC(config, func, args, per_thread=False):
+    """cudaLaunchKernelEx: hints among the attributes are ignored, a
+    cooperative one is honoured (cudaLaunchCooperativeKernel); cluster
+    shapes and programmatic launches are not supported."""
+    out_pointer(config, "config")
+    cooperative = cooperative_attribute(config.attrs, config.numAttrs, "cudaLaunchKernelExC")
+    return launch(func, config.gridDim, config.blockDim, args, config.dynamicSmemBytes, config.stream, per_thread,
+                  cooperative)
+
+
+def cooperative_attribute(attrs, count: int, what: str) -> bool:
+    """Whether launch attributes (cudaLaunchAttribute *; the driver's
+    CUlaunchAttribute has the same layout and numbers) ask for a cooperative
+    launch; hints are ignored, others refused."""
+    from rcuda._generated.cuda_enums import ENUMS
+    names = {v: k for k, v in ENUMS["cudaLaunchAttributeID"].items()}
+    cooperative = False
+    if count and attrs == interposer.ffi.NULL:
+        raise CudaError(cudaError.cudaErrorInvalidValue, f"{what}: {count} attributes at NULL")
+    for i in range(count):
+        name = names.get(attrs[i].id, f"attribute {attrs[i].id}")
+        if name == "cudaLaunchAttributeCooperative":
+            cooperative = bool(attrs[i].val.cooperative)
+        elif name not in IGNORED_LAUNCH_ATTRIBUTES:
+            raise CudaError(cudaError.cudaErrorNotSupported, f"{what}: {name} is not supported by rcuda")
+    return cooperative
+
+
+# ------------------------------------------------------------------ devices
+
+
+@cuda()
+def cudaGetDeviceCount(count):
+    out_pointer(count, "count")
+    try:
+        count[0] = len(interposer.rt.devices)
+    except errors.RcudaError:
+        count[0] = 0
+        raise
+    return SUCCESS
+
+
+@cuda()
+def cudaSetDevice(device):
+    interposer.rt.set_device(device)
+    return SUCCESS
+
+
+@cuda()
+def cudaInitDevice(device, deviceFlags, flags):
+    interposer.rt.device(device)
+    return SUCCESS
+
+
+@cuda()
+def cudaGetDevice(device):
+    out_pointer(device, "device")
+    interposer.rt.devices  # noqa: B018 - initialises, or fails as CUDA does without devices
+    device[0] = interposer.rt.current_ordinal
+    return SUCCESS
+
+
+@cuda()
+def cudaGetDeviceProperties(prop, device):
+    out_pointer(prop, "prop")
+    fill_struct(prop, interposer.rt.device(device).properties)
+    return SUCCESS
+
+
+@cuda()
+def cudaDeviceSynchronize():
+    synchronize_device(interposer.rt.device())
+    return SUCCESS
+
+
+def synchronize_device(device) -> None:
+    """Wait for all of the device's work (cudaDeviceSynchronize, cuCtxSynchronize)."""
+    device.synchronize()
+    interposer.rt.pools.synchronized(device)  # frees seen complete, pool memory above its threshold released
+
+
+@cuda()
+def cudaDriverGetVersion(driverVersion):
+    out_pointer(driverVersion, "driverVersion")
+    driverVersion[0] = CUDART_VERSION
+    return SUCCESS
+
+
+@cuda()
+def cudaRuntimeGetVersion(runtimeVersion):
+    out_pointer(runtimeVersion, "runtimeVersion")
+    runtimeVersion[0] = CUDART_VERSION
+    return SUCCESS
+
+
+# ------------------------------------------------------------------ errors
+
+
+# cudaGetLastError and cudaPeekAtLastError are answered in C while nothing
+# has failed (native/last_error.c); otherwise client/entrypoints.py asks
+# interposer.rt.take_last_error() / interposer.rt.peek_last_error().
+
+
+@cuda()
+def cudaGetErrorString(error):
+    return interposer.c_string(errors.error_string(error))
+
+
+@cuda()
+def cudaGetErrorName(error):
+    return interposer.c_string(errors.error_name(error))
+
+
+@cuda()
+def cudaCreateChannelDesc(x, y, z, w, f):
+    desc = interposer.ffi.new("struct cudaChannelFormatDesc *")
+    desc.x, desc.y, desc.z, desc.w, desc.f = x, y, z, w, f
+    return desc[0]

@@ -1,0 +1,789 @@
+"""CUDA runtime functions: device memory, copies, memsets, symbols, pinned
+host memory, pointer attributes.
+
+Copies are checked against the allocation map before they travel: a range
+that is not inside one of this process's allocations is cudaErrorInvalidValue
+at the call, as CUDA reports it.
+
+Asynchronous copies follow CUDA's rules for where the host memory is:
+  * pinned memory (cudaHostAlloc, cudaHostRegister): the copy is ordered in
+    its stream and returns at once; the source is read when the message is
+    sent (after any host function before it in the stream, which may have
+    filled it), the destination filled when the bytes arrive, before any
+    later synchronisation returns;
+  * pageable memory: a host-to-device copy returns once the source is read
+    (a snapshot), a device-to-host copy only once it is complete, so the
+    program may touch its buffer right after the call, as CUDA allows.
+
+Mapped host memory (client/memory/mapped.py) has a host and a device copy:
+copies and memsets that touch it are made on its device copy, in their
+stream, and one that returns synchronously brings the result to the host
+copy before it returns.
+"""
+from __future__ import annotations
+
+import logging
+
+from rcuda._generated.cuda_enums import ENUMS, MACROS
+from rcuda import copy_kinds
+from rcuda.errors import CudaError, cudaError
+
+from .. import interposer
+from ..memory import pointers
+from .core import SUCCESS, cuda
+from ..interposer import address, out_pointer, stream_of
+
+log = logging.getLogger(__name__)
+
+KINDS = ENUMS["cudaMemcpyKind"]
+HOST_TO_HOST = KINDS["cudaMemcpyHostToHost"]
+HOST_TO_DEVICE = KINDS["cudaMemcpyHostToDevice"]
+DEVICE_TO_HOST = KINDS["cudaMemcpyDeviceToHost"]
+DEVICE_TO_DEVICE = KINDS["cudaMemcpyDeviceToDevice"]
+DEFAULT = KINDS["cudaMemcpyDefault"]
+
+MEMORY_TYPES = ENUMS["cudaMemoryType"]
+P2P_ATTRIBUTES = {number: name for name, number in ENUMS["cudaDeviceP2PAttr"].items()}
+HOST_ALLOC_PORTABLE = MACROS["cudaHostAllocPortable"]
+HOST_ALLOC_MAPPED = MACROS["cudaHostAllocMapped"]
+HOST_REGISTER_MAPPED = MACROS["cudaHostRegisterMapped"]
+#: cudaPointerAttributes.device for memory CUDA knows nothing about.
+UNREGISTERED_DEVICE = -2
+
+
+def rt():
+    return interposer.rt
+
+
+def ffi():
+    return interposer.ffi
+
+
+# ------------------------------------------------------------------ allocation
+
+
+@cuda()
+def cudaMalloc(devPtr, size):
+    out_pointer(devPtr, "devPtr")
+    devPtr[0] = ffi().cast("void *", allocate(rt().device(), size))
+    return SUCCESS
+
+
+def allocate(device, size: int) -> int:
+    """Device memory on `device`, in the allocation map (0 for 0 bytes)."""
+    ptr = device.malloc(size)
+    if ptr:
+        rt().allocations.add(ptr, size, device)
+    return ptr
+
+
+@cuda()
+def cudaFree(devPtr):
+    """Memory from a pool (cudaMallocAsync) goes back to its pool, its work
+    done: CUDA makes the program vouch for that and does not synchronise."""
+    ptr = address(devPtr)
+    if ptr == 0:
+        rt().device()  # cudaFree(0) initialises the runtime, nothing more
+        return SUCCESS
+    if rt().managed.is_managed(ptr):
+        rt().managed.free(rt(), ptr)
+        return SUCCESS
+    if rt().pools.owner(ptr) is not None:
+        rt().pools.free(ptr)
+        return SUCCESS
+    mirror = rt().mapped.find(ptr)
+    if mirror is not None:
+        what = "managed memory, not an allocation's start (freed already?)" if mirror.managed else \
+            "mapped host memory (cudaFreeHost or cudaHostUnregister frees it)"
+        raise CudaError(cudaError.cudaErrorInvalidValue, f"cudaFree of {ptr:#x}: that is {what}")
+    allocation = rt().allocations.find(ptr)
+    if allocation is None or allocation.base != ptr:
+        raise CudaError(cudaError.cudaErrorInvalidValue, f"cudaFree of {ptr:#x}: not an allocation's start")
+    allocation.device.free(ptr)
+    rt().allocations.remove(ptr)
+    return SUCCESS
+
+
+@cuda()
+def cudaMallocPitch(devPtr, pitch, width, height):
+    out_pointer(devPtr, "devPtr")
+    out_pointer(pitch, "pitch")
+    ptr, pitch[0] = allocate_pitched(rt().device(), width, height)
+    devPtr[0] = ffi().cast("void *", ptr)
+    return SUCCESS
+
+
+def allocate_pitched(device, width: int, height: int) -> tuple[int, int]:
+    """(address, pitch) of `height` rows of `width` bytes on `device`, each
+    row starting at the GPU's texture alignment."""
+    alignment = device.properties.get("textureAlignment") or 512
+    row = -(-width // alignment) * alignment if width else 0
+    return allocate(device, row * height), row
+
+
+@cuda()
+def cudaMemGetInfo(free, total):
+    out_pointer(free, "free")
+    out_pointer(total, "total")
+    free[0], total[0] = rt().device().mem_info()
+    return SUCCESS
+
+
+# ------------------------------------------------------------------ 1-D copies
+
+
+def _device_of(ptr: int, size: int, what: str):
+    allocation = rt().allocations.find(ptr, size)
+    if allocation is None:
+        raise CudaError(cudaError.cudaErrorInvalidValue,
+                        f"{what} {ptr:#x}..+{size} is not inside a device allocation")
+    return allocation.device
+
+
+def _check_kind(kind: int, dst: int, src: int, count: int) -> int:
+    """The copy's direction (rcuda/copy_kinds.py): `kind`, or for
+    cudaMemcpyDefault what the allocation map says of each side."""
+    allocations = rt().allocations
+    return copy_kinds.checked_kind(kind, allocations.find(dst, count) is not None,
+                                   allocations.find(src, count) is not None)
+
+
+def _stream_on(device, stream) -> int:
+    """The id of `stream` on `device`, where the copy runs.  A copy into
+    another device's memory than the stream's keeps the stream's order by
+    waiting for the stream first, then runs in the memory's device's legacy
+    stream."""
+    if stream is None:
+        return 0
+    if stream.device is device:
+        return stream.id
+    stream.device.request("stream_sync", stream=stream.id)
+    return 0
+
+
+def _after_downloads_into(device, ptr: int, count: int) -> None:
+    """An upload from pinned memory that asynchronous downloads still in
+    flight will write (their bytes land when their replies arrive): hold
+    the device's later messages back until they have (client/memory/host.py)."""
+    gate = rt().pending_downloads.gate_for(ptr, count)
+    if gate is not None:
+        device.link.add_gate(gate)
+
+
+def _host_view(ptr: int, count: int) -> memoryview:
+    return memoryview(ffi().buffer(ffi().cast("char *", ptr), count))
+
+
+def _pinned(ptr: int, count: int) -> bool:
+    return rt().host_memory.find(ptr, count) is not None
+
+
+def _write_host(ptr: int, frames) -> None:
+    target = ffi().cast("char *", ptr)
+    for frame in frames:
+        chunk = frame.buffer
+        ffi().memmove(target, chunk, len(chunk))
+        target += len(chunk)
+
+
+# -- mapped host memory (client/memory/mapped.py): the device copy stands for it
+
+
+def _mapped_involved(*ranges) -> bool:
+    mapped = rt().mapped
+    return mapped.active and any(mapped.touching(ptr, length) is not None for ptr, length in ranges if length)
+
+
+def _device_side(ptr: int, length: int, what: str) -> int:
+    """Where [ptr, ptr + length) is on a device: a mirror's host copy stands
+    for its device copy; other memory is itself."""
+    mapped = rt().mapped
+    mirror = mapped.on_host(ptr, length)
+    if mirror is not None:
+        return mirror.to_device(ptr)
+    if mapped.touching(ptr, length) is not None and mapped.find(ptr, length) is None:
+        raise CudaError(cudaError.cudaErrorInvalidValue,
+                        f"{what} {ptr:#x}..+{length} runs past the edge of mapped host memory")
+    return ptr
+
+
+def _device_wrote(ptr: int, length: int, stream, asynchronous: bool) -> None:
+    """[ptr, ptr + length) was written on a device (a copy, a memset): if it
+    is a mirror's device copy, the next synchronisation brings it to the host
+    copy, and a synchronous call is that synchronisation."""
+    mirror = rt().mapped.touching(ptr, length) if length else None
+    if mirror is None:
+        return
+    device = mirror.device
+    stream_id = stream.id if stream is not None and stream.device is device else 0
+    rt().fast.mirror_written(device, stream_id)
+    if not asynchronous:
+        device.request("stream_sync", stream=stream_id)  # and the host copy is refreshed
+
+
+def _check_kind_value(kind: int) -> None:
+    if kind not in copy_kinds.DIRECTIONS and kind != DEFAULT:
+        raise CudaError(cudaError.cudaErrorInvalidMemcpyDirection, f"cudaMemcpyKind {kind}")
+
+
+def memcpy(dst: int, src: int, count: int, kind: int, stream=None, asynchronous: bool = False) -> None:
+    """cudaMemcpy and cudaMemcpyAsync.  `stream` None means the legacy
+    default stream of the devices involved."""
+    if count and _mapped_involved((dst, count), (src, count)):
+        # Mapped memory is on both sides of the bus: its device copy is used,
+        # whatever the kind says (with unified addressing, CUDA goes by the pointers).
+        _check_kind_value(kind)
+        device_dst = _device_side(dst, count, "destination")
+        _memcpy(device_dst, _device_side(src, count, "source"), count, DEFAULT, stream, asynchronous)
+        _device_wrote(device_dst, count, stream, asynchronous)
+        return
+    _memcpy(dst, src, count, kind, stream, asynchronous)
+
+
+def _memcpy(dst: int, src: int, count: int, kind: int, stream=None, asynchronous: bool = False) -> None:
+    kind = _check_kind(kind, dst, src, count)
+    if count == 0:
+        return
+    if dst == 0 or src == 0:
+        raise CudaError(cudaError.cudaErrorInvalidValue, "cudaMemcpy with a NULL pointer")
+    if kind == HOST_TO_HOST:
+        if asynchronous and stream is not None:  # in stream order: after the stream's earlier copies land
+            stream.device.request("stream_sync", stream=stream.id)
+        ffi().memmove(ffi().cast("void *", dst), ffi().cast("void *", src), count)
+    elif kind == HOST_TO_DEVICE:
+        device = _device_of(dst, count, "destination")
+        stream_id = _stream_on(device, stream)
+        pinned = _pinned(src, count)
+        if pinned:  # read as the message goes out: after the downloads into it that came before
+            _after_downloads_into(device, src, count)
+        if asynchronous:
+            # Pinned: read when the message goes out, as CUDA may read it any
+            # time before the copy completes.  Pageable: the program may
+            # reuse it once we return.
+            data = _host_view(src, count) if pinned else memoryview(bytes(_host_view(src, count)))
+            device.post("htod", [data], borrowed=pinned, dst=dst, size=count, stream=stream_id)
+        else:
+            device.copy_to_device(dst, _host_view(src, count), stream_id)
+    elif kind == DEVICE_TO_HOST:
+        device = _device_of(src, count, "source")
+        stream_id = _stream_on(device, stream)
+        if asynchronous and _pinned(dst, count):
+            pending = rt().pending_downloads
+            token = pending.started(dst, count)
+            device.post_with_callback("dtoh", lambda reply, frames: _write_host(dst, frames),
+                                      finally_=lambda: pending.landed(token), into=_host_view(dst, count),
+                                      src=src, size=count, stream=stream_id)
+        else:  # into pageable memory CUDA returns only once the copy is complete
+            device.copy_from_device(src, count, stream_id, into=_host_view(dst, count))
+    else:
+        dst_device = _device_of(dst, count, "destination")
+        src_device = _device_of(src, count, "source")
+        if dst_device is src_device:
+            stream_id = _stream_on(dst_device, stream)
+            if asynchronous:
+                dst_device.post("dtod", dst=dst, src=src, size=count, stream=stream_id)
+            else:
+                dst_device.copy_on_device(dst, src, count, stream_id)
+        else:
+            copy_between_devices(dst_device, dst, src_device, src, count, stream, asynchronous,
+                                 "cudaMemcpyAsync" if asynchronous else "cudaMemcpy")
+
+
+def copy_between_devices(dst_device, dst: int, src_device, src: int, count: int, stream=None,
+                         asynchronous: bool = False, call: str = "cudaMemcpy") -> None:
+    """A copy between two GPUs: server to server (client/transport/peer.py), never
+    through this process.  A copy in a stream waits for the stream's earlier
+    work first (the halves then keep the devices' arrival order)."""
+    if stream is not None and stream.id != 0:
+        stream.device.request("stream_sync", stream=stream.id)
+    rt().peer_copies.copy(dst_device, dst, src_device, src, count, synchronous=not asynchronous, call=call)
+
+
+@cuda("cudaMemcpy", "cudaMemcpy_ptds")
+def cudaMemcpy(dst, src, count, kind):
+    memcpy(address(dst), address(src), count, kind)
+    return SUCCESS
+
+
+@cuda(stream_variants=True)
+def cudaMemcpyAsync(dst, src, count, kind, stream, per_thread=False):
+    memcpy(address(dst), address(src), count, kind, stream_of(stream, per_thread), asynchronous=True)
+    return SUCCESS
+
+
+# ------------------------------------------------------------------ several GPUs
+# Copies between GPUs go server to server (client/transport/peer.py).  Direct load/store
+# (peer access) exists only between GPUs of one server whose backend allows it.
+
+
+def _peer_range(ptr: int, size: int, ordinal: int, what: str, call: str):
+    device = rt().device(ordinal)
+    allocation = rt().allocations.find(ptr, size)
+    if allocation is None or allocation.device is not device:
+        owner = f"it belongs to {allocation.device.label}" if allocation else "it is not inside a device allocation"
+        raise CudaError(cudaError.cudaErrorInvalidValue,
+                        f"{call}: {what} {ptr:#x}..+{size} is not memory of {device.label}: {owner}")
+    return device
+
+
+def _memcpy_peer(dst, dstDevice, src, srcDevice, count, stream=None, asynchronous: bool = False,
+                 call: str = "cudaMemcpyPeer") -> int:
+    dst_ptr, src_ptr = address(dst), address(src)
+    if count == 0:
+        rt().device(dstDevice), rt().device(srcDevice)  # still validates the ordinals
+        return SUCCESS
+    dst_device = _peer_range(dst_ptr, count, dstDevice, "destination", call)
+    src_device = _peer_range(src_ptr, count, srcDevice, "source", call)
+    if dst_device is src_device:
+        stream_id = _stream_on(dst_device, stream)
+        if asynchronous:
+            dst_device.post("dtod", dst=dst_ptr, src=src_ptr, size=count, stream=stream_id)
+        else:
+            dst_device.copy_on_device(dst_ptr, src_ptr, count, stream_id)
+    else:
+        copy_between_devices(dst_device, dst_ptr, src_device, src_ptr, count, stream, asynchronous, call)
+    if rt().mapped.active:
+        _device_wrote(dst_ptr, count, stream, asynchronous)
+    return SUCCESS
+
+
+@cuda()
+def cudaMemcpyPeer(dst, dstDevice, src, srcDevice, count):
+    return _memcpy_peer(dst, dstDevice, src, srcDevice, count)
+
+
+@cuda()
+def cudaMemcpyPeerAsync(dst, dstDevice, src, srcDevice, count, stream):
+    """Posts the copy and returns; its errors surface at the destination
+    GPU's next synchronising call."""
+    return _memcpy_peer(dst, dstDevice, src, srcDevice, count, stream_of(stream), True, "cudaMemcpyPeerAsync")
+
+
+@cuda()
+def cudaDeviceCanAccessPeer(canAccessPeer, device, peerDevice):
+    out_pointer(canAccessPeer, "canAccessPeer")
+    canAccessPeer[0] = int(rt().peer_copies.can_access(rt().device(device), rt().device(peerDevice)))
+    return SUCCESS
+
+
+@cuda()
+def cudaDeviceGetP2PAttribute(value, attr, srcDevice, dstDevice):
+    """The link between two GPUs as their server sees it; GPUs of different
+    servers have none: every attribute reads 0 (copies still work)."""
+    out_pointer(value, "value")
+    source, destination = rt().device(srcDevice), rt().device(dstDevice)
+    if source is destination:
+        raise CudaError(cudaError.cudaErrorInvalidDevice,
+                        f"cudaDeviceGetP2PAttribute: {source.label} is both ends of the link")
+    name = P2P_ATTRIBUTES.get(attr)
+    if name is None:
+        raise CudaError(cudaError.cudaErrorInvalidValue, f"cudaDeviceGetP2PAttribute: cudaDeviceP2PAttr {attr}")
+    value[0] = rt().peer_copies.link_attribute(source, destination, name)
+    return SUCCESS
+
+
+@cuda()
+def cudaDeviceEnablePeerAccess(peerDevice, flags):
+    if flags != 0:
+        raise CudaError(cudaError.cudaErrorInvalidValue, f"cudaDeviceEnablePeerAccess: flags must be 0, not {flags}")
+    rt().peer_copies.enable(rt().device(), rt().device(peerDevice))
+    return SUCCESS
+
+
+@cuda()
+def cudaDeviceDisablePeerAccess(peerDevice):
+    rt().peer_copies.disable(rt().device(), rt().device(peerDevice))
+    return SUCCESS
+
+
+# ------------------------------------------------------------------ memset
+
+
+def memset(ptr: int, value: int, count: int, stream=None, asynchronous: bool = False, elem: int = 1) -> None:
+    """`count` bytes at `ptr` set to `value`'s low `elem` bytes, repeated
+    (elem 2 and 4: the driver's cuMemsetD16/D32)."""
+    if count == 0:
+        return
+    if _mapped_involved((ptr, count)):
+        # On pinned host memory cudaMemset is synchronous, as CUDA documents.
+        ptr = _device_side(ptr, count, "destination")
+        _memset(ptr, value, count, stream, asynchronous, elem)
+        _device_wrote(ptr, count, stream, asynchronous)
+        return
+    _memset(ptr, value, count, stream, asynchronous, elem)
+
+
+def _memset(ptr: int, value: int, count: int, stream=None, asynchronous: bool = False, elem: int = 1) -> None:
+    device = _device_of(ptr, count, "destination")
+    stream_id = _stream_on(device, stream)
+    if asynchronous:
+        device.post("memset", ptr=ptr, value=value, size=count, stream=stream_id, elem=elem)
+    else:
+        device.memset(ptr, value, count, stream_id, elem)
+
+
+@cuda("cudaMemset", "cudaMemset_ptds")
+def cudaMemset(devPtr, value, count):
+    memset(address(devPtr), value, count)
+    return SUCCESS
+
+
+@cuda(stream_variants=True)
+def cudaMemsetAsync(devPtr, value, count, stream, per_thread=False):
+    memset(address(devPtr), value, count, stream_of(stream, per_thread), asynchronous=True)
+    return SUCCESS
+
+
+# ------------------------------------------------------------------ 2-D copies and memsets
+
+
+def _rows_span(pitch: int, width: int, height: int) -> int:
+    """Bytes from the first row's start to the last row's end."""
+    return pitch * (height - 1) + width if height else 0
+
+
+def _check_pitch(width: int, height: int, *pitches: int) -> None:
+    if height > 1 and any(p < width for p in pitches):
+        raise CudaError(cudaError.cudaErrorInvalidPitchValue,
+                        f"a pitch of {min(pitches)} is less than the width {width}")
+
+
+def _gather_rows(src: int, spitch: int, width: int, height: int) -> bytes:
+    if spitch == width:
+        return bytes(_host_view(src, width * height))
+    view = _host_view(src, _rows_span(spitch, width, height))
+    return b"".join(view[r * spitch:r * spitch + width] for r in range(height))
+
+
+def _scatter_rows(dst: int, dpitch: int, width: int, height: int, frames) -> None:
+    packed = frames[0].buffer if len(frames) == 1 else memoryview(b"".join(f.buffer for f in frames))
+    if dpitch == width:
+        ffi().memmove(ffi().cast("void *", dst), packed, width * height)
+        return
+    for r in range(height):
+        ffi().memmove(ffi().cast("void *", dst + r * dpitch), packed[r * width:(r + 1) * width], width)
+
+
+def memcpy2d(dst: int, dpitch: int, src: int, spitch: int, width: int, height: int, kind: int,
+             stream=None, asynchronous: bool = False) -> None:
+    dst_span, src_span = _rows_span(dpitch, width, height), _rows_span(spitch, width, height)
+    if width and height and _mapped_involved((dst, dst_span), (src, src_span)):
+        _check_kind_value(kind)
+        device_dst = _device_side(dst, dst_span, "destination")
+        _memcpy2d(device_dst, dpitch, _device_side(src, src_span, "source"), spitch, width, height, DEFAULT, stream,
+                  asynchronous)
+        _device_wrote(device_dst, dst_span, stream, asynchronous)
+        return
+    _memcpy2d(dst, dpitch, src, spitch, width, height, kind, stream, asynchronous)
+
+
+def _memcpy2d(dst: int, dpitch: int, src: int, spitch: int, width: int, height: int, kind: int,
+              stream=None, asynchronous: bool = False) -> None:
+    _check_pitch(width, height, dpitch, spitch)
+    if width == 0 or height == 0:
+        return
+    dst_span, src_span = _rows_span(dpitch, width, height), _rows_span(spitch, width, height)
+    kind = _check_kind(kind, dst, src, 1)  # Default: decided by where each first row starts
+    if kind == HOST_TO_HOST:
+        if asynchronous and stream is not None:
+            stream.device.request("stream_sync", stream=stream.id)
+        for r in range(height):
+            ffi().memmove(ffi().cast("void *", dst + r * dpitch), ffi().cast("void *", src + r * spitch), width)
+    elif kind == HOST_TO_DEVICE:
+        device = _device_of(dst, dst_span, "destination")
+        data = memoryview(_gather_rows(src, spitch, width, height))  # a snapshot: packed rows
+        fields = dict(dst=dst, dpitch=dpitch, width=width, height=height, stream=_stream_on(device, stream))
+        if asynchronous:
+            device.post("htod2d", [data], **fields)
+        else:
+            device.request("htod2d", [data], **fields)
+    elif kind == DEVICE_TO_HOST:
+        device = _device_of(src, src_span, "source")
+        fields = dict(src=src, spitch=spitch, width=width, height=height, stream=_stream_on(device, stream))
+        if asynchronous and _pinned(dst, dst_span):
+            device.post_with_callback("dtoh2d", lambda reply, frames: _scatter_rows(dst, dpitch, width, height,
+                                                                                    frames), **fields)
+        else:
+            _, frames = device.request("dtoh2d", **fields)
+            _scatter_rows(dst, dpitch, width, height, frames)
+    else:
+        dst_device = _device_of(dst, dst_span, "destination")
+        src_device = _device_of(src, src_span, "source")
+        if dst_device is not src_device:
+            for r in range(height):
+                copy_between_devices(dst_device, dst + r * dpitch, src_device, src + r * spitch, width, stream)
+            return
+        fields = dict(dst=dst, dpitch=dpitch, src=src, spitch=spitch, width=width, height=height,
+                      stream=_stream_on(dst_device, stream))
+        if asynchronous:
+            dst_device.post("dtod2d", **fields)
+        else:
+            dst_device.request("dtod2d", **fields)
+
+
+@cuda("cudaMemcpy2D", "cudaMemcpy2D_ptds")
+def cudaMemcpy2D(dst, dpitch, src, spitch, width, height, kind):
+    memcpy2d(address(dst), dpitch, address(src), spitch, width, height, kind)
+    return SUCCESS
+
+
+@cuda(stream_variants=True)
+def cudaMemcpy2DAsync(dst, dpitch, src, spitch, width, height, kind, stream, per_thread=False):
+    memcpy2d(address(dst), dpitch, address(src), spitch, width, height, kind, stream_of(stream, per_thread),
+             asynchronous=True)
+    return SUCCESS
+
+
+def memset2d(ptr: int, pitch: int, value: int, width: int, height: int, stream=None,
+             asynchronous: bool = False, elem: int = 1) -> None:
+    """`height` rows of `width` bytes, `pitch` apart, as memset sets them."""
+    _check_pitch(width, height, pitch)
+    if width == 0 or height == 0:
+        return
+    span = _rows_span(pitch, width, height)
+    if _mapped_involved((ptr, span)):
+        ptr = _device_side(ptr, span, "destination")
+        _memset2d(ptr, pitch, value, width, height, stream, asynchronous, elem)
+        _device_wrote(ptr, span, stream, asynchronous)
+        return
+    _memset2d(ptr, pitch, value, width, height, stream, asynchronous, elem)
+
+
+def _memset2d(ptr: int, pitch: int, value: int, width: int, height: int, stream=None,
+              asynchronous: bool = False, elem: int = 1) -> None:
+    device = _device_of(ptr, _rows_span(pitch, width, height), "destination")
+    fields = dict(ptr=ptr, pitch=pitch, value=value, width=width, height=height, stream=_stream_on(device, stream),
+                  elem=elem)
+    if asynchronous:
+        device.post("memset2d", **fields)
+    else:
+        device.request("memset2d", **fields)
+
+
+@cuda("cudaMemset2D", "cudaMemset2D_ptds")
+def cudaMemset2D(devPtr, pitch, value, width, height):
+    memset2d(address(devPtr), pitch, value, width, height)
+    return SUCCESS
+
+
+@cuda(stream_variants=True)
+def cudaMemset2DAsync(devPtr, pitch, value, width, height, stream, per_thread=False):
+    memset2d(address(devPtr), pitch, value, width, height, stream_of(stream, per_thread), asynchronous=True)
+    return SUCCESS
+
+
+# ------------------------------------------------------------------ symbols
+
+
+def symbol_address(symbol, device=None) -> tuple[int, int]:
+    """(device address, size) of the __device__ variable whose host shadow
+    is at `symbol`, on `device` (the current one by default)."""
+    variable = rt().kernels.variable(address(symbol))
+    return variable_address(variable.module, variable.name, device or rt().device())
+
+
+def variable_address(module, name: str, device) -> tuple[int, int]:
+    """(device address, size) of variable `name` (its device-side name) of
+    `module` on `device` (cudaGetSymbolAddress's, cuModuleGetGlobal's)."""
+    known = (module.key, name) in device._symbols
+    ptr, size = device.symbol(module, name)
+    if not known and rt().allocations.find(ptr) is None:
+        rt().allocations.add(ptr, size, device)  # so that copies to it are checked like any other
+    return ptr, size
+
+
+def _symbol_range(symbol, count: int, offset: int, what: str) -> int:
+    ptr, size = symbol_address(symbol)
+    if offset + count > size:
+        raise CudaError(cudaError.cudaErrorInvalidValue,
+                        f"{what}: {count} bytes at offset {offset} run past the {size}-byte variable")
+    return ptr + offset
+
+
+def _symbol_kind(kind: int, allowed: int, what: str) -> int:
+    if kind not in (allowed, DEVICE_TO_DEVICE, DEFAULT):
+        raise CudaError(cudaError.cudaErrorInvalidMemcpyDirection, f"{what}: cudaMemcpyKind {kind}")
+    return kind
+
+
+@cuda("cudaMemcpyToSymbol", "cudaMemcpyToSymbol_ptds")
+def cudaMemcpyToSymbol(symbol, src, count, offset, kind):
+    kind = _symbol_kind(kind, HOST_TO_DEVICE, "cudaMemcpyToSymbol")
+    memcpy(_symbol_range(symbol, count, offset, "cudaMemcpyToSymbol"), address(src), count, kind)
+    return SUCCESS
+
+
+@cuda("cudaMemcpyFromSymbol", "cudaMemcpyFromSymbol_ptds")
+def cudaMemcpyFromSymbol(dst, symbol, count, offset, kind):
+    kind = _symbol_kind(kind, DEVICE_TO_HOST, "cudaMemcpyFromSymbol")
+    memcpy(address(dst), _symbol_range(symbol, count, offset, "cudaMemcpyFromSymbol"), count, kind)
+    return SUCCESS
+
+
+@cuda(stream_variants=True)
+def cudaMemcpyToSymbolAsync(symbol, src, count, offset, kind, stream, per_thread=False):
+    kind = _symbol_kind(kind, HOST_TO_DEVICE, "cudaMemcpyToSymbolAsync")
+    memcpy(_symbol_range(symbol, count, offset, "cudaMemcpyToSymbolAsync"), address(src), count, kind,
+           stream_of(stream, per_thread), asynchronous=True)
+    return SUCCESS
+
+
+@cuda(stream_variants=True)
+def cudaMemcpyFromSymbolAsync(dst, symbol, count, offset, kind, stream, per_thread=False):
+    kind = _symbol_kind(kind, DEVICE_TO_HOST, "cudaMemcpyFromSymbolAsync")
+    memcpy(address(dst), _symbol_range(symbol, count, offset, "cudaMemcpyFromSymbolAsync"), count, kind,
+           stream_of(stream, per_thread), asynchronous=True)
+    return SUCCESS
+
+
+@cuda()
+def cudaGetSymbolAddress(devPtr, symbol):
+    out_pointer(devPtr, "devPtr")
+    devPtr[0] = ffi().cast("void *", symbol_address(symbol)[0])
+    return SUCCESS
+
+
+@cuda()
+def cudaGetSymbolSize(size, symbol):
+    out_pointer(size, "size")
+    size[0] = rt().kernels.variable(address(symbol)).size
+    return SUCCESS
+
+
+# ------------------------------------------------------------------ pinned host memory
+
+
+@cuda()
+def cudaHostAlloc(pHost, size, flags):
+    """Plain memory of this process (see client/memory/host.py): any memory
+    is valid for async copies through rcuda.  With cudaHostAllocMapped, a
+    mirror on the current device (client/memory/mapped.py), also with
+    cudaHostAllocPortable: its device copy is on that device only."""
+    out_pointer(pHost, "pHost")
+    if flags & ~0xF:
+        raise CudaError(cudaError.cudaErrorInvalidValue, f"cudaHostAlloc flags {flags:#x}")
+    device = rt().device()  # initialises the runtime, as cudaHostAlloc does
+    if flags & HOST_ALLOC_MAPPED and size:
+        host = rt().mapped.allocate(rt(), device, size, flags)
+        rt().host_memory.add_range(host, size, flags)
+    else:
+        host = rt().host_memory.allocate(size, flags)
+    pHost[0] = ffi().cast("void *", host)
+    return SUCCESS
+
+
+@cuda()
+def cudaMallocHost(ptr, size):
+    return cudaHostAlloc(ptr, size, 0)
+
+
+@cuda()
+def cudaFreeHost(ptr):
+    """Synchronises every device first, as CUDA does: queued async copies
+    may still read or fill the memory."""
+    base = address(ptr)
+    found = rt().host_memory.find(base)
+    if found is not None and found.base == base:
+        for device in rt().opened_devices():
+            device.synchronize()
+        mirror = rt().mapped.at(base)
+        if mirror is not None and mirror.allocated:
+            rt().mapped.release(rt(), mirror)  # before its pages go
+    rt().host_memory.free(base)
+    return SUCCESS
+
+
+@cuda()
+def cudaHostRegister(ptr, size, flags):
+    """With cudaHostRegisterMapped, a mirror on the current device
+    (client/memory/mapped.py): the memory stays where it is, its device
+    copy is elsewhere (cudaHostGetDevicePointer)."""
+    base = address(ptr)
+    host_memory = rt().host_memory
+    host_memory.check_registrable(base, size)
+    if flags & HOST_REGISTER_MAPPED:
+        mirror = rt().mapped.register(rt(), rt().device(), base, size, flags)
+        try:
+            host_memory.register(base, size, flags)
+        except BaseException:
+            rt().mapped.release(rt(), mirror)
+            raise
+    else:
+        host_memory.register(base, size, flags)
+    return SUCCESS
+
+
+@cuda()
+def cudaHostUnregister(ptr):
+    base = address(ptr)
+    for device in rt().opened_devices():  # as cudaFreeHost: queued copies may use it
+        device.synchronize()
+    mirror = rt().mapped.at(base)
+    if mirror is not None and not mirror.allocated:
+        rt().mapped.release(rt(), mirror)
+    rt().host_memory.unregister(base)
+    return SUCCESS
+
+
+@cuda()
+def cudaHostGetFlags(pFlags, pHost):
+    out_pointer(pFlags, "pFlags")
+    found = rt().host_memory.find(address(pHost))
+    if found is None:
+        raise CudaError(cudaError.cudaErrorInvalidValue, f"cudaHostGetFlags({address(pHost):#x}): not pinned memory")
+    pFlags[0] = found.flags
+    return SUCCESS
+
+
+@cuda()
+def cudaHostGetDevicePointer(pDevice, pHost, flags):
+    """The device address of mapped host memory: for cudaHostAlloc's the
+    host address itself; for registered memory its device copy's."""
+    out_pointer(pDevice, "pDevice")
+    pDevice[0] = ffi().cast("void *", mapped_device_pointer(address(pHost), flags))
+    return SUCCESS
+
+
+def mapped_device_pointer(ptr: int, flags: int) -> int:
+    """The device address of mapped host memory at `ptr`, on the current device."""
+    if flags != 0:
+        raise CudaError(cudaError.cudaErrorInvalidValue, f"cudaHostGetDevicePointer: flags must be 0, not {flags}")
+    mirror = rt().mapped.on_host(ptr)
+    if mirror is None or mirror.managed:
+        pinned = rt().host_memory.find(ptr)
+        what = ("managed memory" if mirror is not None else "pinned memory that is not mapped" if pinned is not None
+                else "device memory" if rt().allocations.find(ptr) is not None else "not pinned host memory")
+        raise CudaError(cudaError.cudaErrorInvalidValue, f"cudaHostGetDevicePointer({ptr:#x}): {what}")
+    device = rt().device()
+    if mirror.device is not device:
+        if mirror.flags & HOST_ALLOC_PORTABLE:
+            raise CudaError(cudaError.cudaErrorNotSupported,
+                            f"cudaHostGetDevicePointer({ptr:#x}) on {device.label}: rcuda maps portable memory "
+                            f"on the device it was allocated on only ({mirror.device.label})")
+        raise CudaError(cudaError.cudaErrorInvalidValue,
+                        f"cudaHostGetDevicePointer({ptr:#x}) on {device.label}: it is mapped on "
+                        f"{mirror.device.label}")
+    return mirror.to_device(ptr)
+
+
+@cuda()
+def cudaPointerGetAttributes(attributes, ptr):
+    out_pointer(attributes, "attributes")
+    value = address(ptr)
+    attrs = attributes
+    ffi().memmove(attrs, bytes(ffi().sizeof(attrs[0])), ffi().sizeof(attrs[0]))
+    info = pointers.describe(rt(), value)
+    if info.kind == "unknown":  # memory CUDA knows nothing of: still dereferenceable on the host, as CUDA reports it
+        attrs.type = MEMORY_TYPES["cudaMemoryTypeUnregistered"]
+        attrs.device = UNREGISTERED_DEVICE
+        attrs.hostPointer = ffi().cast("void *", value)
+        return SUCCESS
+    attrs.type = MEMORY_TYPES[POINTER_MEMORY_TYPES[info.kind]]
+    attrs.device = info.device.ordinal if info.device is not None else rt().current_ordinal
+    attrs.hostPointer = ffi().cast("void *", info.host)
+    attrs.devicePointer = ffi().cast("void *", info.device_ptr)
+    return SUCCESS
+
+
+POINTER_MEMORY_TYPES = {"device": "cudaMemoryTypeDevice", "host": "cudaMemoryTypeHost",
+                        "managed": "cudaMemoryTypeManaged"}
