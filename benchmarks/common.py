@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from rcuda.cli import python_module_command
+from rcuda.python_command import python_module_command
 
 log = logging.getLogger(__name__)
 
@@ -213,7 +213,7 @@ def rcuda_environment(servers: str, extra: dict | None = None) -> dict:
     """The environment `rcuda run` gives a program (see RunCommand): the
     interposer preloaded (libpython findable beside it), the servers, and
     this Python's rcuda."""
-    from rcuda.cli import native_library
+    from rcuda.libpython import native_library
 
     env = dict(os.environ)
     env.pop("CUDA_VISIBLE_DEVICES", None)

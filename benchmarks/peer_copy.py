@@ -34,7 +34,7 @@ import tempfile
 import threading
 from pathlib import Path
 
-from rcuda.cli import python_module_command
+from rcuda.python_command import python_module_command
 
 REPO = Path(__file__).resolve().parent.parent
 PROGRAM_SOURCE = REPO / "tests" / "cuda" / "peer_copy.cu"

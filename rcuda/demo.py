@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Iterator, TextIO
 
 from rcuda import demo_data
-from rcuda.cli import python_module_command
+from rcuda.python_command import python_module_command
 
 
 def _example_dir() -> Path:

@@ -34,6 +34,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from rcuda.netns import Network, NetnsError, remove_network, unavailable_reason
+from rcuda.python_command import python_module_command
 
 log = logging.getLogger(__name__)
 
@@ -125,8 +126,6 @@ class Hosts:
         return self.servers
 
     def _start(self, host) -> HostServer:
-        from rcuda.cli import python_module_command
-
         logfile = self.state_dir / f"{host.namespace}.log"
         argv = self.network.exec_argv(host.namespace, [
             *python_module_command("rcuda.cli", self.python), "server",
@@ -259,8 +258,6 @@ def _command(args, command_error) -> int:
             raise command_error("no program given: rcuda hosts run -- PROGRAM [ARGS...]")
         if command[0] != "rcuda" and not command[0].endswith("/rcuda"):
             # An unmodified CUDA program: through `rcuda run`, which sets LD_PRELOAD.
-            from rcuda.cli import python_module_command
-
             command = [*python_module_command("rcuda.cli"), "run", "--", *command]
         env = dict(os.environ, RCUDA_SERVERS=",".join(s["address"] for s in state["servers"]),
                    **state.get("client_environment", {}))

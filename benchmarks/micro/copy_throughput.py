@@ -226,10 +226,10 @@ def ratios_and_goals(series: dict) -> dict:
 
 
 def plot(result: dict, out_dir: Path) -> list[Path]:
-    from .. import plots
+    from .. import charts
 
     path = out_dir / "micro_copy.png"
-    plots.bandwidth(result, path)
+    charts.bandwidth(result, path)
     return [path]
 
 

@@ -60,12 +60,12 @@ def run(ctx: Context) -> dict:
 
 
 def plot(result: dict, out_dir: Path) -> list[Path]:
-    from .. import plots
+    from .. import charts
 
     path = out_dir / "micro_driver_api.png"
     bars = [(f"{measure}: {api}", figures["per_s"]) for measure, by_api in result["results"].items()
             for api, figures in by_api.items()]
-    plots.bars(result, path, bars, "calls per second", "Driver API next to the runtime (sim server)", log=True)
+    charts.bars(result, path, bars, "calls per second", "Driver API next to the runtime (sim server)", log=True)
     return [path]
 
 

@@ -141,7 +141,7 @@ def wakeup_round_trip_us(cpus: tuple[int, int] | None, n: int = 3000) -> float:
     a wake-up on the other CPU is what dominates every latency here."""
     import subprocess
 
-    from rcuda.cli import python_module_command
+    from rcuda.python_command import python_module_command
 
     peer_cpu = -1 if cpus is None else cpus[1]
     child = subprocess.Popen([*python_module_command("rcuda.benchmarks.micro.peers"), "pipe-echo", str(peer_cpu)],
@@ -188,7 +188,7 @@ def msgpack_cost_us() -> float:
 
 
 def run(ctx: Context) -> dict:
-    from rcuda.client.runtime import Runtime
+    from rcuda.client.state import Runtime
     from rcuda.config import ClientConfig, parse_server
 
     params = parameters(ctx.quick)
@@ -362,10 +362,10 @@ def ratios_and_goals(v: dict) -> dict:
 
 
 def plot(result: dict, out_dir: Path) -> list[Path]:
-    from .. import plots
+    from .. import charts
 
     path = out_dir / "micro_latency.png"
-    plots.latency_cdf(result, path)
+    charts.latency_cdf(result, path)
     return [path]
 
 

@@ -129,7 +129,7 @@ def run(ctx: Context) -> dict:
 
 
 def plot(result: dict, out_dir: Path) -> list[Path]:
-    from .. import plots
+    from .. import charts
 
     path = out_dir / "micro_launch.png"
     bars = []
@@ -137,7 +137,7 @@ def plot(result: dict, out_dir: Path) -> list[Path]:
         label = v["label"].replace("CUDA program via rcuda, ", "")
         bars.append((f"{label}: loop", v["loop_per_s"]))
         bars.append((f"{label}: until synchronised", v["total_per_s"]))
-    plots.bars(result, path, bars, "calls per second", "Tiny asynchronous calls from one program thread via rcuda",
+    charts.bars(result, path, bars, "calls per second", "Tiny asynchronous calls from one program thread via rcuda",
                goal=(f"launches: goal {GOAL_PER_S:,}/s", GOAL_PER_S), log=True)
     return [path]
 

@@ -5,7 +5,7 @@ second against cudaMalloc/cudaFree pairs, in the same program and run.
 
     malloc       cudaMalloc + cudaFree: two round trips to the server
     async        cudaMallocAsync + cudaFreeAsync on one stream: the pool
-                 (client/memory_pools.py) hands the freed block back at once,
+                 (client/memory/pools.py) hands the freed block back at once,
                  no message leaves the program
     async_sync   the same with a cudaStreamSynchronize after every pair and
                  the release threshold at its maximum: a training loop's step;
@@ -63,11 +63,11 @@ def run(ctx: Context) -> dict:
 
 
 def plot(result: dict, out_dir: Path) -> list[Path]:
-    from .. import plots
+    from .. import charts
 
     path = out_dir / "micro_pools.png"
     bars = [(v["label"], v["pairs_per_s"]) for v in result["variants"].values()]
-    plots.bars(result, path, bars, "allocate + free pairs per second",
+    charts.bars(result, path, bars, "allocate + free pairs per second",
                f"Allocation pairs of {result['parameters']['bytes'] >> 20} MiB from one program thread via rcuda",
                log=True)
     return [path]

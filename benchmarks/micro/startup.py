@@ -131,12 +131,12 @@ def _medians(runs: list[dict]) -> dict:
 
 
 def plot(result: dict, out_dir: Path) -> list[Path]:
-    from .. import plots
+    from .. import charts
 
     path = out_dir / "micro_startup.png"
     bars = [(v["label"], v["total_ms"]) for v in result["variants"].values()]
     native = result["variants"]["native_kernel_count"]["total_ms"]
-    plots.bars(result, path, bars, "milliseconds from start to exit (median)",
+    charts.bars(result, path, bars, "milliseconds from start to exit (median)",
                "Process start-up, with and without rcuda",
                goal=(f"native + {GOAL_ADDED_MS} ms (goal)", native + GOAL_ADDED_MS))
     return [path]

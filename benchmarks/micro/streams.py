@@ -73,7 +73,7 @@ def run(ctx: Context) -> dict:
 
 
 def plot(result: dict, out_dir: Path) -> list[Path]:
-    from .. import plots
+    from .. import charts
 
     path = out_dir / "micro_streams.png"
     i, c, z = result["idle_sync"], result["concurrency"], result["zero_copy"]
@@ -86,7 +86,7 @@ def plot(result: dict, out_dir: Path) -> list[Path]:
     largest = result["managed"][-1]
     bars += [(f"managed, touched, {largest['bytes'] >> 20} MiB (ms)", largest["managed_us"] / 1000),
              (f"cudaMemcpy, {largest['bytes'] >> 20} MiB (ms)", largest["memcpy_us"] / 1000)]
-    plots.bars(result, path, bars, "us / ms (see labels)",
+    charts.bars(result, path, bars, "us / ms (see labels)",
                "Independent streams, mapped and managed memory via rcuda (sim)")
     return [path]
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..plots import _finish, _pyplot, _source_note
+from ..charts import finish, pyplot, source_note
 
 PAPER_COLOUR = "0.55"
 TESTBED_COLOURS = ["tab:blue", "tab:orange", "tab:green", "tab:purple", "tab:red"]
@@ -32,7 +32,7 @@ def _testbed_label(result: dict, key: str) -> str:
 
 
 def draw_table(result: dict, path: Path) -> None:
-    plt = _pyplot()
+    plt = pyplot()
     tables = result["table"]
     names = [line["row"] for line in next(iter(tables.values()))] if tables else []
     series = [("paper (its own hardware)", [l["paper_s"] for l in next(iter(tables.values()))], PAPER_COLOUR)] \
@@ -61,11 +61,11 @@ def draw_table(result: dict, path: Path) -> None:
                   f"measured over {result['parameters']['batches_measured']} and scaled")
     ax.grid(True, axis="x", which="both", alpha=0.3)
     ax.set_title("The paper's table and ours (best sync per row, global batch 64)", fontsize=10)
-    _finish(fig, ax, result, path)
+    finish(fig, ax, result, path)
 
 
 def draw_scaling(result: dict, path: Path) -> None:
-    plt = _pyplot()
+    plt = pyplot()
     remote = [r for r in result["rows"] if r["kind"] == "remote"]
     keys = list(dict.fromkeys(r["testbed"] for r in remote))
     fig, axes = plt.subplots(2, max(len(keys), 1), figsize=(4.2 * max(len(keys), 1), 7), squeeze=False)
@@ -107,7 +107,7 @@ def draw_scaling(result: dict, path: Path) -> None:
         unique.update(zip(labels, handles))
     fig.suptitle("Scaling over remote GPUs (EMULATED where marked)", fontsize=10)
     fig.legend(unique.values(), unique.keys(), fontsize=7, loc="lower center", ncol=3, bbox_to_anchor=(0.5, 0.025))
-    fig.text(0.01, 0.005, _source_note(result), fontsize=7, color="0.4")
+    fig.text(0.01, 0.005, source_note(result), fontsize=7, color="0.4")
     fig.tight_layout(rect=(0, 0.09, 1, 0.97))  # room for the legend and the source line
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)

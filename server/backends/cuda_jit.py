@@ -14,6 +14,8 @@ import ctypes
 from rcuda import fatbin
 from rcuda.errors import CudaError, cudaError
 
+from .cuda_status import driver_status
+
 CU_JIT_INFO_LOG_BUFFER = 3
 CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES = 4
 CU_JIT_ERROR_LOG_BUFFER = 5
@@ -40,7 +42,6 @@ class _Logs:
 
     def fail(self, status: int, what: str) -> CudaError:
         """The CudaError for a failed call: the driver's error log, or its status."""
-        from .cupy_backend import driver_status  # (that module imports this one)
         text = self._error.value.decode(errors="replace").strip()
         return CudaError(driver_status(status), text or f"{what} failed with CUresult {status}")
 

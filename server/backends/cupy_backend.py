@@ -34,6 +34,7 @@ from rcuda.errors import CudaError, cudaError
 from . import cuda_jit
 from .base import (VA_WINDOW_SIZE, Allocation, AllocationTable, Backend, Completion, Device, Done, ParamLayout,
                    Physical, PhysicalTable, check_launch_configuration)
+from .cuda_status import driver_status, runtime_status
 
 log = logging.getLogger(__name__)
 
@@ -80,21 +81,6 @@ def _import_cupy():
         raise RuntimeError(f"the cupy backend needs CuPy built for this machine's CUDA (e.g. "
                            f"`pip install cupy-cuda13x`), or use --backend sim: {exc}") from exc
     return runtime, driver
-
-
-def runtime_status(code: int) -> cudaError:
-    try:
-        return cudaError(int(code))
-    except ValueError:
-        return cudaError.cudaErrorUnknown
-
-
-def driver_status(code: int) -> cudaError:
-    """The cudaError_t for a CUresult.  CUDA gives the driver and runtime codes
-    the same numbers where they mean the same (CUDA_ERROR_ILLEGAL_ADDRESS and
-    cudaErrorIllegalAddress are both 700, OUT_OF_MEMORY and MemoryAllocation
-    both 2, NO_BINARY_FOR_GPU and NoKernelImageForDevice both 209, ...)."""
-    return runtime_status(code)
 
 
 class CupyBackend(Backend):
