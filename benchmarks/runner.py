@@ -8,6 +8,10 @@ A benchmark is a module with:
     plot(result, out_dir) -> [Path]  draws its PNG(s) from the JSON alone
     headline(result) -> [str]       a few lines for the terminal
 
+and, optionally, unavailable() -> str | None: why it cannot run here and
+how to make it run (None: it can).  Such a benchmark is skipped, with that
+line, unless --only names it: then the run stops before measuring anything.
+
 Each result is written to OUT_DIR/<suite>_<name>.json with the machine's
 description (CPU, memory, kernel, versions, rcuda commit, date, GPUs, load
 average before and after), then plotted to OUT_DIR/<suite>_<name>.png.
@@ -38,6 +42,12 @@ def unavailable(suite: str) -> str | None:
     return None
 
 
+def benchmark_unavailable(benchmark) -> str | None:
+    """Why `benchmark` cannot run here, or None."""
+    check = getattr(benchmark, "unavailable", None)
+    return check() if check is not None else None
+
+
 def run_suites(suites: list[str], quick: bool, out_dir: Path, progress: common.Progress,
                only: list[str] | None = None) -> list[Path]:
     """Run the named suites' benchmarks (those in `only`, if given); returns
@@ -51,6 +61,10 @@ def run_suites(suites: list[str], quick: bool, out_dir: Path, progress: common.P
             continue
         for benchmark in SUITES[suite]:
             if only and benchmark.NAME not in only:
+                continue
+            reason = benchmark_unavailable(benchmark)
+            if reason:
+                progress(f"{suite}/{benchmark.NAME}: skipped: {reason}")
                 continue
             written += run_one(suite, benchmark, quick, out_dir, progress)
     return written
@@ -89,6 +103,11 @@ def main(suite: str, quick: bool, out: str | None, only: str | None, stream) -> 
     if names and not set(names) <= known:
         raise common.BenchmarkError(f"--only {only}: unknown benchmark(s) {sorted(set(names) - known)}; "
                                     f"known: {', '.join(sorted(known))}")
+    named = [b for s in suites for b in SUITES[s] if b.NAME in (names or ())]
+    for benchmark in named:  # asked for by name: not skipped, but refused, saying why
+        reason = benchmark_unavailable(benchmark)
+        if reason:
+            raise common.BenchmarkError(f"--only {benchmark.NAME}: {reason}")
     out_dir = Path(out) if out else common.default_results_dir(quick)
     progress = common.Progress(stream)
     written = run_suites(suites, quick, out_dir, progress, names)

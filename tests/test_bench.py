@@ -246,3 +246,37 @@ def test_libraries_without_the_cublas_wheel_says_what_to_install(monkeypatch):
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None)
     with pytest.raises(BenchmarkError, match=r"nvidia-cublas wheel, which is not installed.*pip install"):
         libraries.cublas_flags()
+
+
+def test_micro_skips_libraries_without_the_cublas_wheel(monkeypatch, capsys, tmp_path):
+    """`rcuda bench micro` where the nvidia-cublas wheel cannot be found (its
+    `nvidia` package hidden from imports): the libraries benchmark is skipped
+    with one line saying why and what to install, the rest run, exit 0; and
+    `--only libraries` is refused with that reason.  The other micro
+    benchmarks are replaced by one that measures nothing, to stay fast."""
+    import sys
+    from types import SimpleNamespace
+
+    from rcuda import cli
+    from rcuda.benchmarks import runner
+    from rcuda.benchmarks.micro import libraries
+
+    monkeypatch.setitem(sys.modules, "nvidia", None)  # find_spec("nvidia") -> None, as without the wheels
+    ran = []
+    other = SimpleNamespace(NAME="other", TITLE="a benchmark that can run", run=lambda ctx: ran.append(1) or {},
+                            plot=lambda result, out_dir: [], headline=lambda result: [])
+    monkeypatch.setitem(runner.SUITES, "micro", [libraries, other])
+
+    assert cli.main(["bench", "micro", "--quick", "--out", str(tmp_path)]) == 0
+    lines = capsys.readouterr().err.splitlines()
+    assert all(line.startswith("[") for line in lines), lines  # progress lines only, each whole
+    skipped = [line for line in lines if "skipped" in line]
+    assert len(skipped) == 1 and "micro/libraries: skipped: " in skipped[0], lines
+    assert "nvidia-cublas wheel, which is not installed" in skipped[0]
+    assert "pip install 'nvidia-cublas>=13,<14'" in skipped[0] and "pip install -e '.[test]'" in skipped[0]
+    assert ran == [1] and (tmp_path / "micro_other.json").is_file()
+    assert not (tmp_path / "micro_libraries.json").exists()
+
+    assert cli.main(["bench", "micro", "--quick", "--only", "libraries", "--out", str(tmp_path)]) == 2
+    error = capsys.readouterr().err
+    assert error.startswith("rcuda bench: error: --only libraries: ") and "pip install" in error

@@ -35,7 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
-from rcuda.cli import python_module_command
+from rcuda.python_command import python_module_command
 
 from .. import common
 from ..common import Context, goal
@@ -66,20 +66,37 @@ def parameters(quick: bool) -> dict:
             "small_sizes": [32, 128], "large_sizes": [1024, 2048]}
 
 
-def cublas_flags() -> list[str]:
-    """nvcc flags to build against the nvidia-cublas wheel (its headers, its
-    libcublas.so.13); BenchmarkError saying what to install when it is missing."""
+def cublas_root() -> Path | None:
+    """site-packages/nvidia/cu13 of the nvidia-cublas wheel: cublas_v2.h and
+    libcublas.so.13 (None: the wheel is not installed in this Python)."""
     spec = importlib.util.find_spec("nvidia")
     for folder in (spec.submodule_search_locations or []) if spec else []:
         root = Path(folder) / "cu13"
-        libraries = sorted((root / "lib").glob("libcublas.so.*"))
-        if (root / "include" / "cublas_v2.h").is_file() and libraries:
-            # The wheel ships libcublas.so.13 only (no libcublas.so): -l:FILE names it.
-            return [f"-I{root / 'include'}", f"-L{root / 'lib'}", f"-l:{libraries[0].name}"]
-    raise common.BenchmarkError(
-        f"the libraries benchmark builds cuda/cublas_bench.cu against NVIDIA's cuBLAS headers and "
-        f"libcublas.so.13, from the nvidia-cublas wheel, which is not installed in this Python "
-        f"({sys.executable}): pip install '{CUBLAS_WHEEL}' (or, in a checkout, pip install -e '.[test]')")
+        if (root / "include" / "cublas_v2.h").is_file() and list((root / "lib").glob("libcublas.so.*")):
+            return root
+    return None
+
+
+def unavailable() -> str | None:
+    """Why this benchmark cannot run here (what to install), or None."""
+    return None if cublas_root() is not None else _wheel_missing()
+
+
+def _wheel_missing() -> str:
+    return (f"it builds cuda/cublas_bench.cu against NVIDIA's cuBLAS headers and libcublas.so.13, from the "
+            f"nvidia-cublas wheel, which is not installed in this Python ({sys.executable}): "
+            f"pip install '{CUBLAS_WHEEL}' (or, in a checkout, pip install -e '.[test]')")
+
+
+def cublas_flags() -> list[str]:
+    """nvcc flags to build against the nvidia-cublas wheel (its headers, its
+    libcublas.so.13); BenchmarkError saying what to install when it is missing."""
+    root = cublas_root()
+    if root is None:
+        raise common.BenchmarkError(f"the libraries benchmark cannot run: {_wheel_missing()}")
+    # The wheel ships libcublas.so.13 only (no libcublas.so): -l:FILE names it.
+    library = sorted((root / "lib").glob("libcublas.so.*"))[0]
+    return [f"-I{root / 'include'}", f"-L{root / 'lib'}", f"-l:{library.name}"]
 
 
 def worker_blas_environment() -> dict:
@@ -147,7 +164,7 @@ def time_numpy(params: dict, blas_env: dict) -> dict:
 
 def run(ctx: Context) -> dict:
     from rcuda.binaries import dropin_dir
-    from rcuda.cli import native_library
+    from rcuda.libpython import native_library
 
     params = parameters(ctx.quick)
     flags = cublas_flags()
@@ -256,7 +273,7 @@ def goals_of(ratios: dict, params: dict) -> dict:
 
 
 def plot(result: dict, out_dir: Path) -> list[Path]:
-    from .. import plots
+    from .. import charts
 
     path = out_dir / "micro_libraries.png"
     v = result["variants"]
@@ -277,7 +294,7 @@ def plot(result: dict, out_dir: Path) -> list[Path]:
     large = [(f"SGEMM {n}x{n}, {short(name)}", v[name]["large"][n]["gflops"])
              for n in map(str, result["parameters"]["large_sizes"]) for name in v]
     threads = v["rcuda"]["blas_threads"]
-    plots.bar_panels(result, path, [
+    charts.bar_panels(result, path, [
         ("Small calls: µs per call (log scale)", "µs per call", small, True),
         (f"Large SGEMM: GFLOP/s (the sim's workers: {threads} BLAS thread{'s' * (threads > 1)} unless told; "
          f"a second server told {v['rcuda_all_cores']['blas_threads']})",
