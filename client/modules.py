@@ -1,8 +1,8 @@
 """Kernels the program registered, and how to pack their arguments.
 
 The program's constructors call __cudaRegisterFatBinary (once per
-translation unit) and __cudaRegisterFunction (once per kernel): we keep the
-fatbinary's bytes and map each kernel's host stub address to (module, mangled
+translation unit) and __cudaRegisterFunction (once per kernel): we keep
+where the fatbinary is (its bytes are read at their first use) and map each kernel's host stub address to (module, mangled
 name).  A kernel's parameter layout comes from the fatbinary (parsed lazily,
 on the first launch of one of its kernels), because a launch's `void **args`
 says nothing about sizes.
@@ -13,6 +13,7 @@ import functools
 import hashlib
 import threading
 from dataclasses import dataclass, field
+from typing import Callable
 
 from rcuda import fatbin
 from rcuda.errors import CudaError, cudaError
@@ -24,11 +25,19 @@ class Module:
     """One registered fatbinary (one translation unit of the program), or an
     image the driver API loaded (a fatbinary, a cubin or PTX)."""
 
-    image: bytes
+    read_image: Callable[[], bytes]  # the image's bytes (see `image`)
     kernels: dict = field(default_factory=dict)  # host stub address -> mangled name
     #: __managed__ variables: (where the program keeps its host pointer, device name, size)
     managed_variables: list = field(default_factory=list)
     managed_ready: bool = False  # those are set up (client/memory/managed.py)
+
+    @functools.cached_property
+    def image(self) -> bytes:
+        """Read at its first use (a launch of one of its kernels, a symbol),
+        not at registration: a program registers far more than it uses
+        (PyTorch, about 490 fatbinaries and 700 MB of them), and its
+        fatbinaries stay in its memory until they are unregistered."""
+        return self.read_image()
 
     @functools.cached_property
     def key(self) -> str:
@@ -104,8 +113,8 @@ class KernelRegistry:
         self._kernels: dict[int, Kernel] = {}
         self._variables: dict[int, DeviceVariable] = {}
 
-    def add_module(self, handle: int, image: bytes) -> Module:
-        module = Module(image)
+    def add_module(self, handle: int, read_image: Callable[[], bytes]) -> Module:
+        module = Module(read_image)
         with self._lock:
             self.modules[handle] = module
         return module

@@ -270,7 +270,7 @@ def test_unreadable_layout_is_an_error_naming_the_kernel(built):
     kernel = parse_fatbin(image).kernels()["_Z7largest4HugePii"]
     assert kernel.params == () and kernel.declared_size == 32764
     assert kernel.layout_error() == "its cubin says its parameters take 32764 bytes, the parameter records read cover 0"
-    module = Module(image)
+    module = Module(lambda: image)
     with pytest.raises(CudaError) as raised:
         ClientKernel(module, "_Z7largest4HugePii").params
     assert raised.value.status == cudaError.cudaErrorInvalidKernelImage

@@ -91,7 +91,7 @@ def read_file(path, what: str) -> bytes:
 def load(image: bytes, what: str, jit: JitOptions | None = None) -> DriverModule:
     """A new CUmodule: `image` loaded into the current context."""
     require_initialized()
-    module = Module(image)
+    module = Module(lambda: image)
     try:
         module.parsed.kernels()
         module.parsed.variables()

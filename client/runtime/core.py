@@ -50,7 +50,8 @@ def __cudaRegisterFatBinary(fatCubin):
     size = fatbin.fatbin_size(header)
     handle = interposer.ffi.new("void *[1]")
     interposer.rt.fatbin_handles.append(handle)  # the program keeps the pointer until exit
-    interposer.rt.kernels.add_module(address(handle), bytes(interposer.ffi.buffer(data, size)))
+    # The fatbinary stays in the program's memory until it is unregistered: read when first needed.
+    interposer.rt.kernels.add_module(address(handle), lambda: bytes(interposer.ffi.buffer(data, size)))
     return handle
 
 
