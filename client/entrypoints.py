@@ -34,7 +34,7 @@ from .driver import dispatch as driver_dispatch
 from .libraries import dispatch as library_dispatch
 from .libraries import registry as library_registry
 from .runtime import core as runtime_core
-from .runtime import driver_access, managed, memory, pools, queries, streams  # noqa: F401 - they register their functions
+from .runtime import capture, driver_access, logs, managed, memory, pools, queries, streams  # noqa: F401 - they register
 from .callbacks import in_host_function
 from .transport.fast_path import FastPath
 from .stats import Stats

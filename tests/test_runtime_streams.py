@@ -182,3 +182,12 @@ def test_a_server_that_dies_fails_synchronisation_at_once(program, server):
 def test_a_frozen_server_does_not_hang_the_exit(program, server):
     _, _, waited = run_until_frozen(program, server, "exit_long", "exiting")
     assert waited < 10
+
+
+def test_capture_queries_and_the_error_log(compile_cuda, server):
+    """No stream is ever capturing; the thread's capture mode is kept; the
+    driver's error log is empty (tests/cuda/capture_queries.cu)."""
+    from rcuda.binaries import dropin_dir
+    result = run(compile_cuda("capture_queries.cu", f"-L{dropin_dir()}", "-l:libcuda.so.1"), server)
+    assert "PASSED capture_queries" in result.stdout, result.stdout + result.stderr
+    assert "not supported" not in result.stderr, result.stderr

@@ -13,6 +13,7 @@ from rcuda.driver_errors import FROM_RUNTIME
 from rcuda.errors import CudaError, cudaError
 
 from .. import interposer
+from ..runtime import capture as runtime_capture
 from ..runtime import streams as runtime_streams
 from ..interposer import address, out_pointer, stream_of
 from .registry import SUCCESS, driver, require_initialized
@@ -183,3 +184,41 @@ def cuEventQuery(hEvent):
 def cuEventElapsedTime_v2(pMilliseconds, hStart, hEnd):
     require_initialized()
     return _status(runtime_streams.cudaEventElapsedTime(pMilliseconds, hStart, hEnd))
+
+
+# ------------------------------------------------------------------ capture (client/runtime/capture.py)
+
+
+@driver(stream_variants=True)
+def cuStreamIsCapturing(hStream, captureStatus, per_thread=False):
+    return _forward("cuStreamIsCapturing", runtime_capture.cudaStreamIsCapturing, hStream, captureStatus,
+                    per_thread=per_thread)
+
+
+def _capture_info(call: str, hStream, captureStatus_out, per_thread: bool) -> int:
+    _check_stream(hStream, call)
+    out_pointer(captureStatus_out, "captureStatus_out")[0] = runtime_capture.capture_status(hStream, per_thread)
+    return SUCCESS
+
+
+@driver(stream_variants=True)
+def cuStreamGetCaptureInfo(hStream, captureStatus_out, id_out, per_thread=False):
+    return _capture_info("cuStreamGetCaptureInfo", hStream, captureStatus_out, per_thread)
+
+
+@driver(stream_variants=True)
+def cuStreamGetCaptureInfo_v2(hStream, captureStatus_out, id_out, graph_out, dependencies_out, numDependencies_out,
+                              per_thread=False):
+    return _capture_info("cuStreamGetCaptureInfo", hStream, captureStatus_out, per_thread)
+
+
+@driver(stream_variants=True)
+def cuStreamGetCaptureInfo_v3(hStream, captureStatus_out, id_out, graph_out, dependencies_out, edgeData_out,
+                              numDependencies_out, per_thread=False):
+    return _capture_info("cuStreamGetCaptureInfo", hStream, captureStatus_out, per_thread)
+
+
+@driver()
+def cuThreadExchangeStreamCaptureMode(mode):
+    require_initialized()
+    return _status(runtime_capture.cudaThreadExchangeStreamCaptureMode(mode))
