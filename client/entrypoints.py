@@ -15,7 +15,9 @@ failures are only returned.
 """
 from __future__ import annotations
 
+import atexit
 import logging
+import os
 import sys
 import time
 
@@ -74,7 +76,7 @@ def attach(ffi, lib) -> None:
     attach_launch_slow_path(ffi, runtime)
     attach_last_error_slow_path(ffi, runtime)
     attach_sync_slow_paths(ffi, runtime)
-    attach_lifecycle(ffi, runtime)
+    attach_lifecycle(ffi, lib, runtime)
 
 
 def guarded(runtime: Runtime, name: str, result: str, body):
@@ -332,13 +334,22 @@ def attach_sync_slow_paths(ffi, runtime: Runtime) -> None:
     ffi.def_extern(name="rcuda_py_link_reply")(link_entry(link_reply))
 
 
-def attach_lifecycle(ffi, runtime: Runtime) -> None:
+def attach_lifecycle(ffi, lib, runtime: Runtime) -> None:
     @ffi.def_extern()
     def rcuda_py_start():
         return READY_TOKEN
 
+    finished = False
+
     @ffi.def_extern()
     def rcuda_py_atexit():
+        """Flush and close at the program's exit: from C's exit handlers, or,
+        in a Python program, from its interpreter's (C's run after the
+        interpreter is gone)."""
+        nonlocal finished
+        if finished:
+            return
+        finished = True
         try:
             runtime.shutdown()
         except Exception:  # noqa: BLE001 - never crash the program's exit
@@ -346,6 +357,11 @@ def attach_lifecycle(ffi, runtime: Runtime) -> None:
         sys.stdout.flush()
         if runtime.stats is not None:
             print(runtime.stats.report(), file=sys.stderr, flush=True)
+        lib.rcuda_close_client()  # later CUDA calls get CUDA's "shutting down" status
+
+    if lib.rcuda_python_host():
+        atexit.register(rcuda_py_atexit)
+        os.register_at_fork(after_in_child=runtime.forget_after_fork)  # C's fork handlers leave Python alone
 
     @ffi.def_extern()
     def rcuda_py_after_fork_child():

@@ -59,6 +59,8 @@ extern "Python" void rcuda_py_atexit(void);
 extern "Python" void rcuda_py_after_fork_child(void);
 static const char *rcuda_library_path(void);
 static void rcuda_write_stdout(const char *data, size_t size);
+static int rcuda_python_host(void);
+static void rcuda_close_client(void);
 """
 
 # The launch fast path (native/launch_fast_path.c): tables Python fills, the
@@ -295,6 +297,7 @@ def make_ffi(extra_link_args: list[str], build_dir: Path) -> cffi.FFI:
         '#include "mapped_memory.h"',
         '#include "interposer.c"',
         '#include "launch_fast_path.c"',
+        '#include "after_exit.c"',
         '#include "allocation_table.c"',
         '#include "async_fast_path.c"',
         '#include "msgpack_lite.c"',

@@ -53,6 +53,16 @@ def _load(name: str):
 
 
 cudart = _load("gen_cudart")  # the C type machinery
+closed_return = _load("gen_exports").closed_return
+
+#: What a library's export returns once the client has closed at exit: its
+#: "not initialized" status.
+CLOSED_STATUS = {"cublasStatus_t": "CUBLAS_STATUS_NOT_INITIALIZED", "cufftResult": "CUFFT_SETUP_FAILED",
+                 "curandStatus_t": "CURAND_STATUS_NOT_INITIALIZED"}
+#: Those that succeed then (status 0): an object's release, as for the
+#: runtime's frees (native/routes.ini, [after_exit]).
+AFTER_EXIT_SUCCEEDS = {"cublasDestroy_v2", "cublasLtDestroy", "cublasLtMatmulDescDestroy", "cublasLtMatrixLayoutDestroy",
+                       "cublasLtMatmulPreferenceDestroy", "cufftDestroy", "curandDestroyGenerator"}
 
 #: name -> (soname, status type, the status a function rcuda does not serve
 #: returns, the headers declaring it).  Order matters: a type is declared
@@ -296,8 +306,9 @@ def write_exports(path: Path, functions: dict, libraries: dict, note: str) -> No
             args = ", ".join(n for n, _ in row["params"])
             call = f"rcuda_py_{name}({args});"
             body = call if row["result"] == "void" else f"return {call}"
-            lines.append(f"RCUDA_EXPORT {row['result']} {name}({params})\n{{\n    rcuda_ensure_started();\n"
-                         f"    {body}\n}}\n")
+            closed = "return 0;" if name in AFTER_EXIT_SUCCEEDS else closed_return(row["result"], CLOSED_STATUS)
+            lines.append(f"RCUDA_EXPORT {row['result']} {name}({params})\n{{\n    if (!rcuda_enter())\n"
+                         f"        {closed}\n    {body}\n}}\n")
         else:
             info = libraries[row["library"]]
             status = info["statuses"][info["not_supported"]]

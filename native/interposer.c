@@ -28,7 +28,10 @@ static void rcuda_py_after_fork_child(void);
 /* ------------------------------------------------------------ start-up */
 
 static pthread_once_t start_once = PTHREAD_ONCE_INIT;
-static volatile int python_started = 0;
+static int python_started = 0; /* set once the client has started (atomically) */
+/* The program is itself a Python program: its interpreter hosts the client,
+ * and finalizes before the C library's exit handlers run. */
+static int python_host = 0;
 
 /* The interpreter to start: the one of the environment rcuda is installed
  * in, found from where this library is, since no build path is compiled in
@@ -210,13 +213,33 @@ static void replay_registrations(void);       /* native/registrations.c */
 static void registrations_before_fork(void);
 static void registrations_after_fork(void);
 
+/* In a Python program (the host already runs an interpreter), cffi's start
+ * takes a spin lock it keeps in a field of PyCapsule_Type that it expects to
+ * be 0 (tp_version_tag before Python 3.12).  The interpreter sets that field
+ * whenever it caches an attribute lookup on a capsule, which imports such as
+ * PyTorch's do: cffi would then spin for ever.  PyType_Modified resets it
+ * (it only empties the type's lookup cache); holding the GIL from then until
+ * cffi has taken its lock keeps any other thread from setting it again. */
+static int start_in_python_host(void)
+{
+    PyGILState_STATE gil = PyGILState_Ensure();
+#if PY_VERSION_HEX < 0x030C0000
+    PyType_Modified(&PyCapsule_Type);
+#endif
+    int token = rcuda_py_start();
+    PyGILState_Release(gil);
+    return token;
+}
+
 static void start_python_client(void)
 {
+    python_host = Py_IsInitialized();
     initialize_python();
     /* cffi starts the interpreter on the first call into Python.  If that
      * fails, cffi returns 0 from every entry point, and 0 is cudaSuccess: a
      * program would run on with garbage.  So we insist on a token. */
-    if (rcuda_py_start() != RCUDA_READY_TOKEN) {
+    int token = python_host ? start_in_python_host() : rcuda_py_start();
+    if (token != RCUDA_READY_TOKEN) {
         fprintf(stderr,
                 "rcuda: fatal: the embedded Python client did not start (see the "
                 "messages above).\nrcuda: refusing to run CUDA calls without it; "
@@ -226,12 +249,44 @@ static void start_python_client(void)
         abort();
     }
     replay_registrations(); /* the modules the program registered before this first call */
-    python_started = 1;
+    __atomic_store_n(&python_started, 1, __ATOMIC_RELEASE);
+}
+
+/* In a Python program a thread may call CUDA holding the GIL (a C extension)
+ * while another thread starts the client, which needs the GIL: it waits for
+ * the start without it. */
+static void start_or_wait(void)
+{
+    PyThreadState *saved = NULL;
+    if (Py_IsInitialized() && PyGILState_Check())
+        saved = PyEval_SaveThread();
+    pthread_once(&start_once, start_python_client);
+    if (saved)
+        PyEval_RestoreThread(saved);
 }
 
 static inline void rcuda_ensure_started(void)
 {
-    pthread_once(&start_once, start_python_client);
+    if (!__atomic_load_n(&python_started, __ATOMIC_ACQUIRE))
+        start_or_wait();
+}
+
+/* Set once the client has closed, at the program's exit: a CUDA call made
+ * later (a library's destructor freeing its memory, say) gets CUDA's
+ * "shutting down" status rather than reaching a client that is gone, or,
+ * in a Python program, an interpreter that is finalized. */
+static int client_closed = 0;
+
+static void rcuda_close_client(void)
+{
+    __atomic_store_n(&client_closed, 1, __ATOMIC_RELEASE);
+}
+
+/* What every export that may call Python does first: 1 when it may. */
+static inline int rcuda_enter(void)
+{
+    rcuda_ensure_started();
+    return !__atomic_load_n(&client_closed, __ATOMIC_ACQUIRE);
 }
 
 /* Where this library lives, so the Python side can find its package. */
@@ -310,8 +365,16 @@ RCUDA_EXPORT cudaError_t __cudaGetKernel(cudaKernel_t *kernel, const void *hostF
  * asynchronous work.  Inert in processes that never made a CUDA call. */
 static void flush_at_exit(void)
 {
-    if (python_started)
+    /* A Python program's interpreter is finalized by now: the client did
+     * this in the interpreter's own exit (client/entrypoints.py). */
+    if (python_started && Py_IsInitialized() && !__atomic_load_n(&client_closed, __ATOMIC_ACQUIRE))
         rcuda_py_atexit();
+    rcuda_close_client();
+}
+
+static int rcuda_python_host(void)
+{
+    return python_host;
 }
 
 /* fork(): hold the GIL across it so the child does not inherit it locked by
@@ -319,10 +382,14 @@ static void flush_at_exit(void)
  * (the parent's sockets and threads are not the child's). */
 static PyGILState_STATE fork_gil_state;
 
+/* A Python program's own os.fork() does this for its interpreter, and the
+ * client resets itself from there (os.register_at_fork, client/
+ * entrypoints.py); a fork from its C code (subprocess) runs no Python in the
+ * child before exec.  So in a Python program only C's state is reset here. */
 static void before_fork(void)
 {
     registrations_before_fork();
-    if (!python_started)
+    if (!python_started || python_host)
         return;
     fork_gil_state = PyGILState_Ensure();
     PyOS_BeforeFork();
@@ -330,7 +397,7 @@ static void before_fork(void)
 
 static void after_fork_parent(void)
 {
-    if (python_started) {
+    if (python_started && !python_host) {
         PyOS_AfterFork_Parent();
         PyGILState_Release(fork_gil_state);
     }
@@ -353,7 +420,7 @@ static void after_fork_child(void)
     allocation_table_after_fork();
     last_error_after_fork();
     registrations_after_fork();
-    if (!python_started)
+    if (!python_started || python_host)
         return;
     PyOS_AfterFork_Child();
     PyGILState_Release(fork_gil_state);

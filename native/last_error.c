@@ -1,5 +1,5 @@
 /* cudaGetLastError and cudaPeekAtLastError without Python while nothing
- * has failed.
+ * has failed; cudaGetErrorName and cudaGetErrorString (at the end).
  *
  * Programs check every launch (`kernel<<<...>>>(...); cudaGetLastError();`).
  * Launches are recorded in C (launch_fast_path.c), so a trip into the
@@ -31,7 +31,8 @@ static cudaError_t rcuda_py_last_error(int take);
 
 static cudaError_t last_error(int take)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaSuccess; /* after the client closed at exit: nothing is pending (native/after_exit.c) */
     uint64_t epoch = __atomic_load_n(&error_epoch, __ATOMIC_ACQUIRE);
     int device = current_device;
     if (clean_at_epoch == epoch && clean_on_device == device)
@@ -58,4 +59,18 @@ RCUDA_EXPORT cudaError_t cudaPeekAtLastError(void)
 static void last_error_after_fork(void)
 {
     rcuda_errors_changed();
+}
+
+/* ------------------------------------------------------------ error names and strings */
+
+#include "error_strings.h"
+
+RCUDA_EXPORT const char *cudaGetErrorName(cudaError_t error)
+{
+    return cuda_error_name(error);
+}
+
+RCUDA_EXPORT const char *cudaGetErrorString(cudaError_t error)
+{
+    return cuda_error_string(error);
 }

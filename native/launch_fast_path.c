@@ -307,6 +307,7 @@ static __thread int current_device = 0;
 
 static int rcuda_get_current_device(void) { return current_device; }
 static void rcuda_set_current_device(int device) { current_device = device; }
+
 /* Whether the thread has a current driver context (client/driver/context_stacks.py says
  * so): the driver calls C makes need one, else Python answers
  * CUDA_ERROR_INVALID_CONTEXT. */
@@ -478,7 +479,8 @@ static cudaError_t rcuda_py_launch(const void *host_fun, dim3 grid, dim3 block, 
 static cudaError_t launch(const void *host_fun, dim3 grid, dim3 block, void **args, size_t shared_mem,
                           void *stream, int per_thread)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     if (record_launch(host_fun, grid, block, args, shared_mem, stream, per_thread))
         return cudaSuccess;
     return rcuda_py_launch(host_fun, grid, block, args, shared_mem, stream, per_thread);

@@ -6,6 +6,6 @@ static void rcuda_py_library_unsupported(const char *name);
 
 static void rcuda_library_unsupported(const char *name)
 {
-    rcuda_ensure_started();
-    rcuda_py_library_unsupported(name);
+    if (rcuda_enter())
+        rcuda_py_library_unsupported(name);
 }

@@ -161,7 +161,8 @@ RCUDA_EXPORT void __cudaRegisterManagedVar(void **fatCubinHandle, void **hostVar
  * stopped here instead, saying why (the client logged the cause). */
 RCUDA_EXPORT char __cudaInitModule(void **fatCubinHandle)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return 0;
     char ready = rcuda_py___cudaInitModule((void **)*fatCubinHandle);
     if (!ready) {
         fprintf(stderr, "rcuda: fatal: the __managed__ variables of a CUDA module could not be set up "
@@ -193,6 +194,8 @@ RCUDA_EXPORT void __cudaUnregisterFatBinary(void **fatCubinHandle)
         return;
     }
     pthread_mutex_unlock(&registrations_lock);
+    if (__atomic_load_n(&client_closed, __ATOMIC_ACQUIRE))
+        return; /* the client, and all it knew, is gone */
     rcuda_py___cudaUnregisterFatBinary((void **)*fatCubinHandle);
 }
 

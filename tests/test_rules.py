@@ -138,6 +138,9 @@ HARNESS = r"""
 #include "cudart_types.h"
 #include "launch_rules.h"
 #include "copy_kind.h"
+#include "error_strings.h"
+
+static const char *or_null(const char *text) { return text ? text : "(null)"; }
 
 int main(void)
 {
@@ -158,6 +161,12 @@ int main(void)
             struct launch_kernel_limits kernel = {.maxThreadsPerBlock = kmax, .maxDynamicSharedSizeBytes = kshared};
             printf("%d %d\n", launch_device_rule_broken(gd, bd, shm, &device),
                    launch_kernel_rule_broken(gd, bd, shm, &kernel));
+        } else if (what == 'E') {
+            int code;
+            if (scanf("%d", &code) != 1)
+                return 2;
+            printf("%s|%s|%s|%s\n", cuda_error_name(code), cuda_error_string(code), or_null(cu_error_name(code)),
+                   or_null(cu_error_string(code)));
         } else if (what == 'K') {
             if (scanf("%d %d %d", &kind, &dst, &src) != 3)
                 return 2;
@@ -228,3 +237,16 @@ def test_the_generated_copy_kind_agrees_with_python(harness):
     cases = [(kind, dst, src) for kind in [*KINDS.values(), 42] for dst in (0, 1) for src in (0, 1)]
     got = harness([f"K {kind} {dst} {src}" for kind, dst, src in cases])
     assert got == [str(copy_kinds.copy_kind(kind, bool(dst), bool(src))) for kind, dst, src in cases]
+
+
+def test_the_generated_error_strings_agree_with_python(harness):
+    """cudaGetErrorName/String (answered in C) and cuGetErrorName/String
+    (in C once the client has closed) say what the client's Python says."""
+    from rcuda import driver_errors, errors
+    from rcuda._generated.cuda_driver_errors import ERRORS as DRIVER_ERRORS
+    from rcuda._generated.cuda_errors import ERRORS
+    codes = sorted({value for value, *_ in ERRORS} | {value for value, *_ in DRIVER_ERRORS} | {-1, 12345})
+    got = harness([f"E {code}" for code in codes])
+    assert got == [f"{errors.error_name(code)}|{errors.error_string(code)}|{driver_errors.error_name(code) or '(null)'}|"
+                   f"{driver_errors.error_string(code) or '(null)'}" for code in codes]
+

@@ -258,16 +258,6 @@ def cudaRuntimeGetVersion(runtimeVersion):
 
 
 @cuda()
-def cudaGetErrorString(error):
-    return interposer.c_string(errors.error_string(error))
-
-
-@cuda()
-def cudaGetErrorName(error):
-    return interposer.c_string(errors.error_name(error))
-
-
-@cuda()
 def cudaCreateChannelDesc(x, y, z, w, f):
     desc = interposer.ffi.new("struct cudaChannelFormatDesc *")
     desc.x, desc.y, desc.z, desc.w, desc.f = x, y, z, w, f

@@ -679,6 +679,10 @@ static CUresult rcuda_py_cuVDPAUGetDevice(CUdevice * pDevice, VdpDevice vdpDevic
 static CUresult rcuda_py_cuWaitExternalSemaphoresAsync(const CUexternalSemaphore * extSemArray, const CUDA_EXTERNAL_SEMAPHORE_WAIT_PARAMS * paramsArray, unsigned int numExtSems, CUstream stream);
 static CUresult rcuda_py_cuWaitExternalSemaphoresAsync_ptsz(const CUexternalSemaphore * extSemArray, const CUDA_EXTERNAL_SEMAPHORE_WAIT_PARAMS * paramsArray, unsigned int numExtSems, CUstream stream);
 
+static CUresult rcuda_after_exit_cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int * flags, int * active);  /* native/after_exit.c */
+static CUresult rcuda_after_exit_cuGetErrorName(CUresult error, const char ** pStr);  /* native/after_exit.c */
+static CUresult rcuda_after_exit_cuGetErrorString(CUresult error, const char ** pStr);  /* native/after_exit.c */
+
 static int rcuda_c_cuCtxSynchronize(CUresult *status);  /* native/sync_fast_path.c */
 static int rcuda_c_cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream, void ** kernelParams, void ** extra, CUresult *status);  /* native/launch_fast_path.c */
 static int rcuda_c_cuLaunchKernel_ptsz(CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream, void ** kernelParams, void ** extra, CUresult *status);  /* native/launch_fast_path.c */
@@ -686,343 +690,400 @@ static int rcuda_c_cuMemGetInfo_v2(size_t * free, size_t * total, CUresult *stat
 
 RCUDA_EXPORT CUresult cuArray3DCreate(CUarray * pHandle, const CUDA_ARRAY3D_DESCRIPTOR_v1 * pAllocateArray)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuArray3DCreate(pHandle, pAllocateArray);
 }
 
 RCUDA_EXPORT CUresult cuArray3DCreate_v2(CUarray * pHandle, const CUDA_ARRAY3D_DESCRIPTOR * pAllocateArray)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuArray3DCreate_v2(pHandle, pAllocateArray);
 }
 
 RCUDA_EXPORT CUresult cuArray3DGetDescriptor(CUDA_ARRAY3D_DESCRIPTOR_v1 * pArrayDescriptor, CUarray hArray)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuArray3DGetDescriptor(pArrayDescriptor, hArray);
 }
 
 RCUDA_EXPORT CUresult cuArray3DGetDescriptor_v2(CUDA_ARRAY3D_DESCRIPTOR * pArrayDescriptor, CUarray hArray)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuArray3DGetDescriptor_v2(pArrayDescriptor, hArray);
 }
 
 RCUDA_EXPORT CUresult cuArrayCreate(CUarray * pHandle, const CUDA_ARRAY_DESCRIPTOR_v1 * pAllocateArray)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuArrayCreate(pHandle, pAllocateArray);
 }
 
 RCUDA_EXPORT CUresult cuArrayCreate_v2(CUarray * pHandle, const CUDA_ARRAY_DESCRIPTOR * pAllocateArray)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuArrayCreate_v2(pHandle, pAllocateArray);
 }
 
 RCUDA_EXPORT CUresult cuArrayDestroy(CUarray hArray)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuArrayDestroy(hArray);
 }
 
 RCUDA_EXPORT CUresult cuArrayGetDescriptor(CUDA_ARRAY_DESCRIPTOR_v1 * pArrayDescriptor, CUarray hArray)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuArrayGetDescriptor(pArrayDescriptor, hArray);
 }
 
 RCUDA_EXPORT CUresult cuArrayGetDescriptor_v2(CUDA_ARRAY_DESCRIPTOR * pArrayDescriptor, CUarray hArray)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuArrayGetDescriptor_v2(pArrayDescriptor, hArray);
 }
 
 RCUDA_EXPORT CUresult cuArrayGetMemoryRequirements(CUDA_ARRAY_MEMORY_REQUIREMENTS * memoryRequirements, CUarray array, CUdevice device)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuArrayGetMemoryRequirements(memoryRequirements, array, device);
 }
 
 RCUDA_EXPORT CUresult cuArrayGetPlane(CUarray * pPlaneArray, CUarray hArray, unsigned int planeIdx)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuArrayGetPlane(pPlaneArray, hArray, planeIdx);
 }
 
 RCUDA_EXPORT CUresult cuArrayGetSparseProperties(CUDA_ARRAY_SPARSE_PROPERTIES * sparseProperties, CUarray array)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuArrayGetSparseProperties(sparseProperties, array);
 }
 
 RCUDA_EXPORT CUresult cuCheckpointProcessCheckpoint(int pid, CUcheckpointCheckpointArgs * args)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuCheckpointProcessCheckpoint(pid, args);
 }
 
 RCUDA_EXPORT CUresult cuCheckpointProcessGetRestoreThreadId(int pid, int * tid)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuCheckpointProcessGetRestoreThreadId(pid, tid);
 }
 
 RCUDA_EXPORT CUresult cuCheckpointProcessGetState(int pid, CUprocessState * state)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuCheckpointProcessGetState(pid, state);
 }
 
 RCUDA_EXPORT CUresult cuCheckpointProcessLock(int pid, CUcheckpointLockArgs * args)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuCheckpointProcessLock(pid, args);
 }
 
 RCUDA_EXPORT CUresult cuCheckpointProcessRestore(int pid, CUcheckpointRestoreArgs * args)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuCheckpointProcessRestore(pid, args);
 }
 
 RCUDA_EXPORT CUresult cuCheckpointProcessUnlock(int pid, CUcheckpointUnlockArgs * args)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuCheckpointProcessUnlock(pid, args);
 }
 
 RCUDA_EXPORT CUresult cuCoredumpGetAttribute(CUcoredumpSettings attrib, void * value, size_t * size)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuCoredumpGetAttribute(attrib, value, size);
 }
 
 RCUDA_EXPORT CUresult cuCoredumpGetAttributeGlobal(CUcoredumpSettings attrib, void * value, size_t * size)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuCoredumpGetAttributeGlobal(attrib, value, size);
 }
 
 RCUDA_EXPORT CUresult cuCoredumpSetAttribute(CUcoredumpSettings attrib, void * value, size_t * size)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuCoredumpSetAttribute(attrib, value, size);
 }
 
 RCUDA_EXPORT CUresult cuCoredumpSetAttributeGlobal(CUcoredumpSettings attrib, void * value, size_t * size)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuCoredumpSetAttributeGlobal(attrib, value, size);
 }
 
 RCUDA_EXPORT CUresult cuCtxAttach(CUcontext * pctx, unsigned int flags)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuCtxAttach(pctx, flags);
 }
 
 RCUDA_EXPORT CUresult cuCtxCreate(CUcontext * pctx, unsigned int flags, CUdevice dev)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuCtxCreate(pctx, flags, dev);
 }
 
 RCUDA_EXPORT CUresult cuCtxCreate_v2(CUcontext * pctx, unsigned int flags, CUdevice dev)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuCtxCreate_v2(pctx, flags, dev);
 }
 
 RCUDA_EXPORT CUresult cuCtxCreate_v3(CUcontext * pctx, CUexecAffinityParam * paramsArray, int numParams, unsigned int flags, CUdevice dev)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuCtxCreate_v3(pctx, paramsArray, numParams, flags, dev);
 }
 
 RCUDA_EXPORT CUresult cuCtxCreate_v4(CUcontext * pctx, CUctxCreateParams * ctxCreateParams, unsigned int flags, CUdevice dev)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuCtxCreate_v4(pctx, ctxCreateParams, flags, dev);
 }
 
 RCUDA_EXPORT CUresult cuCtxDestroy(CUcontext ctx)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuCtxDestroy(ctx);
 }
 
 RCUDA_EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuCtxDestroy_v2(ctx);
 }
 
 RCUDA_EXPORT CUresult cuCtxDetach(CUcontext ctx)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuCtxDetach(ctx);
 }
 
 RCUDA_EXPORT CUresult cuCtxDisablePeerAccess(CUcontext peerContext)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuCtxDisablePeerAccess(peerContext);
 }
 
 RCUDA_EXPORT CUresult cuCtxEnablePeerAccess(CUcontext peerContext, unsigned int Flags)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuCtxEnablePeerAccess(peerContext, Flags);
 }
 
 RCUDA_EXPORT CUresult cuCtxFromGreenCtx(CUcontext * pContext, CUgreenCtx hCtx)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuCtxFromGreenCtx(pContext, hCtx);
 }
 
 RCUDA_EXPORT CUresult cuCtxGetApiVersion(CUcontext ctx, unsigned int * version)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuCtxGetApiVersion(ctx, version);
 }
 
 RCUDA_EXPORT CUresult cuCtxGetCacheConfig(CUfunc_cache * pconfig)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuCtxGetCacheConfig(pconfig);
 }
 
 RCUDA_EXPORT CUresult cuCtxGetCurrent(CUcontext * pctx)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuCtxGetCurrent(pctx);
 }
 
 RCUDA_EXPORT CUresult cuCtxGetDevResource(CUcontext hCtx, CUdevResource * resource, CUdevResourceType type)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuCtxGetDevResource(hCtx, resource, type);
 }
 
 RCUDA_EXPORT CUresult cuCtxGetDevice(CUdevice * device)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuCtxGetDevice(device);
 }
 
 RCUDA_EXPORT CUresult cuCtxGetDevice_v2(CUdevice * device, CUcontext ctx)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuCtxGetDevice_v2(device, ctx);
 }
 
 RCUDA_EXPORT CUresult cuCtxGetExecAffinity(CUexecAffinityParam * pExecAffinity, CUexecAffinityType type)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuCtxGetExecAffinity(pExecAffinity, type);
 }
 
 RCUDA_EXPORT CUresult cuCtxGetFlags(unsigned int * flags)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuCtxGetFlags(flags);
 }
 
 RCUDA_EXPORT CUresult cuCtxGetId(CUcontext ctx, unsigned long long * ctxId)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuCtxGetId(ctx, ctxId);
 }
 
 RCUDA_EXPORT CUresult cuCtxGetLimit(size_t * pvalue, CUlimit limit)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuCtxGetLimit(pvalue, limit);
 }
 
 RCUDA_EXPORT CUresult cuCtxGetSharedMemConfig(CUsharedconfig * pConfig)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuCtxGetSharedMemConfig(pConfig);
 }
 
 RCUDA_EXPORT CUresult cuCtxGetStreamPriorityRange(int * leastPriority, int * greatestPriority)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuCtxGetStreamPriorityRange(leastPriority, greatestPriority);
 }
 
 RCUDA_EXPORT CUresult cuCtxPopCurrent(CUcontext * pctx)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuCtxPopCurrent(pctx);
 }
 
 RCUDA_EXPORT CUresult cuCtxPopCurrent_v2(CUcontext * pctx)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuCtxPopCurrent_v2(pctx);
 }
 
 RCUDA_EXPORT CUresult cuCtxPushCurrent(CUcontext ctx)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuCtxPushCurrent(ctx);
 }
 
 RCUDA_EXPORT CUresult cuCtxPushCurrent_v2(CUcontext ctx)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuCtxPushCurrent_v2(ctx);
 }
 
 RCUDA_EXPORT CUresult cuCtxRecordEvent(CUcontext hCtx, CUevent hEvent)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuCtxRecordEvent(hCtx, hEvent);
 }
 
 RCUDA_EXPORT CUresult cuCtxResetPersistingL2Cache(void)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuCtxResetPersistingL2Cache();
 }
 
 RCUDA_EXPORT CUresult cuCtxSetCacheConfig(CUfunc_cache config)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuCtxSetCacheConfig(config);
 }
 
 RCUDA_EXPORT CUresult cuCtxSetCurrent(CUcontext ctx)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuCtxSetCurrent(ctx);
 }
 
 RCUDA_EXPORT CUresult cuCtxSetFlags(unsigned int flags)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuCtxSetFlags(flags);
 }
 
 RCUDA_EXPORT CUresult cuCtxSetLimit(CUlimit limit, size_t value)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuCtxSetLimit(limit, value);
 }
 
 RCUDA_EXPORT CUresult cuCtxSetSharedMemConfig(CUsharedconfig config)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuCtxSetSharedMemConfig(config);
 }
 
 RCUDA_EXPORT CUresult cuCtxSynchronize(void)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_SUCCESS;
     CUresult status;
     if (rcuda_c_cuCtxSynchronize(&status))
         return status;
@@ -1031,1447 +1092,1688 @@ RCUDA_EXPORT CUresult cuCtxSynchronize(void)
 
 RCUDA_EXPORT CUresult cuCtxSynchronize_v2(CUcontext ctx)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuCtxSynchronize_v2(ctx);
 }
 
 RCUDA_EXPORT CUresult cuCtxWaitEvent(CUcontext hCtx, CUevent hEvent)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuCtxWaitEvent(hCtx, hEvent);
 }
 
 RCUDA_EXPORT CUresult cuDestroyExternalMemory(CUexternalMemory extMem)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuDestroyExternalMemory(extMem);
 }
 
 RCUDA_EXPORT CUresult cuDestroyExternalSemaphore(CUexternalSemaphore extSem)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuDestroyExternalSemaphore(extSem);
 }
 
 RCUDA_EXPORT CUresult cuDevResourceGenerateDesc(CUdevResourceDesc * phDesc, CUdevResource * resources, unsigned int nbResources)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuDevResourceGenerateDesc(phDesc, resources, nbResources);
 }
 
 RCUDA_EXPORT CUresult cuDevSmResourceSplitByCount(CUdevResource * result, unsigned int * nbGroups, const CUdevResource * input, CUdevResource * remaining, unsigned int useFlags, unsigned int minCount)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuDevSmResourceSplitByCount(result, nbGroups, input, remaining, useFlags, minCount);
 }
 
 RCUDA_EXPORT CUresult cuDeviceCanAccessPeer(int * canAccessPeer, CUdevice dev, CUdevice peerDev)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuDeviceCanAccessPeer(canAccessPeer, dev, peerDev);
 }
 
 RCUDA_EXPORT CUresult cuDeviceComputeCapability(int * major, int * minor, CUdevice dev)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuDeviceComputeCapability(major, minor, dev);
 }
 
 RCUDA_EXPORT CUresult cuDeviceGet(CUdevice * device, int ordinal)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuDeviceGet(device, ordinal);
 }
 
 RCUDA_EXPORT CUresult cuDeviceGetAttribute(int * pi, CUdevice_attribute attrib, CUdevice dev)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuDeviceGetAttribute(pi, attrib, dev);
 }
 
 RCUDA_EXPORT CUresult cuDeviceGetByPCIBusId(CUdevice * dev, const char * pciBusId)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuDeviceGetByPCIBusId(dev, pciBusId);
 }
 
 RCUDA_EXPORT CUresult cuDeviceGetCount(int * count)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuDeviceGetCount(count);
 }
 
 RCUDA_EXPORT CUresult cuDeviceGetDefaultMemPool(CUmemoryPool * pool_out, CUdevice dev)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuDeviceGetDefaultMemPool(pool_out, dev);
 }
 
 RCUDA_EXPORT CUresult cuDeviceGetDevResource(CUdevice device, CUdevResource * resource, CUdevResourceType type)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuDeviceGetDevResource(device, resource, type);
 }
 
 RCUDA_EXPORT CUresult cuDeviceGetExecAffinitySupport(int * pi, CUexecAffinityType type, CUdevice dev)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuDeviceGetExecAffinitySupport(pi, type, dev);
 }
 
 RCUDA_EXPORT CUresult cuDeviceGetGraphMemAttribute(CUdevice device, CUgraphMem_attribute attr, void * value)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuDeviceGetGraphMemAttribute(device, attr, value);
 }
 
 RCUDA_EXPORT CUresult cuDeviceGetHostAtomicCapabilities(unsigned int * capabilities, const CUatomicOperation * operations, unsigned int count, CUdevice dev)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuDeviceGetHostAtomicCapabilities(capabilities, operations, count, dev);
 }
 
 RCUDA_EXPORT CUresult cuDeviceGetLuid(char * luid, unsigned int * deviceNodeMask, CUdevice dev)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuDeviceGetLuid(luid, deviceNodeMask, dev);
 }
 
 RCUDA_EXPORT CUresult cuDeviceGetMemPool(CUmemoryPool * pool, CUdevice dev)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuDeviceGetMemPool(pool, dev);
 }
 
 RCUDA_EXPORT CUresult cuDeviceGetName(char * name, int len, CUdevice dev)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuDeviceGetName(name, len, dev);
 }
 
 RCUDA_EXPORT CUresult cuDeviceGetNvSciSyncAttributes(void * nvSciSyncAttrList, CUdevice dev, int flags)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuDeviceGetNvSciSyncAttributes(nvSciSyncAttrList, dev, flags);
 }
 
 RCUDA_EXPORT CUresult cuDeviceGetP2PAtomicCapabilities(unsigned int * capabilities, const CUatomicOperation * operations, unsigned int count, CUdevice srcDevice, CUdevice dstDevice)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuDeviceGetP2PAtomicCapabilities(capabilities, operations, count, srcDevice, dstDevice);
 }
 
 RCUDA_EXPORT CUresult cuDeviceGetP2PAttribute(int * value, CUdevice_P2PAttribute attrib, CUdevice srcDevice, CUdevice dstDevice)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuDeviceGetP2PAttribute(value, attrib, srcDevice, dstDevice);
 }
 
 RCUDA_EXPORT CUresult cuDeviceGetPCIBusId(char * pciBusId, int len, CUdevice dev)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuDeviceGetPCIBusId(pciBusId, len, dev);
 }
 
 RCUDA_EXPORT CUresult cuDeviceGetProperties(CUdevprop * prop, CUdevice dev)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuDeviceGetProperties(prop, dev);
 }
 
 RCUDA_EXPORT CUresult cuDeviceGetTexture1DLinearMaxWidth(size_t * maxWidthInElements, CUarray_format format, unsigned int numChannels, CUdevice dev)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuDeviceGetTexture1DLinearMaxWidth(maxWidthInElements, format, numChannels, dev);
 }
 
 RCUDA_EXPORT CUresult cuDeviceGetUuid(CUuuid * uuid, CUdevice dev)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuDeviceGetUuid(uuid, dev);
 }
 
 RCUDA_EXPORT CUresult cuDeviceGetUuid_v2(CUuuid * uuid, CUdevice dev)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuDeviceGetUuid_v2(uuid, dev);
 }
 
 RCUDA_EXPORT CUresult cuDeviceGraphMemTrim(CUdevice device)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuDeviceGraphMemTrim(device);
 }
 
 RCUDA_EXPORT CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int * flags, int * active)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return rcuda_after_exit_cuDevicePrimaryCtxGetState(dev, flags, active);
     return rcuda_py_cuDevicePrimaryCtxGetState(dev, flags, active);
 }
 
 RCUDA_EXPORT CUresult cuDevicePrimaryCtxRelease(CUdevice dev)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuDevicePrimaryCtxRelease(dev);
 }
 
 RCUDA_EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_SUCCESS;
     return rcuda_py_cuDevicePrimaryCtxRelease_v2(dev);
 }
 
 RCUDA_EXPORT CUresult cuDevicePrimaryCtxReset(CUdevice dev)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuDevicePrimaryCtxReset(dev);
 }
 
 RCUDA_EXPORT CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuDevicePrimaryCtxReset_v2(dev);
 }
 
 RCUDA_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext * pctx, CUdevice dev)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuDevicePrimaryCtxRetain(pctx, dev);
 }
 
 RCUDA_EXPORT CUresult cuDevicePrimaryCtxSetFlags(CUdevice dev, unsigned int flags)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuDevicePrimaryCtxSetFlags(dev, flags);
 }
 
 RCUDA_EXPORT CUresult cuDevicePrimaryCtxSetFlags_v2(CUdevice dev, unsigned int flags)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuDevicePrimaryCtxSetFlags_v2(dev, flags);
 }
 
 RCUDA_EXPORT CUresult cuDeviceRegisterAsyncNotification(CUdevice device, CUasyncCallback callbackFunc, void * userData, CUasyncCallbackHandle * callback)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuDeviceRegisterAsyncNotification(device, callbackFunc, userData, callback);
 }
 
 RCUDA_EXPORT CUresult cuDeviceSetGraphMemAttribute(CUdevice device, CUgraphMem_attribute attr, void * value)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuDeviceSetGraphMemAttribute(device, attr, value);
 }
 
 RCUDA_EXPORT CUresult cuDeviceSetMemPool(CUdevice dev, CUmemoryPool pool)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuDeviceSetMemPool(dev, pool);
 }
 
 RCUDA_EXPORT CUresult cuDeviceTotalMem(unsigned int * bytes, CUdevice dev)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuDeviceTotalMem(bytes, dev);
 }
 
 RCUDA_EXPORT CUresult cuDeviceTotalMem_v2(size_t * bytes, CUdevice dev)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuDeviceTotalMem_v2(bytes, dev);
 }
 
 RCUDA_EXPORT CUresult cuDeviceUnregisterAsyncNotification(CUdevice device, CUasyncCallbackHandle callback)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuDeviceUnregisterAsyncNotification(device, callback);
 }
 
 RCUDA_EXPORT CUresult cuDriverGetVersion(int * driverVersion)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuDriverGetVersion(driverVersion);
 }
 
 RCUDA_EXPORT CUresult cuEGLStreamConsumerAcquireFrame(CUeglStreamConnection * conn, CUgraphicsResource * pCudaResource, CUstream * pStream, unsigned int timeout)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuEGLStreamConsumerAcquireFrame(conn, pCudaResource, pStream, timeout);
 }
 
 RCUDA_EXPORT CUresult cuEGLStreamConsumerConnect(CUeglStreamConnection * conn, EGLStreamKHR stream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuEGLStreamConsumerConnect(conn, stream);
 }
 
 RCUDA_EXPORT CUresult cuEGLStreamConsumerConnectWithFlags(CUeglStreamConnection * conn, EGLStreamKHR stream, unsigned int flags)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuEGLStreamConsumerConnectWithFlags(conn, stream, flags);
 }
 
 RCUDA_EXPORT CUresult cuEGLStreamConsumerDisconnect(CUeglStreamConnection * conn)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuEGLStreamConsumerDisconnect(conn);
 }
 
 RCUDA_EXPORT CUresult cuEGLStreamConsumerReleaseFrame(CUeglStreamConnection * conn, CUgraphicsResource pCudaResource, CUstream * pStream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuEGLStreamConsumerReleaseFrame(conn, pCudaResource, pStream);
 }
 
 RCUDA_EXPORT CUresult cuEGLStreamProducerConnect(CUeglStreamConnection * conn, EGLStreamKHR stream, EGLint width, EGLint height)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuEGLStreamProducerConnect(conn, stream, width, height);
 }
 
 RCUDA_EXPORT CUresult cuEGLStreamProducerDisconnect(CUeglStreamConnection * conn)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuEGLStreamProducerDisconnect(conn);
 }
 
 RCUDA_EXPORT CUresult cuEGLStreamProducerPresentFrame(CUeglStreamConnection * conn, CUeglFrame eglframe, CUstream * pStream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuEGLStreamProducerPresentFrame(conn, eglframe, pStream);
 }
 
 RCUDA_EXPORT CUresult cuEGLStreamProducerReturnFrame(CUeglStreamConnection * conn, CUeglFrame * eglframe, CUstream * pStream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuEGLStreamProducerReturnFrame(conn, eglframe, pStream);
 }
 
 RCUDA_EXPORT CUresult cuEventCreate(CUevent * phEvent, unsigned int Flags)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuEventCreate(phEvent, Flags);
 }
 
 RCUDA_EXPORT CUresult cuEventCreateFromEGLSync(CUevent * phEvent, EGLSyncKHR eglSync, unsigned int flags)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuEventCreateFromEGLSync(phEvent, eglSync, flags);
 }
 
 RCUDA_EXPORT CUresult cuEventDestroy(CUevent hEvent)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuEventDestroy(hEvent);
 }
 
 RCUDA_EXPORT CUresult cuEventDestroy_v2(CUevent hEvent)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_SUCCESS;
     return rcuda_py_cuEventDestroy_v2(hEvent);
 }
 
 RCUDA_EXPORT CUresult cuEventElapsedTime(float * pMilliseconds, CUevent hStart, CUevent hEnd)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuEventElapsedTime(pMilliseconds, hStart, hEnd);
 }
 
 RCUDA_EXPORT CUresult cuEventElapsedTime_v2(float * pMilliseconds, CUevent hStart, CUevent hEnd)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuEventElapsedTime_v2(pMilliseconds, hStart, hEnd);
 }
 
 RCUDA_EXPORT CUresult cuEventQuery(CUevent hEvent)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_SUCCESS;
     return rcuda_py_cuEventQuery(hEvent);
 }
 
 RCUDA_EXPORT CUresult cuEventRecord(CUevent hEvent, CUstream hStream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuEventRecord(hEvent, hStream);
 }
 
 RCUDA_EXPORT CUresult cuEventRecordWithFlags(CUevent hEvent, CUstream hStream, unsigned int flags)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuEventRecordWithFlags(hEvent, hStream, flags);
 }
 
 RCUDA_EXPORT CUresult cuEventRecordWithFlags_ptsz(CUevent hEvent, CUstream hStream, unsigned int flags)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuEventRecordWithFlags_ptsz(hEvent, hStream, flags);
 }
 
 RCUDA_EXPORT CUresult cuEventRecord_ptsz(CUevent hEvent, CUstream hStream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuEventRecord_ptsz(hEvent, hStream);
 }
 
 RCUDA_EXPORT CUresult cuEventSynchronize(CUevent hEvent)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_SUCCESS;
     return rcuda_py_cuEventSynchronize(hEvent);
 }
 
 RCUDA_EXPORT CUresult cuExternalMemoryGetMappedBuffer(CUdeviceptr * devPtr, CUexternalMemory extMem, const CUDA_EXTERNAL_MEMORY_BUFFER_DESC * bufferDesc)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuExternalMemoryGetMappedBuffer(devPtr, extMem, bufferDesc);
 }
 
 RCUDA_EXPORT CUresult cuExternalMemoryGetMappedMipmappedArray(CUmipmappedArray * mipmap, CUexternalMemory extMem, const CUDA_EXTERNAL_MEMORY_MIPMAPPED_ARRAY_DESC * mipmapDesc)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuExternalMemoryGetMappedMipmappedArray(mipmap, extMem, mipmapDesc);
 }
 
 RCUDA_EXPORT CUresult cuFlushGPUDirectRDMAWrites(CUflushGPUDirectRDMAWritesTarget target, CUflushGPUDirectRDMAWritesScope scope)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuFlushGPUDirectRDMAWrites(target, scope);
 }
 
 RCUDA_EXPORT CUresult cuFuncGetAttribute(int * pi, CUfunction_attribute attrib, CUfunction hfunc)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuFuncGetAttribute(pi, attrib, hfunc);
 }
 
 RCUDA_EXPORT CUresult cuFuncGetModule(CUmodule * hmod, CUfunction hfunc)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuFuncGetModule(hmod, hfunc);
 }
 
 RCUDA_EXPORT CUresult cuFuncGetName(const char ** name, CUfunction hfunc)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuFuncGetName(name, hfunc);
 }
 
 RCUDA_EXPORT CUresult cuFuncGetParamInfo(CUfunction func, size_t paramIndex, size_t * paramOffset, size_t * paramSize)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuFuncGetParamInfo(func, paramIndex, paramOffset, paramSize);
 }
 
 RCUDA_EXPORT CUresult cuFuncIsLoaded(CUfunctionLoadingState * state, CUfunction function)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuFuncIsLoaded(state, function);
 }
 
 RCUDA_EXPORT CUresult cuFuncLoad(CUfunction function)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuFuncLoad(function);
 }
 
 RCUDA_EXPORT CUresult cuFuncSetAttribute(CUfunction hfunc, CUfunction_attribute attrib, int value)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuFuncSetAttribute(hfunc, attrib, value);
 }
 
 RCUDA_EXPORT CUresult cuFuncSetBlockShape(CUfunction hfunc, int x, int y, int z)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuFuncSetBlockShape(hfunc, x, y, z);
 }
 
 RCUDA_EXPORT CUresult cuFuncSetCacheConfig(CUfunction hfunc, CUfunc_cache config)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuFuncSetCacheConfig(hfunc, config);
 }
 
 RCUDA_EXPORT CUresult cuFuncSetSharedMemConfig(CUfunction hfunc, CUsharedconfig config)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuFuncSetSharedMemConfig(hfunc, config);
 }
 
 RCUDA_EXPORT CUresult cuFuncSetSharedSize(CUfunction hfunc, unsigned int bytes)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuFuncSetSharedSize(hfunc, bytes);
 }
 
 RCUDA_EXPORT CUresult cuGLCtxCreate(CUcontext * pCtx, unsigned int Flags, CUdevice device)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuGLCtxCreate(pCtx, Flags, device);
 }
 
 RCUDA_EXPORT CUresult cuGLCtxCreate_v2(CUcontext * pCtx, unsigned int Flags, CUdevice device)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuGLCtxCreate_v2(pCtx, Flags, device);
 }
 
 RCUDA_EXPORT CUresult cuGLGetDevices(unsigned int * pCudaDeviceCount, CUdevice * pCudaDevices, unsigned int cudaDeviceCount, CUGLDeviceList deviceList)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuGLGetDevices(pCudaDeviceCount, pCudaDevices, cudaDeviceCount, deviceList);
 }
 
 RCUDA_EXPORT CUresult cuGLGetDevices_v2(unsigned int * pCudaDeviceCount, CUdevice * pCudaDevices, unsigned int cudaDeviceCount, CUGLDeviceList deviceList)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuGLGetDevices_v2(pCudaDeviceCount, pCudaDevices, cudaDeviceCount, deviceList);
 }
 
 RCUDA_EXPORT CUresult cuGLInit(void)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuGLInit();
 }
 
 RCUDA_EXPORT CUresult cuGLMapBufferObject(CUdeviceptr_v1 * dptr, unsigned int * size, GLuint buffer)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuGLMapBufferObject(dptr, size, buffer);
 }
 
 RCUDA_EXPORT CUresult cuGLMapBufferObjectAsync(CUdeviceptr_v1 * dptr, unsigned int * size, GLuint buffer, CUstream hStream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuGLMapBufferObjectAsync(dptr, size, buffer, hStream);
 }
 
 RCUDA_EXPORT CUresult cuGLMapBufferObjectAsync_v2(CUdeviceptr * dptr, size_t * size, GLuint buffer, CUstream hStream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuGLMapBufferObjectAsync_v2(dptr, size, buffer, hStream);
 }
 
 RCUDA_EXPORT CUresult cuGLMapBufferObjectAsync_v2_ptsz(CUdeviceptr * dptr, size_t * size, GLuint buffer, CUstream hStream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuGLMapBufferObjectAsync_v2_ptsz(dptr, size, buffer, hStream);
 }
 
 RCUDA_EXPORT CUresult cuGLMapBufferObject_v2(CUdeviceptr * dptr, size_t * size, GLuint buffer)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuGLMapBufferObject_v2(dptr, size, buffer);
 }
 
 RCUDA_EXPORT CUresult cuGLMapBufferObject_v2_ptds(CUdeviceptr * dptr, size_t * size, GLuint buffer)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuGLMapBufferObject_v2_ptds(dptr, size, buffer);
 }
 
 RCUDA_EXPORT CUresult cuGLRegisterBufferObject(GLuint buffer)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuGLRegisterBufferObject(buffer);
 }
 
 RCUDA_EXPORT CUresult cuGLSetBufferObjectMapFlags(GLuint buffer, unsigned int Flags)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuGLSetBufferObjectMapFlags(buffer, Flags);
 }
 
 RCUDA_EXPORT CUresult cuGLUnmapBufferObject(GLuint buffer)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuGLUnmapBufferObject(buffer);
 }
 
 RCUDA_EXPORT CUresult cuGLUnmapBufferObjectAsync(GLuint buffer, CUstream hStream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuGLUnmapBufferObjectAsync(buffer, hStream);
 }
 
 RCUDA_EXPORT CUresult cuGLUnregisterBufferObject(GLuint buffer)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuGLUnregisterBufferObject(buffer);
 }
 
 RCUDA_EXPORT CUresult cuGetErrorName(CUresult error, const char ** pStr)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return rcuda_after_exit_cuGetErrorName(error, pStr);
     return rcuda_py_cuGetErrorName(error, pStr);
 }
 
 RCUDA_EXPORT CUresult cuGetErrorString(CUresult error, const char ** pStr)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return rcuda_after_exit_cuGetErrorString(error, pStr);
     return rcuda_py_cuGetErrorString(error, pStr);
 }
 
 RCUDA_EXPORT CUresult cuGetExportTable(const void ** ppExportTable, const CUuuid * pExportTableId)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuGetExportTable(ppExportTable, pExportTableId);
 }
 
 RCUDA_EXPORT CUresult cuGetProcAddress(const char * symbol, void ** pfn, int cudaVersion, cuuint64_t flags)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuGetProcAddress(symbol, pfn, cudaVersion, flags);
 }
 
 RCUDA_EXPORT CUresult cuGetProcAddress_v2(const char * symbol, void ** pfn, int cudaVersion, cuuint64_t flags, CUdriverProcAddressQueryResult * symbolStatus)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuGetProcAddress_v2(symbol, pfn, cudaVersion, flags, symbolStatus);
 }
 
 RCUDA_EXPORT CUresult cuGraphAddBatchMemOpNode(CUgraphNode * phGraphNode, CUgraph hGraph, const CUgraphNode * dependencies, size_t numDependencies, const CUDA_BATCH_MEM_OP_NODE_PARAMS * nodeParams)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuGraphAddBatchMemOpNode(phGraphNode, hGraph, dependencies, numDependencies, nodeParams);
 }
 
 RCUDA_EXPORT CUresult cuGraphAddChildGraphNode(CUgraphNode * phGraphNode, CUgraph hGraph, const CUgraphNode * dependencies, size_t numDependencies, CUgraph childGraph)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuGraphAddChildGraphNode(phGraphNode, hGraph, dependencies, numDependencies, childGraph);
 }
 
 RCUDA_EXPORT CUresult cuGraphAddDependencies(CUgraph hGraph, const CUgraphNode * from, const CUgraphNode * to, size_t numDependencies)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuGraphAddDependencies(hGraph, from, to, numDependencies);
 }
 
 RCUDA_EXPORT CUresult cuGraphAddDependencies_v2(CUgraph hGraph, const CUgraphNode * from, const CUgraphNode * to, const CUgraphEdgeData * edgeData, size_t numDependencies)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuGraphAddDependencies_v2(hGraph, from, to, edgeData, numDependencies);
 }
 
 RCUDA_EXPORT CUresult cuGraphAddEmptyNode(CUgraphNode * phGraphNode, CUgraph hGraph, const CUgraphNode * dependencies, size_t numDependencies)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuGraphAddEmptyNode(phGraphNode, hGraph, dependencies, numDependencies);
 }
 
 RCUDA_EXPORT CUresult cuGraphAddEventRecordNode(CUgraphNode * phGraphNode, CUgraph hGraph, const CUgraphNode * dependencies, size_t numDependencies, CUevent event)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuGraphAddEventRecordNode(phGraphNode, hGraph, dependencies, numDependencies, event);
 }
 
 RCUDA_EXPORT CUresult cuGraphAddEventWaitNode(CUgraphNode * phGraphNode, CUgraph hGraph, const CUgraphNode * dependencies, size_t numDependencies, CUevent event)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuGraphAddEventWaitNode(phGraphNode, hGraph, dependencies, numDependencies, event);
 }
 
 RCUDA_EXPORT CUresult cuGraphAddExternalSemaphoresSignalNode(CUgraphNode * phGraphNode, CUgraph hGraph, const CUgraphNode * dependencies, size_t numDependencies, const CUDA_EXT_SEM_SIGNAL_NODE_PARAMS * nodeParams)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuGraphAddExternalSemaphoresSignalNode(phGraphNode, hGraph, dependencies, numDependencies, nodeParams);
 }
 
 RCUDA_EXPORT CUresult cuGraphAddExternalSemaphoresWaitNode(CUgraphNode * phGraphNode, CUgraph hGraph, const CUgraphNode * dependencies, size_t numDependencies, const CUDA_EXT_SEM_WAIT_NODE_PARAMS * nodeParams)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuGraphAddExternalSemaphoresWaitNode(phGraphNode, hGraph, dependencies, numDependencies, nodeParams);
 }
 
 RCUDA_EXPORT CUresult cuGraphAddHostNode(CUgraphNode * phGraphNode, CUgraph hGraph, const CUgraphNode * dependencies, size_t numDependencies, const CUDA_HOST_NODE_PARAMS * nodeParams)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuGraphAddHostNode(phGraphNode, hGraph, dependencies, numDependencies, nodeParams);
 }
 
 RCUDA_EXPORT CUresult cuGraphAddKernelNode(CUgraphNode * phGraphNode, CUgraph hGraph, const CUgraphNode * dependencies, size_t numDependencies, const CUDA_KERNEL_NODE_PARAMS_v1 * nodeParams)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuGraphAddKernelNode(phGraphNode, hGraph, dependencies, numDependencies, nodeParams);
 }
 
 RCUDA_EXPORT CUresult cuGraphAddKernelNode_v2(CUgraphNode * phGraphNode, CUgraph hGraph, const CUgraphNode * dependencies, size_t numDependencies, const CUDA_KERNEL_NODE_PARAMS * nodeParams)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuGraphAddKernelNode_v2(phGraphNode, hGraph, dependencies, numDependencies, nodeParams);
 }
 
 RCUDA_EXPORT CUresult cuGraphAddMemAllocNode(CUgraphNode * phGraphNode, CUgraph hGraph, const CUgraphNode * dependencies, size_t numDependencies, CUDA_MEM_ALLOC_NODE_PARAMS * nodeParams)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuGraphAddMemAllocNode(phGraphNode, hGraph, dependencies, numDependencies, nodeParams);
 }
 
 RCUDA_EXPORT CUresult cuGraphAddMemFreeNode(CUgraphNode * phGraphNode, CUgraph hGraph, const CUgraphNode * dependencies, size_t numDependencies, CUdeviceptr dptr)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuGraphAddMemFreeNode(phGraphNode, hGraph, dependencies, numDependencies, dptr);
 }
 
 RCUDA_EXPORT CUresult cuGraphAddMemcpyNode(CUgraphNode * phGraphNode, CUgraph hGraph, const CUgraphNode * dependencies, size_t numDependencies, const CUDA_MEMCPY3D * copyParams, CUcontext ctx)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuGraphAddMemcpyNode(phGraphNode, hGraph, dependencies, numDependencies, copyParams, ctx);
 }
 
 RCUDA_EXPORT CUresult cuGraphAddMemsetNode(CUgraphNode * phGraphNode, CUgraph hGraph, const CUgraphNode * dependencies, size_t numDependencies, const CUDA_MEMSET_NODE_PARAMS * memsetParams, CUcontext ctx)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuGraphAddMemsetNode(phGraphNode, hGraph, dependencies, numDependencies, memsetParams, ctx);
 }
 
 RCUDA_EXPORT CUresult cuGraphAddNode(CUgraphNode * phGraphNode, CUgraph hGraph, const CUgraphNode * dependencies, size_t numDependencies, CUgraphNodeParams * nodeParams)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuGraphAddNode(phGraphNode, hGraph, dependencies, numDependencies, nodeParams);
 }
 
 RCUDA_EXPORT CUresult cuGraphAddNode_v2(CUgraphNode * phGraphNode, CUgraph hGraph, const CUgraphNode * dependencies, const CUgraphEdgeData * dependencyData, size_t numDependencies, CUgraphNodeParams * nodeParams)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuGraphAddNode_v2(phGraphNode, hGraph, dependencies, dependencyData, numDependencies, nodeParams);
 }
 
 RCUDA_EXPORT CUresult cuGraphBatchMemOpNodeGetParams(CUgraphNode hNode, CUDA_BATCH_MEM_OP_NODE_PARAMS * nodeParams_out)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuGraphBatchMemOpNodeGetParams(hNode, nodeParams_out);
 }
 
 RCUDA_EXPORT CUresult cuGraphBatchMemOpNodeSetParams(CUgraphNode hNode, const CUDA_BATCH_MEM_OP_NODE_PARAMS * nodeParams)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuGraphBatchMemOpNodeSetParams(hNode, nodeParams);
 }
 
 RCUDA_EXPORT CUresult cuGraphChildGraphNodeGetGraph(CUgraphNode hNode, CUgraph * phGraph)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuGraphChildGraphNodeGetGraph(hNode, phGraph);
 }
 
 RCUDA_EXPORT CUresult cuGraphClone(CUgraph * phGraphClone, CUgraph originalGraph)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuGraphClone(phGraphClone, originalGraph);
 }
 
 RCUDA_EXPORT CUresult cuGraphConditionalHandleCreate(CUgraphConditionalHandle * pHandle_out, CUgraph hGraph, CUcontext ctx, unsigned int defaultLaunchValue, unsigned int flags)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuGraphConditionalHandleCreate(pHandle_out, hGraph, ctx, defaultLaunchValue, flags);
 }
 
 RCUDA_EXPORT CUresult cuGraphCreate(CUgraph * phGraph, unsigned int flags)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuGraphCreate(phGraph, flags);
 }
 
 RCUDA_EXPORT CUresult cuGraphDebugDotPrint(CUgraph hGraph, const char * path, unsigned int flags)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuGraphDebugDotPrint(hGraph, path, flags);
 }
 
 RCUDA_EXPORT CUresult cuGraphDestroy(CUgraph hGraph)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuGraphDestroy(hGraph);
 }
 
 RCUDA_EXPORT CUresult cuGraphDestroyNode(CUgraphNode hNode)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuGraphDestroyNode(hNode);
 }
 
 RCUDA_EXPORT CUresult cuGraphEventRecordNodeGetEvent(CUgraphNode hNode, CUevent * event_out)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuGraphEventRecordNodeGetEvent(hNode, event_out);
 }
 
 RCUDA_EXPORT CUresult cuGraphEventRecordNodeSetEvent(CUgraphNode hNode, CUevent event)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuGraphEventRecordNodeSetEvent(hNode, event);
 }
 
 RCUDA_EXPORT CUresult cuGraphEventWaitNodeGetEvent(CUgraphNode hNode, CUevent * event_out)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuGraphEventWaitNodeGetEvent(hNode, event_out);
 }
 
 RCUDA_EXPORT CUresult cuGraphEventWaitNodeSetEvent(CUgraphNode hNode, CUevent event)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuGraphEventWaitNodeSetEvent(hNode, event);
 }
 
 RCUDA_EXPORT CUresult cuGraphExecBatchMemOpNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode, const CUDA_BATCH_MEM_OP_NODE_PARAMS * nodeParams)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuGraphExecBatchMemOpNodeSetParams(hGraphExec, hNode, nodeParams);
 }
 
 RCUDA_EXPORT CUresult cuGraphExecChildGraphNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode, CUgraph childGraph)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuGraphExecChildGraphNodeSetParams(hGraphExec, hNode, childGraph);
 }
 
 RCUDA_EXPORT CUresult cuGraphExecDestroy(CUgraphExec hGraphExec)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuGraphExecDestroy(hGraphExec);
 }
 
 RCUDA_EXPORT CUresult cuGraphExecEventRecordNodeSetEvent(CUgraphExec hGraphExec, CUgraphNode hNode, CUevent event)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuGraphExecEventRecordNodeSetEvent(hGraphExec, hNode, event);
 }
 
 RCUDA_EXPORT CUresult cuGraphExecEventWaitNodeSetEvent(CUgraphExec hGraphExec, CUgraphNode hNode, CUevent event)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuGraphExecEventWaitNodeSetEvent(hGraphExec, hNode, event);
 }
 
 RCUDA_EXPORT CUresult cuGraphExecExternalSemaphoresSignalNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode, const CUDA_EXT_SEM_SIGNAL_NODE_PARAMS * nodeParams)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuGraphExecExternalSemaphoresSignalNodeSetParams(hGraphExec, hNode, nodeParams);
 }
 
 RCUDA_EXPORT CUresult cuGraphExecExternalSemaphoresWaitNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode, const CUDA_EXT_SEM_WAIT_NODE_PARAMS * nodeParams)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuGraphExecExternalSemaphoresWaitNodeSetParams(hGraphExec, hNode, nodeParams);
 }
 
 RCUDA_EXPORT CUresult cuGraphExecGetFlags(CUgraphExec hGraphExec, cuuint64_t * flags)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuGraphExecGetFlags(hGraphExec, flags);
 }
 
 RCUDA_EXPORT CUresult cuGraphExecHostNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode, const CUDA_HOST_NODE_PARAMS * nodeParams)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuGraphExecHostNodeSetParams(hGraphExec, hNode, nodeParams);
 }
 
 RCUDA_EXPORT CUresult cuGraphExecKernelNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode, const CUDA_KERNEL_NODE_PARAMS_v1 * nodeParams)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuGraphExecKernelNodeSetParams(hGraphExec, hNode, nodeParams);
 }
 
 RCUDA_EXPORT CUresult cuGraphExecKernelNodeSetParams_v2(CUgraphExec hGraphExec, CUgraphNode hNode, const CUDA_KERNEL_NODE_PARAMS * nodeParams)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuGraphExecKernelNodeSetParams_v2(hGraphExec, hNode, nodeParams);
 }
 
 RCUDA_EXPORT CUresult cuGraphExecMemcpyNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode, const CUDA_MEMCPY3D * copyParams, CUcontext ctx)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuGraphExecMemcpyNodeSetParams(hGraphExec, hNode, copyParams, ctx);
 }
 
 RCUDA_EXPORT CUresult cuGraphExecMemsetNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode, const CUDA_MEMSET_NODE_PARAMS * memsetParams, CUcontext ctx)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuGraphExecMemsetNodeSetParams(hGraphExec, hNode, memsetParams, ctx);
 }
 
 RCUDA_EXPORT CUresult cuGraphExecNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode, CUgraphNodeParams * nodeParams)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuGraphExecNodeSetParams(hGraphExec, hNode, nodeParams);
 }
 
 RCUDA_EXPORT CUresult cuGraphExecUpdate(CUgraphExec hGraphExec, CUgraph hGraph, CUgraphNode * hErrorNode_out, CUgraphExecUpdateResult * updateResult_out)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuGraphExecUpdate(hGraphExec, hGraph, hErrorNode_out, updateResult_out);
 }
 
 RCUDA_EXPORT CUresult cuGraphExecUpdate_v2(CUgraphExec hGraphExec, CUgraph hGraph, CUgraphExecUpdateResultInfo * resultInfo)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuGraphExecUpdate_v2(hGraphExec, hGraph, resultInfo);
 }
 
 RCUDA_EXPORT CUresult cuGraphExternalSemaphoresSignalNodeGetParams(CUgraphNode hNode, CUDA_EXT_SEM_SIGNAL_NODE_PARAMS * params_out)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuGraphExternalSemaphoresSignalNodeGetParams(hNode, params_out);
 }
 
 RCUDA_EXPORT CUresult cuGraphExternalSemaphoresSignalNodeSetParams(CUgraphNode hNode, const CUDA_EXT_SEM_SIGNAL_NODE_PARAMS * nodeParams)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuGraphExternalSemaphoresSignalNodeSetParams(hNode, nodeParams);
 }
 
 RCUDA_EXPORT CUresult cuGraphExternalSemaphoresWaitNodeGetParams(CUgraphNode hNode, CUDA_EXT_SEM_WAIT_NODE_PARAMS * params_out)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuGraphExternalSemaphoresWaitNodeGetParams(hNode, params_out);
 }
 
 RCUDA_EXPORT CUresult cuGraphExternalSemaphoresWaitNodeSetParams(CUgraphNode hNode, const CUDA_EXT_SEM_WAIT_NODE_PARAMS * nodeParams)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuGraphExternalSemaphoresWaitNodeSetParams(hNode, nodeParams);
 }
 
 RCUDA_EXPORT CUresult cuGraphGetEdges(CUgraph hGraph, CUgraphNode * from, CUgraphNode * to, size_t * numEdges)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuGraphGetEdges(hGraph, from, to, numEdges);
 }
 
 RCUDA_EXPORT CUresult cuGraphGetEdges_v2(CUgraph hGraph, CUgraphNode * from, CUgraphNode * to, CUgraphEdgeData * edgeData, size_t * numEdges)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuGraphGetEdges_v2(hGraph, from, to, edgeData, numEdges);
 }
 
 RCUDA_EXPORT CUresult cuGraphGetNodes(CUgraph hGraph, CUgraphNode * nodes, size_t * numNodes)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuGraphGetNodes(hGraph, nodes, numNodes);
 }
 
 RCUDA_EXPORT CUresult cuGraphGetRootNodes(CUgraph hGraph, CUgraphNode * rootNodes, size_t * numRootNodes)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuGraphGetRootNodes(hGraph, rootNodes, numRootNodes);
 }
 
 RCUDA_EXPORT CUresult cuGraphHostNodeGetParams(CUgraphNode hNode, CUDA_HOST_NODE_PARAMS * nodeParams)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuGraphHostNodeGetParams(hNode, nodeParams);
 }
 
 RCUDA_EXPORT CUresult cuGraphHostNodeSetParams(CUgraphNode hNode, const CUDA_HOST_NODE_PARAMS * nodeParams)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuGraphHostNodeSetParams(hNode, nodeParams);
 }
 
 RCUDA_EXPORT CUresult cuGraphInstantiate(CUgraphExec * phGraphExec, CUgraph hGraph, CUgraphNode * phErrorNode, char * logBuffer, size_t bufferSize)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuGraphInstantiate(phGraphExec, hGraph, phErrorNode, logBuffer, bufferSize);
 }
 
 RCUDA_EXPORT CUresult cuGraphInstantiateWithFlags(CUgraphExec * phGraphExec, CUgraph hGraph, unsigned long long flags)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuGraphInstantiateWithFlags(phGraphExec, hGraph, flags);
 }
 
 RCUDA_EXPORT CUresult cuGraphInstantiateWithParams(CUgraphExec * phGraphExec, CUgraph hGraph, CUDA_GRAPH_INSTANTIATE_PARAMS * instantiateParams)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuGraphInstantiateWithParams(phGraphExec, hGraph, instantiateParams);
 }
 
 RCUDA_EXPORT CUresult cuGraphInstantiateWithParams_ptsz(CUgraphExec * phGraphExec, CUgraph hGraph, CUDA_GRAPH_INSTANTIATE_PARAMS * instantiateParams)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuGraphInstantiateWithParams_ptsz(phGraphExec, hGraph, instantiateParams);
 }
 
 RCUDA_EXPORT CUresult cuGraphInstantiate_v2(CUgraphExec * phGraphExec, CUgraph hGraph, CUgraphNode * phErrorNode, char * logBuffer, size_t bufferSize)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuGraphInstantiate_v2(phGraphExec, hGraph, phErrorNode, logBuffer, bufferSize);
 }
 
 RCUDA_EXPORT CUresult cuGraphKernelNodeCopyAttributes(CUgraphNode dst, CUgraphNode src)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuGraphKernelNodeCopyAttributes(dst, src);
 }
 
 RCUDA_EXPORT CUresult cuGraphKernelNodeGetAttribute(CUgraphNode hNode, CUkernelNodeAttrID attr, CUkernelNodeAttrValue * value_out)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuGraphKernelNodeGetAttribute(hNode, attr, value_out);
 }
 
 RCUDA_EXPORT CUresult cuGraphKernelNodeGetParams(CUgraphNode hNode, CUDA_KERNEL_NODE_PARAMS_v1 * nodeParams)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuGraphKernelNodeGetParams(hNode, nodeParams);
 }
 
 RCUDA_EXPORT CUresult cuGraphKernelNodeGetParams_v2(CUgraphNode hNode, CUDA_KERNEL_NODE_PARAMS * nodeParams)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuGraphKernelNodeGetParams_v2(hNode, nodeParams);
 }
 
 RCUDA_EXPORT CUresult cuGraphKernelNodeSetAttribute(CUgraphNode hNode, CUkernelNodeAttrID attr, const CUkernelNodeAttrValue * value)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuGraphKernelNodeSetAttribute(hNode, attr, value);
 }
 
 RCUDA_EXPORT CUresult cuGraphKernelNodeSetParams(CUgraphNode hNode, const CUDA_KERNEL_NODE_PARAMS_v1 * nodeParams)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuGraphKernelNodeSetParams(hNode, nodeParams);
 }
 
 RCUDA_EXPORT CUresult cuGraphKernelNodeSetParams_v2(CUgraphNode hNode, const CUDA_KERNEL_NODE_PARAMS * nodeParams)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuGraphKernelNodeSetParams_v2(hNode, nodeParams);
 }
 
 RCUDA_EXPORT CUresult cuGraphLaunch(CUgraphExec hGraph, CUstream hStream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuGraphLaunch(hGraph, hStream);
 }
 
 RCUDA_EXPORT CUresult cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuGraphLaunch_ptsz(hGraphExec, hStream);
 }
 
 RCUDA_EXPORT CUresult cuGraphMemAllocNodeGetParams(CUgraphNode hNode, CUDA_MEM_ALLOC_NODE_PARAMS * params_out)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuGraphMemAllocNodeGetParams(hNode, params_out);
 }
 
 RCUDA_EXPORT CUresult cuGraphMemFreeNodeGetParams(CUgraphNode hNode, CUdeviceptr * dptr_out)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuGraphMemFreeNodeGetParams(hNode, dptr_out);
 }
 
 RCUDA_EXPORT CUresult cuGraphMemcpyNodeGetParams(CUgraphNode hNode, CUDA_MEMCPY3D * nodeParams)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuGraphMemcpyNodeGetParams(hNode, nodeParams);
 }
 
 RCUDA_EXPORT CUresult cuGraphMemcpyNodeSetParams(CUgraphNode hNode, const CUDA_MEMCPY3D * nodeParams)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuGraphMemcpyNodeSetParams(hNode, nodeParams);
 }
 
 RCUDA_EXPORT CUresult cuGraphMemsetNodeGetParams(CUgraphNode hNode, CUDA_MEMSET_NODE_PARAMS * nodeParams)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuGraphMemsetNodeGetParams(hNode, nodeParams);
 }
 
 RCUDA_EXPORT CUresult cuGraphMemsetNodeSetParams(CUgraphNode hNode, const CUDA_MEMSET_NODE_PARAMS * nodeParams)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuGraphMemsetNodeSetParams(hNode, nodeParams);
 }
 
 RCUDA_EXPORT CUresult cuGraphNodeFindInClone(CUgraphNode * phNode, CUgraphNode hOriginalNode, CUgraph hClonedGraph)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuGraphNodeFindInClone(phNode, hOriginalNode, hClonedGraph);
 }
 
 RCUDA_EXPORT CUresult cuGraphNodeGetDependencies(CUgraphNode hNode, CUgraphNode * dependencies, size_t * numDependencies)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuGraphNodeGetDependencies(hNode, dependencies, numDependencies);
 }
 
 RCUDA_EXPORT CUresult cuGraphNodeGetDependencies_v2(CUgraphNode hNode, CUgraphNode * dependencies, CUgraphEdgeData * edgeData, size_t * numDependencies)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuGraphNodeGetDependencies_v2(hNode, dependencies, edgeData, numDependencies);
 }
 
 RCUDA_EXPORT CUresult cuGraphNodeGetDependentNodes(CUgraphNode hNode, CUgraphNode * dependentNodes, size_t * numDependentNodes)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuGraphNodeGetDependentNodes(hNode, dependentNodes, numDependentNodes);
 }
 
 RCUDA_EXPORT CUresult cuGraphNodeGetDependentNodes_v2(CUgraphNode hNode, CUgraphNode * dependentNodes, CUgraphEdgeData * edgeData, size_t * numDependentNodes)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuGraphNodeGetDependentNodes_v2(hNode, dependentNodes, edgeData, numDependentNodes);
 }
 
 RCUDA_EXPORT CUresult cuGraphNodeGetEnabled(CUgraphExec hGraphExec, CUgraphNode hNode, unsigned int * isEnabled)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuGraphNodeGetEnabled(hGraphExec, hNode, isEnabled);
 }
 
 RCUDA_EXPORT CUresult cuGraphNodeGetType(CUgraphNode hNode, CUgraphNodeType * type)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuGraphNodeGetType(hNode, type);
 }
 
 RCUDA_EXPORT CUresult cuGraphNodeSetEnabled(CUgraphExec hGraphExec, CUgraphNode hNode, unsigned int isEnabled)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuGraphNodeSetEnabled(hGraphExec, hNode, isEnabled);
 }
 
 RCUDA_EXPORT CUresult cuGraphNodeSetParams(CUgraphNode hNode, CUgraphNodeParams * nodeParams)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuGraphNodeSetParams(hNode, nodeParams);
 }
 
 RCUDA_EXPORT CUresult cuGraphReleaseUserObject(CUgraph graph, CUuserObject object, unsigned int count)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuGraphReleaseUserObject(graph, object, count);
 }
 
 RCUDA_EXPORT CUresult cuGraphRemoveDependencies(CUgraph hGraph, const CUgraphNode * from, const CUgraphNode * to, size_t numDependencies)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuGraphRemoveDependencies(hGraph, from, to, numDependencies);
 }
 
 RCUDA_EXPORT CUresult cuGraphRemoveDependencies_v2(CUgraph hGraph, const CUgraphNode * from, const CUgraphNode * to, const CUgraphEdgeData * edgeData, size_t numDependencies)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuGraphRemoveDependencies_v2(hGraph, from, to, edgeData, numDependencies);
 }
 
 RCUDA_EXPORT CUresult cuGraphRetainUserObject(CUgraph graph, CUuserObject object, unsigned int count, unsigned int flags)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuGraphRetainUserObject(graph, object, count, flags);
 }
 
 RCUDA_EXPORT CUresult cuGraphUpload(CUgraphExec hGraph, CUstream hStream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuGraphUpload(hGraph, hStream);
 }
 
 RCUDA_EXPORT CUresult cuGraphUpload_ptsz(CUgraphExec hGraphExec, CUstream hStream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuGraphUpload_ptsz(hGraphExec, hStream);
 }
 
 RCUDA_EXPORT CUresult cuGraphicsEGLRegisterImage(CUgraphicsResource * pCudaResource, EGLImageKHR image, unsigned int flags)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuGraphicsEGLRegisterImage(pCudaResource, image, flags);
 }
 
 RCUDA_EXPORT CUresult cuGraphicsGLRegisterBuffer(CUgraphicsResource * pCudaResource, GLuint buffer, unsigned int Flags)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuGraphicsGLRegisterBuffer(pCudaResource, buffer, Flags);
 }
 
 RCUDA_EXPORT CUresult cuGraphicsGLRegisterImage(CUgraphicsResource * pCudaResource, GLuint image, GLenum target, unsigned int Flags)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuGraphicsGLRegisterImage(pCudaResource, image, target, Flags);
 }
 
 RCUDA_EXPORT CUresult cuGraphicsMapResources(unsigned int count, CUgraphicsResource * resources, CUstream hStream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuGraphicsMapResources(count, resources, hStream);
 }
 
 RCUDA_EXPORT CUresult cuGraphicsMapResources_ptsz(unsigned int count, CUgraphicsResource * resources, CUstream hStream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuGraphicsMapResources_ptsz(count, resources, hStream);
 }
 
 RCUDA_EXPORT CUresult cuGraphicsResourceGetMappedEglFrame(CUeglFrame * eglFrame, CUgraphicsResource resource, unsigned int index, unsigned int mipLevel)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuGraphicsResourceGetMappedEglFrame(eglFrame, resource, index, mipLevel);
 }
 
 RCUDA_EXPORT CUresult cuGraphicsResourceGetMappedMipmappedArray(CUmipmappedArray * pMipmappedArray, CUgraphicsResource resource)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuGraphicsResourceGetMappedMipmappedArray(pMipmappedArray, resource);
 }
 
 RCUDA_EXPORT CUresult cuGraphicsResourceGetMappedPointer(CUdeviceptr_v1 * pDevPtr, unsigned int * pSize, CUgraphicsResource resource)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuGraphicsResourceGetMappedPointer(pDevPtr, pSize, resource);
 }
 
 RCUDA_EXPORT CUresult cuGraphicsResourceGetMappedPointer_v2(CUdeviceptr * pDevPtr, size_t * pSize, CUgraphicsResource resource)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuGraphicsResourceGetMappedPointer_v2(pDevPtr, pSize, resource);
 }
 
 RCUDA_EXPORT CUresult cuGraphicsResourceSetMapFlags(CUgraphicsResource resource, unsigned int flags)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuGraphicsResourceSetMapFlags(resource, flags);
 }
 
 RCUDA_EXPORT CUresult cuGraphicsResourceSetMapFlags_v2(CUgraphicsResource resource, unsigned int flags)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuGraphicsResourceSetMapFlags_v2(resource, flags);
 }
 
 RCUDA_EXPORT CUresult cuGraphicsSubResourceGetMappedArray(CUarray * pArray, CUgraphicsResource resource, unsigned int arrayIndex, unsigned int mipLevel)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuGraphicsSubResourceGetMappedArray(pArray, resource, arrayIndex, mipLevel);
 }
 
 RCUDA_EXPORT CUresult cuGraphicsUnmapResources(unsigned int count, CUgraphicsResource * resources, CUstream hStream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuGraphicsUnmapResources(count, resources, hStream);
 }
 
 RCUDA_EXPORT CUresult cuGraphicsUnmapResources_ptsz(unsigned int count, CUgraphicsResource * resources, CUstream hStream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuGraphicsUnmapResources_ptsz(count, resources, hStream);
 }
 
 RCUDA_EXPORT CUresult cuGraphicsUnregisterResource(CUgraphicsResource resource)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuGraphicsUnregisterResource(resource);
 }
 
 RCUDA_EXPORT CUresult cuGraphicsVDPAURegisterOutputSurface(CUgraphicsResource * pCudaResource, VdpOutputSurface vdpSurface, unsigned int flags)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuGraphicsVDPAURegisterOutputSurface(pCudaResource, vdpSurface, flags);
 }
 
 RCUDA_EXPORT CUresult cuGraphicsVDPAURegisterVideoSurface(CUgraphicsResource * pCudaResource, VdpVideoSurface vdpSurface, unsigned int flags)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuGraphicsVDPAURegisterVideoSurface(pCudaResource, vdpSurface, flags);
 }
 
 RCUDA_EXPORT CUresult cuGreenCtxCreate(CUgreenCtx * phCtx, CUdevResourceDesc desc, CUdevice dev, unsigned int flags)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuGreenCtxCreate(phCtx, desc, dev, flags);
 }
 
 RCUDA_EXPORT CUresult cuGreenCtxDestroy(CUgreenCtx hCtx)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuGreenCtxDestroy(hCtx);
 }
 
 RCUDA_EXPORT CUresult cuGreenCtxGetDevResource(CUgreenCtx hCtx, CUdevResource * resource, CUdevResourceType type)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuGreenCtxGetDevResource(hCtx, resource, type);
 }
 
 RCUDA_EXPORT CUresult cuGreenCtxGetId(CUgreenCtx greenCtx, unsigned long long * greenCtxId)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuGreenCtxGetId(greenCtx, greenCtxId);
 }
 
 RCUDA_EXPORT CUresult cuGreenCtxRecordEvent(CUgreenCtx hCtx, CUevent hEvent)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuGreenCtxRecordEvent(hCtx, hEvent);
 }
 
 RCUDA_EXPORT CUresult cuGreenCtxStreamCreate(CUstream * phStream, CUgreenCtx greenCtx, unsigned int flags, int priority)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuGreenCtxStreamCreate(phStream, greenCtx, flags, priority);
 }
 
 RCUDA_EXPORT CUresult cuGreenCtxWaitEvent(CUgreenCtx hCtx, CUevent hEvent)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuGreenCtxWaitEvent(hCtx, hEvent);
 }
 
 RCUDA_EXPORT CUresult cuImportExternalMemory(CUexternalMemory * extMem_out, const CUDA_EXTERNAL_MEMORY_HANDLE_DESC * memHandleDesc)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuImportExternalMemory(extMem_out, memHandleDesc);
 }
 
 RCUDA_EXPORT CUresult cuImportExternalSemaphore(CUexternalSemaphore * extSem_out, const CUDA_EXTERNAL_SEMAPHORE_HANDLE_DESC * semHandleDesc)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuImportExternalSemaphore(extSem_out, semHandleDesc);
 }
 
 RCUDA_EXPORT CUresult cuInit(unsigned int Flags)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuInit(Flags);
 }
 
 RCUDA_EXPORT CUresult cuIpcCloseMemHandle(CUdeviceptr dptr)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuIpcCloseMemHandle(dptr);
 }
 
 RCUDA_EXPORT CUresult cuIpcGetEventHandle(CUipcEventHandle * pHandle, CUevent event)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuIpcGetEventHandle(pHandle, event);
 }
 
 RCUDA_EXPORT CUresult cuIpcGetMemHandle(CUipcMemHandle * pHandle, CUdeviceptr dptr)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuIpcGetMemHandle(pHandle, dptr);
 }
 
 RCUDA_EXPORT CUresult cuIpcOpenEventHandle(CUevent * phEvent, CUipcEventHandle handle)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuIpcOpenEventHandle(phEvent, handle);
 }
 
 RCUDA_EXPORT CUresult cuIpcOpenMemHandle(CUdeviceptr * pdptr, CUipcMemHandle handle, unsigned int Flags)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuIpcOpenMemHandle(pdptr, handle, Flags);
 }
 
 RCUDA_EXPORT CUresult cuIpcOpenMemHandle_v2(CUdeviceptr * pdptr, CUipcMemHandle handle, unsigned int Flags)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuIpcOpenMemHandle_v2(pdptr, handle, Flags);
 }
 
 RCUDA_EXPORT CUresult cuKernelGetAttribute(int * pi, CUfunction_attribute attrib, CUkernel kernel, CUdevice dev)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuKernelGetAttribute(pi, attrib, kernel, dev);
 }
 
 RCUDA_EXPORT CUresult cuKernelGetFunction(CUfunction * pFunc, CUkernel kernel)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuKernelGetFunction(pFunc, kernel);
 }
 
 RCUDA_EXPORT CUresult cuKernelGetLibrary(CUlibrary * pLib, CUkernel kernel)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuKernelGetLibrary(pLib, kernel);
 }
 
 RCUDA_EXPORT CUresult cuKernelGetName(const char ** name, CUkernel hfunc)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuKernelGetName(name, hfunc);
 }
 
 RCUDA_EXPORT CUresult cuKernelGetParamInfo(CUkernel kernel, size_t paramIndex, size_t * paramOffset, size_t * paramSize)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuKernelGetParamInfo(kernel, paramIndex, paramOffset, paramSize);
 }
 
 RCUDA_EXPORT CUresult cuKernelSetAttribute(CUfunction_attribute attrib, int val, CUkernel kernel, CUdevice dev)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuKernelSetAttribute(attrib, val, kernel, dev);
 }
 
 RCUDA_EXPORT CUresult cuKernelSetCacheConfig(CUkernel kernel, CUfunc_cache config, CUdevice dev)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuKernelSetCacheConfig(kernel, config, dev);
 }
 
 RCUDA_EXPORT CUresult cuLaunch(CUfunction f)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuLaunch(f);
 }
 
 RCUDA_EXPORT CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream, void ** kernelParams)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuLaunchCooperativeKernel(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes, hStream, kernelParams);
 }
 
 RCUDA_EXPORT CUresult cuLaunchCooperativeKernelMultiDevice(CUDA_LAUNCH_PARAMS * launchParamsList, unsigned int numDevices, unsigned int flags)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuLaunchCooperativeKernelMultiDevice(launchParamsList, numDevices, flags);
 }
 
 RCUDA_EXPORT CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream, void ** kernelParams)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuLaunchCooperativeKernel_ptsz(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes, hStream, kernelParams);
 }
 
 RCUDA_EXPORT CUresult cuLaunchGrid(CUfunction f, int grid_width, int grid_height)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuLaunchGrid(f, grid_width, grid_height);
 }
 
 RCUDA_EXPORT CUresult cuLaunchGridAsync(CUfunction f, int grid_width, int grid_height, CUstream hStream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuLaunchGridAsync(f, grid_width, grid_height, hStream);
 }
 
 RCUDA_EXPORT CUresult cuLaunchHostFunc(CUstream hStream, CUhostFn fn, void * userData)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuLaunchHostFunc(hStream, fn, userData);
 }
 
 RCUDA_EXPORT CUresult cuLaunchHostFunc_ptsz(CUstream hStream, CUhostFn fn, void * userData)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuLaunchHostFunc_ptsz(hStream, fn, userData);
 }
 
 RCUDA_EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream, void ** kernelParams, void ** extra)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     CUresult status;
     if (rcuda_c_cuLaunchKernel(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes, hStream, kernelParams, extra, &status))
         return status;
@@ -2480,19 +2782,22 @@ RCUDA_EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsign
 
 RCUDA_EXPORT CUresult cuLaunchKernelEx(const CUlaunchConfig * config, CUfunction f, void ** kernelParams, void ** extra)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuLaunchKernelEx(config, f, kernelParams, extra);
 }
 
 RCUDA_EXPORT CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig * config, CUfunction f, void ** kernelParams, void ** extra)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuLaunchKernelEx_ptsz(config, f, kernelParams, extra);
 }
 
 RCUDA_EXPORT CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream, void ** kernelParams, void ** extra)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     CUresult status;
     if (rcuda_c_cuLaunchKernel_ptsz(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes, hStream, kernelParams, extra, &status))
         return status;
@@ -2501,361 +2806,421 @@ RCUDA_EXPORT CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned int gridDimX, u
 
 RCUDA_EXPORT CUresult cuLibraryEnumerateKernels(CUkernel * kernels, unsigned int numKernels, CUlibrary lib)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuLibraryEnumerateKernels(kernels, numKernels, lib);
 }
 
 RCUDA_EXPORT CUresult cuLibraryGetGlobal(CUdeviceptr * dptr, size_t * bytes, CUlibrary library, const char * name)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuLibraryGetGlobal(dptr, bytes, library, name);
 }
 
 RCUDA_EXPORT CUresult cuLibraryGetKernel(CUkernel * pKernel, CUlibrary library, const char * name)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuLibraryGetKernel(pKernel, library, name);
 }
 
 RCUDA_EXPORT CUresult cuLibraryGetKernelCount(unsigned int * count, CUlibrary lib)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuLibraryGetKernelCount(count, lib);
 }
 
 RCUDA_EXPORT CUresult cuLibraryGetManaged(CUdeviceptr * dptr, size_t * bytes, CUlibrary library, const char * name)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuLibraryGetManaged(dptr, bytes, library, name);
 }
 
 RCUDA_EXPORT CUresult cuLibraryGetModule(CUmodule * pMod, CUlibrary library)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuLibraryGetModule(pMod, library);
 }
 
 RCUDA_EXPORT CUresult cuLibraryGetUnifiedFunction(void ** fptr, CUlibrary library, const char * symbol)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuLibraryGetUnifiedFunction(fptr, library, symbol);
 }
 
 RCUDA_EXPORT CUresult cuLibraryLoadData(CUlibrary * library, const void * code, CUjit_option * jitOptions, void ** jitOptionsValues, unsigned int numJitOptions, CUlibraryOption * libraryOptions, void ** libraryOptionValues, unsigned int numLibraryOptions)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuLibraryLoadData(library, code, jitOptions, jitOptionsValues, numJitOptions, libraryOptions, libraryOptionValues, numLibraryOptions);
 }
 
 RCUDA_EXPORT CUresult cuLibraryLoadFromFile(CUlibrary * library, const char * fileName, CUjit_option * jitOptions, void ** jitOptionsValues, unsigned int numJitOptions, CUlibraryOption * libraryOptions, void ** libraryOptionValues, unsigned int numLibraryOptions)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuLibraryLoadFromFile(library, fileName, jitOptions, jitOptionsValues, numJitOptions, libraryOptions, libraryOptionValues, numLibraryOptions);
 }
 
 RCUDA_EXPORT CUresult cuLibraryUnload(CUlibrary library)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_SUCCESS;
     return rcuda_py_cuLibraryUnload(library);
 }
 
 RCUDA_EXPORT CUresult cuLinkAddData(CUlinkState state, CUjitInputType type, void * data, size_t size, const char * name, unsigned int numOptions, CUjit_option * options, void ** optionValues)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuLinkAddData(state, type, data, size, name, numOptions, options, optionValues);
 }
 
 RCUDA_EXPORT CUresult cuLinkAddData_v2(CUlinkState state, CUjitInputType type, void * data, size_t size, const char * name, unsigned int numOptions, CUjit_option * options, void ** optionValues)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuLinkAddData_v2(state, type, data, size, name, numOptions, options, optionValues);
 }
 
 RCUDA_EXPORT CUresult cuLinkAddFile(CUlinkState state, CUjitInputType type, const char * path, unsigned int numOptions, CUjit_option * options, void ** optionValues)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuLinkAddFile(state, type, path, numOptions, options, optionValues);
 }
 
 RCUDA_EXPORT CUresult cuLinkAddFile_v2(CUlinkState state, CUjitInputType type, const char * path, unsigned int numOptions, CUjit_option * options, void ** optionValues)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuLinkAddFile_v2(state, type, path, numOptions, options, optionValues);
 }
 
 RCUDA_EXPORT CUresult cuLinkComplete(CUlinkState state, void ** cubinOut, size_t * sizeOut)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuLinkComplete(state, cubinOut, sizeOut);
 }
 
 RCUDA_EXPORT CUresult cuLinkCreate(unsigned int numOptions, CUjit_option * options, void ** optionValues, CUlinkState * stateOut)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuLinkCreate(numOptions, options, optionValues, stateOut);
 }
 
 RCUDA_EXPORT CUresult cuLinkCreate_v2(unsigned int numOptions, CUjit_option * options, void ** optionValues, CUlinkState * stateOut)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuLinkCreate_v2(numOptions, options, optionValues, stateOut);
 }
 
 RCUDA_EXPORT CUresult cuLinkDestroy(CUlinkState state)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuLinkDestroy(state);
 }
 
 RCUDA_EXPORT CUresult cuLogsCurrent(CUlogIterator * iterator_out, unsigned int flags)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuLogsCurrent(iterator_out, flags);
 }
 
 RCUDA_EXPORT CUresult cuLogsDumpToFile(CUlogIterator * iterator, const char * pathToFile, unsigned int flags)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuLogsDumpToFile(iterator, pathToFile, flags);
 }
 
 RCUDA_EXPORT CUresult cuLogsDumpToMemory(CUlogIterator * iterator, char * buffer, size_t * size, unsigned int flags)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuLogsDumpToMemory(iterator, buffer, size, flags);
 }
 
 RCUDA_EXPORT CUresult cuLogsRegisterCallback(CUlogsCallback callbackFunc, void * userData, CUlogsCallbackHandle * callback_out)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuLogsRegisterCallback(callbackFunc, userData, callback_out);
 }
 
 RCUDA_EXPORT CUresult cuLogsUnregisterCallback(CUlogsCallbackHandle callback)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_SUCCESS;
     return rcuda_py_cuLogsUnregisterCallback(callback);
 }
 
 RCUDA_EXPORT CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_SUCCESS;
     return rcuda_py_cuMemAddressFree(ptr, size);
 }
 
 RCUDA_EXPORT CUresult cuMemAddressReserve(CUdeviceptr * ptr, size_t size, size_t alignment, CUdeviceptr addr, unsigned long long flags)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemAddressReserve(ptr, size, alignment, addr, flags);
 }
 
 RCUDA_EXPORT CUresult cuMemAdvise(CUdeviceptr devPtr, size_t count, CUmem_advise advice, CUdevice device)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemAdvise(devPtr, count, advice, device);
 }
 
 RCUDA_EXPORT CUresult cuMemAdvise_v2(CUdeviceptr devPtr, size_t count, CUmem_advise advice, CUmemLocation location)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemAdvise_v2(devPtr, count, advice, location);
 }
 
 RCUDA_EXPORT CUresult cuMemAlloc(CUdeviceptr_v1 * dptr, unsigned int bytesize)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemAlloc(dptr, bytesize);
 }
 
 RCUDA_EXPORT CUresult cuMemAllocAsync(CUdeviceptr * dptr, size_t bytesize, CUstream hStream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemAllocAsync(dptr, bytesize, hStream);
 }
 
 RCUDA_EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr * dptr, size_t bytesize, CUstream hStream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemAllocAsync_ptsz(dptr, bytesize, hStream);
 }
 
 RCUDA_EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr * dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemAllocFromPoolAsync(dptr, bytesize, pool, hStream);
 }
 
 RCUDA_EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr * dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemAllocFromPoolAsync_ptsz(dptr, bytesize, pool, hStream);
 }
 
 RCUDA_EXPORT CUresult cuMemAllocHost(void ** pp, unsigned int bytesize)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemAllocHost(pp, bytesize);
 }
 
 RCUDA_EXPORT CUresult cuMemAllocHost_v2(void ** pp, size_t bytesize)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemAllocHost_v2(pp, bytesize);
 }
 
 RCUDA_EXPORT CUresult cuMemAllocManaged(CUdeviceptr * dptr, size_t bytesize, unsigned int flags)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemAllocManaged(dptr, bytesize, flags);
 }
 
 RCUDA_EXPORT CUresult cuMemAllocPitch(CUdeviceptr_v1 * dptr, unsigned int * pPitch, unsigned int WidthInBytes, unsigned int Height, unsigned int ElementSizeBytes)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemAllocPitch(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
 }
 
 RCUDA_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr * dptr, size_t * pPitch, size_t WidthInBytes, size_t Height, unsigned int ElementSizeBytes)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemAllocPitch_v2(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
 }
 
 RCUDA_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr * dptr, size_t bytesize)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemAlloc_v2(dptr, bytesize);
 }
 
 RCUDA_EXPORT CUresult cuMemBatchDecompressAsync(CUmemDecompressParams * paramsArray, size_t count, unsigned int flags, size_t * errorIndex, CUstream stream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemBatchDecompressAsync(paramsArray, count, flags, errorIndex, stream);
 }
 
 RCUDA_EXPORT CUresult cuMemBatchDecompressAsync_ptsz(CUmemDecompressParams * paramsArray, size_t count, unsigned int flags, size_t * errorIndex, CUstream stream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemBatchDecompressAsync_ptsz(paramsArray, count, flags, errorIndex, stream);
 }
 
 RCUDA_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle * handle, size_t size, const CUmemAllocationProp * prop, unsigned long long flags)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemCreate(handle, size, prop, flags);
 }
 
 RCUDA_EXPORT CUresult cuMemDiscardAndPrefetchBatchAsync(CUdeviceptr * dptrs, size_t * sizes, size_t count, CUmemLocation * prefetchLocs, size_t * prefetchLocIdxs, size_t numPrefetchLocs, unsigned long long flags, CUstream hStream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemDiscardAndPrefetchBatchAsync(dptrs, sizes, count, prefetchLocs, prefetchLocIdxs, numPrefetchLocs, flags, hStream);
 }
 
 RCUDA_EXPORT CUresult cuMemDiscardAndPrefetchBatchAsync_ptsz(CUdeviceptr * dptrs, size_t * sizes, size_t count, CUmemLocation * prefetchLocs, size_t * prefetchLocIdxs, size_t numPrefetchLocs, unsigned long long flags, CUstream hStream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemDiscardAndPrefetchBatchAsync_ptsz(dptrs, sizes, count, prefetchLocs, prefetchLocIdxs, numPrefetchLocs, flags, hStream);
 }
 
 RCUDA_EXPORT CUresult cuMemDiscardBatchAsync(CUdeviceptr * dptrs, size_t * sizes, size_t count, unsigned long long flags, CUstream hStream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemDiscardBatchAsync(dptrs, sizes, count, flags, hStream);
 }
 
 RCUDA_EXPORT CUresult cuMemDiscardBatchAsync_ptsz(CUdeviceptr * dptrs, size_t * sizes, size_t count, unsigned long long flags, CUstream hStream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemDiscardBatchAsync_ptsz(dptrs, sizes, count, flags, hStream);
 }
 
 RCUDA_EXPORT CUresult cuMemExportToShareableHandle(void * shareableHandle, CUmemGenericAllocationHandle handle, CUmemAllocationHandleType handleType, unsigned long long flags)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemExportToShareableHandle(shareableHandle, handle, handleType, flags);
 }
 
 RCUDA_EXPORT CUresult cuMemFree(CUdeviceptr_v1 dptr)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemFree(dptr);
 }
 
 RCUDA_EXPORT CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_SUCCESS;
     return rcuda_py_cuMemFreeAsync(dptr, hStream);
 }
 
 RCUDA_EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_SUCCESS;
     return rcuda_py_cuMemFreeAsync_ptsz(dptr, hStream);
 }
 
 RCUDA_EXPORT CUresult cuMemFreeHost(void * p)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_SUCCESS;
     return rcuda_py_cuMemFreeHost(p);
 }
 
 RCUDA_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_SUCCESS;
     return rcuda_py_cuMemFree_v2(dptr);
 }
 
 RCUDA_EXPORT CUresult cuMemGetAccess(unsigned long long * flags, const CUmemLocation * location, CUdeviceptr ptr)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemGetAccess(flags, location, ptr);
 }
 
 RCUDA_EXPORT CUresult cuMemGetAddressRange(CUdeviceptr_v1 * pbase, unsigned int * psize, CUdeviceptr_v1 dptr)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemGetAddressRange(pbase, psize, dptr);
 }
 
 RCUDA_EXPORT CUresult cuMemGetAddressRange_v2(CUdeviceptr * pbase, size_t * psize, CUdeviceptr dptr)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemGetAddressRange_v2(pbase, psize, dptr);
 }
 
 RCUDA_EXPORT CUresult cuMemGetAllocationGranularity(size_t * granularity, const CUmemAllocationProp * prop, CUmemAllocationGranularity_flags option)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemGetAllocationGranularity(granularity, prop, option);
 }
 
 RCUDA_EXPORT CUresult cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp * prop, CUmemGenericAllocationHandle handle)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemGetAllocationPropertiesFromHandle(prop, handle);
 }
 
 RCUDA_EXPORT CUresult cuMemGetDefaultMemPool(CUmemoryPool * pool_out, CUmemLocation * location, CUmemAllocationType type)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemGetDefaultMemPool(pool_out, location, type);
 }
 
 RCUDA_EXPORT CUresult cuMemGetHandleForAddressRange(void * handle, CUdeviceptr dptr, size_t size, CUmemRangeHandleType handleType, unsigned long long flags)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemGetHandleForAddressRange(handle, dptr, size, handleType, flags);
 }
 
 RCUDA_EXPORT CUresult cuMemGetInfo(unsigned int * free, unsigned int * total)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemGetInfo(free, total);
 }
 
 RCUDA_EXPORT CUresult cuMemGetInfo_v2(size_t * free, size_t * total)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     CUresult status;
     if (rcuda_c_cuMemGetInfo_v2(free, total, &status))
         return status;
@@ -2864,1867 +3229,2178 @@ RCUDA_EXPORT CUresult cuMemGetInfo_v2(size_t * free, size_t * total)
 
 RCUDA_EXPORT CUresult cuMemGetMemPool(CUmemoryPool * pool, CUmemLocation * location, CUmemAllocationType type)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemGetMemPool(pool, location, type);
 }
 
 RCUDA_EXPORT CUresult cuMemHostAlloc(void ** pp, size_t bytesize, unsigned int Flags)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemHostAlloc(pp, bytesize, Flags);
 }
 
 RCUDA_EXPORT CUresult cuMemHostGetDevicePointer(CUdeviceptr_v1 * pdptr, void * p, unsigned int Flags)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemHostGetDevicePointer(pdptr, p, Flags);
 }
 
 RCUDA_EXPORT CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr * pdptr, void * p, unsigned int Flags)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemHostGetDevicePointer_v2(pdptr, p, Flags);
 }
 
 RCUDA_EXPORT CUresult cuMemHostGetFlags(unsigned int * pFlags, void * p)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemHostGetFlags(pFlags, p);
 }
 
 RCUDA_EXPORT CUresult cuMemHostRegister(void * p, size_t bytesize, unsigned int Flags)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemHostRegister(p, bytesize, Flags);
 }
 
 RCUDA_EXPORT CUresult cuMemHostRegister_v2(void * p, size_t bytesize, unsigned int Flags)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemHostRegister_v2(p, bytesize, Flags);
 }
 
 RCUDA_EXPORT CUresult cuMemHostUnregister(void * p)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_SUCCESS;
     return rcuda_py_cuMemHostUnregister(p);
 }
 
 RCUDA_EXPORT CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle * handle, void * osHandle, CUmemAllocationHandleType shHandleType)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemImportFromShareableHandle(handle, osHandle, shHandleType);
 }
 
 RCUDA_EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle, unsigned long long flags)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemMap(ptr, size, offset, handle, flags);
 }
 
 RCUDA_EXPORT CUresult cuMemMapArrayAsync(CUarrayMapInfo * mapInfoList, unsigned int count, CUstream hStream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemMapArrayAsync(mapInfoList, count, hStream);
 }
 
 RCUDA_EXPORT CUresult cuMemMapArrayAsync_ptsz(CUarrayMapInfo * mapInfoList, unsigned int count, CUstream hStream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemMapArrayAsync_ptsz(mapInfoList, count, hStream);
 }
 
 RCUDA_EXPORT CUresult cuMemPoolCreate(CUmemoryPool * pool, const CUmemPoolProps * poolProps)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemPoolCreate(pool, poolProps);
 }
 
 RCUDA_EXPORT CUresult cuMemPoolDestroy(CUmemoryPool pool)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemPoolDestroy(pool);
 }
 
 RCUDA_EXPORT CUresult cuMemPoolExportPointer(CUmemPoolPtrExportData * shareData_out, CUdeviceptr ptr)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemPoolExportPointer(shareData_out, ptr);
 }
 
 RCUDA_EXPORT CUresult cuMemPoolExportToShareableHandle(void * handle_out, CUmemoryPool pool, CUmemAllocationHandleType handleType, unsigned long long flags)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemPoolExportToShareableHandle(handle_out, pool, handleType, flags);
 }
 
 RCUDA_EXPORT CUresult cuMemPoolGetAccess(CUmemAccess_flags * flags, CUmemoryPool memPool, CUmemLocation * location)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemPoolGetAccess(flags, memPool, location);
 }
 
 RCUDA_EXPORT CUresult cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void * value)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemPoolGetAttribute(pool, attr, value);
 }
 
 RCUDA_EXPORT CUresult cuMemPoolImportFromShareableHandle(CUmemoryPool * pool_out, void * handle, CUmemAllocationHandleType handleType, unsigned long long flags)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemPoolImportFromShareableHandle(pool_out, handle, handleType, flags);
 }
 
 RCUDA_EXPORT CUresult cuMemPoolImportPointer(CUdeviceptr * ptr_out, CUmemoryPool pool, CUmemPoolPtrExportData * shareData)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemPoolImportPointer(ptr_out, pool, shareData);
 }
 
 RCUDA_EXPORT CUresult cuMemPoolSetAccess(CUmemoryPool pool, const CUmemAccessDesc * map, size_t count)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemPoolSetAccess(pool, map, count);
 }
 
 RCUDA_EXPORT CUresult cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void * value)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemPoolSetAttribute(pool, attr, value);
 }
 
 RCUDA_EXPORT CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemPoolTrimTo(pool, minBytesToKeep);
 }
 
 RCUDA_EXPORT CUresult cuMemPrefetchAsync(CUdeviceptr devPtr, size_t count, CUdevice dstDevice, CUstream hStream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemPrefetchAsync(devPtr, count, dstDevice, hStream);
 }
 
 RCUDA_EXPORT CUresult cuMemPrefetchAsync_ptsz(CUdeviceptr devPtr, size_t count, CUdevice dstDevice, CUstream hStream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemPrefetchAsync_ptsz(devPtr, count, dstDevice, hStream);
 }
 
 RCUDA_EXPORT CUresult cuMemPrefetchAsync_v2(CUdeviceptr devPtr, size_t count, CUmemLocation location, unsigned int flags, CUstream hStream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemPrefetchAsync_v2(devPtr, count, location, flags, hStream);
 }
 
 RCUDA_EXPORT CUresult cuMemPrefetchAsync_v2_ptsz(CUdeviceptr devPtr, size_t count, CUmemLocation location, unsigned int flags, CUstream hStream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemPrefetchAsync_v2_ptsz(devPtr, count, location, flags, hStream);
 }
 
 RCUDA_EXPORT CUresult cuMemPrefetchBatchAsync(CUdeviceptr * dptrs, size_t * sizes, size_t count, CUmemLocation * prefetchLocs, size_t * prefetchLocIdxs, size_t numPrefetchLocs, unsigned long long flags, CUstream hStream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemPrefetchBatchAsync(dptrs, sizes, count, prefetchLocs, prefetchLocIdxs, numPrefetchLocs, flags, hStream);
 }
 
 RCUDA_EXPORT CUresult cuMemPrefetchBatchAsync_ptsz(CUdeviceptr * dptrs, size_t * sizes, size_t count, CUmemLocation * prefetchLocs, size_t * prefetchLocIdxs, size_t numPrefetchLocs, unsigned long long flags, CUstream hStream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemPrefetchBatchAsync_ptsz(dptrs, sizes, count, prefetchLocs, prefetchLocIdxs, numPrefetchLocs, flags, hStream);
 }
 
 RCUDA_EXPORT CUresult cuMemRangeGetAttribute(void * data, size_t dataSize, CUmem_range_attribute attribute, CUdeviceptr devPtr, size_t count)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemRangeGetAttribute(data, dataSize, attribute, devPtr, count);
 }
 
 RCUDA_EXPORT CUresult cuMemRangeGetAttributes(void ** data, size_t * dataSizes, CUmem_range_attribute * attributes, size_t numAttributes, CUdeviceptr devPtr, size_t count)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemRangeGetAttributes(data, dataSizes, attributes, numAttributes, devPtr, count);
 }
 
 RCUDA_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_SUCCESS;
     return rcuda_py_cuMemRelease(handle);
 }
 
 RCUDA_EXPORT CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle * handle, void * addr)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemRetainAllocationHandle(handle, addr);
 }
 
 RCUDA_EXPORT CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc * desc, size_t count)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemSetAccess(ptr, size, desc, count);
 }
 
 RCUDA_EXPORT CUresult cuMemSetMemPool(CUmemLocation * location, CUmemAllocationType type, CUmemoryPool pool)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemSetMemPool(location, type, pool);
 }
 
 RCUDA_EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_SUCCESS;
     return rcuda_py_cuMemUnmap(ptr, size);
 }
 
 RCUDA_EXPORT CUresult cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemcpy(dst, src, ByteCount);
 }
 
 RCUDA_EXPORT CUresult cuMemcpy2D(const CUDA_MEMCPY2D_v1 * pCopy)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemcpy2D(pCopy);
 }
 
 RCUDA_EXPORT CUresult cuMemcpy2DAsync(const CUDA_MEMCPY2D_v1 * pCopy, CUstream hStream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemcpy2DAsync(pCopy, hStream);
 }
 
 RCUDA_EXPORT CUresult cuMemcpy2DAsync_v2(const CUDA_MEMCPY2D * pCopy, CUstream hStream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemcpy2DAsync_v2(pCopy, hStream);
 }
 
 RCUDA_EXPORT CUresult cuMemcpy2DAsync_v2_ptsz(const CUDA_MEMCPY2D * pCopy, CUstream hStream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemcpy2DAsync_v2_ptsz(pCopy, hStream);
 }
 
 RCUDA_EXPORT CUresult cuMemcpy2DUnaligned(const CUDA_MEMCPY2D_v1 * pCopy)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemcpy2DUnaligned(pCopy);
 }
 
 RCUDA_EXPORT CUresult cuMemcpy2DUnaligned_v2(const CUDA_MEMCPY2D * pCopy)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemcpy2DUnaligned_v2(pCopy);
 }
 
 RCUDA_EXPORT CUresult cuMemcpy2DUnaligned_v2_ptds(const CUDA_MEMCPY2D * pCopy)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemcpy2DUnaligned_v2_ptds(pCopy);
 }
 
 RCUDA_EXPORT CUresult cuMemcpy2D_v2(const CUDA_MEMCPY2D * pCopy)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemcpy2D_v2(pCopy);
 }
 
 RCUDA_EXPORT CUresult cuMemcpy2D_v2_ptds(const CUDA_MEMCPY2D * pCopy)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemcpy2D_v2_ptds(pCopy);
 }
 
 RCUDA_EXPORT CUresult cuMemcpy3D(const CUDA_MEMCPY3D_v1 * pCopy)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemcpy3D(pCopy);
 }
 
 RCUDA_EXPORT CUresult cuMemcpy3DAsync(const CUDA_MEMCPY3D_v1 * pCopy, CUstream hStream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemcpy3DAsync(pCopy, hStream);
 }
 
 RCUDA_EXPORT CUresult cuMemcpy3DAsync_v2(const CUDA_MEMCPY3D * pCopy, CUstream hStream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemcpy3DAsync_v2(pCopy, hStream);
 }
 
 RCUDA_EXPORT CUresult cuMemcpy3DAsync_v2_ptsz(const CUDA_MEMCPY3D * pCopy, CUstream hStream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemcpy3DAsync_v2_ptsz(pCopy, hStream);
 }
 
 RCUDA_EXPORT CUresult cuMemcpy3DBatchAsync(size_t numOps, CUDA_MEMCPY3D_BATCH_OP * opList, size_t * failIdx, unsigned long long flags, CUstream hStream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemcpy3DBatchAsync(numOps, opList, failIdx, flags, hStream);
 }
 
 RCUDA_EXPORT CUresult cuMemcpy3DBatchAsync_ptsz(size_t numOps, CUDA_MEMCPY3D_BATCH_OP * opList, size_t * failIdx, unsigned long long flags, CUstream hStream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemcpy3DBatchAsync_ptsz(numOps, opList, failIdx, flags, hStream);
 }
 
 RCUDA_EXPORT CUresult cuMemcpy3DBatchAsync_v2(size_t numOps, CUDA_MEMCPY3D_BATCH_OP * opList, unsigned long long flags, CUstream hStream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemcpy3DBatchAsync_v2(numOps, opList, flags, hStream);
 }
 
 RCUDA_EXPORT CUresult cuMemcpy3DBatchAsync_v2_ptsz(size_t numOps, CUDA_MEMCPY3D_BATCH_OP * opList, unsigned long long flags, CUstream hStream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemcpy3DBatchAsync_v2_ptsz(numOps, opList, flags, hStream);
 }
 
 RCUDA_EXPORT CUresult cuMemcpy3DPeer(const CUDA_MEMCPY3D_PEER * pCopy)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemcpy3DPeer(pCopy);
 }
 
 RCUDA_EXPORT CUresult cuMemcpy3DPeerAsync(const CUDA_MEMCPY3D_PEER * pCopy, CUstream hStream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemcpy3DPeerAsync(pCopy, hStream);
 }
 
 RCUDA_EXPORT CUresult cuMemcpy3DPeerAsync_ptsz(const CUDA_MEMCPY3D_PEER * pCopy, CUstream hStream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemcpy3DPeerAsync_ptsz(pCopy, hStream);
 }
 
 RCUDA_EXPORT CUresult cuMemcpy3DPeer_ptds(const CUDA_MEMCPY3D_PEER * pCopy)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemcpy3DPeer_ptds(pCopy);
 }
 
 RCUDA_EXPORT CUresult cuMemcpy3D_v2(const CUDA_MEMCPY3D * pCopy)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemcpy3D_v2(pCopy);
 }
 
 RCUDA_EXPORT CUresult cuMemcpy3D_v2_ptds(const CUDA_MEMCPY3D * pCopy)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemcpy3D_v2_ptds(pCopy);
 }
 
 RCUDA_EXPORT CUresult cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount, CUstream hStream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemcpyAsync(dst, src, ByteCount, hStream);
 }
 
 RCUDA_EXPORT CUresult cuMemcpyAsync_ptsz(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount, CUstream hStream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemcpyAsync_ptsz(dst, src, ByteCount, hStream);
 }
 
 RCUDA_EXPORT CUresult cuMemcpyAtoA(CUarray dstArray, unsigned int dstOffset, CUarray srcArray, unsigned int srcOffset, unsigned int ByteCount)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemcpyAtoA(dstArray, dstOffset, srcArray, srcOffset, ByteCount);
 }
 
 RCUDA_EXPORT CUresult cuMemcpyAtoA_v2(CUarray dstArray, size_t dstOffset, CUarray srcArray, size_t srcOffset, size_t ByteCount)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemcpyAtoA_v2(dstArray, dstOffset, srcArray, srcOffset, ByteCount);
 }
 
 RCUDA_EXPORT CUresult cuMemcpyAtoA_v2_ptds(CUarray dstArray, size_t dstOffset, CUarray srcArray, size_t srcOffset, size_t ByteCount)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemcpyAtoA_v2_ptds(dstArray, dstOffset, srcArray, srcOffset, ByteCount);
 }
 
 RCUDA_EXPORT CUresult cuMemcpyAtoD(CUdeviceptr_v1 dstDevice, CUarray srcArray, unsigned int srcOffset, unsigned int ByteCount)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemcpyAtoD(dstDevice, srcArray, srcOffset, ByteCount);
 }
 
 RCUDA_EXPORT CUresult cuMemcpyAtoD_v2(CUdeviceptr dstDevice, CUarray srcArray, size_t srcOffset, size_t ByteCount)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemcpyAtoD_v2(dstDevice, srcArray, srcOffset, ByteCount);
 }
 
 RCUDA_EXPORT CUresult cuMemcpyAtoD_v2_ptds(CUdeviceptr dstDevice, CUarray srcArray, size_t srcOffset, size_t ByteCount)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemcpyAtoD_v2_ptds(dstDevice, srcArray, srcOffset, ByteCount);
 }
 
 RCUDA_EXPORT CUresult cuMemcpyAtoH(void * dstHost, CUarray srcArray, unsigned int srcOffset, unsigned int ByteCount)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemcpyAtoH(dstHost, srcArray, srcOffset, ByteCount);
 }
 
 RCUDA_EXPORT CUresult cuMemcpyAtoHAsync(void * dstHost, CUarray srcArray, unsigned int srcOffset, unsigned int ByteCount, CUstream hStream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemcpyAtoHAsync(dstHost, srcArray, srcOffset, ByteCount, hStream);
 }
 
 RCUDA_EXPORT CUresult cuMemcpyAtoHAsync_v2(void * dstHost, CUarray srcArray, size_t srcOffset, size_t ByteCount, CUstream hStream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemcpyAtoHAsync_v2(dstHost, srcArray, srcOffset, ByteCount, hStream);
 }
 
 RCUDA_EXPORT CUresult cuMemcpyAtoHAsync_v2_ptsz(void * dstHost, CUarray srcArray, size_t srcOffset, size_t ByteCount, CUstream hStream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemcpyAtoHAsync_v2_ptsz(dstHost, srcArray, srcOffset, ByteCount, hStream);
 }
 
 RCUDA_EXPORT CUresult cuMemcpyAtoH_v2(void * dstHost, CUarray srcArray, size_t srcOffset, size_t ByteCount)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemcpyAtoH_v2(dstHost, srcArray, srcOffset, ByteCount);
 }
 
 RCUDA_EXPORT CUresult cuMemcpyAtoH_v2_ptds(void * dstHost, CUarray srcArray, size_t srcOffset, size_t ByteCount)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemcpyAtoH_v2_ptds(dstHost, srcArray, srcOffset, ByteCount);
 }
 
 RCUDA_EXPORT CUresult cuMemcpyBatchAsync(CUdeviceptr * dsts, CUdeviceptr * srcs, size_t * sizes, size_t count, CUmemcpyAttributes * attrs, size_t * attrsIdxs, size_t numAttrs, size_t * failIdx, CUstream hStream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemcpyBatchAsync(dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, failIdx, hStream);
 }
 
 RCUDA_EXPORT CUresult cuMemcpyBatchAsync_ptsz(CUdeviceptr * dsts, CUdeviceptr * srcs, size_t * sizes, size_t count, CUmemcpyAttributes * attrs, size_t * attrsIdxs, size_t numAttrs, size_t * failIdx, CUstream hStream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemcpyBatchAsync_ptsz(dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, failIdx, hStream);
 }
 
 RCUDA_EXPORT CUresult cuMemcpyBatchAsync_v2(CUdeviceptr * dsts, CUdeviceptr * srcs, size_t * sizes, size_t count, CUmemcpyAttributes * attrs, size_t * attrsIdxs, size_t numAttrs, CUstream hStream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemcpyBatchAsync_v2(dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, hStream);
 }
 
 RCUDA_EXPORT CUresult cuMemcpyBatchAsync_v2_ptsz(CUdeviceptr * dsts, CUdeviceptr * srcs, size_t * sizes, size_t count, CUmemcpyAttributes * attrs, size_t * attrsIdxs, size_t numAttrs, CUstream hStream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemcpyBatchAsync_v2_ptsz(dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, hStream);
 }
 
 RCUDA_EXPORT CUresult cuMemcpyDtoA(CUarray dstArray, unsigned int dstOffset, CUdeviceptr_v1 srcDevice, unsigned int ByteCount)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemcpyDtoA(dstArray, dstOffset, srcDevice, ByteCount);
 }
 
 RCUDA_EXPORT CUresult cuMemcpyDtoA_v2(CUarray dstArray, size_t dstOffset, CUdeviceptr srcDevice, size_t ByteCount)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemcpyDtoA_v2(dstArray, dstOffset, srcDevice, ByteCount);
 }
 
 RCUDA_EXPORT CUresult cuMemcpyDtoA_v2_ptds(CUarray dstArray, size_t dstOffset, CUdeviceptr srcDevice, size_t ByteCount)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemcpyDtoA_v2_ptds(dstArray, dstOffset, srcDevice, ByteCount);
 }
 
 RCUDA_EXPORT CUresult cuMemcpyDtoD(CUdeviceptr_v1 dstDevice, CUdeviceptr_v1 srcDevice, unsigned int ByteCount)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemcpyDtoD(dstDevice, srcDevice, ByteCount);
 }
 
 RCUDA_EXPORT CUresult cuMemcpyDtoDAsync(CUdeviceptr_v1 dstDevice, CUdeviceptr_v1 srcDevice, unsigned int ByteCount, CUstream hStream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemcpyDtoDAsync(dstDevice, srcDevice, ByteCount, hStream);
 }
 
 RCUDA_EXPORT CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount, CUstream hStream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemcpyDtoDAsync_v2(dstDevice, srcDevice, ByteCount, hStream);
 }
 
 RCUDA_EXPORT CUresult cuMemcpyDtoDAsync_v2_ptsz(CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount, CUstream hStream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemcpyDtoDAsync_v2_ptsz(dstDevice, srcDevice, ByteCount, hStream);
 }
 
 RCUDA_EXPORT CUresult cuMemcpyDtoD_v2(CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemcpyDtoD_v2(dstDevice, srcDevice, ByteCount);
 }
 
 RCUDA_EXPORT CUresult cuMemcpyDtoD_v2_ptds(CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemcpyDtoD_v2_ptds(dstDevice, srcDevice, ByteCount);
 }
 
 RCUDA_EXPORT CUresult cuMemcpyDtoH(void * dstHost, CUdeviceptr_v1 srcDevice, unsigned int ByteCount)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemcpyDtoH(dstHost, srcDevice, ByteCount);
 }
 
 RCUDA_EXPORT CUresult cuMemcpyDtoHAsync(void * dstHost, CUdeviceptr_v1 srcDevice, unsigned int ByteCount, CUstream hStream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemcpyDtoHAsync(dstHost, srcDevice, ByteCount, hStream);
 }
 
 RCUDA_EXPORT CUresult cuMemcpyDtoHAsync_v2(void * dstHost, CUdeviceptr srcDevice, size_t ByteCount, CUstream hStream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemcpyDtoHAsync_v2(dstHost, srcDevice, ByteCount, hStream);
 }
 
 RCUDA_EXPORT CUresult cuMemcpyDtoHAsync_v2_ptsz(void * dstHost, CUdeviceptr srcDevice, size_t ByteCount, CUstream hStream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemcpyDtoHAsync_v2_ptsz(dstHost, srcDevice, ByteCount, hStream);
 }
 
 RCUDA_EXPORT CUresult cuMemcpyDtoH_v2(void * dstHost, CUdeviceptr srcDevice, size_t ByteCount)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemcpyDtoH_v2(dstHost, srcDevice, ByteCount);
 }
 
 RCUDA_EXPORT CUresult cuMemcpyDtoH_v2_ptds(void * dstHost, CUdeviceptr srcDevice, size_t ByteCount)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemcpyDtoH_v2_ptds(dstHost, srcDevice, ByteCount);
 }
 
 RCUDA_EXPORT CUresult cuMemcpyHtoA(CUarray dstArray, unsigned int dstOffset, const void * srcHost, unsigned int ByteCount)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemcpyHtoA(dstArray, dstOffset, srcHost, ByteCount);
 }
 
 RCUDA_EXPORT CUresult cuMemcpyHtoAAsync(CUarray dstArray, unsigned int dstOffset, const void * srcHost, unsigned int ByteCount, CUstream hStream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemcpyHtoAAsync(dstArray, dstOffset, srcHost, ByteCount, hStream);
 }
 
 RCUDA_EXPORT CUresult cuMemcpyHtoAAsync_v2(CUarray dstArray, size_t dstOffset, const void * srcHost, size_t ByteCount, CUstream hStream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemcpyHtoAAsync_v2(dstArray, dstOffset, srcHost, ByteCount, hStream);
 }
 
 RCUDA_EXPORT CUresult cuMemcpyHtoAAsync_v2_ptsz(CUarray dstArray, size_t dstOffset, const void * srcHost, size_t ByteCount, CUstream hStream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemcpyHtoAAsync_v2_ptsz(dstArray, dstOffset, srcHost, ByteCount, hStream);
 }
 
 RCUDA_EXPORT CUresult cuMemcpyHtoA_v2(CUarray dstArray, size_t dstOffset, const void * srcHost, size_t ByteCount)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemcpyHtoA_v2(dstArray, dstOffset, srcHost, ByteCount);
 }
 
 RCUDA_EXPORT CUresult cuMemcpyHtoA_v2_ptds(CUarray dstArray, size_t dstOffset, const void * srcHost, size_t ByteCount)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemcpyHtoA_v2_ptds(dstArray, dstOffset, srcHost, ByteCount);
 }
 
 RCUDA_EXPORT CUresult cuMemcpyHtoD(CUdeviceptr_v1 dstDevice, const void * srcHost, unsigned int ByteCount)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemcpyHtoD(dstDevice, srcHost, ByteCount);
 }
 
 RCUDA_EXPORT CUresult cuMemcpyHtoDAsync(CUdeviceptr_v1 dstDevice, const void * srcHost, unsigned int ByteCount, CUstream hStream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemcpyHtoDAsync(dstDevice, srcHost, ByteCount, hStream);
 }
 
 RCUDA_EXPORT CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dstDevice, const void * srcHost, size_t ByteCount, CUstream hStream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemcpyHtoDAsync_v2(dstDevice, srcHost, ByteCount, hStream);
 }
 
 RCUDA_EXPORT CUresult cuMemcpyHtoDAsync_v2_ptsz(CUdeviceptr dstDevice, const void * srcHost, size_t ByteCount, CUstream hStream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemcpyHtoDAsync_v2_ptsz(dstDevice, srcHost, ByteCount, hStream);
 }
 
 RCUDA_EXPORT CUresult cuMemcpyHtoD_v2(CUdeviceptr dstDevice, const void * srcHost, size_t ByteCount)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemcpyHtoD_v2(dstDevice, srcHost, ByteCount);
 }
 
 RCUDA_EXPORT CUresult cuMemcpyHtoD_v2_ptds(CUdeviceptr dstDevice, const void * srcHost, size_t ByteCount)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemcpyHtoD_v2_ptds(dstDevice, srcHost, ByteCount);
 }
 
 RCUDA_EXPORT CUresult cuMemcpyPeer(CUdeviceptr dstDevice, CUcontext dstContext, CUdeviceptr srcDevice, CUcontext srcContext, size_t ByteCount)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemcpyPeer(dstDevice, dstContext, srcDevice, srcContext, ByteCount);
 }
 
 RCUDA_EXPORT CUresult cuMemcpyPeerAsync(CUdeviceptr dstDevice, CUcontext dstContext, CUdeviceptr srcDevice, CUcontext srcContext, size_t ByteCount, CUstream hStream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemcpyPeerAsync(dstDevice, dstContext, srcDevice, srcContext, ByteCount, hStream);
 }
 
 RCUDA_EXPORT CUresult cuMemcpyPeerAsync_ptsz(CUdeviceptr dstDevice, CUcontext dstContext, CUdeviceptr srcDevice, CUcontext srcContext, size_t ByteCount, CUstream hStream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemcpyPeerAsync_ptsz(dstDevice, dstContext, srcDevice, srcContext, ByteCount, hStream);
 }
 
 RCUDA_EXPORT CUresult cuMemcpyPeer_ptds(CUdeviceptr dstDevice, CUcontext dstContext, CUdeviceptr srcDevice, CUcontext srcContext, size_t ByteCount)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemcpyPeer_ptds(dstDevice, dstContext, srcDevice, srcContext, ByteCount);
 }
 
 RCUDA_EXPORT CUresult cuMemcpy_ptds(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemcpy_ptds(dst, src, ByteCount);
 }
 
 RCUDA_EXPORT CUresult cuMemsetD16(CUdeviceptr_v1 dstDevice, unsigned short us, unsigned int N)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemsetD16(dstDevice, us, N);
 }
 
 RCUDA_EXPORT CUresult cuMemsetD16Async(CUdeviceptr dstDevice, unsigned short us, size_t N, CUstream hStream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemsetD16Async(dstDevice, us, N, hStream);
 }
 
 RCUDA_EXPORT CUresult cuMemsetD16Async_ptsz(CUdeviceptr dstDevice, unsigned short us, size_t N, CUstream hStream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemsetD16Async_ptsz(dstDevice, us, N, hStream);
 }
 
 RCUDA_EXPORT CUresult cuMemsetD16_v2(CUdeviceptr dstDevice, unsigned short us, size_t N)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemsetD16_v2(dstDevice, us, N);
 }
 
 RCUDA_EXPORT CUresult cuMemsetD16_v2_ptds(CUdeviceptr dstDevice, unsigned short us, size_t N)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemsetD16_v2_ptds(dstDevice, us, N);
 }
 
 RCUDA_EXPORT CUresult cuMemsetD2D16(CUdeviceptr_v1 dstDevice, unsigned int dstPitch, unsigned short us, unsigned int Width, unsigned int Height)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemsetD2D16(dstDevice, dstPitch, us, Width, Height);
 }
 
 RCUDA_EXPORT CUresult cuMemsetD2D16Async(CUdeviceptr dstDevice, size_t dstPitch, unsigned short us, size_t Width, size_t Height, CUstream hStream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemsetD2D16Async(dstDevice, dstPitch, us, Width, Height, hStream);
 }
 
 RCUDA_EXPORT CUresult cuMemsetD2D16Async_ptsz(CUdeviceptr dstDevice, size_t dstPitch, unsigned short us, size_t Width, size_t Height, CUstream hStream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemsetD2D16Async_ptsz(dstDevice, dstPitch, us, Width, Height, hStream);
 }
 
 RCUDA_EXPORT CUresult cuMemsetD2D16_v2(CUdeviceptr dstDevice, size_t dstPitch, unsigned short us, size_t Width, size_t Height)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemsetD2D16_v2(dstDevice, dstPitch, us, Width, Height);
 }
 
 RCUDA_EXPORT CUresult cuMemsetD2D16_v2_ptds(CUdeviceptr dstDevice, size_t dstPitch, unsigned short us, size_t Width, size_t Height)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemsetD2D16_v2_ptds(dstDevice, dstPitch, us, Width, Height);
 }
 
 RCUDA_EXPORT CUresult cuMemsetD2D32(CUdeviceptr_v1 dstDevice, unsigned int dstPitch, unsigned int ui, unsigned int Width, unsigned int Height)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemsetD2D32(dstDevice, dstPitch, ui, Width, Height);
 }
 
 RCUDA_EXPORT CUresult cuMemsetD2D32Async(CUdeviceptr dstDevice, size_t dstPitch, unsigned int ui, size_t Width, size_t Height, CUstream hStream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemsetD2D32Async(dstDevice, dstPitch, ui, Width, Height, hStream);
 }
 
 RCUDA_EXPORT CUresult cuMemsetD2D32Async_ptsz(CUdeviceptr dstDevice, size_t dstPitch, unsigned int ui, size_t Width, size_t Height, CUstream hStream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemsetD2D32Async_ptsz(dstDevice, dstPitch, ui, Width, Height, hStream);
 }
 
 RCUDA_EXPORT CUresult cuMemsetD2D32_v2(CUdeviceptr dstDevice, size_t dstPitch, unsigned int ui, size_t Width, size_t Height)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemsetD2D32_v2(dstDevice, dstPitch, ui, Width, Height);
 }
 
 RCUDA_EXPORT CUresult cuMemsetD2D32_v2_ptds(CUdeviceptr dstDevice, size_t dstPitch, unsigned int ui, size_t Width, size_t Height)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemsetD2D32_v2_ptds(dstDevice, dstPitch, ui, Width, Height);
 }
 
 RCUDA_EXPORT CUresult cuMemsetD2D8(CUdeviceptr_v1 dstDevice, unsigned int dstPitch, unsigned char uc, unsigned int Width, unsigned int Height)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemsetD2D8(dstDevice, dstPitch, uc, Width, Height);
 }
 
 RCUDA_EXPORT CUresult cuMemsetD2D8Async(CUdeviceptr dstDevice, size_t dstPitch, unsigned char uc, size_t Width, size_t Height, CUstream hStream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemsetD2D8Async(dstDevice, dstPitch, uc, Width, Height, hStream);
 }
 
 RCUDA_EXPORT CUresult cuMemsetD2D8Async_ptsz(CUdeviceptr dstDevice, size_t dstPitch, unsigned char uc, size_t Width, size_t Height, CUstream hStream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemsetD2D8Async_ptsz(dstDevice, dstPitch, uc, Width, Height, hStream);
 }
 
 RCUDA_EXPORT CUresult cuMemsetD2D8_v2(CUdeviceptr dstDevice, size_t dstPitch, unsigned char uc, size_t Width, size_t Height)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemsetD2D8_v2(dstDevice, dstPitch, uc, Width, Height);
 }
 
 RCUDA_EXPORT CUresult cuMemsetD2D8_v2_ptds(CUdeviceptr dstDevice, size_t dstPitch, unsigned char uc, size_t Width, size_t Height)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemsetD2D8_v2_ptds(dstDevice, dstPitch, uc, Width, Height);
 }
 
 RCUDA_EXPORT CUresult cuMemsetD32(CUdeviceptr_v1 dstDevice, unsigned int ui, unsigned int N)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemsetD32(dstDevice, ui, N);
 }
 
 RCUDA_EXPORT CUresult cuMemsetD32Async(CUdeviceptr dstDevice, unsigned int ui, size_t N, CUstream hStream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemsetD32Async(dstDevice, ui, N, hStream);
 }
 
 RCUDA_EXPORT CUresult cuMemsetD32Async_ptsz(CUdeviceptr dstDevice, unsigned int ui, size_t N, CUstream hStream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemsetD32Async_ptsz(dstDevice, ui, N, hStream);
 }
 
 RCUDA_EXPORT CUresult cuMemsetD32_v2(CUdeviceptr dstDevice, unsigned int ui, size_t N)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemsetD32_v2(dstDevice, ui, N);
 }
 
 RCUDA_EXPORT CUresult cuMemsetD32_v2_ptds(CUdeviceptr dstDevice, unsigned int ui, size_t N)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemsetD32_v2_ptds(dstDevice, ui, N);
 }
 
 RCUDA_EXPORT CUresult cuMemsetD8(CUdeviceptr_v1 dstDevice, unsigned char uc, unsigned int N)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemsetD8(dstDevice, uc, N);
 }
 
 RCUDA_EXPORT CUresult cuMemsetD8Async(CUdeviceptr dstDevice, unsigned char uc, size_t N, CUstream hStream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemsetD8Async(dstDevice, uc, N, hStream);
 }
 
 RCUDA_EXPORT CUresult cuMemsetD8Async_ptsz(CUdeviceptr dstDevice, unsigned char uc, size_t N, CUstream hStream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemsetD8Async_ptsz(dstDevice, uc, N, hStream);
 }
 
 RCUDA_EXPORT CUresult cuMemsetD8_v2(CUdeviceptr dstDevice, unsigned char uc, size_t N)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemsetD8_v2(dstDevice, uc, N);
 }
 
 RCUDA_EXPORT CUresult cuMemsetD8_v2_ptds(CUdeviceptr dstDevice, unsigned char uc, size_t N)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMemsetD8_v2_ptds(dstDevice, uc, N);
 }
 
 RCUDA_EXPORT CUresult cuMipmappedArrayCreate(CUmipmappedArray * pHandle, const CUDA_ARRAY3D_DESCRIPTOR * pMipmappedArrayDesc, unsigned int numMipmapLevels)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMipmappedArrayCreate(pHandle, pMipmappedArrayDesc, numMipmapLevels);
 }
 
 RCUDA_EXPORT CUresult cuMipmappedArrayDestroy(CUmipmappedArray hMipmappedArray)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMipmappedArrayDestroy(hMipmappedArray);
 }
 
 RCUDA_EXPORT CUresult cuMipmappedArrayGetLevel(CUarray * pLevelArray, CUmipmappedArray hMipmappedArray, unsigned int level)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMipmappedArrayGetLevel(pLevelArray, hMipmappedArray, level);
 }
 
 RCUDA_EXPORT CUresult cuMipmappedArrayGetMemoryRequirements(CUDA_ARRAY_MEMORY_REQUIREMENTS * memoryRequirements, CUmipmappedArray mipmap, CUdevice device)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMipmappedArrayGetMemoryRequirements(memoryRequirements, mipmap, device);
 }
 
 RCUDA_EXPORT CUresult cuMipmappedArrayGetSparseProperties(CUDA_ARRAY_SPARSE_PROPERTIES * sparseProperties, CUmipmappedArray mipmap)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMipmappedArrayGetSparseProperties(sparseProperties, mipmap);
 }
 
 RCUDA_EXPORT CUresult cuModuleEnumerateFunctions(CUfunction * functions, unsigned int numFunctions, CUmodule mod)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuModuleEnumerateFunctions(functions, numFunctions, mod);
 }
 
 RCUDA_EXPORT CUresult cuModuleGetFunction(CUfunction * hfunc, CUmodule hmod, const char * name)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuModuleGetFunction(hfunc, hmod, name);
 }
 
 RCUDA_EXPORT CUresult cuModuleGetFunctionCount(unsigned int * count, CUmodule mod)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuModuleGetFunctionCount(count, mod);
 }
 
 RCUDA_EXPORT CUresult cuModuleGetGlobal(CUdeviceptr_v1 * dptr, unsigned int * bytes, CUmodule hmod, const char * name)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuModuleGetGlobal(dptr, bytes, hmod, name);
 }
 
 RCUDA_EXPORT CUresult cuModuleGetGlobal_v2(CUdeviceptr * dptr, size_t * bytes, CUmodule hmod, const char * name)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuModuleGetGlobal_v2(dptr, bytes, hmod, name);
 }
 
 RCUDA_EXPORT CUresult cuModuleGetLoadingMode(CUmoduleLoadingMode * mode)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuModuleGetLoadingMode(mode);
 }
 
 RCUDA_EXPORT CUresult cuModuleGetSurfRef(CUsurfref * pSurfRef, CUmodule hmod, const char * name)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuModuleGetSurfRef(pSurfRef, hmod, name);
 }
 
 RCUDA_EXPORT CUresult cuModuleGetTexRef(CUtexref * pTexRef, CUmodule hmod, const char * name)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuModuleGetTexRef(pTexRef, hmod, name);
 }
 
 RCUDA_EXPORT CUresult cuModuleLoad(CUmodule * module, const char * fname)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuModuleLoad(module, fname);
 }
 
 RCUDA_EXPORT CUresult cuModuleLoadData(CUmodule * module, const void * image)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuModuleLoadData(module, image);
 }
 
 RCUDA_EXPORT CUresult cuModuleLoadDataEx(CUmodule * module, const void * image, unsigned int numOptions, CUjit_option * options, void ** optionValues)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuModuleLoadDataEx(module, image, numOptions, options, optionValues);
 }
 
 RCUDA_EXPORT CUresult cuModuleLoadFatBinary(CUmodule * module, const void * fatCubin)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuModuleLoadFatBinary(module, fatCubin);
 }
 
 RCUDA_EXPORT CUresult cuModuleUnload(CUmodule hmod)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_SUCCESS;
     return rcuda_py_cuModuleUnload(hmod);
 }
 
 RCUDA_EXPORT CUresult cuMulticastAddDevice(CUmemGenericAllocationHandle mcHandle, CUdevice dev)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMulticastAddDevice(mcHandle, dev);
 }
 
 RCUDA_EXPORT CUresult cuMulticastBindAddr(CUmemGenericAllocationHandle mcHandle, size_t mcOffset, CUdeviceptr memptr, size_t size, unsigned long long flags)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMulticastBindAddr(mcHandle, mcOffset, memptr, size, flags);
 }
 
 RCUDA_EXPORT CUresult cuMulticastBindMem(CUmemGenericAllocationHandle mcHandle, size_t mcOffset, CUmemGenericAllocationHandle memHandle, size_t memOffset, size_t size, unsigned long long flags)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMulticastBindMem(mcHandle, mcOffset, memHandle, memOffset, size, flags);
 }
 
 RCUDA_EXPORT CUresult cuMulticastCreate(CUmemGenericAllocationHandle * mcHandle, const CUmulticastObjectProp * prop)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMulticastCreate(mcHandle, prop);
 }
 
 RCUDA_EXPORT CUresult cuMulticastGetGranularity(size_t * granularity, const CUmulticastObjectProp * prop, CUmulticastGranularity_flags option)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMulticastGetGranularity(granularity, prop, option);
 }
 
 RCUDA_EXPORT CUresult cuMulticastUnbind(CUmemGenericAllocationHandle mcHandle, CUdevice dev, size_t mcOffset, size_t size)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuMulticastUnbind(mcHandle, dev, mcOffset, size);
 }
 
 RCUDA_EXPORT CUresult cuOccupancyAvailableDynamicSMemPerBlock(size_t * dynamicSmemSize, CUfunction func, int numBlocks, int blockSize)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuOccupancyAvailableDynamicSMemPerBlock(dynamicSmemSize, func, numBlocks, blockSize);
 }
 
 RCUDA_EXPORT CUresult cuOccupancyMaxActiveBlocksPerMultiprocessor(int * numBlocks, CUfunction func, int blockSize, size_t dynamicSMemSize)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuOccupancyMaxActiveBlocksPerMultiprocessor(numBlocks, func, blockSize, dynamicSMemSize);
 }
 
 RCUDA_EXPORT CUresult cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int * numBlocks, CUfunction func, int blockSize, size_t dynamicSMemSize, unsigned int flags)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(numBlocks, func, blockSize, dynamicSMemSize, flags);
 }
 
 RCUDA_EXPORT CUresult cuOccupancyMaxActiveClusters(int * numClusters, CUfunction func, const CUlaunchConfig * config)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuOccupancyMaxActiveClusters(numClusters, func, config);
 }
 
 RCUDA_EXPORT CUresult cuOccupancyMaxPotentialBlockSize(int * minGridSize, int * blockSize, CUfunction func, CUoccupancyB2DSize blockSizeToDynamicSMemSize, size_t dynamicSMemSize, int blockSizeLimit)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuOccupancyMaxPotentialBlockSize(minGridSize, blockSize, func, blockSizeToDynamicSMemSize, dynamicSMemSize, blockSizeLimit);
 }
 
 RCUDA_EXPORT CUresult cuOccupancyMaxPotentialBlockSizeWithFlags(int * minGridSize, int * blockSize, CUfunction func, CUoccupancyB2DSize blockSizeToDynamicSMemSize, size_t dynamicSMemSize, int blockSizeLimit, unsigned int flags)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuOccupancyMaxPotentialBlockSizeWithFlags(minGridSize, blockSize, func, blockSizeToDynamicSMemSize, dynamicSMemSize, blockSizeLimit, flags);
 }
 
 RCUDA_EXPORT CUresult cuOccupancyMaxPotentialClusterSize(int * clusterSize, CUfunction func, const CUlaunchConfig * config)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuOccupancyMaxPotentialClusterSize(clusterSize, func, config);
 }
 
 RCUDA_EXPORT CUresult cuParamSetSize(CUfunction hfunc, unsigned int numbytes)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuParamSetSize(hfunc, numbytes);
 }
 
 RCUDA_EXPORT CUresult cuParamSetTexRef(CUfunction hfunc, int texunit, CUtexref hTexRef)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuParamSetTexRef(hfunc, texunit, hTexRef);
 }
 
 RCUDA_EXPORT CUresult cuParamSetf(CUfunction hfunc, int offset, float value)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuParamSetf(hfunc, offset, value);
 }
 
 RCUDA_EXPORT CUresult cuParamSeti(CUfunction hfunc, int offset, unsigned int value)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuParamSeti(hfunc, offset, value);
 }
 
 RCUDA_EXPORT CUresult cuParamSetv(CUfunction hfunc, int offset, void * ptr, unsigned int numbytes)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuParamSetv(hfunc, offset, ptr, numbytes);
 }
 
 RCUDA_EXPORT CUresult cuPointerGetAttribute(void * data, CUpointer_attribute attribute, CUdeviceptr ptr)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuPointerGetAttribute(data, attribute, ptr);
 }
 
 RCUDA_EXPORT CUresult cuPointerGetAttributes(unsigned int numAttributes, CUpointer_attribute * attributes, void ** data, CUdeviceptr ptr)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuPointerGetAttributes(numAttributes, attributes, data, ptr);
 }
 
 RCUDA_EXPORT CUresult cuPointerSetAttribute(const void * value, CUpointer_attribute attribute, CUdeviceptr ptr)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuPointerSetAttribute(value, attribute, ptr);
 }
 
 RCUDA_EXPORT CUresult cuProfilerInitialize(const char * configFile, const char * outputFile, CUoutput_mode outputMode)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuProfilerInitialize(configFile, outputFile, outputMode);
 }
 
 RCUDA_EXPORT CUresult cuProfilerStart(void)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuProfilerStart();
 }
 
 RCUDA_EXPORT CUresult cuProfilerStop(void)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuProfilerStop();
 }
 
 RCUDA_EXPORT CUresult cuSignalExternalSemaphoresAsync(const CUexternalSemaphore * extSemArray, const CUDA_EXTERNAL_SEMAPHORE_SIGNAL_PARAMS * paramsArray, unsigned int numExtSems, CUstream stream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuSignalExternalSemaphoresAsync(extSemArray, paramsArray, numExtSems, stream);
 }
 
 RCUDA_EXPORT CUresult cuSignalExternalSemaphoresAsync_ptsz(const CUexternalSemaphore * extSemArray, const CUDA_EXTERNAL_SEMAPHORE_SIGNAL_PARAMS * paramsArray, unsigned int numExtSems, CUstream stream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuSignalExternalSemaphoresAsync_ptsz(extSemArray, paramsArray, numExtSems, stream);
 }
 
 RCUDA_EXPORT CUresult cuStreamAddCallback(CUstream hStream, CUstreamCallback callback, void * userData, unsigned int flags)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuStreamAddCallback(hStream, callback, userData, flags);
 }
 
 RCUDA_EXPORT CUresult cuStreamAddCallback_ptsz(CUstream hStream, CUstreamCallback callback, void * userData, unsigned int flags)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuStreamAddCallback_ptsz(hStream, callback, userData, flags);
 }
 
 RCUDA_EXPORT CUresult cuStreamAttachMemAsync(CUstream hStream, CUdeviceptr dptr, size_t length, unsigned int flags)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuStreamAttachMemAsync(hStream, dptr, length, flags);
 }
 
 RCUDA_EXPORT CUresult cuStreamAttachMemAsync_ptsz(CUstream hStream, CUdeviceptr dptr, size_t length, unsigned int flags)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuStreamAttachMemAsync_ptsz(hStream, dptr, length, flags);
 }
 
 RCUDA_EXPORT CUresult cuStreamBatchMemOp(CUstream stream, unsigned int count, CUstreamBatchMemOpParams * paramArray, unsigned int flags)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuStreamBatchMemOp(stream, count, paramArray, flags);
 }
 
 RCUDA_EXPORT CUresult cuStreamBatchMemOp_ptsz(CUstream stream, unsigned int count, CUstreamBatchMemOpParams * paramArray, unsigned int flags)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuStreamBatchMemOp_ptsz(stream, count, paramArray, flags);
 }
 
 RCUDA_EXPORT CUresult cuStreamBatchMemOp_v2(CUstream stream, unsigned int count, CUstreamBatchMemOpParams * paramArray, unsigned int flags)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuStreamBatchMemOp_v2(stream, count, paramArray, flags);
 }
 
 RCUDA_EXPORT CUresult cuStreamBatchMemOp_v2_ptsz(CUstream stream, unsigned int count, CUstreamBatchMemOpParams * paramArray, unsigned int flags)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuStreamBatchMemOp_v2_ptsz(stream, count, paramArray, flags);
 }
 
 RCUDA_EXPORT CUresult cuStreamBeginCapture(CUstream hStream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuStreamBeginCapture(hStream);
 }
 
 RCUDA_EXPORT CUresult cuStreamBeginCaptureToGraph(CUstream hStream, CUgraph hGraph, const CUgraphNode * dependencies, const CUgraphEdgeData * dependencyData, size_t numDependencies, CUstreamCaptureMode mode)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuStreamBeginCaptureToGraph(hStream, hGraph, dependencies, dependencyData, numDependencies, mode);
 }
 
 RCUDA_EXPORT CUresult cuStreamBeginCaptureToGraph_ptsz(CUstream hStream, CUgraph hGraph, const CUgraphNode * dependencies, const CUgraphEdgeData * dependencyData, size_t numDependencies, CUstreamCaptureMode mode)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuStreamBeginCaptureToGraph_ptsz(hStream, hGraph, dependencies, dependencyData, numDependencies, mode);
 }
 
 RCUDA_EXPORT CUresult cuStreamBeginCapture_ptsz(CUstream hStream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuStreamBeginCapture_ptsz(hStream);
 }
 
 RCUDA_EXPORT CUresult cuStreamBeginCapture_v2(CUstream hStream, CUstreamCaptureMode mode)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuStreamBeginCapture_v2(hStream, mode);
 }
 
 RCUDA_EXPORT CUresult cuStreamBeginCapture_v2_ptsz(CUstream hStream, CUstreamCaptureMode mode)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuStreamBeginCapture_v2_ptsz(hStream, mode);
 }
 
 RCUDA_EXPORT CUresult cuStreamCopyAttributes(CUstream dstStream, CUstream srcStream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuStreamCopyAttributes(dstStream, srcStream);
 }
 
 RCUDA_EXPORT CUresult cuStreamCopyAttributes_ptsz(CUstream dst, CUstream src)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuStreamCopyAttributes_ptsz(dst, src);
 }
 
 RCUDA_EXPORT CUresult cuStreamCreate(CUstream * phStream, unsigned int Flags)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuStreamCreate(phStream, Flags);
 }
 
 RCUDA_EXPORT CUresult cuStreamCreateWithPriority(CUstream * phStream, unsigned int flags, int priority)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuStreamCreateWithPriority(phStream, flags, priority);
 }
 
 RCUDA_EXPORT CUresult cuStreamDestroy(CUstream hStream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuStreamDestroy(hStream);
 }
 
 RCUDA_EXPORT CUresult cuStreamDestroy_v2(CUstream hStream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_SUCCESS;
     return rcuda_py_cuStreamDestroy_v2(hStream);
 }
 
 RCUDA_EXPORT CUresult cuStreamEndCapture(CUstream hStream, CUgraph * phGraph)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuStreamEndCapture(hStream, phGraph);
 }
 
 RCUDA_EXPORT CUresult cuStreamEndCapture_ptsz(CUstream hStream, CUgraph * phGraph)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuStreamEndCapture_ptsz(hStream, phGraph);
 }
 
 RCUDA_EXPORT CUresult cuStreamGetAttribute(CUstream hStream, CUstreamAttrID attr, CUstreamAttrValue * value)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuStreamGetAttribute(hStream, attr, value);
 }
 
 RCUDA_EXPORT CUresult cuStreamGetAttribute_ptsz(CUstream hStream, CUstreamAttrID attr, CUstreamAttrValue * value_out)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuStreamGetAttribute_ptsz(hStream, attr, value_out);
 }
 
 RCUDA_EXPORT CUresult cuStreamGetCaptureInfo(CUstream hStream, CUstreamCaptureStatus * captureStatus_out, cuuint64_t * id_out)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuStreamGetCaptureInfo(hStream, captureStatus_out, id_out);
 }
 
 RCUDA_EXPORT CUresult cuStreamGetCaptureInfo_ptsz(CUstream hStream, CUstreamCaptureStatus * captureStatus_out, cuuint64_t * id_out)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuStreamGetCaptureInfo_ptsz(hStream, captureStatus_out, id_out);
 }
 
 RCUDA_EXPORT CUresult cuStreamGetCaptureInfo_v2(CUstream hStream, CUstreamCaptureStatus * captureStatus_out, cuuint64_t * id_out, CUgraph * graph_out, const CUgraphNode ** dependencies_out, size_t * numDependencies_out)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuStreamGetCaptureInfo_v2(hStream, captureStatus_out, id_out, graph_out, dependencies_out, numDependencies_out);
 }
 
 RCUDA_EXPORT CUresult cuStreamGetCaptureInfo_v2_ptsz(CUstream hStream, CUstreamCaptureStatus * captureStatus_out, cuuint64_t * id_out, CUgraph * graph_out, const CUgraphNode ** dependencies_out, size_t * numDependencies_out)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuStreamGetCaptureInfo_v2_ptsz(hStream, captureStatus_out, id_out, graph_out, dependencies_out, numDependencies_out);
 }
 
 RCUDA_EXPORT CUresult cuStreamGetCaptureInfo_v3(CUstream hStream, CUstreamCaptureStatus * captureStatus_out, cuuint64_t * id_out, CUgraph * graph_out, const CUgraphNode ** dependencies_out, const CUgraphEdgeData ** edgeData_out, size_t * numDependencies_out)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuStreamGetCaptureInfo_v3(hStream, captureStatus_out, id_out, graph_out, dependencies_out, edgeData_out, numDependencies_out);
 }
 
 RCUDA_EXPORT CUresult cuStreamGetCaptureInfo_v3_ptsz(CUstream hStream, CUstreamCaptureStatus * captureStatus_out, cuuint64_t * id_out, CUgraph * graph_out, const CUgraphNode ** dependencies_out, const CUgraphEdgeData ** edgeData_out, size_t * numDependencies_out)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuStreamGetCaptureInfo_v3_ptsz(hStream, captureStatus_out, id_out, graph_out, dependencies_out, edgeData_out, numDependencies_out);
 }
 
 RCUDA_EXPORT CUresult cuStreamGetCtx(CUstream hStream, CUcontext * pctx)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuStreamGetCtx(hStream, pctx);
 }
 
 RCUDA_EXPORT CUresult cuStreamGetCtx_ptsz(CUstream hStream, CUcontext * pctx)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuStreamGetCtx_ptsz(hStream, pctx);
 }
 
 RCUDA_EXPORT CUresult cuStreamGetCtx_v2(CUstream hStream, CUcontext * pCtx, CUgreenCtx * pGreenCtx)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuStreamGetCtx_v2(hStream, pCtx, pGreenCtx);
 }
 
 RCUDA_EXPORT CUresult cuStreamGetCtx_v2_ptsz(CUstream hStream, CUcontext * pCtx, CUgreenCtx * pGreenCtx)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuStreamGetCtx_v2_ptsz(hStream, pCtx, pGreenCtx);
 }
 
 RCUDA_EXPORT CUresult cuStreamGetDevice(CUstream hStream, CUdevice * device)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuStreamGetDevice(hStream, device);
 }
 
 RCUDA_EXPORT CUresult cuStreamGetDevice_ptsz(CUstream hStream, CUdevice * device)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuStreamGetDevice_ptsz(hStream, device);
 }
 
 RCUDA_EXPORT CUresult cuStreamGetFlags(CUstream hStream, unsigned int * flags)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuStreamGetFlags(hStream, flags);
 }
 
 RCUDA_EXPORT CUresult cuStreamGetFlags_ptsz(CUstream hStream, unsigned int * flags)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuStreamGetFlags_ptsz(hStream, flags);
 }
 
 RCUDA_EXPORT CUresult cuStreamGetGreenCtx(CUstream hStream, CUgreenCtx * phCtx)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuStreamGetGreenCtx(hStream, phCtx);
 }
 
 RCUDA_EXPORT CUresult cuStreamGetId(CUstream hStream, unsigned long long * streamId)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuStreamGetId(hStream, streamId);
 }
 
 RCUDA_EXPORT CUresult cuStreamGetId_ptsz(CUstream hStream, unsigned long long * streamId)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuStreamGetId_ptsz(hStream, streamId);
 }
 
 RCUDA_EXPORT CUresult cuStreamGetPriority(CUstream hStream, int * priority)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuStreamGetPriority(hStream, priority);
 }
 
 RCUDA_EXPORT CUresult cuStreamGetPriority_ptsz(CUstream hStream, int * priority)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuStreamGetPriority_ptsz(hStream, priority);
 }
 
 RCUDA_EXPORT CUresult cuStreamIsCapturing(CUstream hStream, CUstreamCaptureStatus * captureStatus)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuStreamIsCapturing(hStream, captureStatus);
 }
 
 RCUDA_EXPORT CUresult cuStreamIsCapturing_ptsz(CUstream hStream, CUstreamCaptureStatus * captureStatus)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuStreamIsCapturing_ptsz(hStream, captureStatus);
 }
 
 RCUDA_EXPORT CUresult cuStreamQuery(CUstream hStream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_SUCCESS;
     return rcuda_py_cuStreamQuery(hStream);
 }
 
 RCUDA_EXPORT CUresult cuStreamQuery_ptsz(CUstream hStream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_SUCCESS;
     return rcuda_py_cuStreamQuery_ptsz(hStream);
 }
 
 RCUDA_EXPORT CUresult cuStreamSetAttribute(CUstream hStream, CUstreamAttrID attr, const CUstreamAttrValue * param)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuStreamSetAttribute(hStream, attr, param);
 }
 
 RCUDA_EXPORT CUresult cuStreamSetAttribute_ptsz(CUstream hStream, CUstreamAttrID attr, const CUstreamAttrValue * value)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuStreamSetAttribute_ptsz(hStream, attr, value);
 }
 
 RCUDA_EXPORT CUresult cuStreamSynchronize(CUstream hStream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_SUCCESS;
     return rcuda_py_cuStreamSynchronize(hStream);
 }
 
 RCUDA_EXPORT CUresult cuStreamSynchronize_ptsz(CUstream hStream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_SUCCESS;
     return rcuda_py_cuStreamSynchronize_ptsz(hStream);
 }
 
 RCUDA_EXPORT CUresult cuStreamUpdateCaptureDependencies(CUstream hStream, CUgraphNode * dependencies, size_t numDependencies, unsigned int flags)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuStreamUpdateCaptureDependencies(hStream, dependencies, numDependencies, flags);
 }
 
 RCUDA_EXPORT CUresult cuStreamUpdateCaptureDependencies_ptsz(CUstream hStream, CUgraphNode * dependencies, size_t numDependencies, unsigned int flags)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuStreamUpdateCaptureDependencies_ptsz(hStream, dependencies, numDependencies, flags);
 }
 
 RCUDA_EXPORT CUresult cuStreamUpdateCaptureDependencies_v2(CUstream hStream, CUgraphNode * dependencies, const CUgraphEdgeData * dependencyData, size_t numDependencies, unsigned int flags)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuStreamUpdateCaptureDependencies_v2(hStream, dependencies, dependencyData, numDependencies, flags);
 }
 
 RCUDA_EXPORT CUresult cuStreamUpdateCaptureDependencies_v2_ptsz(CUstream hStream, CUgraphNode * dependencies, const CUgraphEdgeData * dependencyData, size_t numDependencies, unsigned int flags)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuStreamUpdateCaptureDependencies_v2_ptsz(hStream, dependencies, dependencyData, numDependencies, flags);
 }
 
 RCUDA_EXPORT CUresult cuStreamWaitEvent(CUstream hStream, CUevent hEvent, unsigned int Flags)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuStreamWaitEvent(hStream, hEvent, Flags);
 }
 
 RCUDA_EXPORT CUresult cuStreamWaitEvent_ptsz(CUstream hStream, CUevent hEvent, unsigned int Flags)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuStreamWaitEvent_ptsz(hStream, hEvent, Flags);
 }
 
 RCUDA_EXPORT CUresult cuStreamWaitValue32(CUstream stream, CUdeviceptr addr, cuuint32_t value, unsigned int flags)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuStreamWaitValue32(stream, addr, value, flags);
 }
 
 RCUDA_EXPORT CUresult cuStreamWaitValue32_ptsz(CUstream stream, CUdeviceptr addr, cuuint32_t value, unsigned int flags)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuStreamWaitValue32_ptsz(stream, addr, value, flags);
 }
 
 RCUDA_EXPORT CUresult cuStreamWaitValue32_v2(CUstream stream, CUdeviceptr addr, cuuint32_t value, unsigned int flags)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuStreamWaitValue32_v2(stream, addr, value, flags);
 }
 
 RCUDA_EXPORT CUresult cuStreamWaitValue32_v2_ptsz(CUstream stream, CUdeviceptr addr, cuuint32_t value, unsigned int flags)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuStreamWaitValue32_v2_ptsz(stream, addr, value, flags);
 }
 
 RCUDA_EXPORT CUresult cuStreamWaitValue64(CUstream stream, CUdeviceptr addr, cuuint64_t value, unsigned int flags)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuStreamWaitValue64(stream, addr, value, flags);
 }
 
 RCUDA_EXPORT CUresult cuStreamWaitValue64_ptsz(CUstream stream, CUdeviceptr addr, cuuint64_t value, unsigned int flags)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuStreamWaitValue64_ptsz(stream, addr, value, flags);
 }
 
 RCUDA_EXPORT CUresult cuStreamWaitValue64_v2(CUstream stream, CUdeviceptr addr, cuuint64_t value, unsigned int flags)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuStreamWaitValue64_v2(stream, addr, value, flags);
 }
 
 RCUDA_EXPORT CUresult cuStreamWaitValue64_v2_ptsz(CUstream stream, CUdeviceptr addr, cuuint64_t value, unsigned int flags)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuStreamWaitValue64_v2_ptsz(stream, addr, value, flags);
 }
 
 RCUDA_EXPORT CUresult cuStreamWriteValue32(CUstream stream, CUdeviceptr addr, cuuint32_t value, unsigned int flags)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuStreamWriteValue32(stream, addr, value, flags);
 }
 
 RCUDA_EXPORT CUresult cuStreamWriteValue32_ptsz(CUstream stream, CUdeviceptr addr, cuuint32_t value, unsigned int flags)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuStreamWriteValue32_ptsz(stream, addr, value, flags);
 }
 
 RCUDA_EXPORT CUresult cuStreamWriteValue32_v2(CUstream stream, CUdeviceptr addr, cuuint32_t value, unsigned int flags)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuStreamWriteValue32_v2(stream, addr, value, flags);
 }
 
 RCUDA_EXPORT CUresult cuStreamWriteValue32_v2_ptsz(CUstream stream, CUdeviceptr addr, cuuint32_t value, unsigned int flags)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuStreamWriteValue32_v2_ptsz(stream, addr, value, flags);
 }
 
 RCUDA_EXPORT CUresult cuStreamWriteValue64(CUstream stream, CUdeviceptr addr, cuuint64_t value, unsigned int flags)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuStreamWriteValue64(stream, addr, value, flags);
 }
 
 RCUDA_EXPORT CUresult cuStreamWriteValue64_ptsz(CUstream stream, CUdeviceptr addr, cuuint64_t value, unsigned int flags)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuStreamWriteValue64_ptsz(stream, addr, value, flags);
 }
 
 RCUDA_EXPORT CUresult cuStreamWriteValue64_v2(CUstream stream, CUdeviceptr addr, cuuint64_t value, unsigned int flags)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuStreamWriteValue64_v2(stream, addr, value, flags);
 }
 
 RCUDA_EXPORT CUresult cuStreamWriteValue64_v2_ptsz(CUstream stream, CUdeviceptr addr, cuuint64_t value, unsigned int flags)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuStreamWriteValue64_v2_ptsz(stream, addr, value, flags);
 }
 
 RCUDA_EXPORT CUresult cuSurfObjectCreate(CUsurfObject * pSurfObject, const CUDA_RESOURCE_DESC * pResDesc)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuSurfObjectCreate(pSurfObject, pResDesc);
 }
 
 RCUDA_EXPORT CUresult cuSurfObjectDestroy(CUsurfObject surfObject)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuSurfObjectDestroy(surfObject);
 }
 
 RCUDA_EXPORT CUresult cuSurfObjectGetResourceDesc(CUDA_RESOURCE_DESC * pResDesc, CUsurfObject surfObject)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuSurfObjectGetResourceDesc(pResDesc, surfObject);
 }
 
 RCUDA_EXPORT CUresult cuSurfRefGetArray(CUarray * phArray, CUsurfref hSurfRef)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuSurfRefGetArray(phArray, hSurfRef);
 }
 
 RCUDA_EXPORT CUresult cuSurfRefSetArray(CUsurfref hSurfRef, CUarray hArray, unsigned int Flags)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuSurfRefSetArray(hSurfRef, hArray, Flags);
 }
 
 RCUDA_EXPORT CUresult cuTensorMapEncodeIm2col(CUtensorMap * tensorMap, CUtensorMapDataType tensorDataType, cuuint32_t tensorRank, void * globalAddress, const cuuint64_t * globalDim, const cuuint64_t * globalStrides, const int * pixelBoxLowerCorner, const int * pixelBoxUpperCorner, cuuint32_t channelsPerPixel, cuuint32_t pixelsPerColumn, const cuuint32_t * elementStrides, CUtensorMapInterleave interleave, CUtensorMapSwizzle swizzle, CUtensorMapL2promotion l2Promotion, CUtensorMapFloatOOBfill oobFill)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuTensorMapEncodeIm2col(tensorMap, tensorDataType, tensorRank, globalAddress, globalDim, globalStrides, pixelBoxLowerCorner, pixelBoxUpperCorner, channelsPerPixel, pixelsPerColumn, elementStrides, interleave, swizzle, l2Promotion, oobFill);
 }
 
 RCUDA_EXPORT CUresult cuTensorMapEncodeIm2colWide(CUtensorMap * tensorMap, CUtensorMapDataType tensorDataType, cuuint32_t tensorRank, void * globalAddress, const cuuint64_t * globalDim, const cuuint64_t * globalStrides, int pixelBoxLowerCornerWidth, int pixelBoxUpperCornerWidth, cuuint32_t channelsPerPixel, cuuint32_t pixelsPerColumn, const cuuint32_t * elementStrides, CUtensorMapInterleave interleave, CUtensorMapIm2ColWideMode mode, CUtensorMapSwizzle swizzle, CUtensorMapL2promotion l2Promotion, CUtensorMapFloatOOBfill oobFill)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuTensorMapEncodeIm2colWide(tensorMap, tensorDataType, tensorRank, globalAddress, globalDim, globalStrides, pixelBoxLowerCornerWidth, pixelBoxUpperCornerWidth, channelsPerPixel, pixelsPerColumn, elementStrides, interleave, mode, swizzle, l2Promotion, oobFill);
 }
 
 RCUDA_EXPORT CUresult cuTensorMapEncodeTiled(CUtensorMap * tensorMap, CUtensorMapDataType tensorDataType, cuuint32_t tensorRank, void * globalAddress, const cuuint64_t * globalDim, const cuuint64_t * globalStrides, const cuuint32_t * boxDim, const cuuint32_t * elementStrides, CUtensorMapInterleave interleave, CUtensorMapSwizzle swizzle, CUtensorMapL2promotion l2Promotion, CUtensorMapFloatOOBfill oobFill)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuTensorMapEncodeTiled(tensorMap, tensorDataType, tensorRank, globalAddress, globalDim, globalStrides, boxDim, elementStrides, interleave, swizzle, l2Promotion, oobFill);
 }
 
 RCUDA_EXPORT CUresult cuTensorMapReplaceAddress(CUtensorMap * tensorMap, void * globalAddress)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuTensorMapReplaceAddress(tensorMap, globalAddress);
 }
 
 RCUDA_EXPORT CUresult cuTexObjectCreate(CUtexObject * pTexObject, const CUDA_RESOURCE_DESC * pResDesc, const CUDA_TEXTURE_DESC * pTexDesc, const CUDA_RESOURCE_VIEW_DESC * pResViewDesc)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuTexObjectCreate(pTexObject, pResDesc, pTexDesc, pResViewDesc);
 }
 
 RCUDA_EXPORT CUresult cuTexObjectDestroy(CUtexObject texObject)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuTexObjectDestroy(texObject);
 }
 
 RCUDA_EXPORT CUresult cuTexObjectGetResourceDesc(CUDA_RESOURCE_DESC * pResDesc, CUtexObject texObject)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuTexObjectGetResourceDesc(pResDesc, texObject);
 }
 
 RCUDA_EXPORT CUresult cuTexObjectGetResourceViewDesc(CUDA_RESOURCE_VIEW_DESC * pResViewDesc, CUtexObject texObject)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuTexObjectGetResourceViewDesc(pResViewDesc, texObject);
 }
 
 RCUDA_EXPORT CUresult cuTexObjectGetTextureDesc(CUDA_TEXTURE_DESC * pTexDesc, CUtexObject texObject)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuTexObjectGetTextureDesc(pTexDesc, texObject);
 }
 
 RCUDA_EXPORT CUresult cuTexRefCreate(CUtexref * pTexRef)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuTexRefCreate(pTexRef);
 }
 
 RCUDA_EXPORT CUresult cuTexRefDestroy(CUtexref hTexRef)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuTexRefDestroy(hTexRef);
 }
 
 RCUDA_EXPORT CUresult cuTexRefGetAddress(CUdeviceptr_v1 * pdptr, CUtexref hTexRef)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuTexRefGetAddress(pdptr, hTexRef);
 }
 
 RCUDA_EXPORT CUresult cuTexRefGetAddressMode(CUaddress_mode * pam, CUtexref hTexRef, int dim)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuTexRefGetAddressMode(pam, hTexRef, dim);
 }
 
 RCUDA_EXPORT CUresult cuTexRefGetAddress_v2(CUdeviceptr * pdptr, CUtexref hTexRef)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuTexRefGetAddress_v2(pdptr, hTexRef);
 }
 
 RCUDA_EXPORT CUresult cuTexRefGetArray(CUarray * phArray, CUtexref hTexRef)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuTexRefGetArray(phArray, hTexRef);
 }
 
 RCUDA_EXPORT CUresult cuTexRefGetBorderColor(float * pBorderColor, CUtexref hTexRef)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuTexRefGetBorderColor(pBorderColor, hTexRef);
 }
 
 RCUDA_EXPORT CUresult cuTexRefGetFilterMode(CUfilter_mode * pfm, CUtexref hTexRef)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuTexRefGetFilterMode(pfm, hTexRef);
 }
 
 RCUDA_EXPORT CUresult cuTexRefGetFlags(unsigned int * pFlags, CUtexref hTexRef)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuTexRefGetFlags(pFlags, hTexRef);
 }
 
 RCUDA_EXPORT CUresult cuTexRefGetFormat(CUarray_format * pFormat, int * pNumChannels, CUtexref hTexRef)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuTexRefGetFormat(pFormat, pNumChannels, hTexRef);
 }
 
 RCUDA_EXPORT CUresult cuTexRefGetMaxAnisotropy(int * pmaxAniso, CUtexref hTexRef)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuTexRefGetMaxAnisotropy(pmaxAniso, hTexRef);
 }
 
 RCUDA_EXPORT CUresult cuTexRefGetMipmapFilterMode(CUfilter_mode * pfm, CUtexref hTexRef)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuTexRefGetMipmapFilterMode(pfm, hTexRef);
 }
 
 RCUDA_EXPORT CUresult cuTexRefGetMipmapLevelBias(float * pbias, CUtexref hTexRef)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuTexRefGetMipmapLevelBias(pbias, hTexRef);
 }
 
 RCUDA_EXPORT CUresult cuTexRefGetMipmapLevelClamp(float * pminMipmapLevelClamp, float * pmaxMipmapLevelClamp, CUtexref hTexRef)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuTexRefGetMipmapLevelClamp(pminMipmapLevelClamp, pmaxMipmapLevelClamp, hTexRef);
 }
 
 RCUDA_EXPORT CUresult cuTexRefGetMipmappedArray(CUmipmappedArray * phMipmappedArray, CUtexref hTexRef)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuTexRefGetMipmappedArray(phMipmappedArray, hTexRef);
 }
 
 RCUDA_EXPORT CUresult cuTexRefSetAddress(unsigned int * ByteOffset, CUtexref hTexRef, CUdeviceptr_v1 dptr, unsigned int bytes)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuTexRefSetAddress(ByteOffset, hTexRef, dptr, bytes);
 }
 
 RCUDA_EXPORT CUresult cuTexRefSetAddress2D(CUtexref hTexRef, const CUDA_ARRAY_DESCRIPTOR_v1 * desc, CUdeviceptr_v1 dptr, unsigned int Pitch)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuTexRefSetAddress2D(hTexRef, desc, dptr, Pitch);
 }
 
 RCUDA_EXPORT CUresult cuTexRefSetAddress2D_v2(CUtexref hTexRef, const CUDA_ARRAY_DESCRIPTOR * desc, CUdeviceptr dptr, size_t Pitch)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuTexRefSetAddress2D_v2(hTexRef, desc, dptr, Pitch);
 }
 
 RCUDA_EXPORT CUresult cuTexRefSetAddress2D_v3(CUtexref hTexRef, const CUDA_ARRAY_DESCRIPTOR * desc, CUdeviceptr dptr, size_t Pitch)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuTexRefSetAddress2D_v3(hTexRef, desc, dptr, Pitch);
 }
 
 RCUDA_EXPORT CUresult cuTexRefSetAddressMode(CUtexref hTexRef, int dim, CUaddress_mode am)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuTexRefSetAddressMode(hTexRef, dim, am);
 }
 
 RCUDA_EXPORT CUresult cuTexRefSetAddress_v2(size_t * ByteOffset, CUtexref hTexRef, CUdeviceptr dptr, size_t bytes)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuTexRefSetAddress_v2(ByteOffset, hTexRef, dptr, bytes);
 }
 
 RCUDA_EXPORT CUresult cuTexRefSetArray(CUtexref hTexRef, CUarray hArray, unsigned int Flags)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuTexRefSetArray(hTexRef, hArray, Flags);
 }
 
 RCUDA_EXPORT CUresult cuTexRefSetBorderColor(CUtexref hTexRef, float * pBorderColor)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuTexRefSetBorderColor(hTexRef, pBorderColor);
 }
 
 RCUDA_EXPORT CUresult cuTexRefSetFilterMode(CUtexref hTexRef, CUfilter_mode fm)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuTexRefSetFilterMode(hTexRef, fm);
 }
 
 RCUDA_EXPORT CUresult cuTexRefSetFlags(CUtexref hTexRef, unsigned int Flags)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuTexRefSetFlags(hTexRef, Flags);
 }
 
 RCUDA_EXPORT CUresult cuTexRefSetFormat(CUtexref hTexRef, CUarray_format fmt, int NumPackedComponents)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuTexRefSetFormat(hTexRef, fmt, NumPackedComponents);
 }
 
 RCUDA_EXPORT CUresult cuTexRefSetMaxAnisotropy(CUtexref hTexRef, unsigned int maxAniso)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuTexRefSetMaxAnisotropy(hTexRef, maxAniso);
 }
 
 RCUDA_EXPORT CUresult cuTexRefSetMipmapFilterMode(CUtexref hTexRef, CUfilter_mode fm)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuTexRefSetMipmapFilterMode(hTexRef, fm);
 }
 
 RCUDA_EXPORT CUresult cuTexRefSetMipmapLevelBias(CUtexref hTexRef, float bias)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuTexRefSetMipmapLevelBias(hTexRef, bias);
 }
 
 RCUDA_EXPORT CUresult cuTexRefSetMipmapLevelClamp(CUtexref hTexRef, float minMipmapLevelClamp, float maxMipmapLevelClamp)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuTexRefSetMipmapLevelClamp(hTexRef, minMipmapLevelClamp, maxMipmapLevelClamp);
 }
 
 RCUDA_EXPORT CUresult cuTexRefSetMipmappedArray(CUtexref hTexRef, CUmipmappedArray hMipmappedArray, unsigned int Flags)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuTexRefSetMipmappedArray(hTexRef, hMipmappedArray, Flags);
 }
 
 RCUDA_EXPORT CUresult cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode * mode)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuThreadExchangeStreamCaptureMode(mode);
 }
 
 RCUDA_EXPORT CUresult cuUserObjectCreate(CUuserObject * object_out, void * ptr, CUhostFn destroy, unsigned int initialRefcount, unsigned int flags)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuUserObjectCreate(object_out, ptr, destroy, initialRefcount, flags);
 }
 
 RCUDA_EXPORT CUresult cuUserObjectRelease(CUuserObject object, unsigned int count)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuUserObjectRelease(object, count);
 }
 
 RCUDA_EXPORT CUresult cuUserObjectRetain(CUuserObject object, unsigned int count)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuUserObjectRetain(object, count);
 }
 
 RCUDA_EXPORT CUresult cuVDPAUCtxCreate(CUcontext * pCtx, unsigned int flags, CUdevice device, VdpDevice vdpDevice, VdpGetProcAddress * vdpGetProcAddress)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuVDPAUCtxCreate(pCtx, flags, device, vdpDevice, vdpGetProcAddress);
 }
 
 RCUDA_EXPORT CUresult cuVDPAUCtxCreate_v2(CUcontext * pCtx, unsigned int flags, CUdevice device, VdpDevice vdpDevice, VdpGetProcAddress * vdpGetProcAddress)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuVDPAUCtxCreate_v2(pCtx, flags, device, vdpDevice, vdpGetProcAddress);
 }
 
 RCUDA_EXPORT CUresult cuVDPAUGetDevice(CUdevice * pDevice, VdpDevice vdpDevice, VdpGetProcAddress * vdpGetProcAddress)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuVDPAUGetDevice(pDevice, vdpDevice, vdpGetProcAddress);
 }
 
 RCUDA_EXPORT CUresult cuWaitExternalSemaphoresAsync(const CUexternalSemaphore * extSemArray, const CUDA_EXTERNAL_SEMAPHORE_WAIT_PARAMS * paramsArray, unsigned int numExtSems, CUstream stream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuWaitExternalSemaphoresAsync(extSemArray, paramsArray, numExtSems, stream);
 }
 
 RCUDA_EXPORT CUresult cuWaitExternalSemaphoresAsync_ptsz(const CUexternalSemaphore * extSemArray, const CUDA_EXTERNAL_SEMAPHORE_WAIT_PARAMS * paramsArray, unsigned int numExtSems, CUstream stream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUDA_ERROR_DEINITIALIZED;
     return rcuda_py_cuWaitExternalSemaphoresAsync_ptsz(extSemArray, paramsArray, numExtSems, stream);
 }
 

@@ -111,8 +111,6 @@ static cudaError_t rcuda_py_cudaGetDriverEntryPoint(const char * symbol, void **
 static cudaError_t rcuda_py_cudaGetDriverEntryPointByVersion(const char * symbol, void ** funcPtr, unsigned int cudaVersion, unsigned long long flags, enum cudaDriverEntryPointQueryResult * driverStatus);
 static cudaError_t rcuda_py_cudaGetDriverEntryPointByVersion_ptsz(const char * symbol, void ** funcPtr, unsigned int cudaVersion, unsigned long long flags, enum cudaDriverEntryPointQueryResult * driverStatus);
 static cudaError_t rcuda_py_cudaGetDriverEntryPoint_ptsz(const char * symbol, void ** funcPtr, unsigned long long flags, enum cudaDriverEntryPointQueryResult * driverStatus);
-static const char * rcuda_py_cudaGetErrorName(cudaError_t error);
-static const char * rcuda_py_cudaGetErrorString(cudaError_t error);
 static cudaError_t rcuda_py_cudaGetExportTable(const void ** ppExportTable, const cudaUUID_t * pExportTableId);
 static cudaError_t rcuda_py_cudaGetFuncBySymbol(cudaFunction_t * functionPtr, const void * symbolPtr);
 static cudaError_t rcuda_py_cudaGetKernel(cudaKernel_t * kernelPtr, const void * entryFuncAddr);
@@ -420,6 +418,13 @@ static cudaError_t rcuda_py_cudaVDPAUSetVDPAUDevice(int device, VdpDevice vdpDev
 static cudaError_t rcuda_py_cudaWaitExternalSemaphoresAsync(const cudaExternalSemaphore_t * extSemArray, const struct cudaExternalSemaphoreWaitParams * paramsArray, unsigned int numExtSems, cudaStream_t stream);
 static cudaError_t rcuda_py_cudaWaitExternalSemaphoresAsync_ptsz(const cudaExternalSemaphore_t * extSemArray, const struct cudaExternalSemaphoreWaitParams * paramsArray, unsigned int numExtSems, cudaStream_t stream);
 
+static cudaError_t rcuda_after_exit_cudaEventCreate(cudaEvent_t * event);  /* native/after_exit.c */
+static cudaError_t rcuda_after_exit_cudaEventCreateWithFlags(cudaEvent_t * event, unsigned int flags);  /* native/after_exit.c */
+static cudaError_t rcuda_after_exit_cudaGetDevice(int * device);  /* native/after_exit.c */
+static cudaError_t rcuda_after_exit_cudaSetDevice(int device);  /* native/after_exit.c */
+static cudaError_t rcuda_after_exit_cudaStreamIsCapturing(cudaStream_t stream, enum cudaStreamCaptureStatus * pCaptureStatus);  /* native/after_exit.c */
+static cudaError_t rcuda_after_exit_cudaStreamIsCapturing_ptsz(cudaStream_t stream, enum cudaStreamCaptureStatus * pCaptureStatus);  /* native/after_exit.c */
+
 static int rcuda_c_cudaDeviceSynchronize(cudaError_t *status);  /* native/sync_fast_path.c */
 static int rcuda_c_cudaMemGetInfo(size_t * free, size_t * total, cudaError_t *status);  /* native/sync_fast_path.c */
 static int rcuda_c_cudaMemcpy(void * dst, const void * src, size_t count, enum cudaMemcpyKind kind, cudaError_t *status);  /* native/sync_fast_path.c */
@@ -435,265 +440,309 @@ static int rcuda_c_cudaStreamSynchronize_ptsz(cudaStream_t stream, cudaError_t *
 
 RCUDA_EXPORT cudaError_t __cudaGetProcAddress(void)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py___cudaGetProcAddress();
 }
 
 RCUDA_EXPORT cudaError_t __cudaRegisterHostVar(void)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py___cudaRegisterHostVar();
 }
 
 RCUDA_EXPORT cudaError_t __cudaRegisterUnifiedTable(void)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py___cudaRegisterUnifiedTable();
 }
 
 RCUDA_EXPORT cudaError_t cudaArrayGetInfo(struct cudaChannelFormatDesc * desc, struct cudaExtent * extent, unsigned int * flags, cudaArray_t array)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaArrayGetInfo(desc, extent, flags, array);
 }
 
 RCUDA_EXPORT cudaError_t cudaArrayGetMemoryRequirements(struct cudaArrayMemoryRequirements * memoryRequirements, cudaArray_t array, int device)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaArrayGetMemoryRequirements(memoryRequirements, array, device);
 }
 
 RCUDA_EXPORT cudaError_t cudaArrayGetPlane(cudaArray_t * pPlaneArray, cudaArray_t hArray, unsigned int planeIdx)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaArrayGetPlane(pPlaneArray, hArray, planeIdx);
 }
 
 RCUDA_EXPORT cudaError_t cudaArrayGetSparseProperties(struct cudaArraySparseProperties * sparseProperties, cudaArray_t array)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaArrayGetSparseProperties(sparseProperties, array);
 }
 
 RCUDA_EXPORT cudaError_t cudaChooseDevice(int * device, const struct cudaDeviceProp * prop)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaChooseDevice(device, prop);
 }
 
 RCUDA_EXPORT struct cudaChannelFormatDesc cudaCreateChannelDesc(int x, int y, int z, int w, enum cudaChannelFormatKind f)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return (struct cudaChannelFormatDesc){0};
     return rcuda_py_cudaCreateChannelDesc(x, y, z, w, f);
 }
 
 RCUDA_EXPORT cudaError_t cudaCreateSurfaceObject(cudaSurfaceObject_t * pSurfObject, const struct cudaResourceDesc * pResDesc)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaCreateSurfaceObject(pSurfObject, pResDesc);
 }
 
 RCUDA_EXPORT cudaError_t cudaCreateTextureObject(cudaTextureObject_t * pTexObject, const struct cudaResourceDesc * pResDesc, const struct cudaTextureDesc * pTexDesc, const struct cudaResourceViewDesc * pResViewDesc)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaCreateTextureObject(pTexObject, pResDesc, pTexDesc, pResViewDesc);
 }
 
 RCUDA_EXPORT cudaError_t cudaCtxResetPersistingL2Cache(void)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaCtxResetPersistingL2Cache();
 }
 
 RCUDA_EXPORT cudaError_t cudaDestroyExternalMemory(cudaExternalMemory_t extMem)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaDestroyExternalMemory(extMem);
 }
 
 RCUDA_EXPORT cudaError_t cudaDestroyExternalSemaphore(cudaExternalSemaphore_t extSem)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaDestroyExternalSemaphore(extSem);
 }
 
 RCUDA_EXPORT cudaError_t cudaDestroySurfaceObject(cudaSurfaceObject_t surfObject)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaDestroySurfaceObject(surfObject);
 }
 
 RCUDA_EXPORT cudaError_t cudaDestroyTextureObject(cudaTextureObject_t texObject)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaDestroyTextureObject(texObject);
 }
 
 RCUDA_EXPORT cudaError_t cudaDeviceCanAccessPeer(int * canAccessPeer, int device, int peerDevice)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaDeviceCanAccessPeer(canAccessPeer, device, peerDevice);
 }
 
 RCUDA_EXPORT cudaError_t cudaDeviceDisablePeerAccess(int peerDevice)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaDeviceDisablePeerAccess(peerDevice);
 }
 
 RCUDA_EXPORT cudaError_t cudaDeviceEnablePeerAccess(int peerDevice, unsigned int flags)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaDeviceEnablePeerAccess(peerDevice, flags);
 }
 
 RCUDA_EXPORT cudaError_t cudaDeviceFlushGPUDirectRDMAWrites(enum cudaFlushGPUDirectRDMAWritesTarget target, enum cudaFlushGPUDirectRDMAWritesScope scope)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaDeviceFlushGPUDirectRDMAWrites(target, scope);
 }
 
 RCUDA_EXPORT cudaError_t cudaDeviceGetAttribute(int * value, enum cudaDeviceAttr attr, int device)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaDeviceGetAttribute(value, attr, device);
 }
 
 RCUDA_EXPORT cudaError_t cudaDeviceGetByPCIBusId(int * device, const char * pciBusId)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaDeviceGetByPCIBusId(device, pciBusId);
 }
 
 RCUDA_EXPORT cudaError_t cudaDeviceGetCacheConfig(enum cudaFuncCache * pCacheConfig)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaDeviceGetCacheConfig(pCacheConfig);
 }
 
 RCUDA_EXPORT cudaError_t cudaDeviceGetDefaultMemPool(cudaMemPool_t * memPool, int device)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaDeviceGetDefaultMemPool(memPool, device);
 }
 
 RCUDA_EXPORT cudaError_t cudaDeviceGetGraphMemAttribute(int device, enum cudaGraphMemAttributeType attr, void * value)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaDeviceGetGraphMemAttribute(device, attr, value);
 }
 
 RCUDA_EXPORT cudaError_t cudaDeviceGetHostAtomicCapabilities(unsigned int * capabilities, const enum cudaAtomicOperation * operations, unsigned int count, int device)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaDeviceGetHostAtomicCapabilities(capabilities, operations, count, device);
 }
 
 RCUDA_EXPORT cudaError_t cudaDeviceGetLimit(size_t * pValue, enum cudaLimit limit)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaDeviceGetLimit(pValue, limit);
 }
 
 RCUDA_EXPORT cudaError_t cudaDeviceGetMemPool(cudaMemPool_t * memPool, int device)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaDeviceGetMemPool(memPool, device);
 }
 
 RCUDA_EXPORT cudaError_t cudaDeviceGetNvSciSyncAttributes(void * nvSciSyncAttrList, int device, int flags)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaDeviceGetNvSciSyncAttributes(nvSciSyncAttrList, device, flags);
 }
 
 RCUDA_EXPORT cudaError_t cudaDeviceGetP2PAtomicCapabilities(unsigned int * capabilities, const enum cudaAtomicOperation * operations, unsigned int count, int srcDevice, int dstDevice)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaDeviceGetP2PAtomicCapabilities(capabilities, operations, count, srcDevice, dstDevice);
 }
 
 RCUDA_EXPORT cudaError_t cudaDeviceGetP2PAttribute(int * value, enum cudaDeviceP2PAttr attr, int srcDevice, int dstDevice)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaDeviceGetP2PAttribute(value, attr, srcDevice, dstDevice);
 }
 
 RCUDA_EXPORT cudaError_t cudaDeviceGetPCIBusId(char * pciBusId, int len, int device)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaDeviceGetPCIBusId(pciBusId, len, device);
 }
 
 RCUDA_EXPORT cudaError_t cudaDeviceGetSharedMemConfig(enum cudaSharedMemConfig * pConfig)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaDeviceGetSharedMemConfig(pConfig);
 }
 
 RCUDA_EXPORT cudaError_t cudaDeviceGetStreamPriorityRange(int * leastPriority, int * greatestPriority)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaDeviceGetStreamPriorityRange(leastPriority, greatestPriority);
 }
 
 RCUDA_EXPORT cudaError_t cudaDeviceGetTexture1DLinearMaxWidth(size_t * maxWidthInElements, const struct cudaChannelFormatDesc * fmtDesc, int device)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaDeviceGetTexture1DLinearMaxWidth(maxWidthInElements, fmtDesc, device);
 }
 
 RCUDA_EXPORT cudaError_t cudaDeviceGraphMemTrim(int device)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaDeviceGraphMemTrim(device);
 }
 
 RCUDA_EXPORT cudaError_t cudaDeviceRegisterAsyncNotification(int device, cudaAsyncCallback callbackFunc, void * userData, cudaAsyncCallbackHandle_t * callback)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaDeviceRegisterAsyncNotification(device, callbackFunc, userData, callback);
 }
 
 RCUDA_EXPORT cudaError_t cudaDeviceReset(void)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaDeviceReset();
 }
 
 RCUDA_EXPORT cudaError_t cudaDeviceSetCacheConfig(enum cudaFuncCache cacheConfig)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaDeviceSetCacheConfig(cacheConfig);
 }
 
 RCUDA_EXPORT cudaError_t cudaDeviceSetGraphMemAttribute(int device, enum cudaGraphMemAttributeType attr, void * value)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaDeviceSetGraphMemAttribute(device, attr, value);
 }
 
 RCUDA_EXPORT cudaError_t cudaDeviceSetLimit(enum cudaLimit limit, size_t value)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaDeviceSetLimit(limit, value);
 }
 
 RCUDA_EXPORT cudaError_t cudaDeviceSetMemPool(int device, cudaMemPool_t memPool)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaDeviceSetMemPool(device, memPool);
 }
 
 RCUDA_EXPORT cudaError_t cudaDeviceSetSharedMemConfig(enum cudaSharedMemConfig config)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaDeviceSetSharedMemConfig(config);
 }
 
 RCUDA_EXPORT cudaError_t cudaDeviceSynchronize(void)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaSuccess;
     cudaError_t status;
     if (rcuda_c_cudaDeviceSynchronize(&status))
         return status;
@@ -702,1303 +751,1506 @@ RCUDA_EXPORT cudaError_t cudaDeviceSynchronize(void)
 
 RCUDA_EXPORT cudaError_t cudaDeviceUnregisterAsyncNotification(int device, cudaAsyncCallbackHandle_t callback)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaDeviceUnregisterAsyncNotification(device, callback);
 }
 
 RCUDA_EXPORT cudaError_t cudaDriverGetVersion(int * driverVersion)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaDriverGetVersion(driverVersion);
 }
 
 RCUDA_EXPORT cudaError_t cudaEGLStreamConsumerAcquireFrame(cudaEglStreamConnection * conn, cudaGraphicsResource_t * pCudaResource, cudaStream_t * pStream, unsigned int timeout)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaEGLStreamConsumerAcquireFrame(conn, pCudaResource, pStream, timeout);
 }
 
 RCUDA_EXPORT cudaError_t cudaEGLStreamConsumerConnect(cudaEglStreamConnection * conn, EGLStreamKHR eglStream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaEGLStreamConsumerConnect(conn, eglStream);
 }
 
 RCUDA_EXPORT cudaError_t cudaEGLStreamConsumerConnectWithFlags(cudaEglStreamConnection * conn, EGLStreamKHR eglStream, unsigned int flags)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaEGLStreamConsumerConnectWithFlags(conn, eglStream, flags);
 }
 
 RCUDA_EXPORT cudaError_t cudaEGLStreamConsumerDisconnect(cudaEglStreamConnection * conn)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaEGLStreamConsumerDisconnect(conn);
 }
 
 RCUDA_EXPORT cudaError_t cudaEGLStreamConsumerReleaseFrame(cudaEglStreamConnection * conn, cudaGraphicsResource_t pCudaResource, cudaStream_t * pStream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaEGLStreamConsumerReleaseFrame(conn, pCudaResource, pStream);
 }
 
 RCUDA_EXPORT cudaError_t cudaEGLStreamProducerConnect(cudaEglStreamConnection * conn, EGLStreamKHR eglStream, EGLint width, EGLint height)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaEGLStreamProducerConnect(conn, eglStream, width, height);
 }
 
 RCUDA_EXPORT cudaError_t cudaEGLStreamProducerDisconnect(cudaEglStreamConnection * conn)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaEGLStreamProducerDisconnect(conn);
 }
 
 RCUDA_EXPORT cudaError_t cudaEGLStreamProducerPresentFrame(cudaEglStreamConnection * conn, cudaEglFrame eglframe, cudaStream_t * pStream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaEGLStreamProducerPresentFrame(conn, eglframe, pStream);
 }
 
 RCUDA_EXPORT cudaError_t cudaEGLStreamProducerReturnFrame(cudaEglStreamConnection * conn, cudaEglFrame * eglframe, cudaStream_t * pStream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaEGLStreamProducerReturnFrame(conn, eglframe, pStream);
 }
 
 RCUDA_EXPORT cudaError_t cudaEventCreate(cudaEvent_t * event)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return rcuda_after_exit_cudaEventCreate(event);
     return rcuda_py_cudaEventCreate(event);
 }
 
 RCUDA_EXPORT cudaError_t cudaEventCreateFromEGLSync(cudaEvent_t * phEvent, EGLSyncKHR eglSync, unsigned int flags)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaEventCreateFromEGLSync(phEvent, eglSync, flags);
 }
 
 RCUDA_EXPORT cudaError_t cudaEventCreateWithFlags(cudaEvent_t * event, unsigned int flags)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return rcuda_after_exit_cudaEventCreateWithFlags(event, flags);
     return rcuda_py_cudaEventCreateWithFlags(event, flags);
 }
 
 RCUDA_EXPORT cudaError_t cudaEventDestroy(cudaEvent_t event)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaSuccess;
     return rcuda_py_cudaEventDestroy(event);
 }
 
 RCUDA_EXPORT cudaError_t cudaEventElapsedTime(float * ms, cudaEvent_t start, cudaEvent_t end)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaEventElapsedTime(ms, start, end);
 }
 
 RCUDA_EXPORT cudaError_t cudaEventQuery(cudaEvent_t event)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaSuccess;
     return rcuda_py_cudaEventQuery(event);
 }
 
 RCUDA_EXPORT cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaSuccess;
     return rcuda_py_cudaEventRecord(event, stream);
 }
 
 RCUDA_EXPORT cudaError_t cudaEventRecordWithFlags(cudaEvent_t event, cudaStream_t stream, unsigned int flags)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaSuccess;
     return rcuda_py_cudaEventRecordWithFlags(event, stream, flags);
 }
 
 RCUDA_EXPORT cudaError_t cudaEventRecordWithFlags_ptsz(cudaEvent_t event, cudaStream_t stream, unsigned int flags)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaSuccess;
     return rcuda_py_cudaEventRecordWithFlags_ptsz(event, stream, flags);
 }
 
 RCUDA_EXPORT cudaError_t cudaEventRecord_ptsz(cudaEvent_t event, cudaStream_t stream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaSuccess;
     return rcuda_py_cudaEventRecord_ptsz(event, stream);
 }
 
 RCUDA_EXPORT cudaError_t cudaEventSynchronize(cudaEvent_t event)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaSuccess;
     return rcuda_py_cudaEventSynchronize(event);
 }
 
 RCUDA_EXPORT cudaError_t cudaExternalMemoryGetMappedBuffer(void ** devPtr, cudaExternalMemory_t extMem, const struct cudaExternalMemoryBufferDesc * bufferDesc)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaExternalMemoryGetMappedBuffer(devPtr, extMem, bufferDesc);
 }
 
 RCUDA_EXPORT cudaError_t cudaExternalMemoryGetMappedMipmappedArray(cudaMipmappedArray_t * mipmap, cudaExternalMemory_t extMem, const struct cudaExternalMemoryMipmappedArrayDesc * mipmapDesc)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaExternalMemoryGetMappedMipmappedArray(mipmap, extMem, mipmapDesc);
 }
 
 RCUDA_EXPORT cudaError_t cudaFree(void * devPtr)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaSuccess;
     return rcuda_py_cudaFree(devPtr);
 }
 
 RCUDA_EXPORT cudaError_t cudaFreeArray(cudaArray_t array)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaFreeArray(array);
 }
 
 RCUDA_EXPORT cudaError_t cudaFreeAsync(void * devPtr, cudaStream_t hStream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaSuccess;
     return rcuda_py_cudaFreeAsync(devPtr, hStream);
 }
 
 RCUDA_EXPORT cudaError_t cudaFreeAsync_ptsz(void * devPtr, cudaStream_t hStream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaSuccess;
     return rcuda_py_cudaFreeAsync_ptsz(devPtr, hStream);
 }
 
 RCUDA_EXPORT cudaError_t cudaFreeHost(void * ptr)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaSuccess;
     return rcuda_py_cudaFreeHost(ptr);
 }
 
 RCUDA_EXPORT cudaError_t cudaFreeMipmappedArray(cudaMipmappedArray_t mipmappedArray)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaFreeMipmappedArray(mipmappedArray);
 }
 
 RCUDA_EXPORT cudaError_t cudaFuncGetAttributes(struct cudaFuncAttributes * attr, const void * func)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaFuncGetAttributes(attr, func);
 }
 
 RCUDA_EXPORT cudaError_t cudaFuncGetName(const char ** name, const void * func)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaFuncGetName(name, func);
 }
 
 RCUDA_EXPORT cudaError_t cudaFuncGetParamInfo(const void * func, size_t paramIndex, size_t * paramOffset, size_t * paramSize)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaFuncGetParamInfo(func, paramIndex, paramOffset, paramSize);
 }
 
 RCUDA_EXPORT cudaError_t cudaFuncSetAttribute(const void * func, enum cudaFuncAttribute attr, int value)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaFuncSetAttribute(func, attr, value);
 }
 
 RCUDA_EXPORT cudaError_t cudaFuncSetCacheConfig(const void * func, enum cudaFuncCache cacheConfig)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaFuncSetCacheConfig(func, cacheConfig);
 }
 
 RCUDA_EXPORT cudaError_t cudaFuncSetSharedMemConfig(const void * func, enum cudaSharedMemConfig config)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaFuncSetSharedMemConfig(func, config);
 }
 
 RCUDA_EXPORT cudaError_t cudaGLGetDevices(unsigned int * pCudaDeviceCount, int * pCudaDevices, unsigned int cudaDeviceCount, enum cudaGLDeviceList deviceList)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaGLGetDevices(pCudaDeviceCount, pCudaDevices, cudaDeviceCount, deviceList);
 }
 
 RCUDA_EXPORT cudaError_t cudaGLMapBufferObject(void ** devPtr, GLuint bufObj)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaGLMapBufferObject(devPtr, bufObj);
 }
 
 RCUDA_EXPORT cudaError_t cudaGLMapBufferObjectAsync(void ** devPtr, GLuint bufObj, cudaStream_t stream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaGLMapBufferObjectAsync(devPtr, bufObj, stream);
 }
 
 RCUDA_EXPORT cudaError_t cudaGLRegisterBufferObject(GLuint bufObj)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaGLRegisterBufferObject(bufObj);
 }
 
 RCUDA_EXPORT cudaError_t cudaGLSetBufferObjectMapFlags(GLuint bufObj, unsigned int flags)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaGLSetBufferObjectMapFlags(bufObj, flags);
 }
 
 RCUDA_EXPORT cudaError_t cudaGLSetGLDevice(int device)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaGLSetGLDevice(device);
 }
 
 RCUDA_EXPORT cudaError_t cudaGLUnmapBufferObject(GLuint bufObj)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaGLUnmapBufferObject(bufObj);
 }
 
 RCUDA_EXPORT cudaError_t cudaGLUnmapBufferObjectAsync(GLuint bufObj, cudaStream_t stream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaGLUnmapBufferObjectAsync(bufObj, stream);
 }
 
 RCUDA_EXPORT cudaError_t cudaGLUnregisterBufferObject(GLuint bufObj)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaGLUnregisterBufferObject(bufObj);
 }
 
 RCUDA_EXPORT cudaError_t cudaGetChannelDesc(struct cudaChannelFormatDesc * desc, cudaArray_const_t array)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaGetChannelDesc(desc, array);
 }
 
 RCUDA_EXPORT cudaError_t cudaGetDevice(int * device)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return rcuda_after_exit_cudaGetDevice(device);
     return rcuda_py_cudaGetDevice(device);
 }
 
 RCUDA_EXPORT cudaError_t cudaGetDeviceCount(int * count)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaGetDeviceCount(count);
 }
 
 RCUDA_EXPORT cudaError_t cudaGetDeviceFlags(unsigned int * flags)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaGetDeviceFlags(flags);
 }
 
 RCUDA_EXPORT cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp * prop, int device)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaGetDeviceProperties(prop, device);
 }
 
 RCUDA_EXPORT cudaError_t cudaGetDriverEntryPoint(const char * symbol, void ** funcPtr, unsigned long long flags, enum cudaDriverEntryPointQueryResult * driverStatus)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaGetDriverEntryPoint(symbol, funcPtr, flags, driverStatus);
 }
 
 RCUDA_EXPORT cudaError_t cudaGetDriverEntryPointByVersion(const char * symbol, void ** funcPtr, unsigned int cudaVersion, unsigned long long flags, enum cudaDriverEntryPointQueryResult * driverStatus)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaGetDriverEntryPointByVersion(symbol, funcPtr, cudaVersion, flags, driverStatus);
 }
 
 RCUDA_EXPORT cudaError_t cudaGetDriverEntryPointByVersion_ptsz(const char * symbol, void ** funcPtr, unsigned int cudaVersion, unsigned long long flags, enum cudaDriverEntryPointQueryResult * driverStatus)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaGetDriverEntryPointByVersion_ptsz(symbol, funcPtr, cudaVersion, flags, driverStatus);
 }
 
 RCUDA_EXPORT cudaError_t cudaGetDriverEntryPoint_ptsz(const char * symbol, void ** funcPtr, unsigned long long flags, enum cudaDriverEntryPointQueryResult * driverStatus)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaGetDriverEntryPoint_ptsz(symbol, funcPtr, flags, driverStatus);
-}
-
-RCUDA_EXPORT const char * cudaGetErrorName(cudaError_t error)
-{
-    rcuda_ensure_started();
-    return rcuda_py_cudaGetErrorName(error);
-}
-
-RCUDA_EXPORT const char * cudaGetErrorString(cudaError_t error)
-{
-    rcuda_ensure_started();
-    return rcuda_py_cudaGetErrorString(error);
 }
 
 RCUDA_EXPORT cudaError_t cudaGetExportTable(const void ** ppExportTable, const cudaUUID_t * pExportTableId)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaGetExportTable(ppExportTable, pExportTableId);
 }
 
 RCUDA_EXPORT cudaError_t cudaGetFuncBySymbol(cudaFunction_t * functionPtr, const void * symbolPtr)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaGetFuncBySymbol(functionPtr, symbolPtr);
 }
 
 RCUDA_EXPORT cudaError_t cudaGetKernel(cudaKernel_t * kernelPtr, const void * entryFuncAddr)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaGetKernel(kernelPtr, entryFuncAddr);
 }
 
 RCUDA_EXPORT cudaError_t cudaGetMipmappedArrayLevel(cudaArray_t * levelArray, cudaMipmappedArray_const_t mipmappedArray, unsigned int level)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaGetMipmappedArrayLevel(levelArray, mipmappedArray, level);
 }
 
 RCUDA_EXPORT cudaError_t cudaGetSurfaceObjectResourceDesc(struct cudaResourceDesc * pResDesc, cudaSurfaceObject_t surfObject)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaGetSurfaceObjectResourceDesc(pResDesc, surfObject);
 }
 
 RCUDA_EXPORT cudaError_t cudaGetSymbolAddress(void ** devPtr, const void * symbol)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaGetSymbolAddress(devPtr, symbol);
 }
 
 RCUDA_EXPORT cudaError_t cudaGetSymbolSize(size_t * size, const void * symbol)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaGetSymbolSize(size, symbol);
 }
 
 RCUDA_EXPORT cudaError_t cudaGetTextureObjectResourceDesc(struct cudaResourceDesc * pResDesc, cudaTextureObject_t texObject)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaGetTextureObjectResourceDesc(pResDesc, texObject);
 }
 
 RCUDA_EXPORT cudaError_t cudaGetTextureObjectResourceViewDesc(struct cudaResourceViewDesc * pResViewDesc, cudaTextureObject_t texObject)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaGetTextureObjectResourceViewDesc(pResViewDesc, texObject);
 }
 
 RCUDA_EXPORT cudaError_t cudaGetTextureObjectTextureDesc(struct cudaTextureDesc * pTexDesc, cudaTextureObject_t texObject)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaGetTextureObjectTextureDesc(pTexDesc, texObject);
 }
 
 RCUDA_EXPORT cudaError_t cudaGraphAddChildGraphNode(cudaGraphNode_t * pGraphNode, cudaGraph_t graph, const cudaGraphNode_t * pDependencies, size_t numDependencies, cudaGraph_t childGraph)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaGraphAddChildGraphNode(pGraphNode, graph, pDependencies, numDependencies, childGraph);
 }
 
 RCUDA_EXPORT cudaError_t cudaGraphAddDependencies(cudaGraph_t graph, const cudaGraphNode_t * from, const cudaGraphNode_t * to, const cudaGraphEdgeData * edgeData, size_t numDependencies)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaGraphAddDependencies(graph, from, to, edgeData, numDependencies);
 }
 
 RCUDA_EXPORT cudaError_t cudaGraphAddEmptyNode(cudaGraphNode_t * pGraphNode, cudaGraph_t graph, const cudaGraphNode_t * pDependencies, size_t numDependencies)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaGraphAddEmptyNode(pGraphNode, graph, pDependencies, numDependencies);
 }
 
 RCUDA_EXPORT cudaError_t cudaGraphAddEventRecordNode(cudaGraphNode_t * pGraphNode, cudaGraph_t graph, const cudaGraphNode_t * pDependencies, size_t numDependencies, cudaEvent_t event)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaGraphAddEventRecordNode(pGraphNode, graph, pDependencies, numDependencies, event);
 }
 
 RCUDA_EXPORT cudaError_t cudaGraphAddEventWaitNode(cudaGraphNode_t * pGraphNode, cudaGraph_t graph, const cudaGraphNode_t * pDependencies, size_t numDependencies, cudaEvent_t event)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaGraphAddEventWaitNode(pGraphNode, graph, pDependencies, numDependencies, event);
 }
 
 RCUDA_EXPORT cudaError_t cudaGraphAddExternalSemaphoresSignalNode(cudaGraphNode_t * pGraphNode, cudaGraph_t graph, const cudaGraphNode_t * pDependencies, size_t numDependencies, const struct cudaExternalSemaphoreSignalNodeParams * nodeParams)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaGraphAddExternalSemaphoresSignalNode(pGraphNode, graph, pDependencies, numDependencies, nodeParams);
 }
 
 RCUDA_EXPORT cudaError_t cudaGraphAddExternalSemaphoresWaitNode(cudaGraphNode_t * pGraphNode, cudaGraph_t graph, const cudaGraphNode_t * pDependencies, size_t numDependencies, const struct cudaExternalSemaphoreWaitNodeParams * nodeParams)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaGraphAddExternalSemaphoresWaitNode(pGraphNode, graph, pDependencies, numDependencies, nodeParams);
 }
 
 RCUDA_EXPORT cudaError_t cudaGraphAddHostNode(cudaGraphNode_t * pGraphNode, cudaGraph_t graph, const cudaGraphNode_t * pDependencies, size_t numDependencies, const struct cudaHostNodeParams * pNodeParams)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaGraphAddHostNode(pGraphNode, graph, pDependencies, numDependencies, pNodeParams);
 }
 
 RCUDA_EXPORT cudaError_t cudaGraphAddKernelNode(cudaGraphNode_t * pGraphNode, cudaGraph_t graph, const cudaGraphNode_t * pDependencies, size_t numDependencies, const struct cudaKernelNodeParams * pNodeParams)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaGraphAddKernelNode(pGraphNode, graph, pDependencies, numDependencies, pNodeParams);
 }
 
 RCUDA_EXPORT cudaError_t cudaGraphAddMemAllocNode(cudaGraphNode_t * pGraphNode, cudaGraph_t graph, const cudaGraphNode_t * pDependencies, size_t numDependencies, struct cudaMemAllocNodeParams * nodeParams)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaGraphAddMemAllocNode(pGraphNode, graph, pDependencies, numDependencies, nodeParams);
 }
 
 RCUDA_EXPORT cudaError_t cudaGraphAddMemFreeNode(cudaGraphNode_t * pGraphNode, cudaGraph_t graph, const cudaGraphNode_t * pDependencies, size_t numDependencies, void * dptr)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaGraphAddMemFreeNode(pGraphNode, graph, pDependencies, numDependencies, dptr);
 }
 
 RCUDA_EXPORT cudaError_t cudaGraphAddMemcpyNode(cudaGraphNode_t * pGraphNode, cudaGraph_t graph, const cudaGraphNode_t * pDependencies, size_t numDependencies, const struct cudaMemcpy3DParms * pCopyParams)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaGraphAddMemcpyNode(pGraphNode, graph, pDependencies, numDependencies, pCopyParams);
 }
 
 RCUDA_EXPORT cudaError_t cudaGraphAddMemcpyNode1D(cudaGraphNode_t * pGraphNode, cudaGraph_t graph, const cudaGraphNode_t * pDependencies, size_t numDependencies, void * dst, const void * src, size_t count, enum cudaMemcpyKind kind)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaGraphAddMemcpyNode1D(pGraphNode, graph, pDependencies, numDependencies, dst, src, count, kind);
 }
 
 RCUDA_EXPORT cudaError_t cudaGraphAddMemcpyNodeFromSymbol(cudaGraphNode_t * pGraphNode, cudaGraph_t graph, const cudaGraphNode_t * pDependencies, size_t numDependencies, void * dst, const void * symbol, size_t count, size_t offset, enum cudaMemcpyKind kind)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaGraphAddMemcpyNodeFromSymbol(pGraphNode, graph, pDependencies, numDependencies, dst, symbol, count, offset, kind);
 }
 
 RCUDA_EXPORT cudaError_t cudaGraphAddMemcpyNodeToSymbol(cudaGraphNode_t * pGraphNode, cudaGraph_t graph, const cudaGraphNode_t * pDependencies, size_t numDependencies, const void * symbol, const void * src, size_t count, size_t offset, enum cudaMemcpyKind kind)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaGraphAddMemcpyNodeToSymbol(pGraphNode, graph, pDependencies, numDependencies, symbol, src, count, offset, kind);
 }
 
 RCUDA_EXPORT cudaError_t cudaGraphAddMemsetNode(cudaGraphNode_t * pGraphNode, cudaGraph_t graph, const cudaGraphNode_t * pDependencies, size_t numDependencies, const struct cudaMemsetParams * pMemsetParams)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaGraphAddMemsetNode(pGraphNode, graph, pDependencies, numDependencies, pMemsetParams);
 }
 
 RCUDA_EXPORT cudaError_t cudaGraphAddNode(cudaGraphNode_t * pGraphNode, cudaGraph_t graph, const cudaGraphNode_t * pDependencies, const cudaGraphEdgeData * dependencyData, size_t numDependencies, struct cudaGraphNodeParams * nodeParams)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaGraphAddNode(pGraphNode, graph, pDependencies, dependencyData, numDependencies, nodeParams);
 }
 
 RCUDA_EXPORT cudaError_t cudaGraphChildGraphNodeGetGraph(cudaGraphNode_t node, cudaGraph_t * pGraph)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaGraphChildGraphNodeGetGraph(node, pGraph);
 }
 
 RCUDA_EXPORT cudaError_t cudaGraphClone(cudaGraph_t * pGraphClone, cudaGraph_t originalGraph)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaGraphClone(pGraphClone, originalGraph);
 }
 
 RCUDA_EXPORT cudaError_t cudaGraphConditionalHandleCreate(cudaGraphConditionalHandle * pHandle_out, cudaGraph_t graph, unsigned int defaultLaunchValue, unsigned int flags)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaGraphConditionalHandleCreate(pHandle_out, graph, defaultLaunchValue, flags);
 }
 
 RCUDA_EXPORT cudaError_t cudaGraphCreate(cudaGraph_t * pGraph, unsigned int flags)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaGraphCreate(pGraph, flags);
 }
 
 RCUDA_EXPORT cudaError_t cudaGraphDebugDotPrint(cudaGraph_t graph, const char * path, unsigned int flags)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaGraphDebugDotPrint(graph, path, flags);
 }
 
 RCUDA_EXPORT cudaError_t cudaGraphDestroy(cudaGraph_t graph)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaGraphDestroy(graph);
 }
 
 RCUDA_EXPORT cudaError_t cudaGraphDestroyNode(cudaGraphNode_t node)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaGraphDestroyNode(node);
 }
 
 RCUDA_EXPORT cudaError_t cudaGraphEventRecordNodeGetEvent(cudaGraphNode_t node, cudaEvent_t * event_out)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaGraphEventRecordNodeGetEvent(node, event_out);
 }
 
 RCUDA_EXPORT cudaError_t cudaGraphEventRecordNodeSetEvent(cudaGraphNode_t node, cudaEvent_t event)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaGraphEventRecordNodeSetEvent(node, event);
 }
 
 RCUDA_EXPORT cudaError_t cudaGraphEventWaitNodeGetEvent(cudaGraphNode_t node, cudaEvent_t * event_out)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaGraphEventWaitNodeGetEvent(node, event_out);
 }
 
 RCUDA_EXPORT cudaError_t cudaGraphEventWaitNodeSetEvent(cudaGraphNode_t node, cudaEvent_t event)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaGraphEventWaitNodeSetEvent(node, event);
 }
 
 RCUDA_EXPORT cudaError_t cudaGraphExecChildGraphNodeSetParams(cudaGraphExec_t hGraphExec, cudaGraphNode_t node, cudaGraph_t childGraph)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaGraphExecChildGraphNodeSetParams(hGraphExec, node, childGraph);
 }
 
 RCUDA_EXPORT cudaError_t cudaGraphExecDestroy(cudaGraphExec_t graphExec)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaGraphExecDestroy(graphExec);
 }
 
 RCUDA_EXPORT cudaError_t cudaGraphExecEventRecordNodeSetEvent(cudaGraphExec_t hGraphExec, cudaGraphNode_t hNode, cudaEvent_t event)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaGraphExecEventRecordNodeSetEvent(hGraphExec, hNode, event);
 }
 
 RCUDA_EXPORT cudaError_t cudaGraphExecEventWaitNodeSetEvent(cudaGraphExec_t hGraphExec, cudaGraphNode_t hNode, cudaEvent_t event)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaGraphExecEventWaitNodeSetEvent(hGraphExec, hNode, event);
 }
 
 RCUDA_EXPORT cudaError_t cudaGraphExecExternalSemaphoresSignalNodeSetParams(cudaGraphExec_t hGraphExec, cudaGraphNode_t hNode, const struct cudaExternalSemaphoreSignalNodeParams * nodeParams)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaGraphExecExternalSemaphoresSignalNodeSetParams(hGraphExec, hNode, nodeParams);
 }
 
 RCUDA_EXPORT cudaError_t cudaGraphExecExternalSemaphoresWaitNodeSetParams(cudaGraphExec_t hGraphExec, cudaGraphNode_t hNode, const struct cudaExternalSemaphoreWaitNodeParams * nodeParams)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaGraphExecExternalSemaphoresWaitNodeSetParams(hGraphExec, hNode, nodeParams);
 }
 
 RCUDA_EXPORT cudaError_t cudaGraphExecGetFlags(cudaGraphExec_t graphExec, unsigned long long * flags)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaGraphExecGetFlags(graphExec, flags);
 }
 
 RCUDA_EXPORT cudaError_t cudaGraphExecHostNodeSetParams(cudaGraphExec_t hGraphExec, cudaGraphNode_t node, const struct cudaHostNodeParams * pNodeParams)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaGraphExecHostNodeSetParams(hGraphExec, node, pNodeParams);
 }
 
 RCUDA_EXPORT cudaError_t cudaGraphExecKernelNodeSetParams(cudaGraphExec_t hGraphExec, cudaGraphNode_t node, const struct cudaKernelNodeParams * pNodeParams)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaGraphExecKernelNodeSetParams(hGraphExec, node, pNodeParams);
 }
 
 RCUDA_EXPORT cudaError_t cudaGraphExecMemcpyNodeSetParams(cudaGraphExec_t hGraphExec, cudaGraphNode_t node, const struct cudaMemcpy3DParms * pNodeParams)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaGraphExecMemcpyNodeSetParams(hGraphExec, node, pNodeParams);
 }
 
 RCUDA_EXPORT cudaError_t cudaGraphExecMemcpyNodeSetParams1D(cudaGraphExec_t hGraphExec, cudaGraphNode_t node, void * dst, const void * src, size_t count, enum cudaMemcpyKind kind)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaGraphExecMemcpyNodeSetParams1D(hGraphExec, node, dst, src, count, kind);
 }
 
 RCUDA_EXPORT cudaError_t cudaGraphExecMemcpyNodeSetParamsFromSymbol(cudaGraphExec_t hGraphExec, cudaGraphNode_t node, void * dst, const void * symbol, size_t count, size_t offset, enum cudaMemcpyKind kind)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaGraphExecMemcpyNodeSetParamsFromSymbol(hGraphExec, node, dst, symbol, count, offset, kind);
 }
 
 RCUDA_EXPORT cudaError_t cudaGraphExecMemcpyNodeSetParamsToSymbol(cudaGraphExec_t hGraphExec, cudaGraphNode_t node, const void * symbol, const void * src, size_t count, size_t offset, enum cudaMemcpyKind kind)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaGraphExecMemcpyNodeSetParamsToSymbol(hGraphExec, node, symbol, src, count, offset, kind);
 }
 
 RCUDA_EXPORT cudaError_t cudaGraphExecMemsetNodeSetParams(cudaGraphExec_t hGraphExec, cudaGraphNode_t node, const struct cudaMemsetParams * pNodeParams)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaGraphExecMemsetNodeSetParams(hGraphExec, node, pNodeParams);
 }
 
 RCUDA_EXPORT cudaError_t cudaGraphExecNodeSetParams(cudaGraphExec_t graphExec, cudaGraphNode_t node, struct cudaGraphNodeParams * nodeParams)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaGraphExecNodeSetParams(graphExec, node, nodeParams);
 }
 
 RCUDA_EXPORT cudaError_t cudaGraphExecUpdate(cudaGraphExec_t hGraphExec, cudaGraph_t hGraph, cudaGraphExecUpdateResultInfo * resultInfo)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaGraphExecUpdate(hGraphExec, hGraph, resultInfo);
 }
 
 RCUDA_EXPORT cudaError_t cudaGraphExternalSemaphoresSignalNodeGetParams(cudaGraphNode_t hNode, struct cudaExternalSemaphoreSignalNodeParams * params_out)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaGraphExternalSemaphoresSignalNodeGetParams(hNode, params_out);
 }
 
 RCUDA_EXPORT cudaError_t cudaGraphExternalSemaphoresSignalNodeSetParams(cudaGraphNode_t hNode, const struct cudaExternalSemaphoreSignalNodeParams * nodeParams)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaGraphExternalSemaphoresSignalNodeSetParams(hNode, nodeParams);
 }
 
 RCUDA_EXPORT cudaError_t cudaGraphExternalSemaphoresWaitNodeGetParams(cudaGraphNode_t hNode, struct cudaExternalSemaphoreWaitNodeParams * params_out)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaGraphExternalSemaphoresWaitNodeGetParams(hNode, params_out);
 }
 
 RCUDA_EXPORT cudaError_t cudaGraphExternalSemaphoresWaitNodeSetParams(cudaGraphNode_t hNode, const struct cudaExternalSemaphoreWaitNodeParams * nodeParams)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaGraphExternalSemaphoresWaitNodeSetParams(hNode, nodeParams);
 }
 
 RCUDA_EXPORT cudaError_t cudaGraphGetEdges(cudaGraph_t graph, cudaGraphNode_t * from, cudaGraphNode_t * to, cudaGraphEdgeData * edgeData, size_t * numEdges)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaGraphGetEdges(graph, from, to, edgeData, numEdges);
 }
 
 RCUDA_EXPORT cudaError_t cudaGraphGetNodes(cudaGraph_t graph, cudaGraphNode_t * nodes, size_t * numNodes)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaGraphGetNodes(graph, nodes, numNodes);
 }
 
 RCUDA_EXPORT cudaError_t cudaGraphGetRootNodes(cudaGraph_t graph, cudaGraphNode_t * pRootNodes, size_t * pNumRootNodes)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaGraphGetRootNodes(graph, pRootNodes, pNumRootNodes);
 }
 
 RCUDA_EXPORT cudaError_t cudaGraphHostNodeGetParams(cudaGraphNode_t node, struct cudaHostNodeParams * pNodeParams)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaGraphHostNodeGetParams(node, pNodeParams);
 }
 
 RCUDA_EXPORT cudaError_t cudaGraphHostNodeSetParams(cudaGraphNode_t node, const struct cudaHostNodeParams * pNodeParams)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaGraphHostNodeSetParams(node, pNodeParams);
 }
 
 RCUDA_EXPORT cudaError_t cudaGraphInstantiate(cudaGraphExec_t * pGraphExec, cudaGraph_t graph, unsigned long long flags)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaGraphInstantiate(pGraphExec, graph, flags);
 }
 
 RCUDA_EXPORT cudaError_t cudaGraphInstantiateWithFlags(cudaGraphExec_t * pGraphExec, cudaGraph_t graph, unsigned long long flags)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaGraphInstantiateWithFlags(pGraphExec, graph, flags);
 }
 
 RCUDA_EXPORT cudaError_t cudaGraphInstantiateWithParams(cudaGraphExec_t * pGraphExec, cudaGraph_t graph, cudaGraphInstantiateParams * instantiateParams)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaGraphInstantiateWithParams(pGraphExec, graph, instantiateParams);
 }
 
 RCUDA_EXPORT cudaError_t cudaGraphInstantiateWithParams_ptsz(cudaGraphExec_t * pGraphExec, cudaGraph_t graph, cudaGraphInstantiateParams * instantiateParams)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaGraphInstantiateWithParams_ptsz(pGraphExec, graph, instantiateParams);
 }
 
 RCUDA_EXPORT cudaError_t cudaGraphKernelNodeCopyAttributes(cudaGraphNode_t hDst, cudaGraphNode_t hSrc)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaGraphKernelNodeCopyAttributes(hDst, hSrc);
 }
 
 RCUDA_EXPORT cudaError_t cudaGraphKernelNodeGetAttribute(cudaGraphNode_t hNode, cudaLaunchAttributeID attr, cudaLaunchAttributeValue * value_out)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaGraphKernelNodeGetAttribute(hNode, attr, value_out);
 }
 
 RCUDA_EXPORT cudaError_t cudaGraphKernelNodeGetParams(cudaGraphNode_t node, struct cudaKernelNodeParams * pNodeParams)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaGraphKernelNodeGetParams(node, pNodeParams);
 }
 
 RCUDA_EXPORT cudaError_t cudaGraphKernelNodeSetAttribute(cudaGraphNode_t hNode, cudaLaunchAttributeID attr, const cudaLaunchAttributeValue * value)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaGraphKernelNodeSetAttribute(hNode, attr, value);
 }
 
 RCUDA_EXPORT cudaError_t cudaGraphKernelNodeSetParams(cudaGraphNode_t node, const struct cudaKernelNodeParams * pNodeParams)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaGraphKernelNodeSetParams(node, pNodeParams);
 }
 
 RCUDA_EXPORT cudaError_t cudaGraphLaunch(cudaGraphExec_t graphExec, cudaStream_t stream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaGraphLaunch(graphExec, stream);
 }
 
 RCUDA_EXPORT cudaError_t cudaGraphLaunch_ptsz(cudaGraphExec_t graphExec, cudaStream_t stream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaGraphLaunch_ptsz(graphExec, stream);
 }
 
 RCUDA_EXPORT cudaError_t cudaGraphMemAllocNodeGetParams(cudaGraphNode_t node, struct cudaMemAllocNodeParams * params_out)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaGraphMemAllocNodeGetParams(node, params_out);
 }
 
 RCUDA_EXPORT cudaError_t cudaGraphMemFreeNodeGetParams(cudaGraphNode_t node, void * dptr_out)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaGraphMemFreeNodeGetParams(node, dptr_out);
 }
 
 RCUDA_EXPORT cudaError_t cudaGraphMemcpyNodeGetParams(cudaGraphNode_t node, struct cudaMemcpy3DParms * pNodeParams)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaGraphMemcpyNodeGetParams(node, pNodeParams);
 }
 
 RCUDA_EXPORT cudaError_t cudaGraphMemcpyNodeSetParams(cudaGraphNode_t node, const struct cudaMemcpy3DParms * pNodeParams)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaGraphMemcpyNodeSetParams(node, pNodeParams);
 }
 
 RCUDA_EXPORT cudaError_t cudaGraphMemcpyNodeSetParams1D(cudaGraphNode_t node, void * dst, const void * src, size_t count, enum cudaMemcpyKind kind)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaGraphMemcpyNodeSetParams1D(node, dst, src, count, kind);
 }
 
 RCUDA_EXPORT cudaError_t cudaGraphMemcpyNodeSetParamsFromSymbol(cudaGraphNode_t node, void * dst, const void * symbol, size_t count, size_t offset, enum cudaMemcpyKind kind)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaGraphMemcpyNodeSetParamsFromSymbol(node, dst, symbol, count, offset, kind);
 }
 
 RCUDA_EXPORT cudaError_t cudaGraphMemcpyNodeSetParamsToSymbol(cudaGraphNode_t node, const void * symbol, const void * src, size_t count, size_t offset, enum cudaMemcpyKind kind)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaGraphMemcpyNodeSetParamsToSymbol(node, symbol, src, count, offset, kind);
 }
 
 RCUDA_EXPORT cudaError_t cudaGraphMemsetNodeGetParams(cudaGraphNode_t node, struct cudaMemsetParams * pNodeParams)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaGraphMemsetNodeGetParams(node, pNodeParams);
 }
 
 RCUDA_EXPORT cudaError_t cudaGraphMemsetNodeSetParams(cudaGraphNode_t node, const struct cudaMemsetParams * pNodeParams)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaGraphMemsetNodeSetParams(node, pNodeParams);
 }
 
 RCUDA_EXPORT cudaError_t cudaGraphNodeFindInClone(cudaGraphNode_t * pNode, cudaGraphNode_t originalNode, cudaGraph_t clonedGraph)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaGraphNodeFindInClone(pNode, originalNode, clonedGraph);
 }
 
 RCUDA_EXPORT cudaError_t cudaGraphNodeGetDependencies(cudaGraphNode_t node, cudaGraphNode_t * pDependencies, cudaGraphEdgeData * edgeData, size_t * pNumDependencies)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaGraphNodeGetDependencies(node, pDependencies, edgeData, pNumDependencies);
 }
 
 RCUDA_EXPORT cudaError_t cudaGraphNodeGetDependentNodes(cudaGraphNode_t node, cudaGraphNode_t * pDependentNodes, cudaGraphEdgeData * edgeData, size_t * pNumDependentNodes)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaGraphNodeGetDependentNodes(node, pDependentNodes, edgeData, pNumDependentNodes);
 }
 
 RCUDA_EXPORT cudaError_t cudaGraphNodeGetEnabled(cudaGraphExec_t hGraphExec, cudaGraphNode_t hNode, unsigned int * isEnabled)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaGraphNodeGetEnabled(hGraphExec, hNode, isEnabled);
 }
 
 RCUDA_EXPORT cudaError_t cudaGraphNodeGetType(cudaGraphNode_t node, enum cudaGraphNodeType * pType)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaGraphNodeGetType(node, pType);
 }
 
 RCUDA_EXPORT cudaError_t cudaGraphNodeSetEnabled(cudaGraphExec_t hGraphExec, cudaGraphNode_t hNode, unsigned int isEnabled)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaGraphNodeSetEnabled(hGraphExec, hNode, isEnabled);
 }
 
 RCUDA_EXPORT cudaError_t cudaGraphNodeSetParams(cudaGraphNode_t node, struct cudaGraphNodeParams * nodeParams)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaGraphNodeSetParams(node, nodeParams);
 }
 
 RCUDA_EXPORT cudaError_t cudaGraphReleaseUserObject(cudaGraph_t graph, cudaUserObject_t object, unsigned int count)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaGraphReleaseUserObject(graph, object, count);
 }
 
 RCUDA_EXPORT cudaError_t cudaGraphRemoveDependencies(cudaGraph_t graph, const cudaGraphNode_t * from, const cudaGraphNode_t * to, const cudaGraphEdgeData * edgeData, size_t numDependencies)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaGraphRemoveDependencies(graph, from, to, edgeData, numDependencies);
 }
 
 RCUDA_EXPORT cudaError_t cudaGraphRetainUserObject(cudaGraph_t graph, cudaUserObject_t object, unsigned int count, unsigned int flags)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaGraphRetainUserObject(graph, object, count, flags);
 }
 
 RCUDA_EXPORT cudaError_t cudaGraphUpload(cudaGraphExec_t graphExec, cudaStream_t stream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaGraphUpload(graphExec, stream);
 }
 
 RCUDA_EXPORT cudaError_t cudaGraphUpload_ptsz(cudaGraphExec_t graphExec, cudaStream_t stream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaGraphUpload_ptsz(graphExec, stream);
 }
 
 RCUDA_EXPORT cudaError_t cudaGraphicsEGLRegisterImage(struct cudaGraphicsResource ** pCudaResource, EGLImageKHR image, unsigned int flags)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaGraphicsEGLRegisterImage(pCudaResource, image, flags);
 }
 
 RCUDA_EXPORT cudaError_t cudaGraphicsGLRegisterBuffer(struct cudaGraphicsResource ** resource, GLuint buffer, unsigned int flags)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaGraphicsGLRegisterBuffer(resource, buffer, flags);
 }
 
 RCUDA_EXPORT cudaError_t cudaGraphicsGLRegisterImage(struct cudaGraphicsResource ** resource, GLuint image, GLenum target, unsigned int flags)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaGraphicsGLRegisterImage(resource, image, target, flags);
 }
 
 RCUDA_EXPORT cudaError_t cudaGraphicsMapResources(int count, cudaGraphicsResource_t * resources, cudaStream_t stream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaGraphicsMapResources(count, resources, stream);
 }
 
 RCUDA_EXPORT cudaError_t cudaGraphicsResourceGetMappedEglFrame(cudaEglFrame * eglFrame, cudaGraphicsResource_t resource, unsigned int index, unsigned int mipLevel)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaGraphicsResourceGetMappedEglFrame(eglFrame, resource, index, mipLevel);
 }
 
 RCUDA_EXPORT cudaError_t cudaGraphicsResourceGetMappedMipmappedArray(cudaMipmappedArray_t * mipmappedArray, cudaGraphicsResource_t resource)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaGraphicsResourceGetMappedMipmappedArray(mipmappedArray, resource);
 }
 
 RCUDA_EXPORT cudaError_t cudaGraphicsResourceGetMappedPointer(void ** devPtr, size_t * size, cudaGraphicsResource_t resource)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaGraphicsResourceGetMappedPointer(devPtr, size, resource);
 }
 
 RCUDA_EXPORT cudaError_t cudaGraphicsResourceSetMapFlags(cudaGraphicsResource_t resource, unsigned int flags)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaGraphicsResourceSetMapFlags(resource, flags);
 }
 
 RCUDA_EXPORT cudaError_t cudaGraphicsSubResourceGetMappedArray(cudaArray_t * array, cudaGraphicsResource_t resource, unsigned int arrayIndex, unsigned int mipLevel)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaGraphicsSubResourceGetMappedArray(array, resource, arrayIndex, mipLevel);
 }
 
 RCUDA_EXPORT cudaError_t cudaGraphicsUnmapResources(int count, cudaGraphicsResource_t * resources, cudaStream_t stream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaGraphicsUnmapResources(count, resources, stream);
 }
 
 RCUDA_EXPORT cudaError_t cudaGraphicsUnregisterResource(cudaGraphicsResource_t resource)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaGraphicsUnregisterResource(resource);
 }
 
 RCUDA_EXPORT cudaError_t cudaGraphicsVDPAURegisterOutputSurface(struct cudaGraphicsResource ** resource, VdpOutputSurface vdpSurface, unsigned int flags)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaGraphicsVDPAURegisterOutputSurface(resource, vdpSurface, flags);
 }
 
 RCUDA_EXPORT cudaError_t cudaGraphicsVDPAURegisterVideoSurface(struct cudaGraphicsResource ** resource, VdpVideoSurface vdpSurface, unsigned int flags)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaGraphicsVDPAURegisterVideoSurface(resource, vdpSurface, flags);
 }
 
 RCUDA_EXPORT cudaError_t cudaHostAlloc(void ** pHost, size_t size, unsigned int flags)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaHostAlloc(pHost, size, flags);
 }
 
 RCUDA_EXPORT cudaError_t cudaHostGetDevicePointer(void ** pDevice, void * pHost, unsigned int flags)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaHostGetDevicePointer(pDevice, pHost, flags);
 }
 
 RCUDA_EXPORT cudaError_t cudaHostGetFlags(unsigned int * pFlags, void * pHost)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaHostGetFlags(pFlags, pHost);
 }
 
 RCUDA_EXPORT cudaError_t cudaHostRegister(void * ptr, size_t size, unsigned int flags)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaHostRegister(ptr, size, flags);
 }
 
 RCUDA_EXPORT cudaError_t cudaHostUnregister(void * ptr)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaSuccess;
     return rcuda_py_cudaHostUnregister(ptr);
 }
 
 RCUDA_EXPORT cudaError_t cudaImportExternalMemory(cudaExternalMemory_t * extMem_out, const struct cudaExternalMemoryHandleDesc * memHandleDesc)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaImportExternalMemory(extMem_out, memHandleDesc);
 }
 
 RCUDA_EXPORT cudaError_t cudaImportExternalSemaphore(cudaExternalSemaphore_t * extSem_out, const struct cudaExternalSemaphoreHandleDesc * semHandleDesc)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaImportExternalSemaphore(extSem_out, semHandleDesc);
 }
 
 RCUDA_EXPORT cudaError_t cudaInitDevice(int device, unsigned int deviceFlags, unsigned int flags)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaInitDevice(device, deviceFlags, flags);
 }
 
 RCUDA_EXPORT cudaError_t cudaIpcCloseMemHandle(void * devPtr)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaIpcCloseMemHandle(devPtr);
 }
 
 RCUDA_EXPORT cudaError_t cudaIpcGetEventHandle(cudaIpcEventHandle_t * handle, cudaEvent_t event)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaIpcGetEventHandle(handle, event);
 }
 
 RCUDA_EXPORT cudaError_t cudaIpcGetMemHandle(cudaIpcMemHandle_t * handle, void * devPtr)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaIpcGetMemHandle(handle, devPtr);
 }
 
 RCUDA_EXPORT cudaError_t cudaIpcOpenEventHandle(cudaEvent_t * event, cudaIpcEventHandle_t handle)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaIpcOpenEventHandle(event, handle);
 }
 
 RCUDA_EXPORT cudaError_t cudaIpcOpenMemHandle(void ** devPtr, cudaIpcMemHandle_t handle, unsigned int flags)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaIpcOpenMemHandle(devPtr, handle, flags);
 }
 
 RCUDA_EXPORT cudaError_t cudaKernelSetAttributeForDevice(cudaKernel_t kernel, enum cudaFuncAttribute attr, int value, int device)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaKernelSetAttributeForDevice(kernel, attr, value, device);
 }
 
 RCUDA_EXPORT cudaError_t cudaLaunchCooperativeKernel(const void * func, dim3 gridDim, dim3 blockDim, void ** args, size_t sharedMem, cudaStream_t stream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaLaunchCooperativeKernel(func, gridDim, blockDim, args, sharedMem, stream);
 }
 
 RCUDA_EXPORT cudaError_t cudaLaunchCooperativeKernel_ptsz(const void * func, dim3 gridDim, dim3 blockDim, void ** args, size_t sharedMem, cudaStream_t stream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaLaunchCooperativeKernel_ptsz(func, gridDim, blockDim, args, sharedMem, stream);
 }
 
 RCUDA_EXPORT cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, void * userData)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaLaunchHostFunc(stream, fn, userData);
 }
 
 RCUDA_EXPORT cudaError_t cudaLaunchHostFunc_ptsz(cudaStream_t stream, cudaHostFn_t fn, void * userData)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaLaunchHostFunc_ptsz(stream, fn, userData);
 }
 
 RCUDA_EXPORT cudaError_t cudaLaunchKernelExC(const cudaLaunchConfig_t * config, const void * func, void ** args)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaLaunchKernelExC(config, func, args);
 }
 
 RCUDA_EXPORT cudaError_t cudaLaunchKernelExC_ptsz(const cudaLaunchConfig_t * config, const void * func, void ** args)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaLaunchKernelExC_ptsz(config, func, args);
 }
 
 RCUDA_EXPORT cudaError_t cudaLibraryEnumerateKernels(cudaKernel_t * kernels, unsigned int numKernels, cudaLibrary_t lib)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaLibraryEnumerateKernels(kernels, numKernels, lib);
 }
 
 RCUDA_EXPORT cudaError_t cudaLibraryGetGlobal(void ** dptr, size_t * bytes, cudaLibrary_t library, const char * name)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaLibraryGetGlobal(dptr, bytes, library, name);
 }
 
 RCUDA_EXPORT cudaError_t cudaLibraryGetKernel(cudaKernel_t * pKernel, cudaLibrary_t library, const char * name)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaLibraryGetKernel(pKernel, library, name);
 }
 
 RCUDA_EXPORT cudaError_t cudaLibraryGetKernelCount(unsigned int * count, cudaLibrary_t lib)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaLibraryGetKernelCount(count, lib);
 }
 
 RCUDA_EXPORT cudaError_t cudaLibraryGetManaged(void ** dptr, size_t * bytes, cudaLibrary_t library, const char * name)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaLibraryGetManaged(dptr, bytes, library, name);
 }
 
 RCUDA_EXPORT cudaError_t cudaLibraryGetUnifiedFunction(void ** fptr, cudaLibrary_t library, const char * symbol)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaLibraryGetUnifiedFunction(fptr, library, symbol);
 }
 
 RCUDA_EXPORT cudaError_t cudaLibraryLoadData(cudaLibrary_t * library, const void * code, enum cudaJitOption * jitOptions, void ** jitOptionsValues, unsigned int numJitOptions, enum cudaLibraryOption * libraryOptions, void ** libraryOptionValues, unsigned int numLibraryOptions)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaLibraryLoadData(library, code, jitOptions, jitOptionsValues, numJitOptions, libraryOptions, libraryOptionValues, numLibraryOptions);
 }
 
 RCUDA_EXPORT cudaError_t cudaLibraryLoadFromFile(cudaLibrary_t * library, const char * fileName, enum cudaJitOption * jitOptions, void ** jitOptionsValues, unsigned int numJitOptions, enum cudaLibraryOption * libraryOptions, void ** libraryOptionValues, unsigned int numLibraryOptions)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaLibraryLoadFromFile(library, fileName, jitOptions, jitOptionsValues, numJitOptions, libraryOptions, libraryOptionValues, numLibraryOptions);
 }
 
 RCUDA_EXPORT cudaError_t cudaLibraryUnload(cudaLibrary_t library)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaLibraryUnload(library);
 }
 
 RCUDA_EXPORT cudaError_t cudaLogsCurrent(cudaLogIterator * iterator_out, unsigned int flags)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaLogsCurrent(iterator_out, flags);
 }
 
 RCUDA_EXPORT cudaError_t cudaLogsDumpToFile(cudaLogIterator * iterator, const char * pathToFile, unsigned int flags)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaLogsDumpToFile(iterator, pathToFile, flags);
 }
 
 RCUDA_EXPORT cudaError_t cudaLogsDumpToMemory(cudaLogIterator * iterator, char * buffer, size_t * size, unsigned int flags)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaLogsDumpToMemory(iterator, buffer, size, flags);
 }
 
 RCUDA_EXPORT cudaError_t cudaLogsRegisterCallback(cudaLogsCallback_t callbackFunc, void * userData, cudaLogsCallbackHandle * callback_out)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaLogsRegisterCallback(callbackFunc, userData, callback_out);
 }
 
 RCUDA_EXPORT cudaError_t cudaLogsUnregisterCallback(cudaLogsCallbackHandle callback)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaSuccess;
     return rcuda_py_cudaLogsUnregisterCallback(callback);
 }
 
 RCUDA_EXPORT cudaError_t cudaMalloc(void ** devPtr, size_t size)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaMalloc(devPtr, size);
 }
 
 RCUDA_EXPORT cudaError_t cudaMalloc3D(struct cudaPitchedPtr * pitchedDevPtr, struct cudaExtent extent)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaMalloc3D(pitchedDevPtr, extent);
 }
 
 RCUDA_EXPORT cudaError_t cudaMalloc3DArray(cudaArray_t * array, const struct cudaChannelFormatDesc * desc, struct cudaExtent extent, unsigned int flags)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaMalloc3DArray(array, desc, extent, flags);
 }
 
 RCUDA_EXPORT cudaError_t cudaMallocArray(cudaArray_t * array, const struct cudaChannelFormatDesc * desc, size_t width, size_t height, unsigned int flags)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaMallocArray(array, desc, width, height, flags);
 }
 
 RCUDA_EXPORT cudaError_t cudaMallocAsync(void ** devPtr, size_t size, cudaStream_t hStream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaMallocAsync(devPtr, size, hStream);
 }
 
 RCUDA_EXPORT cudaError_t cudaMallocAsync_ptsz(void ** devPtr, size_t size, cudaStream_t hStream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaMallocAsync_ptsz(devPtr, size, hStream);
 }
 
 RCUDA_EXPORT cudaError_t cudaMallocFromPoolAsync(void ** ptr, size_t size, cudaMemPool_t memPool, cudaStream_t stream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaMallocFromPoolAsync(ptr, size, memPool, stream);
 }
 
 RCUDA_EXPORT cudaError_t cudaMallocFromPoolAsync_ptsz(void ** ptr, size_t size, cudaMemPool_t memPool, cudaStream_t stream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaMallocFromPoolAsync_ptsz(ptr, size, memPool, stream);
 }
 
 RCUDA_EXPORT cudaError_t cudaMallocHost(void ** ptr, size_t size)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaMallocHost(ptr, size);
 }
 
 RCUDA_EXPORT cudaError_t cudaMallocManaged(void ** devPtr, size_t size, unsigned int flags)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaMallocManaged(devPtr, size, flags);
 }
 
 RCUDA_EXPORT cudaError_t cudaMallocMipmappedArray(cudaMipmappedArray_t * mipmappedArray, const struct cudaChannelFormatDesc * desc, struct cudaExtent extent, unsigned int numLevels, unsigned int flags)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaMallocMipmappedArray(mipmappedArray, desc, extent, numLevels, flags);
 }
 
 RCUDA_EXPORT cudaError_t cudaMallocPitch(void ** devPtr, size_t * pitch, size_t width, size_t height)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaMallocPitch(devPtr, pitch, width, height);
 }
 
 RCUDA_EXPORT cudaError_t cudaMemAdvise(const void * devPtr, size_t count, enum cudaMemoryAdvise advice, struct cudaMemLocation location)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaMemAdvise(devPtr, count, advice, location);
 }
 
 RCUDA_EXPORT cudaError_t cudaMemDiscardAndPrefetchBatchAsync(void ** dptrs, size_t * sizes, size_t count, struct cudaMemLocation * prefetchLocs, size_t * prefetchLocIdxs, size_t numPrefetchLocs, unsigned long long flags, cudaStream_t stream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaMemDiscardAndPrefetchBatchAsync(dptrs, sizes, count, prefetchLocs, prefetchLocIdxs, numPrefetchLocs, flags, stream);
 }
 
 RCUDA_EXPORT cudaError_t cudaMemDiscardAndPrefetchBatchAsync_ptsz(void ** dptrs, size_t * sizes, size_t count, struct cudaMemLocation * prefetchLocs, size_t * prefetchLocIdxs, size_t numPrefetchLocs, unsigned long long flags, cudaStream_t stream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaMemDiscardAndPrefetchBatchAsync_ptsz(dptrs, sizes, count, prefetchLocs, prefetchLocIdxs, numPrefetchLocs, flags, stream);
 }
 
 RCUDA_EXPORT cudaError_t cudaMemDiscardBatchAsync(void ** dptrs, size_t * sizes, size_t count, unsigned long long flags, cudaStream_t stream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaMemDiscardBatchAsync(dptrs, sizes, count, flags, stream);
 }
 
 RCUDA_EXPORT cudaError_t cudaMemDiscardBatchAsync_ptsz(void ** dptrs, size_t * sizes, size_t count, unsigned long long flags, cudaStream_t stream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaMemDiscardBatchAsync_ptsz(dptrs, sizes, count, flags, stream);
 }
 
 RCUDA_EXPORT cudaError_t cudaMemGetDefaultMemPool(cudaMemPool_t * memPool, struct cudaMemLocation * location, enum cudaMemAllocationType type)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaMemGetDefaultMemPool(memPool, location, type);
 }
 
 RCUDA_EXPORT cudaError_t cudaMemGetInfo(size_t * free, size_t * total)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     cudaError_t status;
     if (rcuda_c_cudaMemGetInfo(free, total, &status))
         return status;
@@ -2007,121 +2259,141 @@ RCUDA_EXPORT cudaError_t cudaMemGetInfo(size_t * free, size_t * total)
 
 RCUDA_EXPORT cudaError_t cudaMemGetMemPool(cudaMemPool_t * memPool, struct cudaMemLocation * location, enum cudaMemAllocationType type)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaMemGetMemPool(memPool, location, type);
 }
 
 RCUDA_EXPORT cudaError_t cudaMemPoolCreate(cudaMemPool_t * memPool, const struct cudaMemPoolProps * poolProps)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaMemPoolCreate(memPool, poolProps);
 }
 
 RCUDA_EXPORT cudaError_t cudaMemPoolDestroy(cudaMemPool_t memPool)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaSuccess;
     return rcuda_py_cudaMemPoolDestroy(memPool);
 }
 
 RCUDA_EXPORT cudaError_t cudaMemPoolExportPointer(struct cudaMemPoolPtrExportData * exportData, void * ptr)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaMemPoolExportPointer(exportData, ptr);
 }
 
 RCUDA_EXPORT cudaError_t cudaMemPoolExportToShareableHandle(void * shareableHandle, cudaMemPool_t memPool, enum cudaMemAllocationHandleType handleType, unsigned int flags)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaMemPoolExportToShareableHandle(shareableHandle, memPool, handleType, flags);
 }
 
 RCUDA_EXPORT cudaError_t cudaMemPoolGetAccess(enum cudaMemAccessFlags * flags, cudaMemPool_t memPool, struct cudaMemLocation * location)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaMemPoolGetAccess(flags, memPool, location);
 }
 
 RCUDA_EXPORT cudaError_t cudaMemPoolGetAttribute(cudaMemPool_t memPool, enum cudaMemPoolAttr attr, void * value)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaMemPoolGetAttribute(memPool, attr, value);
 }
 
 RCUDA_EXPORT cudaError_t cudaMemPoolImportFromShareableHandle(cudaMemPool_t * memPool, void * shareableHandle, enum cudaMemAllocationHandleType handleType, unsigned int flags)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaMemPoolImportFromShareableHandle(memPool, shareableHandle, handleType, flags);
 }
 
 RCUDA_EXPORT cudaError_t cudaMemPoolImportPointer(void ** ptr, cudaMemPool_t memPool, struct cudaMemPoolPtrExportData * exportData)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaMemPoolImportPointer(ptr, memPool, exportData);
 }
 
 RCUDA_EXPORT cudaError_t cudaMemPoolSetAccess(cudaMemPool_t memPool, const struct cudaMemAccessDesc * descList, size_t count)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaMemPoolSetAccess(memPool, descList, count);
 }
 
 RCUDA_EXPORT cudaError_t cudaMemPoolSetAttribute(cudaMemPool_t memPool, enum cudaMemPoolAttr attr, void * value)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaMemPoolSetAttribute(memPool, attr, value);
 }
 
 RCUDA_EXPORT cudaError_t cudaMemPoolTrimTo(cudaMemPool_t memPool, size_t minBytesToKeep)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaSuccess;
     return rcuda_py_cudaMemPoolTrimTo(memPool, minBytesToKeep);
 }
 
 RCUDA_EXPORT cudaError_t cudaMemPrefetchAsync(const void * devPtr, size_t count, struct cudaMemLocation location, unsigned int flags, cudaStream_t stream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaMemPrefetchAsync(devPtr, count, location, flags, stream);
 }
 
 RCUDA_EXPORT cudaError_t cudaMemPrefetchAsync_ptsz(const void * devPtr, size_t count, struct cudaMemLocation location, unsigned int flags, cudaStream_t stream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaMemPrefetchAsync_ptsz(devPtr, count, location, flags, stream);
 }
 
 RCUDA_EXPORT cudaError_t cudaMemPrefetchBatchAsync(void ** dptrs, size_t * sizes, size_t count, struct cudaMemLocation * prefetchLocs, size_t * prefetchLocIdxs, size_t numPrefetchLocs, unsigned long long flags, cudaStream_t stream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaMemPrefetchBatchAsync(dptrs, sizes, count, prefetchLocs, prefetchLocIdxs, numPrefetchLocs, flags, stream);
 }
 
 RCUDA_EXPORT cudaError_t cudaMemPrefetchBatchAsync_ptsz(void ** dptrs, size_t * sizes, size_t count, struct cudaMemLocation * prefetchLocs, size_t * prefetchLocIdxs, size_t numPrefetchLocs, unsigned long long flags, cudaStream_t stream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaMemPrefetchBatchAsync_ptsz(dptrs, sizes, count, prefetchLocs, prefetchLocIdxs, numPrefetchLocs, flags, stream);
 }
 
 RCUDA_EXPORT cudaError_t cudaMemRangeGetAttribute(void * data, size_t dataSize, enum cudaMemRangeAttribute attribute, const void * devPtr, size_t count)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaMemRangeGetAttribute(data, dataSize, attribute, devPtr, count);
 }
 
 RCUDA_EXPORT cudaError_t cudaMemRangeGetAttributes(void ** data, size_t * dataSizes, enum cudaMemRangeAttribute * attributes, size_t numAttributes, const void * devPtr, size_t count)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaMemRangeGetAttributes(data, dataSizes, attributes, numAttributes, devPtr, count);
 }
 
 RCUDA_EXPORT cudaError_t cudaMemSetMemPool(struct cudaMemLocation * location, enum cudaMemAllocationType type, cudaMemPool_t memPool)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaMemSetMemPool(location, type, memPool);
 }
 
 RCUDA_EXPORT cudaError_t cudaMemcpy(void * dst, const void * src, size_t count, enum cudaMemcpyKind kind)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     cudaError_t status;
     if (rcuda_c_cudaMemcpy(dst, src, count, kind, &status))
         return status;
@@ -2130,163 +2402,190 @@ RCUDA_EXPORT cudaError_t cudaMemcpy(void * dst, const void * src, size_t count, 
 
 RCUDA_EXPORT cudaError_t cudaMemcpy2D(void * dst, size_t dpitch, const void * src, size_t spitch, size_t width, size_t height, enum cudaMemcpyKind kind)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaMemcpy2D(dst, dpitch, src, spitch, width, height, kind);
 }
 
 RCUDA_EXPORT cudaError_t cudaMemcpy2DArrayToArray(cudaArray_t dst, size_t wOffsetDst, size_t hOffsetDst, cudaArray_const_t src, size_t wOffsetSrc, size_t hOffsetSrc, size_t width, size_t height, enum cudaMemcpyKind kind)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaMemcpy2DArrayToArray(dst, wOffsetDst, hOffsetDst, src, wOffsetSrc, hOffsetSrc, width, height, kind);
 }
 
 RCUDA_EXPORT cudaError_t cudaMemcpy2DArrayToArray_ptds(cudaArray_t dst, size_t wOffsetDst, size_t hOffsetDst, cudaArray_const_t src, size_t wOffsetSrc, size_t hOffsetSrc, size_t width, size_t height, enum cudaMemcpyKind kind)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaMemcpy2DArrayToArray_ptds(dst, wOffsetDst, hOffsetDst, src, wOffsetSrc, hOffsetSrc, width, height, kind);
 }
 
 RCUDA_EXPORT cudaError_t cudaMemcpy2DAsync(void * dst, size_t dpitch, const void * src, size_t spitch, size_t width, size_t height, enum cudaMemcpyKind kind, cudaStream_t stream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaMemcpy2DAsync(dst, dpitch, src, spitch, width, height, kind, stream);
 }
 
 RCUDA_EXPORT cudaError_t cudaMemcpy2DAsync_ptsz(void * dst, size_t dpitch, const void * src, size_t spitch, size_t width, size_t height, enum cudaMemcpyKind kind, cudaStream_t stream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaMemcpy2DAsync_ptsz(dst, dpitch, src, spitch, width, height, kind, stream);
 }
 
 RCUDA_EXPORT cudaError_t cudaMemcpy2DFromArray(void * dst, size_t dpitch, cudaArray_const_t src, size_t wOffset, size_t hOffset, size_t width, size_t height, enum cudaMemcpyKind kind)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaMemcpy2DFromArray(dst, dpitch, src, wOffset, hOffset, width, height, kind);
 }
 
 RCUDA_EXPORT cudaError_t cudaMemcpy2DFromArrayAsync(void * dst, size_t dpitch, cudaArray_const_t src, size_t wOffset, size_t hOffset, size_t width, size_t height, enum cudaMemcpyKind kind, cudaStream_t stream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaMemcpy2DFromArrayAsync(dst, dpitch, src, wOffset, hOffset, width, height, kind, stream);
 }
 
 RCUDA_EXPORT cudaError_t cudaMemcpy2DFromArrayAsync_ptsz(void * dst, size_t dpitch, cudaArray_const_t src, size_t wOffset, size_t hOffset, size_t width, size_t height, enum cudaMemcpyKind kind, cudaStream_t stream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaMemcpy2DFromArrayAsync_ptsz(dst, dpitch, src, wOffset, hOffset, width, height, kind, stream);
 }
 
 RCUDA_EXPORT cudaError_t cudaMemcpy2DFromArray_ptds(void * dst, size_t dpitch, cudaArray_const_t src, size_t wOffset, size_t hOffset, size_t width, size_t height, enum cudaMemcpyKind kind)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaMemcpy2DFromArray_ptds(dst, dpitch, src, wOffset, hOffset, width, height, kind);
 }
 
 RCUDA_EXPORT cudaError_t cudaMemcpy2DToArray(cudaArray_t dst, size_t wOffset, size_t hOffset, const void * src, size_t spitch, size_t width, size_t height, enum cudaMemcpyKind kind)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaMemcpy2DToArray(dst, wOffset, hOffset, src, spitch, width, height, kind);
 }
 
 RCUDA_EXPORT cudaError_t cudaMemcpy2DToArrayAsync(cudaArray_t dst, size_t wOffset, size_t hOffset, const void * src, size_t spitch, size_t width, size_t height, enum cudaMemcpyKind kind, cudaStream_t stream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaMemcpy2DToArrayAsync(dst, wOffset, hOffset, src, spitch, width, height, kind, stream);
 }
 
 RCUDA_EXPORT cudaError_t cudaMemcpy2DToArrayAsync_ptsz(cudaArray_t dst, size_t wOffset, size_t hOffset, const void * src, size_t spitch, size_t width, size_t height, enum cudaMemcpyKind kind, cudaStream_t stream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaMemcpy2DToArrayAsync_ptsz(dst, wOffset, hOffset, src, spitch, width, height, kind, stream);
 }
 
 RCUDA_EXPORT cudaError_t cudaMemcpy2DToArray_ptds(cudaArray_t dst, size_t wOffset, size_t hOffset, const void * src, size_t spitch, size_t width, size_t height, enum cudaMemcpyKind kind)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaMemcpy2DToArray_ptds(dst, wOffset, hOffset, src, spitch, width, height, kind);
 }
 
 RCUDA_EXPORT cudaError_t cudaMemcpy2D_ptds(void * dst, size_t dpitch, const void * src, size_t spitch, size_t width, size_t height, enum cudaMemcpyKind kind)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaMemcpy2D_ptds(dst, dpitch, src, spitch, width, height, kind);
 }
 
 RCUDA_EXPORT cudaError_t cudaMemcpy3D(const struct cudaMemcpy3DParms * p)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaMemcpy3D(p);
 }
 
 RCUDA_EXPORT cudaError_t cudaMemcpy3DAsync(const struct cudaMemcpy3DParms * p, cudaStream_t stream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaMemcpy3DAsync(p, stream);
 }
 
 RCUDA_EXPORT cudaError_t cudaMemcpy3DAsync_ptsz(const struct cudaMemcpy3DParms * p, cudaStream_t stream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaMemcpy3DAsync_ptsz(p, stream);
 }
 
 RCUDA_EXPORT cudaError_t cudaMemcpy3DBatchAsync(size_t numOps, struct cudaMemcpy3DBatchOp * opList, unsigned long long flags, cudaStream_t stream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaMemcpy3DBatchAsync(numOps, opList, flags, stream);
 }
 
 RCUDA_EXPORT cudaError_t cudaMemcpy3DBatchAsync_ptsz(size_t numOps, struct cudaMemcpy3DBatchOp * opList, unsigned long long flags, cudaStream_t stream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaMemcpy3DBatchAsync_ptsz(numOps, opList, flags, stream);
 }
 
 RCUDA_EXPORT cudaError_t cudaMemcpy3DPeer(const struct cudaMemcpy3DPeerParms * p)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaMemcpy3DPeer(p);
 }
 
 RCUDA_EXPORT cudaError_t cudaMemcpy3DPeerAsync(const struct cudaMemcpy3DPeerParms * p, cudaStream_t stream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaMemcpy3DPeerAsync(p, stream);
 }
 
 RCUDA_EXPORT cudaError_t cudaMemcpy3DPeerAsync_ptsz(const struct cudaMemcpy3DPeerParms * p, cudaStream_t stream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaMemcpy3DPeerAsync_ptsz(p, stream);
 }
 
 RCUDA_EXPORT cudaError_t cudaMemcpy3DPeer_ptds(const struct cudaMemcpy3DPeerParms * p)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaMemcpy3DPeer_ptds(p);
 }
 
 RCUDA_EXPORT cudaError_t cudaMemcpy3D_ptds(const struct cudaMemcpy3DParms * p)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaMemcpy3D_ptds(p);
 }
 
 RCUDA_EXPORT cudaError_t cudaMemcpyArrayToArray(cudaArray_t dst, size_t wOffsetDst, size_t hOffsetDst, cudaArray_const_t src, size_t wOffsetSrc, size_t hOffsetSrc, size_t count, enum cudaMemcpyKind kind)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaMemcpyArrayToArray(dst, wOffsetDst, hOffsetDst, src, wOffsetSrc, hOffsetSrc, count, kind);
 }
 
 RCUDA_EXPORT cudaError_t cudaMemcpyArrayToArray_ptds(cudaArray_t dst, size_t wOffsetDst, size_t hOffsetDst, cudaArray_const_t src, size_t wOffsetSrc, size_t hOffsetSrc, size_t count, enum cudaMemcpyKind kind)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaMemcpyArrayToArray_ptds(dst, wOffsetDst, hOffsetDst, src, wOffsetSrc, hOffsetSrc, count, kind);
 }
 
 RCUDA_EXPORT cudaError_t cudaMemcpyAsync(void * dst, const void * src, size_t count, enum cudaMemcpyKind kind, cudaStream_t stream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     cudaError_t status;
     if (rcuda_c_cudaMemcpyAsync(dst, src, count, kind, stream, &status))
         return status;
@@ -2295,7 +2594,8 @@ RCUDA_EXPORT cudaError_t cudaMemcpyAsync(void * dst, const void * src, size_t co
 
 RCUDA_EXPORT cudaError_t cudaMemcpyAsync_ptsz(void * dst, const void * src, size_t count, enum cudaMemcpyKind kind, cudaStream_t stream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     cudaError_t status;
     if (rcuda_c_cudaMemcpyAsync_ptsz(dst, src, count, kind, stream, &status))
         return status;
@@ -2304,127 +2604,148 @@ RCUDA_EXPORT cudaError_t cudaMemcpyAsync_ptsz(void * dst, const void * src, size
 
 RCUDA_EXPORT cudaError_t cudaMemcpyBatchAsync(void *const * dsts, const void *const * srcs, const size_t * sizes, size_t count, struct cudaMemcpyAttributes * attrs, size_t * attrsIdxs, size_t numAttrs, cudaStream_t stream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaMemcpyBatchAsync(dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, stream);
 }
 
 RCUDA_EXPORT cudaError_t cudaMemcpyBatchAsync_ptsz(void *const * dsts, const void *const * srcs, const size_t * sizes, size_t count, struct cudaMemcpyAttributes * attrs, size_t * attrsIdxs, size_t numAttrs, cudaStream_t stream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaMemcpyBatchAsync_ptsz(dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, stream);
 }
 
 RCUDA_EXPORT cudaError_t cudaMemcpyFromArray(void * dst, cudaArray_const_t src, size_t wOffset, size_t hOffset, size_t count, enum cudaMemcpyKind kind)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaMemcpyFromArray(dst, src, wOffset, hOffset, count, kind);
 }
 
 RCUDA_EXPORT cudaError_t cudaMemcpyFromArrayAsync(void * dst, cudaArray_const_t src, size_t wOffset, size_t hOffset, size_t count, enum cudaMemcpyKind kind, cudaStream_t stream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaMemcpyFromArrayAsync(dst, src, wOffset, hOffset, count, kind, stream);
 }
 
 RCUDA_EXPORT cudaError_t cudaMemcpyFromArrayAsync_ptsz(void * dst, cudaArray_const_t src, size_t wOffset, size_t hOffset, size_t count, enum cudaMemcpyKind kind, cudaStream_t stream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaMemcpyFromArrayAsync_ptsz(dst, src, wOffset, hOffset, count, kind, stream);
 }
 
 RCUDA_EXPORT cudaError_t cudaMemcpyFromArray_ptds(void * dst, cudaArray_const_t src, size_t wOffset, size_t hOffset, size_t count, enum cudaMemcpyKind kind)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaMemcpyFromArray_ptds(dst, src, wOffset, hOffset, count, kind);
 }
 
 RCUDA_EXPORT cudaError_t cudaMemcpyFromSymbol(void * dst, const void * symbol, size_t count, size_t offset, enum cudaMemcpyKind kind)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaMemcpyFromSymbol(dst, symbol, count, offset, kind);
 }
 
 RCUDA_EXPORT cudaError_t cudaMemcpyFromSymbolAsync(void * dst, const void * symbol, size_t count, size_t offset, enum cudaMemcpyKind kind, cudaStream_t stream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaMemcpyFromSymbolAsync(dst, symbol, count, offset, kind, stream);
 }
 
 RCUDA_EXPORT cudaError_t cudaMemcpyFromSymbolAsync_ptsz(void * dst, const void * symbol, size_t count, size_t offset, enum cudaMemcpyKind kind, cudaStream_t stream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaMemcpyFromSymbolAsync_ptsz(dst, symbol, count, offset, kind, stream);
 }
 
 RCUDA_EXPORT cudaError_t cudaMemcpyFromSymbol_ptds(void * dst, const void * symbol, size_t count, size_t offset, enum cudaMemcpyKind kind)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaMemcpyFromSymbol_ptds(dst, symbol, count, offset, kind);
 }
 
 RCUDA_EXPORT cudaError_t cudaMemcpyPeer(void * dst, int dstDevice, const void * src, int srcDevice, size_t count)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaMemcpyPeer(dst, dstDevice, src, srcDevice, count);
 }
 
 RCUDA_EXPORT cudaError_t cudaMemcpyPeerAsync(void * dst, int dstDevice, const void * src, int srcDevice, size_t count, cudaStream_t stream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaMemcpyPeerAsync(dst, dstDevice, src, srcDevice, count, stream);
 }
 
 RCUDA_EXPORT cudaError_t cudaMemcpyToArray(cudaArray_t dst, size_t wOffset, size_t hOffset, const void * src, size_t count, enum cudaMemcpyKind kind)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaMemcpyToArray(dst, wOffset, hOffset, src, count, kind);
 }
 
 RCUDA_EXPORT cudaError_t cudaMemcpyToArrayAsync(cudaArray_t dst, size_t wOffset, size_t hOffset, const void * src, size_t count, enum cudaMemcpyKind kind, cudaStream_t stream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaMemcpyToArrayAsync(dst, wOffset, hOffset, src, count, kind, stream);
 }
 
 RCUDA_EXPORT cudaError_t cudaMemcpyToArrayAsync_ptsz(cudaArray_t dst, size_t wOffset, size_t hOffset, const void * src, size_t count, enum cudaMemcpyKind kind, cudaStream_t stream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaMemcpyToArrayAsync_ptsz(dst, wOffset, hOffset, src, count, kind, stream);
 }
 
 RCUDA_EXPORT cudaError_t cudaMemcpyToArray_ptds(cudaArray_t dst, size_t wOffset, size_t hOffset, const void * src, size_t count, enum cudaMemcpyKind kind)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaMemcpyToArray_ptds(dst, wOffset, hOffset, src, count, kind);
 }
 
 RCUDA_EXPORT cudaError_t cudaMemcpyToSymbol(const void * symbol, const void * src, size_t count, size_t offset, enum cudaMemcpyKind kind)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaMemcpyToSymbol(symbol, src, count, offset, kind);
 }
 
 RCUDA_EXPORT cudaError_t cudaMemcpyToSymbolAsync(const void * symbol, const void * src, size_t count, size_t offset, enum cudaMemcpyKind kind, cudaStream_t stream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaMemcpyToSymbolAsync(symbol, src, count, offset, kind, stream);
 }
 
 RCUDA_EXPORT cudaError_t cudaMemcpyToSymbolAsync_ptsz(const void * symbol, const void * src, size_t count, size_t offset, enum cudaMemcpyKind kind, cudaStream_t stream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaMemcpyToSymbolAsync_ptsz(symbol, src, count, offset, kind, stream);
 }
 
 RCUDA_EXPORT cudaError_t cudaMemcpyToSymbol_ptds(const void * symbol, const void * src, size_t count, size_t offset, enum cudaMemcpyKind kind)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaMemcpyToSymbol_ptds(symbol, src, count, offset, kind);
 }
 
 RCUDA_EXPORT cudaError_t cudaMemcpy_ptds(void * dst, const void * src, size_t count, enum cudaMemcpyKind kind)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     cudaError_t status;
     if (rcuda_c_cudaMemcpy_ptds(dst, src, count, kind, &status))
         return status;
@@ -2433,7 +2754,8 @@ RCUDA_EXPORT cudaError_t cudaMemcpy_ptds(void * dst, const void * src, size_t co
 
 RCUDA_EXPORT cudaError_t cudaMemset(void * devPtr, int value, size_t count)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     cudaError_t status;
     if (rcuda_c_cudaMemset(devPtr, value, count, &status))
         return status;
@@ -2442,55 +2764,64 @@ RCUDA_EXPORT cudaError_t cudaMemset(void * devPtr, int value, size_t count)
 
 RCUDA_EXPORT cudaError_t cudaMemset2D(void * devPtr, size_t pitch, int value, size_t width, size_t height)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaMemset2D(devPtr, pitch, value, width, height);
 }
 
 RCUDA_EXPORT cudaError_t cudaMemset2DAsync(void * devPtr, size_t pitch, int value, size_t width, size_t height, cudaStream_t stream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaMemset2DAsync(devPtr, pitch, value, width, height, stream);
 }
 
 RCUDA_EXPORT cudaError_t cudaMemset2DAsync_ptsz(void * devPtr, size_t pitch, int value, size_t width, size_t height, cudaStream_t stream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaMemset2DAsync_ptsz(devPtr, pitch, value, width, height, stream);
 }
 
 RCUDA_EXPORT cudaError_t cudaMemset2D_ptds(void * devPtr, size_t pitch, int value, size_t width, size_t height)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaMemset2D_ptds(devPtr, pitch, value, width, height);
 }
 
 RCUDA_EXPORT cudaError_t cudaMemset3D(struct cudaPitchedPtr pitchedDevPtr, int value, struct cudaExtent extent)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaMemset3D(pitchedDevPtr, value, extent);
 }
 
 RCUDA_EXPORT cudaError_t cudaMemset3DAsync(struct cudaPitchedPtr pitchedDevPtr, int value, struct cudaExtent extent, cudaStream_t stream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaMemset3DAsync(pitchedDevPtr, value, extent, stream);
 }
 
 RCUDA_EXPORT cudaError_t cudaMemset3DAsync_ptsz(struct cudaPitchedPtr pitchedDevPtr, int value, struct cudaExtent extent, cudaStream_t stream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaMemset3DAsync_ptsz(pitchedDevPtr, value, extent, stream);
 }
 
 RCUDA_EXPORT cudaError_t cudaMemset3D_ptds(struct cudaPitchedPtr pitchedDevPtr, int value, struct cudaExtent extent)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaMemset3D_ptds(pitchedDevPtr, value, extent);
 }
 
 RCUDA_EXPORT cudaError_t cudaMemsetAsync(void * devPtr, int value, size_t count, cudaStream_t stream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     cudaError_t status;
     if (rcuda_c_cudaMemsetAsync(devPtr, value, count, stream, &status))
         return status;
@@ -2499,7 +2830,8 @@ RCUDA_EXPORT cudaError_t cudaMemsetAsync(void * devPtr, int value, size_t count,
 
 RCUDA_EXPORT cudaError_t cudaMemsetAsync_ptsz(void * devPtr, int value, size_t count, cudaStream_t stream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     cudaError_t status;
     if (rcuda_c_cudaMemsetAsync_ptsz(devPtr, value, count, stream, &status))
         return status;
@@ -2508,7 +2840,8 @@ RCUDA_EXPORT cudaError_t cudaMemsetAsync_ptsz(void * devPtr, int value, size_t c
 
 RCUDA_EXPORT cudaError_t cudaMemset_ptds(void * devPtr, int value, size_t count)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     cudaError_t status;
     if (rcuda_c_cudaMemset_ptds(devPtr, value, count, &status))
         return status;
@@ -2517,307 +2850,358 @@ RCUDA_EXPORT cudaError_t cudaMemset_ptds(void * devPtr, int value, size_t count)
 
 RCUDA_EXPORT cudaError_t cudaMipmappedArrayGetMemoryRequirements(struct cudaArrayMemoryRequirements * memoryRequirements, cudaMipmappedArray_t mipmap, int device)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaMipmappedArrayGetMemoryRequirements(memoryRequirements, mipmap, device);
 }
 
 RCUDA_EXPORT cudaError_t cudaMipmappedArrayGetSparseProperties(struct cudaArraySparseProperties * sparseProperties, cudaMipmappedArray_t mipmap)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaMipmappedArrayGetSparseProperties(sparseProperties, mipmap);
 }
 
 RCUDA_EXPORT cudaError_t cudaOccupancyAvailableDynamicSMemPerBlock(size_t * dynamicSmemSize, const void * func, int numBlocks, int blockSize)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaOccupancyAvailableDynamicSMemPerBlock(dynamicSmemSize, func, numBlocks, blockSize);
 }
 
 RCUDA_EXPORT cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int * numBlocks, const void * func, int blockSize, size_t dynamicSMemSize)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaOccupancyMaxActiveBlocksPerMultiprocessor(numBlocks, func, blockSize, dynamicSMemSize);
 }
 
 RCUDA_EXPORT cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int * numBlocks, const void * func, int blockSize, size_t dynamicSMemSize, unsigned int flags)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(numBlocks, func, blockSize, dynamicSMemSize, flags);
 }
 
 RCUDA_EXPORT cudaError_t cudaOccupancyMaxActiveClusters(int * numClusters, const void * func, const cudaLaunchConfig_t * launchConfig)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaOccupancyMaxActiveClusters(numClusters, func, launchConfig);
 }
 
 RCUDA_EXPORT cudaError_t cudaOccupancyMaxPotentialClusterSize(int * clusterSize, const void * func, const cudaLaunchConfig_t * launchConfig)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaOccupancyMaxPotentialClusterSize(clusterSize, func, launchConfig);
 }
 
 RCUDA_EXPORT cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes * attributes, const void * ptr)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaPointerGetAttributes(attributes, ptr);
 }
 
 RCUDA_EXPORT cudaError_t cudaProfilerStart(void)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaProfilerStart();
 }
 
 RCUDA_EXPORT cudaError_t cudaProfilerStop(void)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaProfilerStop();
 }
 
 RCUDA_EXPORT cudaError_t cudaRuntimeGetVersion(int * runtimeVersion)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaRuntimeGetVersion(runtimeVersion);
 }
 
 RCUDA_EXPORT cudaError_t cudaSetDevice(int device)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return rcuda_after_exit_cudaSetDevice(device);
     return rcuda_py_cudaSetDevice(device);
 }
 
 RCUDA_EXPORT cudaError_t cudaSetDeviceFlags(unsigned int flags)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaSetDeviceFlags(flags);
 }
 
 RCUDA_EXPORT cudaError_t cudaSetValidDevices(int * device_arr, int len)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaSetValidDevices(device_arr, len);
 }
 
 RCUDA_EXPORT cudaError_t cudaSignalExternalSemaphoresAsync(const cudaExternalSemaphore_t * extSemArray, const struct cudaExternalSemaphoreSignalParams * paramsArray, unsigned int numExtSems, cudaStream_t stream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaSignalExternalSemaphoresAsync(extSemArray, paramsArray, numExtSems, stream);
 }
 
 RCUDA_EXPORT cudaError_t cudaSignalExternalSemaphoresAsync_ptsz(const cudaExternalSemaphore_t * extSemArray, const struct cudaExternalSemaphoreSignalParams * paramsArray, unsigned int numExtSems, cudaStream_t stream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaSignalExternalSemaphoresAsync_ptsz(extSemArray, paramsArray, numExtSems, stream);
 }
 
 RCUDA_EXPORT cudaError_t cudaStreamAddCallback(cudaStream_t stream, cudaStreamCallback_t callback, void * userData, unsigned int flags)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaStreamAddCallback(stream, callback, userData, flags);
 }
 
 RCUDA_EXPORT cudaError_t cudaStreamAddCallback_ptsz(cudaStream_t stream, cudaStreamCallback_t callback, void * userData, unsigned int flags)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaStreamAddCallback_ptsz(stream, callback, userData, flags);
 }
 
 RCUDA_EXPORT cudaError_t cudaStreamAttachMemAsync(cudaStream_t stream, void * devPtr, size_t length, unsigned int flags)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaStreamAttachMemAsync(stream, devPtr, length, flags);
 }
 
 RCUDA_EXPORT cudaError_t cudaStreamAttachMemAsync_ptsz(cudaStream_t stream, void * devPtr, size_t length, unsigned int flags)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaStreamAttachMemAsync_ptsz(stream, devPtr, length, flags);
 }
 
 RCUDA_EXPORT cudaError_t cudaStreamBeginCapture(cudaStream_t stream, enum cudaStreamCaptureMode mode)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaStreamBeginCapture(stream, mode);
 }
 
 RCUDA_EXPORT cudaError_t cudaStreamBeginCaptureToGraph(cudaStream_t stream, cudaGraph_t graph, const cudaGraphNode_t * dependencies, const cudaGraphEdgeData * dependencyData, size_t numDependencies, enum cudaStreamCaptureMode mode)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaStreamBeginCaptureToGraph(stream, graph, dependencies, dependencyData, numDependencies, mode);
 }
 
 RCUDA_EXPORT cudaError_t cudaStreamBeginCaptureToGraph_ptsz(cudaStream_t stream, cudaGraph_t graph, const cudaGraphNode_t * dependencies, const cudaGraphEdgeData * dependencyData, size_t numDependencies, enum cudaStreamCaptureMode mode)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaStreamBeginCaptureToGraph_ptsz(stream, graph, dependencies, dependencyData, numDependencies, mode);
 }
 
 RCUDA_EXPORT cudaError_t cudaStreamBeginCapture_ptsz(cudaStream_t stream, enum cudaStreamCaptureMode mode)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaStreamBeginCapture_ptsz(stream, mode);
 }
 
 RCUDA_EXPORT cudaError_t cudaStreamCopyAttributes(cudaStream_t dst, cudaStream_t src)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaStreamCopyAttributes(dst, src);
 }
 
 RCUDA_EXPORT cudaError_t cudaStreamCopyAttributes_ptsz(cudaStream_t dst, cudaStream_t src)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaStreamCopyAttributes_ptsz(dst, src);
 }
 
 RCUDA_EXPORT cudaError_t cudaStreamCreate(cudaStream_t * pStream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaStreamCreate(pStream);
 }
 
 RCUDA_EXPORT cudaError_t cudaStreamCreateWithFlags(cudaStream_t * pStream, unsigned int flags)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaStreamCreateWithFlags(pStream, flags);
 }
 
 RCUDA_EXPORT cudaError_t cudaStreamCreateWithPriority(cudaStream_t * pStream, unsigned int flags, int priority)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaStreamCreateWithPriority(pStream, flags, priority);
 }
 
 RCUDA_EXPORT cudaError_t cudaStreamDestroy(cudaStream_t stream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaSuccess;
     return rcuda_py_cudaStreamDestroy(stream);
 }
 
 RCUDA_EXPORT cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t * pGraph)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaStreamEndCapture(stream, pGraph);
 }
 
 RCUDA_EXPORT cudaError_t cudaStreamEndCapture_ptsz(cudaStream_t stream, cudaGraph_t * pGraph)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaStreamEndCapture_ptsz(stream, pGraph);
 }
 
 RCUDA_EXPORT cudaError_t cudaStreamGetAttribute(cudaStream_t hStream, cudaLaunchAttributeID attr, cudaLaunchAttributeValue * value_out)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaStreamGetAttribute(hStream, attr, value_out);
 }
 
 RCUDA_EXPORT cudaError_t cudaStreamGetAttribute_ptsz(cudaStream_t hStream, cudaLaunchAttributeID attr, cudaLaunchAttributeValue * value_out)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaStreamGetAttribute_ptsz(hStream, attr, value_out);
 }
 
 RCUDA_EXPORT cudaError_t cudaStreamGetCaptureInfo(cudaStream_t stream, enum cudaStreamCaptureStatus * captureStatus_out, unsigned long long * id_out, cudaGraph_t * graph_out, const cudaGraphNode_t ** dependencies_out, const cudaGraphEdgeData ** edgeData_out, size_t * numDependencies_out)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaStreamGetCaptureInfo(stream, captureStatus_out, id_out, graph_out, dependencies_out, edgeData_out, numDependencies_out);
 }
 
 RCUDA_EXPORT cudaError_t cudaStreamGetCaptureInfo_ptsz(cudaStream_t stream, enum cudaStreamCaptureStatus * captureStatus_out, unsigned long long * id_out, cudaGraph_t * graph_out, const cudaGraphNode_t ** dependencies_out, const cudaGraphEdgeData ** edgeData_out, size_t * numDependencies_out)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaStreamGetCaptureInfo_ptsz(stream, captureStatus_out, id_out, graph_out, dependencies_out, edgeData_out, numDependencies_out);
 }
 
 RCUDA_EXPORT cudaError_t cudaStreamGetDevice(cudaStream_t hStream, int * device)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaStreamGetDevice(hStream, device);
 }
 
 RCUDA_EXPORT cudaError_t cudaStreamGetDevice_ptsz(cudaStream_t hStream, int * device)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaStreamGetDevice_ptsz(hStream, device);
 }
 
 RCUDA_EXPORT cudaError_t cudaStreamGetFlags(cudaStream_t hStream, unsigned int * flags)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaStreamGetFlags(hStream, flags);
 }
 
 RCUDA_EXPORT cudaError_t cudaStreamGetFlags_ptsz(cudaStream_t hStream, unsigned int * flags)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaStreamGetFlags_ptsz(hStream, flags);
 }
 
 RCUDA_EXPORT cudaError_t cudaStreamGetId(cudaStream_t hStream, unsigned long long * streamId)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaStreamGetId(hStream, streamId);
 }
 
 RCUDA_EXPORT cudaError_t cudaStreamGetId_ptsz(cudaStream_t hStream, unsigned long long * streamId)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaStreamGetId_ptsz(hStream, streamId);
 }
 
 RCUDA_EXPORT cudaError_t cudaStreamGetPriority(cudaStream_t hStream, int * priority)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaStreamGetPriority(hStream, priority);
 }
 
 RCUDA_EXPORT cudaError_t cudaStreamGetPriority_ptsz(cudaStream_t hStream, int * priority)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaStreamGetPriority_ptsz(hStream, priority);
 }
 
 RCUDA_EXPORT cudaError_t cudaStreamIsCapturing(cudaStream_t stream, enum cudaStreamCaptureStatus * pCaptureStatus)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return rcuda_after_exit_cudaStreamIsCapturing(stream, pCaptureStatus);
     return rcuda_py_cudaStreamIsCapturing(stream, pCaptureStatus);
 }
 
 RCUDA_EXPORT cudaError_t cudaStreamIsCapturing_ptsz(cudaStream_t stream, enum cudaStreamCaptureStatus * pCaptureStatus)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return rcuda_after_exit_cudaStreamIsCapturing_ptsz(stream, pCaptureStatus);
     return rcuda_py_cudaStreamIsCapturing_ptsz(stream, pCaptureStatus);
 }
 
 RCUDA_EXPORT cudaError_t cudaStreamQuery(cudaStream_t stream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaSuccess;
     return rcuda_py_cudaStreamQuery(stream);
 }
 
 RCUDA_EXPORT cudaError_t cudaStreamQuery_ptsz(cudaStream_t stream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaSuccess;
     return rcuda_py_cudaStreamQuery_ptsz(stream);
 }
 
 RCUDA_EXPORT cudaError_t cudaStreamSetAttribute(cudaStream_t hStream, cudaLaunchAttributeID attr, const cudaLaunchAttributeValue * value)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaStreamSetAttribute(hStream, attr, value);
 }
 
 RCUDA_EXPORT cudaError_t cudaStreamSetAttribute_ptsz(cudaStream_t hStream, cudaLaunchAttributeID attr, const cudaLaunchAttributeValue * value)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaStreamSetAttribute_ptsz(hStream, attr, value);
 }
 
 RCUDA_EXPORT cudaError_t cudaStreamSynchronize(cudaStream_t stream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaSuccess;
     cudaError_t status;
     if (rcuda_c_cudaStreamSynchronize(stream, &status))
         return status;
@@ -2826,7 +3210,8 @@ RCUDA_EXPORT cudaError_t cudaStreamSynchronize(cudaStream_t stream)
 
 RCUDA_EXPORT cudaError_t cudaStreamSynchronize_ptsz(cudaStream_t stream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaSuccess;
     cudaError_t status;
     if (rcuda_c_cudaStreamSynchronize_ptsz(stream, &status))
         return status;
@@ -2835,72 +3220,84 @@ RCUDA_EXPORT cudaError_t cudaStreamSynchronize_ptsz(cudaStream_t stream)
 
 RCUDA_EXPORT cudaError_t cudaStreamUpdateCaptureDependencies(cudaStream_t stream, cudaGraphNode_t * dependencies, const cudaGraphEdgeData * dependencyData, size_t numDependencies, unsigned int flags)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaStreamUpdateCaptureDependencies(stream, dependencies, dependencyData, numDependencies, flags);
 }
 
 RCUDA_EXPORT cudaError_t cudaStreamUpdateCaptureDependencies_ptsz(cudaStream_t stream, cudaGraphNode_t * dependencies, const cudaGraphEdgeData * dependencyData, size_t numDependencies, unsigned int flags)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaStreamUpdateCaptureDependencies_ptsz(stream, dependencies, dependencyData, numDependencies, flags);
 }
 
 RCUDA_EXPORT cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int flags)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaSuccess;
     return rcuda_py_cudaStreamWaitEvent(stream, event, flags);
 }
 
 RCUDA_EXPORT cudaError_t cudaStreamWaitEvent_ptsz(cudaStream_t stream, cudaEvent_t event, unsigned int flags)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaSuccess;
     return rcuda_py_cudaStreamWaitEvent_ptsz(stream, event, flags);
 }
 
 RCUDA_EXPORT cudaError_t cudaThreadExchangeStreamCaptureMode(enum cudaStreamCaptureMode * mode)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaThreadExchangeStreamCaptureMode(mode);
 }
 
 RCUDA_EXPORT cudaError_t cudaUserObjectCreate(cudaUserObject_t * object_out, void * ptr, cudaHostFn_t destroy, unsigned int initialRefcount, unsigned int flags)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaUserObjectCreate(object_out, ptr, destroy, initialRefcount, flags);
 }
 
 RCUDA_EXPORT cudaError_t cudaUserObjectRelease(cudaUserObject_t object, unsigned int count)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaUserObjectRelease(object, count);
 }
 
 RCUDA_EXPORT cudaError_t cudaUserObjectRetain(cudaUserObject_t object, unsigned int count)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaUserObjectRetain(object, count);
 }
 
 RCUDA_EXPORT cudaError_t cudaVDPAUGetDevice(int * device, VdpDevice vdpDevice, VdpGetProcAddress * vdpGetProcAddress)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaVDPAUGetDevice(device, vdpDevice, vdpGetProcAddress);
 }
 
 RCUDA_EXPORT cudaError_t cudaVDPAUSetVDPAUDevice(int device, VdpDevice vdpDevice, VdpGetProcAddress * vdpGetProcAddress)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaVDPAUSetVDPAUDevice(device, vdpDevice, vdpGetProcAddress);
 }
 
 RCUDA_EXPORT cudaError_t cudaWaitExternalSemaphoresAsync(const cudaExternalSemaphore_t * extSemArray, const struct cudaExternalSemaphoreWaitParams * paramsArray, unsigned int numExtSems, cudaStream_t stream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaWaitExternalSemaphoresAsync(extSemArray, paramsArray, numExtSems, stream);
 }
 
 RCUDA_EXPORT cudaError_t cudaWaitExternalSemaphoresAsync_ptsz(const cudaExternalSemaphore_t * extSemArray, const struct cudaExternalSemaphoreWaitParams * paramsArray, unsigned int numExtSems, cudaStream_t stream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return cudaErrorCudartUnloading;
     return rcuda_py_cudaWaitExternalSemaphoresAsync_ptsz(extSemArray, paramsArray, numExtSems, stream);
 }

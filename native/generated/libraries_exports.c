@@ -719,25 +719,29 @@ RCUDA_EXPORT long cublasAlloc(void)
 
 RCUDA_EXPORT cublasStatus_t cublasAsumEx(cublasHandle_t handle, int n, const void * x, cudaDataType xType, int incx, void * result, cudaDataType resultType, cudaDataType executiontype)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasAsumEx(handle, n, x, xType, incx, result, resultType, executiontype);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasAsumEx_64(cublasHandle_t handle, int64_t n, const void * x, cudaDataType xType, int64_t incx, void * result, cudaDataType resultType, cudaDataType executiontype)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasAsumEx_64(handle, n, x, xType, incx, result, resultType, executiontype);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasAxpyEx(cublasHandle_t handle, int n, const void * alpha, cudaDataType alphaType, const void * x, cudaDataType xType, int incx, void * y, cudaDataType yType, int incy, cudaDataType executiontype)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasAxpyEx(handle, n, alpha, alphaType, x, xType, incx, y, yType, incy, executiontype);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasAxpyEx_64(cublasHandle_t handle, int64_t n, const void * alpha, cudaDataType alphaType, const void * x, cudaDataType xType, int64_t incx, void * y, cudaDataType yType, int64_t incy, cudaDataType executiontype)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasAxpyEx_64(handle, n, alpha, alphaType, x, xType, incx, y, yType, incy, executiontype);
 }
 
@@ -749,13 +753,15 @@ RCUDA_EXPORT long cublasCaxpy(void)
 
 RCUDA_EXPORT cublasStatus_t cublasCaxpy_v2(cublasHandle_t handle, int n, const cuComplex * alpha, const cuComplex * x, int incx, cuComplex * y, int incy)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasCaxpy_v2(handle, n, alpha, x, incx, y, incy);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasCaxpy_v2_64(cublasHandle_t handle, int64_t n, const cuComplex * alpha, const cuComplex * x, int64_t incx, cuComplex * y, int64_t incy)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasCaxpy_v2_64(handle, n, alpha, x, incx, y, incy);
 }
 
@@ -773,25 +779,29 @@ RCUDA_EXPORT long cublasCcopy(void)
 
 RCUDA_EXPORT cublasStatus_t cublasCcopy_v2(cublasHandle_t handle, int n, const cuComplex * x, int incx, cuComplex * y, int incy)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasCcopy_v2(handle, n, x, incx, y, incy);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasCcopy_v2_64(cublasHandle_t handle, int64_t n, const cuComplex * x, int64_t incx, cuComplex * y, int64_t incy)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasCcopy_v2_64(handle, n, x, incx, y, incy);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasCdgmm(cublasHandle_t handle, cublasSideMode_t mode, int m, int n, const cuComplex * A, int lda, const cuComplex * x, int incx, cuComplex * C, int ldc)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasCdgmm(handle, mode, m, n, A, lda, x, incx, C, ldc);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasCdgmm_64(cublasHandle_t handle, cublasSideMode_t mode, int64_t m, int64_t n, const cuComplex * A, int64_t lda, const cuComplex * x, int64_t incx, cuComplex * C, int64_t ldc)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasCdgmm_64(handle, mode, m, n, A, lda, x, incx, C, ldc);
 }
 
@@ -803,13 +813,15 @@ RCUDA_EXPORT long cublasCdotc(void)
 
 RCUDA_EXPORT cublasStatus_t cublasCdotc_v2(cublasHandle_t handle, int n, const cuComplex * x, int incx, const cuComplex * y, int incy, cuComplex * result)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasCdotc_v2(handle, n, x, incx, y, incy, result);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasCdotc_v2_64(cublasHandle_t handle, int64_t n, const cuComplex * x, int64_t incx, const cuComplex * y, int64_t incy, cuComplex * result)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasCdotc_v2_64(handle, n, x, incx, y, incy, result);
 }
 
@@ -821,13 +833,15 @@ RCUDA_EXPORT long cublasCdotu(void)
 
 RCUDA_EXPORT cublasStatus_t cublasCdotu_v2(cublasHandle_t handle, int n, const cuComplex * x, int incx, const cuComplex * y, int incy, cuComplex * result)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasCdotu_v2(handle, n, x, incx, y, incy, result);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasCdotu_v2_64(cublasHandle_t handle, int64_t n, const cuComplex * x, int64_t incx, const cuComplex * y, int64_t incy, cuComplex * result)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasCdotu_v2_64(handle, n, x, incx, y, incy, result);
 }
 
@@ -839,31 +853,36 @@ RCUDA_EXPORT long cublasCgbmv(void)
 
 RCUDA_EXPORT cublasStatus_t cublasCgbmv_v2(cublasHandle_t handle, cublasOperation_t trans, int m, int n, int kl, int ku, const cuComplex * alpha, const cuComplex * A, int lda, const cuComplex * x, int incx, const cuComplex * beta, cuComplex * y, int incy)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasCgbmv_v2(handle, trans, m, n, kl, ku, alpha, A, lda, x, incx, beta, y, incy);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasCgbmv_v2_64(cublasHandle_t handle, cublasOperation_t trans, int64_t m, int64_t n, int64_t kl, int64_t ku, const cuComplex * alpha, const cuComplex * A, int64_t lda, const cuComplex * x, int64_t incx, const cuComplex * beta, cuComplex * y, int64_t incy)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasCgbmv_v2_64(handle, trans, m, n, kl, ku, alpha, A, lda, x, incx, beta, y, incy);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasCgeam(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m, int n, const cuComplex * alpha, const cuComplex * A, int lda, const cuComplex * beta, const cuComplex * B, int ldb, cuComplex * C, int ldc)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasCgeam(handle, transa, transb, m, n, alpha, A, lda, beta, B, ldb, C, ldc);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasCgeam_64(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int64_t m, int64_t n, const cuComplex * alpha, const cuComplex * A, int64_t lda, const cuComplex * beta, const cuComplex * B, int64_t ldb, cuComplex * C, int64_t ldc)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasCgeam_64(handle, transa, transb, m, n, alpha, A, lda, beta, B, ldb, C, ldc);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasCgelsBatched(cublasHandle_t handle, cublasOperation_t trans, int m, int n, int nrhs, cuComplex *const *Aarray, int lda, cuComplex *const *Carray, int ldc, int * info, int * devInfoArray, int batchSize)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasCgelsBatched(handle, trans, m, n, nrhs, Aarray, lda, Carray, ldc, info, devInfoArray, batchSize);
 }
 
@@ -875,97 +894,113 @@ RCUDA_EXPORT long cublasCgemm(void)
 
 RCUDA_EXPORT cublasStatus_t cublasCgemm3m(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m, int n, int k, const cuComplex * alpha, const cuComplex * A, int lda, const cuComplex * B, int ldb, const cuComplex * beta, cuComplex * C, int ldc)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasCgemm3m(handle, transa, transb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasCgemm3mBatched(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m, int n, int k, const cuComplex * alpha, const cuComplex *const *Aarray, int lda, const cuComplex *const *Barray, int ldb, const cuComplex * beta, cuComplex *const *Carray, int ldc, int batchCount)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasCgemm3mBatched(handle, transa, transb, m, n, k, alpha, Aarray, lda, Barray, ldb, beta, Carray, ldc, batchCount);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasCgemm3mBatched_64(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int64_t m, int64_t n, int64_t k, const cuComplex * alpha, const cuComplex *const *Aarray, int64_t lda, const cuComplex *const *Barray, int64_t ldb, const cuComplex * beta, cuComplex *const *Carray, int64_t ldc, int64_t batchCount)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasCgemm3mBatched_64(handle, transa, transb, m, n, k, alpha, Aarray, lda, Barray, ldb, beta, Carray, ldc, batchCount);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasCgemm3mEx(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m, int n, int k, const cuComplex * alpha, const void * A, cudaDataType Atype, int lda, const void * B, cudaDataType Btype, int ldb, const cuComplex * beta, void * C, cudaDataType Ctype, int ldc)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasCgemm3mEx(handle, transa, transb, m, n, k, alpha, A, Atype, lda, B, Btype, ldb, beta, C, Ctype, ldc);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasCgemm3mEx_64(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int64_t m, int64_t n, int64_t k, const cuComplex * alpha, const void * A, cudaDataType Atype, int64_t lda, const void * B, cudaDataType Btype, int64_t ldb, const cuComplex * beta, void * C, cudaDataType Ctype, int64_t ldc)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasCgemm3mEx_64(handle, transa, transb, m, n, k, alpha, A, Atype, lda, B, Btype, ldb, beta, C, Ctype, ldc);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasCgemm3mStridedBatched(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m, int n, int k, const cuComplex * alpha, const cuComplex * A, int lda, long long strideA, const cuComplex * B, int ldb, long long strideB, const cuComplex * beta, cuComplex * C, int ldc, long long strideC, int batchCount)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasCgemm3mStridedBatched(handle, transa, transb, m, n, k, alpha, A, lda, strideA, B, ldb, strideB, beta, C, ldc, strideC, batchCount);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasCgemm3mStridedBatched_64(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int64_t m, int64_t n, int64_t k, const cuComplex * alpha, const cuComplex * A, int64_t lda, long long strideA, const cuComplex * B, int64_t ldb, long long strideB, const cuComplex * beta, cuComplex * C, int64_t ldc, long long strideC, int64_t batchCount)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasCgemm3mStridedBatched_64(handle, transa, transb, m, n, k, alpha, A, lda, strideA, B, ldb, strideB, beta, C, ldc, strideC, batchCount);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasCgemm3m_64(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int64_t m, int64_t n, int64_t k, const cuComplex * alpha, const cuComplex * A, int64_t lda, const cuComplex * B, int64_t ldb, const cuComplex * beta, cuComplex * C, int64_t ldc)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasCgemm3m_64(handle, transa, transb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasCgemmBatched(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m, int n, int k, const cuComplex * alpha, const cuComplex *const *Aarray, int lda, const cuComplex *const *Barray, int ldb, const cuComplex * beta, cuComplex *const *Carray, int ldc, int batchCount)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasCgemmBatched(handle, transa, transb, m, n, k, alpha, Aarray, lda, Barray, ldb, beta, Carray, ldc, batchCount);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasCgemmBatched_64(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int64_t m, int64_t n, int64_t k, const cuComplex * alpha, const cuComplex *const *Aarray, int64_t lda, const cuComplex *const *Barray, int64_t ldb, const cuComplex * beta, cuComplex *const *Carray, int64_t ldc, int64_t batchCount)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasCgemmBatched_64(handle, transa, transb, m, n, k, alpha, Aarray, lda, Barray, ldb, beta, Carray, ldc, batchCount);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasCgemmEx(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m, int n, int k, const cuComplex * alpha, const void * A, cudaDataType Atype, int lda, const void * B, cudaDataType Btype, int ldb, const cuComplex * beta, void * C, cudaDataType Ctype, int ldc)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasCgemmEx(handle, transa, transb, m, n, k, alpha, A, Atype, lda, B, Btype, ldb, beta, C, Ctype, ldc);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasCgemmEx_64(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int64_t m, int64_t n, int64_t k, const cuComplex * alpha, const void * A, cudaDataType Atype, int64_t lda, const void * B, cudaDataType Btype, int64_t ldb, const cuComplex * beta, void * C, cudaDataType Ctype, int64_t ldc)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasCgemmEx_64(handle, transa, transb, m, n, k, alpha, A, Atype, lda, B, Btype, ldb, beta, C, Ctype, ldc);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasCgemmStridedBatched(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m, int n, int k, const cuComplex * alpha, const cuComplex * A, int lda, long long strideA, const cuComplex * B, int ldb, long long strideB, const cuComplex * beta, cuComplex * C, int ldc, long long strideC, int batchCount)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasCgemmStridedBatched(handle, transa, transb, m, n, k, alpha, A, lda, strideA, B, ldb, strideB, beta, C, ldc, strideC, batchCount);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasCgemmStridedBatched_64(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int64_t m, int64_t n, int64_t k, const cuComplex * alpha, const cuComplex * A, int64_t lda, long long strideA, const cuComplex * B, int64_t ldb, long long strideB, const cuComplex * beta, cuComplex * C, int64_t ldc, long long strideC, int64_t batchCount)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasCgemmStridedBatched_64(handle, transa, transb, m, n, k, alpha, A, lda, strideA, B, ldb, strideB, beta, C, ldc, strideC, batchCount);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasCgemm_v2(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m, int n, int k, const cuComplex * alpha, const cuComplex * A, int lda, const cuComplex * B, int ldb, const cuComplex * beta, cuComplex * C, int ldc)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasCgemm_v2(handle, transa, transb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasCgemm_v2_64(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int64_t m, int64_t n, int64_t k, const cuComplex * alpha, const cuComplex * A, int64_t lda, const cuComplex * B, int64_t ldb, const cuComplex * beta, cuComplex * C, int64_t ldc)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasCgemm_v2_64(handle, transa, transb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
@@ -977,43 +1012,50 @@ RCUDA_EXPORT long cublasCgemv(void)
 
 RCUDA_EXPORT cublasStatus_t cublasCgemvBatched(cublasHandle_t handle, cublasOperation_t trans, int m, int n, const cuComplex * alpha, const cuComplex *const *Aarray, int lda, const cuComplex *const *xarray, int incx, const cuComplex * beta, cuComplex *const *yarray, int incy, int batchCount)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasCgemvBatched(handle, trans, m, n, alpha, Aarray, lda, xarray, incx, beta, yarray, incy, batchCount);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasCgemvBatched_64(cublasHandle_t handle, cublasOperation_t trans, int64_t m, int64_t n, const cuComplex * alpha, const cuComplex *const *Aarray, int64_t lda, const cuComplex *const *xarray, int64_t incx, const cuComplex * beta, cuComplex *const *yarray, int64_t incy, int64_t batchCount)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasCgemvBatched_64(handle, trans, m, n, alpha, Aarray, lda, xarray, incx, beta, yarray, incy, batchCount);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasCgemvStridedBatched(cublasHandle_t handle, cublasOperation_t trans, int m, int n, const cuComplex * alpha, const cuComplex * A, int lda, long long strideA, const cuComplex * x, int incx, long long stridex, const cuComplex * beta, cuComplex * y, int incy, long long stridey, int batchCount)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasCgemvStridedBatched(handle, trans, m, n, alpha, A, lda, strideA, x, incx, stridex, beta, y, incy, stridey, batchCount);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasCgemvStridedBatched_64(cublasHandle_t handle, cublasOperation_t trans, int64_t m, int64_t n, const cuComplex * alpha, const cuComplex * A, int64_t lda, long long strideA, const cuComplex * x, int64_t incx, long long stridex, const cuComplex * beta, cuComplex * y, int64_t incy, long long stridey, int64_t batchCount)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasCgemvStridedBatched_64(handle, trans, m, n, alpha, A, lda, strideA, x, incx, stridex, beta, y, incy, stridey, batchCount);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasCgemv_v2(cublasHandle_t handle, cublasOperation_t trans, int m, int n, const cuComplex * alpha, const cuComplex * A, int lda, const cuComplex * x, int incx, const cuComplex * beta, cuComplex * y, int incy)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasCgemv_v2(handle, trans, m, n, alpha, A, lda, x, incx, beta, y, incy);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasCgemv_v2_64(cublasHandle_t handle, cublasOperation_t trans, int64_t m, int64_t n, const cuComplex * alpha, const cuComplex * A, int64_t lda, const cuComplex * x, int64_t incx, const cuComplex * beta, cuComplex * y, int64_t incy)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasCgemv_v2_64(handle, trans, m, n, alpha, A, lda, x, incx, beta, y, incy);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasCgeqrfBatched(cublasHandle_t handle, int m, int n, cuComplex *const *Aarray, int lda, cuComplex *const *TauArray, int * info, int batchSize)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasCgeqrfBatched(handle, m, n, Aarray, lda, TauArray, info, batchSize);
 }
 
@@ -1025,13 +1067,15 @@ RCUDA_EXPORT long cublasCgerc(void)
 
 RCUDA_EXPORT cublasStatus_t cublasCgerc_v2(cublasHandle_t handle, int m, int n, const cuComplex * alpha, const cuComplex * x, int incx, const cuComplex * y, int incy, cuComplex * A, int lda)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasCgerc_v2(handle, m, n, alpha, x, incx, y, incy, A, lda);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasCgerc_v2_64(cublasHandle_t handle, int64_t m, int64_t n, const cuComplex * alpha, const cuComplex * x, int64_t incx, const cuComplex * y, int64_t incy, cuComplex * A, int64_t lda)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasCgerc_v2_64(handle, m, n, alpha, x, incx, y, incy, A, lda);
 }
 
@@ -1043,31 +1087,36 @@ RCUDA_EXPORT long cublasCgeru(void)
 
 RCUDA_EXPORT cublasStatus_t cublasCgeru_v2(cublasHandle_t handle, int m, int n, const cuComplex * alpha, const cuComplex * x, int incx, const cuComplex * y, int incy, cuComplex * A, int lda)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasCgeru_v2(handle, m, n, alpha, x, incx, y, incy, A, lda);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasCgeru_v2_64(cublasHandle_t handle, int64_t m, int64_t n, const cuComplex * alpha, const cuComplex * x, int64_t incx, const cuComplex * y, int64_t incy, cuComplex * A, int64_t lda)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasCgeru_v2_64(handle, m, n, alpha, x, incx, y, incy, A, lda);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasCgetrfBatched(cublasHandle_t handle, int n, cuComplex *const *A, int lda, int * P, int * info, int batchSize)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasCgetrfBatched(handle, n, A, lda, P, info, batchSize);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasCgetriBatched(cublasHandle_t handle, int n, const cuComplex *const *A, int lda, const int * P, cuComplex *const *C, int ldc, int * info, int batchSize)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasCgetriBatched(handle, n, A, lda, P, C, ldc, info, batchSize);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasCgetrsBatched(cublasHandle_t handle, cublasOperation_t trans, int n, int nrhs, const cuComplex *const *Aarray, int lda, const int * devIpiv, cuComplex *const *Barray, int ldb, int * info, int batchSize)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasCgetrsBatched(handle, trans, n, nrhs, Aarray, lda, devIpiv, Barray, ldb, info, batchSize);
 }
 
@@ -1079,13 +1128,15 @@ RCUDA_EXPORT long cublasChbmv(void)
 
 RCUDA_EXPORT cublasStatus_t cublasChbmv_v2(cublasHandle_t handle, cublasFillMode_t uplo, int n, int k, const cuComplex * alpha, const cuComplex * A, int lda, const cuComplex * x, int incx, const cuComplex * beta, cuComplex * y, int incy)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasChbmv_v2(handle, uplo, n, k, alpha, A, lda, x, incx, beta, y, incy);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasChbmv_v2_64(cublasHandle_t handle, cublasFillMode_t uplo, int64_t n, int64_t k, const cuComplex * alpha, const cuComplex * A, int64_t lda, const cuComplex * x, int64_t incx, const cuComplex * beta, cuComplex * y, int64_t incy)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasChbmv_v2_64(handle, uplo, n, k, alpha, A, lda, x, incx, beta, y, incy);
 }
 
@@ -1097,13 +1148,15 @@ RCUDA_EXPORT long cublasChemm(void)
 
 RCUDA_EXPORT cublasStatus_t cublasChemm_v2(cublasHandle_t handle, cublasSideMode_t side, cublasFillMode_t uplo, int m, int n, const cuComplex * alpha, const cuComplex * A, int lda, const cuComplex * B, int ldb, const cuComplex * beta, cuComplex * C, int ldc)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasChemm_v2(handle, side, uplo, m, n, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasChemm_v2_64(cublasHandle_t handle, cublasSideMode_t side, cublasFillMode_t uplo, int64_t m, int64_t n, const cuComplex * alpha, const cuComplex * A, int64_t lda, const cuComplex * B, int64_t ldb, const cuComplex * beta, cuComplex * C, int64_t ldc)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasChemm_v2_64(handle, side, uplo, m, n, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
@@ -1115,13 +1168,15 @@ RCUDA_EXPORT long cublasChemv(void)
 
 RCUDA_EXPORT cublasStatus_t cublasChemv_v2(cublasHandle_t handle, cublasFillMode_t uplo, int n, const cuComplex * alpha, const cuComplex * A, int lda, const cuComplex * x, int incx, const cuComplex * beta, cuComplex * y, int incy)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasChemv_v2(handle, uplo, n, alpha, A, lda, x, incx, beta, y, incy);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasChemv_v2_64(cublasHandle_t handle, cublasFillMode_t uplo, int64_t n, const cuComplex * alpha, const cuComplex * A, int64_t lda, const cuComplex * x, int64_t incx, const cuComplex * beta, cuComplex * y, int64_t incy)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasChemv_v2_64(handle, uplo, n, alpha, A, lda, x, incx, beta, y, incy);
 }
 
@@ -1139,13 +1194,15 @@ RCUDA_EXPORT long cublasCher2(void)
 
 RCUDA_EXPORT cublasStatus_t cublasCher2_v2(cublasHandle_t handle, cublasFillMode_t uplo, int n, const cuComplex * alpha, const cuComplex * x, int incx, const cuComplex * y, int incy, cuComplex * A, int lda)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasCher2_v2(handle, uplo, n, alpha, x, incx, y, incy, A, lda);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasCher2_v2_64(cublasHandle_t handle, cublasFillMode_t uplo, int64_t n, const cuComplex * alpha, const cuComplex * x, int64_t incx, const cuComplex * y, int64_t incy, cuComplex * A, int64_t lda)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasCher2_v2_64(handle, uplo, n, alpha, x, incx, y, incy, A, lda);
 }
 
@@ -1157,25 +1214,29 @@ RCUDA_EXPORT long cublasCher2k(void)
 
 RCUDA_EXPORT cublasStatus_t cublasCher2k_v2(cublasHandle_t handle, cublasFillMode_t uplo, cublasOperation_t trans, int n, int k, const cuComplex * alpha, const cuComplex * A, int lda, const cuComplex * B, int ldb, const float * beta, cuComplex * C, int ldc)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasCher2k_v2(handle, uplo, trans, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasCher2k_v2_64(cublasHandle_t handle, cublasFillMode_t uplo, cublasOperation_t trans, int64_t n, int64_t k, const cuComplex * alpha, const cuComplex * A, int64_t lda, const cuComplex * B, int64_t ldb, const float * beta, cuComplex * C, int64_t ldc)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasCher2k_v2_64(handle, uplo, trans, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasCher_v2(cublasHandle_t handle, cublasFillMode_t uplo, int n, const float * alpha, const cuComplex * x, int incx, cuComplex * A, int lda)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasCher_v2(handle, uplo, n, alpha, x, incx, A, lda);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasCher_v2_64(cublasHandle_t handle, cublasFillMode_t uplo, int64_t n, const float * alpha, const cuComplex * x, int64_t incx, cuComplex * A, int64_t lda)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasCher_v2_64(handle, uplo, n, alpha, x, incx, A, lda);
 }
 
@@ -1187,49 +1248,57 @@ RCUDA_EXPORT long cublasCherk(void)
 
 RCUDA_EXPORT cublasStatus_t cublasCherk3mEx(cublasHandle_t handle, cublasFillMode_t uplo, cublasOperation_t trans, int n, int k, const float * alpha, const void * A, cudaDataType Atype, int lda, const float * beta, void * C, cudaDataType Ctype, int ldc)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasCherk3mEx(handle, uplo, trans, n, k, alpha, A, Atype, lda, beta, C, Ctype, ldc);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasCherk3mEx_64(cublasHandle_t handle, cublasFillMode_t uplo, cublasOperation_t trans, int64_t n, int64_t k, const float * alpha, const void * A, cudaDataType Atype, int64_t lda, const float * beta, void * C, cudaDataType Ctype, int64_t ldc)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasCherk3mEx_64(handle, uplo, trans, n, k, alpha, A, Atype, lda, beta, C, Ctype, ldc);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasCherkEx(cublasHandle_t handle, cublasFillMode_t uplo, cublasOperation_t trans, int n, int k, const float * alpha, const void * A, cudaDataType Atype, int lda, const float * beta, void * C, cudaDataType Ctype, int ldc)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasCherkEx(handle, uplo, trans, n, k, alpha, A, Atype, lda, beta, C, Ctype, ldc);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasCherkEx_64(cublasHandle_t handle, cublasFillMode_t uplo, cublasOperation_t trans, int64_t n, int64_t k, const float * alpha, const void * A, cudaDataType Atype, int64_t lda, const float * beta, void * C, cudaDataType Ctype, int64_t ldc)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasCherkEx_64(handle, uplo, trans, n, k, alpha, A, Atype, lda, beta, C, Ctype, ldc);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasCherk_v2(cublasHandle_t handle, cublasFillMode_t uplo, cublasOperation_t trans, int n, int k, const float * alpha, const cuComplex * A, int lda, const float * beta, cuComplex * C, int ldc)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasCherk_v2(handle, uplo, trans, n, k, alpha, A, lda, beta, C, ldc);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasCherk_v2_64(cublasHandle_t handle, cublasFillMode_t uplo, cublasOperation_t trans, int64_t n, int64_t k, const float * alpha, const cuComplex * A, int64_t lda, const float * beta, cuComplex * C, int64_t ldc)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasCherk_v2_64(handle, uplo, trans, n, k, alpha, A, lda, beta, C, ldc);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasCherkx(cublasHandle_t handle, cublasFillMode_t uplo, cublasOperation_t trans, int n, int k, const cuComplex * alpha, const cuComplex * A, int lda, const cuComplex * B, int ldb, const float * beta, cuComplex * C, int ldc)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasCherkx(handle, uplo, trans, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasCherkx_64(cublasHandle_t handle, cublasFillMode_t uplo, cublasOperation_t trans, int64_t n, int64_t k, const cuComplex * alpha, const cuComplex * A, int64_t lda, const cuComplex * B, int64_t ldb, const float * beta, cuComplex * C, int64_t ldc)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasCherkx_64(handle, uplo, trans, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
@@ -1241,13 +1310,15 @@ RCUDA_EXPORT long cublasChpmv(void)
 
 RCUDA_EXPORT cublasStatus_t cublasChpmv_v2(cublasHandle_t handle, cublasFillMode_t uplo, int n, const cuComplex * alpha, const cuComplex * AP, const cuComplex * x, int incx, const cuComplex * beta, cuComplex * y, int incy)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasChpmv_v2(handle, uplo, n, alpha, AP, x, incx, beta, y, incy);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasChpmv_v2_64(cublasHandle_t handle, cublasFillMode_t uplo, int64_t n, const cuComplex * alpha, const cuComplex * AP, const cuComplex * x, int64_t incx, const cuComplex * beta, cuComplex * y, int64_t incy)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasChpmv_v2_64(handle, uplo, n, alpha, AP, x, incx, beta, y, incy);
 }
 
@@ -1265,49 +1336,57 @@ RCUDA_EXPORT long cublasChpr2(void)
 
 RCUDA_EXPORT cublasStatus_t cublasChpr2_v2(cublasHandle_t handle, cublasFillMode_t uplo, int n, const cuComplex * alpha, const cuComplex * x, int incx, const cuComplex * y, int incy, cuComplex * AP)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasChpr2_v2(handle, uplo, n, alpha, x, incx, y, incy, AP);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasChpr2_v2_64(cublasHandle_t handle, cublasFillMode_t uplo, int64_t n, const cuComplex * alpha, const cuComplex * x, int64_t incx, const cuComplex * y, int64_t incy, cuComplex * AP)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasChpr2_v2_64(handle, uplo, n, alpha, x, incx, y, incy, AP);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasChpr_v2(cublasHandle_t handle, cublasFillMode_t uplo, int n, const float * alpha, const cuComplex * x, int incx, cuComplex * AP)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasChpr_v2(handle, uplo, n, alpha, x, incx, AP);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasChpr_v2_64(cublasHandle_t handle, cublasFillMode_t uplo, int64_t n, const float * alpha, const cuComplex * x, int64_t incx, cuComplex * AP)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasChpr_v2_64(handle, uplo, n, alpha, x, incx, AP);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasCmatinvBatched(cublasHandle_t handle, int n, const cuComplex *const *A, int lda, cuComplex *const *Ainv, int lda_inv, int * info, int batchSize)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasCmatinvBatched(handle, n, A, lda, Ainv, lda_inv, info, batchSize);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasCopyEx(cublasHandle_t handle, int n, const void * x, cudaDataType xType, int incx, void * y, cudaDataType yType, int incy)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasCopyEx(handle, n, x, xType, incx, y, yType, incy);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasCopyEx_64(cublasHandle_t handle, int64_t n, const void * x, cudaDataType xType, int64_t incx, void * y, cudaDataType yType, int64_t incy)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasCopyEx_64(handle, n, x, xType, incx, y, yType, incy);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasCreate_v2(cublasHandle_t * handle)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasCreate_v2(handle);
 }
 
@@ -1319,13 +1398,15 @@ RCUDA_EXPORT long cublasCrot(void)
 
 RCUDA_EXPORT cublasStatus_t cublasCrot_v2(cublasHandle_t handle, int n, cuComplex * x, int incx, cuComplex * y, int incy, const float * c, const cuComplex * s)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasCrot_v2(handle, n, x, incx, y, incy, c, s);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasCrot_v2_64(cublasHandle_t handle, int64_t n, cuComplex * x, int64_t incx, cuComplex * y, int64_t incy, const float * c, const cuComplex * s)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasCrot_v2_64(handle, n, x, incx, y, incy, c, s);
 }
 
@@ -1337,7 +1418,8 @@ RCUDA_EXPORT long cublasCrotg(void)
 
 RCUDA_EXPORT cublasStatus_t cublasCrotg_v2(cublasHandle_t handle, cuComplex * a, cuComplex * b, float * c, cuComplex * s)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasCrotg_v2(handle, a, b, c, s);
 }
 
@@ -1349,13 +1431,15 @@ RCUDA_EXPORT long cublasCscal(void)
 
 RCUDA_EXPORT cublasStatus_t cublasCscal_v2(cublasHandle_t handle, int n, const cuComplex * alpha, cuComplex * x, int incx)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasCscal_v2(handle, n, alpha, x, incx);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasCscal_v2_64(cublasHandle_t handle, int64_t n, const cuComplex * alpha, cuComplex * x, int64_t incx)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasCscal_v2_64(handle, n, alpha, x, incx);
 }
 
@@ -1367,13 +1451,15 @@ RCUDA_EXPORT long cublasCsrot(void)
 
 RCUDA_EXPORT cublasStatus_t cublasCsrot_v2(cublasHandle_t handle, int n, cuComplex * x, int incx, cuComplex * y, int incy, const float * c, const float * s)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasCsrot_v2(handle, n, x, incx, y, incy, c, s);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasCsrot_v2_64(cublasHandle_t handle, int64_t n, cuComplex * x, int64_t incx, cuComplex * y, int64_t incy, const float * c, const float * s)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasCsrot_v2_64(handle, n, x, incx, y, incy, c, s);
 }
 
@@ -1385,13 +1471,15 @@ RCUDA_EXPORT long cublasCsscal(void)
 
 RCUDA_EXPORT cublasStatus_t cublasCsscal_v2(cublasHandle_t handle, int n, const float * alpha, cuComplex * x, int incx)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasCsscal_v2(handle, n, alpha, x, incx);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasCsscal_v2_64(cublasHandle_t handle, int64_t n, const float * alpha, cuComplex * x, int64_t incx)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasCsscal_v2_64(handle, n, alpha, x, incx);
 }
 
@@ -1403,13 +1491,15 @@ RCUDA_EXPORT long cublasCswap(void)
 
 RCUDA_EXPORT cublasStatus_t cublasCswap_v2(cublasHandle_t handle, int n, cuComplex * x, int incx, cuComplex * y, int incy)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasCswap_v2(handle, n, x, incx, y, incy);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasCswap_v2_64(cublasHandle_t handle, int64_t n, cuComplex * x, int64_t incx, cuComplex * y, int64_t incy)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasCswap_v2_64(handle, n, x, incx, y, incy);
 }
 
@@ -1421,37 +1511,43 @@ RCUDA_EXPORT long cublasCsymm(void)
 
 RCUDA_EXPORT cublasStatus_t cublasCsymm_v2(cublasHandle_t handle, cublasSideMode_t side, cublasFillMode_t uplo, int m, int n, const cuComplex * alpha, const cuComplex * A, int lda, const cuComplex * B, int ldb, const cuComplex * beta, cuComplex * C, int ldc)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasCsymm_v2(handle, side, uplo, m, n, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasCsymm_v2_64(cublasHandle_t handle, cublasSideMode_t side, cublasFillMode_t uplo, int64_t m, int64_t n, const cuComplex * alpha, const cuComplex * A, int64_t lda, const cuComplex * B, int64_t ldb, const cuComplex * beta, cuComplex * C, int64_t ldc)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasCsymm_v2_64(handle, side, uplo, m, n, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasCsymv_v2(cublasHandle_t handle, cublasFillMode_t uplo, int n, const cuComplex * alpha, const cuComplex * A, int lda, const cuComplex * x, int incx, const cuComplex * beta, cuComplex * y, int incy)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasCsymv_v2(handle, uplo, n, alpha, A, lda, x, incx, beta, y, incy);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasCsymv_v2_64(cublasHandle_t handle, cublasFillMode_t uplo, int64_t n, const cuComplex * alpha, const cuComplex * A, int64_t lda, const cuComplex * x, int64_t incx, const cuComplex * beta, cuComplex * y, int64_t incy)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasCsymv_v2_64(handle, uplo, n, alpha, A, lda, x, incx, beta, y, incy);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasCsyr2_v2(cublasHandle_t handle, cublasFillMode_t uplo, int n, const cuComplex * alpha, const cuComplex * x, int incx, const cuComplex * y, int incy, cuComplex * A, int lda)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasCsyr2_v2(handle, uplo, n, alpha, x, incx, y, incy, A, lda);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasCsyr2_v2_64(cublasHandle_t handle, cublasFillMode_t uplo, int64_t n, const cuComplex * alpha, const cuComplex * x, int64_t incx, const cuComplex * y, int64_t incy, cuComplex * A, int64_t lda)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasCsyr2_v2_64(handle, uplo, n, alpha, x, incx, y, incy, A, lda);
 }
 
@@ -1463,25 +1559,29 @@ RCUDA_EXPORT long cublasCsyr2k(void)
 
 RCUDA_EXPORT cublasStatus_t cublasCsyr2k_v2(cublasHandle_t handle, cublasFillMode_t uplo, cublasOperation_t trans, int n, int k, const cuComplex * alpha, const cuComplex * A, int lda, const cuComplex * B, int ldb, const cuComplex * beta, cuComplex * C, int ldc)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasCsyr2k_v2(handle, uplo, trans, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasCsyr2k_v2_64(cublasHandle_t handle, cublasFillMode_t uplo, cublasOperation_t trans, int64_t n, int64_t k, const cuComplex * alpha, const cuComplex * A, int64_t lda, const cuComplex * B, int64_t ldb, const cuComplex * beta, cuComplex * C, int64_t ldc)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasCsyr2k_v2_64(handle, uplo, trans, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasCsyr_v2(cublasHandle_t handle, cublasFillMode_t uplo, int n, const cuComplex * alpha, const cuComplex * x, int incx, cuComplex * A, int lda)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasCsyr_v2(handle, uplo, n, alpha, x, incx, A, lda);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasCsyr_v2_64(cublasHandle_t handle, cublasFillMode_t uplo, int64_t n, const cuComplex * alpha, const cuComplex * x, int64_t incx, cuComplex * A, int64_t lda)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasCsyr_v2_64(handle, uplo, n, alpha, x, incx, A, lda);
 }
 
@@ -1493,49 +1593,57 @@ RCUDA_EXPORT long cublasCsyrk(void)
 
 RCUDA_EXPORT cublasStatus_t cublasCsyrk3mEx(cublasHandle_t handle, cublasFillMode_t uplo, cublasOperation_t trans, int n, int k, const cuComplex * alpha, const void * A, cudaDataType Atype, int lda, const cuComplex * beta, void * C, cudaDataType Ctype, int ldc)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasCsyrk3mEx(handle, uplo, trans, n, k, alpha, A, Atype, lda, beta, C, Ctype, ldc);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasCsyrk3mEx_64(cublasHandle_t handle, cublasFillMode_t uplo, cublasOperation_t trans, int64_t n, int64_t k, const cuComplex * alpha, const void * A, cudaDataType Atype, int64_t lda, const cuComplex * beta, void * C, cudaDataType Ctype, int64_t ldc)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasCsyrk3mEx_64(handle, uplo, trans, n, k, alpha, A, Atype, lda, beta, C, Ctype, ldc);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasCsyrkEx(cublasHandle_t handle, cublasFillMode_t uplo, cublasOperation_t trans, int n, int k, const cuComplex * alpha, const void * A, cudaDataType Atype, int lda, const cuComplex * beta, void * C, cudaDataType Ctype, int ldc)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasCsyrkEx(handle, uplo, trans, n, k, alpha, A, Atype, lda, beta, C, Ctype, ldc);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasCsyrkEx_64(cublasHandle_t handle, cublasFillMode_t uplo, cublasOperation_t trans, int64_t n, int64_t k, const cuComplex * alpha, const void * A, cudaDataType Atype, int64_t lda, const cuComplex * beta, void * C, cudaDataType Ctype, int64_t ldc)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasCsyrkEx_64(handle, uplo, trans, n, k, alpha, A, Atype, lda, beta, C, Ctype, ldc);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasCsyrk_v2(cublasHandle_t handle, cublasFillMode_t uplo, cublasOperation_t trans, int n, int k, const cuComplex * alpha, const cuComplex * A, int lda, const cuComplex * beta, cuComplex * C, int ldc)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasCsyrk_v2(handle, uplo, trans, n, k, alpha, A, lda, beta, C, ldc);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasCsyrk_v2_64(cublasHandle_t handle, cublasFillMode_t uplo, cublasOperation_t trans, int64_t n, int64_t k, const cuComplex * alpha, const cuComplex * A, int64_t lda, const cuComplex * beta, cuComplex * C, int64_t ldc)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasCsyrk_v2_64(handle, uplo, trans, n, k, alpha, A, lda, beta, C, ldc);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasCsyrkx(cublasHandle_t handle, cublasFillMode_t uplo, cublasOperation_t trans, int n, int k, const cuComplex * alpha, const cuComplex * A, int lda, const cuComplex * B, int ldb, const cuComplex * beta, cuComplex * C, int ldc)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasCsyrkx(handle, uplo, trans, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasCsyrkx_64(cublasHandle_t handle, cublasFillMode_t uplo, cublasOperation_t trans, int64_t n, int64_t k, const cuComplex * alpha, const cuComplex * A, int64_t lda, const cuComplex * B, int64_t ldb, const cuComplex * beta, cuComplex * C, int64_t ldc)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasCsyrkx_64(handle, uplo, trans, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
@@ -1547,13 +1655,15 @@ RCUDA_EXPORT long cublasCtbmv(void)
 
 RCUDA_EXPORT cublasStatus_t cublasCtbmv_v2(cublasHandle_t handle, cublasFillMode_t uplo, cublasOperation_t trans, cublasDiagType_t diag, int n, int k, const cuComplex * A, int lda, cuComplex * x, int incx)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasCtbmv_v2(handle, uplo, trans, diag, n, k, A, lda, x, incx);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasCtbmv_v2_64(cublasHandle_t handle, cublasFillMode_t uplo, cublasOperation_t trans, cublasDiagType_t diag, int64_t n, int64_t k, const cuComplex * A, int64_t lda, cuComplex * x, int64_t incx)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasCtbmv_v2_64(handle, uplo, trans, diag, n, k, A, lda, x, incx);
 }
 
@@ -1565,13 +1675,15 @@ RCUDA_EXPORT long cublasCtbsv(void)
 
 RCUDA_EXPORT cublasStatus_t cublasCtbsv_v2(cublasHandle_t handle, cublasFillMode_t uplo, cublasOperation_t trans, cublasDiagType_t diag, int n, int k, const cuComplex * A, int lda, cuComplex * x, int incx)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasCtbsv_v2(handle, uplo, trans, diag, n, k, A, lda, x, incx);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasCtbsv_v2_64(cublasHandle_t handle, cublasFillMode_t uplo, cublasOperation_t trans, cublasDiagType_t diag, int64_t n, int64_t k, const cuComplex * A, int64_t lda, cuComplex * x, int64_t incx)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasCtbsv_v2_64(handle, uplo, trans, diag, n, k, A, lda, x, incx);
 }
 
@@ -1583,13 +1695,15 @@ RCUDA_EXPORT long cublasCtpmv(void)
 
 RCUDA_EXPORT cublasStatus_t cublasCtpmv_v2(cublasHandle_t handle, cublasFillMode_t uplo, cublasOperation_t trans, cublasDiagType_t diag, int n, const cuComplex * AP, cuComplex * x, int incx)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasCtpmv_v2(handle, uplo, trans, diag, n, AP, x, incx);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasCtpmv_v2_64(cublasHandle_t handle, cublasFillMode_t uplo, cublasOperation_t trans, cublasDiagType_t diag, int64_t n, const cuComplex * AP, cuComplex * x, int64_t incx)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasCtpmv_v2_64(handle, uplo, trans, diag, n, AP, x, incx);
 }
 
@@ -1601,19 +1715,22 @@ RCUDA_EXPORT long cublasCtpsv(void)
 
 RCUDA_EXPORT cublasStatus_t cublasCtpsv_v2(cublasHandle_t handle, cublasFillMode_t uplo, cublasOperation_t trans, cublasDiagType_t diag, int n, const cuComplex * AP, cuComplex * x, int incx)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasCtpsv_v2(handle, uplo, trans, diag, n, AP, x, incx);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasCtpsv_v2_64(cublasHandle_t handle, cublasFillMode_t uplo, cublasOperation_t trans, cublasDiagType_t diag, int64_t n, const cuComplex * AP, cuComplex * x, int64_t incx)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasCtpsv_v2_64(handle, uplo, trans, diag, n, AP, x, incx);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasCtpttr(cublasHandle_t handle, cublasFillMode_t uplo, int n, const cuComplex * AP, cuComplex * A, int lda)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasCtpttr(handle, uplo, n, AP, A, lda);
 }
 
@@ -1625,13 +1742,15 @@ RCUDA_EXPORT long cublasCtrmm(void)
 
 RCUDA_EXPORT cublasStatus_t cublasCtrmm_v2(cublasHandle_t handle, cublasSideMode_t side, cublasFillMode_t uplo, cublasOperation_t trans, cublasDiagType_t diag, int m, int n, const cuComplex * alpha, const cuComplex * A, int lda, const cuComplex * B, int ldb, cuComplex * C, int ldc)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasCtrmm_v2(handle, side, uplo, trans, diag, m, n, alpha, A, lda, B, ldb, C, ldc);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasCtrmm_v2_64(cublasHandle_t handle, cublasSideMode_t side, cublasFillMode_t uplo, cublasOperation_t trans, cublasDiagType_t diag, int64_t m, int64_t n, const cuComplex * alpha, const cuComplex * A, int64_t lda, const cuComplex * B, int64_t ldb, cuComplex * C, int64_t ldc)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasCtrmm_v2_64(handle, side, uplo, trans, diag, m, n, alpha, A, lda, B, ldb, C, ldc);
 }
 
@@ -1643,13 +1762,15 @@ RCUDA_EXPORT long cublasCtrmv(void)
 
 RCUDA_EXPORT cublasStatus_t cublasCtrmv_v2(cublasHandle_t handle, cublasFillMode_t uplo, cublasOperation_t trans, cublasDiagType_t diag, int n, const cuComplex * A, int lda, cuComplex * x, int incx)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasCtrmv_v2(handle, uplo, trans, diag, n, A, lda, x, incx);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasCtrmv_v2_64(cublasHandle_t handle, cublasFillMode_t uplo, cublasOperation_t trans, cublasDiagType_t diag, int64_t n, const cuComplex * A, int64_t lda, cuComplex * x, int64_t incx)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasCtrmv_v2_64(handle, uplo, trans, diag, n, A, lda, x, incx);
 }
 
@@ -1661,25 +1782,29 @@ RCUDA_EXPORT long cublasCtrsm(void)
 
 RCUDA_EXPORT cublasStatus_t cublasCtrsmBatched(cublasHandle_t handle, cublasSideMode_t side, cublasFillMode_t uplo, cublasOperation_t trans, cublasDiagType_t diag, int m, int n, const cuComplex * alpha, const cuComplex *const *A, int lda, cuComplex *const *B, int ldb, int batchCount)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasCtrsmBatched(handle, side, uplo, trans, diag, m, n, alpha, A, lda, B, ldb, batchCount);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasCtrsmBatched_64(cublasHandle_t handle, cublasSideMode_t side, cublasFillMode_t uplo, cublasOperation_t trans, cublasDiagType_t diag, int64_t m, int64_t n, const cuComplex * alpha, const cuComplex *const *A, int64_t lda, cuComplex *const *B, int64_t ldb, int64_t batchCount)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasCtrsmBatched_64(handle, side, uplo, trans, diag, m, n, alpha, A, lda, B, ldb, batchCount);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasCtrsm_v2(cublasHandle_t handle, cublasSideMode_t side, cublasFillMode_t uplo, cublasOperation_t trans, cublasDiagType_t diag, int m, int n, const cuComplex * alpha, const cuComplex * A, int lda, cuComplex * B, int ldb)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasCtrsm_v2(handle, side, uplo, trans, diag, m, n, alpha, A, lda, B, ldb);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasCtrsm_v2_64(cublasHandle_t handle, cublasSideMode_t side, cublasFillMode_t uplo, cublasOperation_t trans, cublasDiagType_t diag, int64_t m, int64_t n, const cuComplex * alpha, const cuComplex * A, int64_t lda, cuComplex * B, int64_t ldb)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasCtrsm_v2_64(handle, side, uplo, trans, diag, m, n, alpha, A, lda, B, ldb);
 }
 
@@ -1691,19 +1816,22 @@ RCUDA_EXPORT long cublasCtrsv(void)
 
 RCUDA_EXPORT cublasStatus_t cublasCtrsv_v2(cublasHandle_t handle, cublasFillMode_t uplo, cublasOperation_t trans, cublasDiagType_t diag, int n, const cuComplex * A, int lda, cuComplex * x, int incx)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasCtrsv_v2(handle, uplo, trans, diag, n, A, lda, x, incx);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasCtrsv_v2_64(cublasHandle_t handle, cublasFillMode_t uplo, cublasOperation_t trans, cublasDiagType_t diag, int64_t n, const cuComplex * A, int64_t lda, cuComplex * x, int64_t incx)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasCtrsv_v2_64(handle, uplo, trans, diag, n, A, lda, x, incx);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasCtrttp(cublasHandle_t handle, cublasFillMode_t uplo, int n, const cuComplex * A, int lda, cuComplex * AP)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasCtrttp(handle, uplo, n, A, lda, AP);
 }
 
@@ -1715,13 +1843,15 @@ RCUDA_EXPORT long cublasDasum(void)
 
 RCUDA_EXPORT cublasStatus_t cublasDasum_v2(cublasHandle_t handle, int n, const double * x, int incx, double * result)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasDasum_v2(handle, n, x, incx, result);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasDasum_v2_64(cublasHandle_t handle, int64_t n, const double * x, int64_t incx, double * result)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasDasum_v2_64(handle, n, x, incx, result);
 }
 
@@ -1733,13 +1863,15 @@ RCUDA_EXPORT long cublasDaxpy(void)
 
 RCUDA_EXPORT cublasStatus_t cublasDaxpy_v2(cublasHandle_t handle, int n, const double * alpha, const double * x, int incx, double * y, int incy)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasDaxpy_v2(handle, n, alpha, x, incx, y, incy);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasDaxpy_v2_64(cublasHandle_t handle, int64_t n, const double * alpha, const double * x, int64_t incx, double * y, int64_t incy)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasDaxpy_v2_64(handle, n, alpha, x, incx, y, incy);
 }
 
@@ -1757,25 +1889,29 @@ RCUDA_EXPORT long cublasDcopy(void)
 
 RCUDA_EXPORT cublasStatus_t cublasDcopy_v2(cublasHandle_t handle, int n, const double * x, int incx, double * y, int incy)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasDcopy_v2(handle, n, x, incx, y, incy);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasDcopy_v2_64(cublasHandle_t handle, int64_t n, const double * x, int64_t incx, double * y, int64_t incy)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasDcopy_v2_64(handle, n, x, incx, y, incy);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasDdgmm(cublasHandle_t handle, cublasSideMode_t mode, int m, int n, const double * A, int lda, const double * x, int incx, double * C, int ldc)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasDdgmm(handle, mode, m, n, A, lda, x, incx, C, ldc);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasDdgmm_64(cublasHandle_t handle, cublasSideMode_t mode, int64_t m, int64_t n, const double * A, int64_t lda, const double * x, int64_t incx, double * C, int64_t ldc)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasDdgmm_64(handle, mode, m, n, A, lda, x, incx, C, ldc);
 }
 
@@ -1787,19 +1923,22 @@ RCUDA_EXPORT long cublasDdot(void)
 
 RCUDA_EXPORT cublasStatus_t cublasDdot_v2(cublasHandle_t handle, int n, const double * x, int incx, const double * y, int incy, double * result)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasDdot_v2(handle, n, x, incx, y, incy, result);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasDdot_v2_64(cublasHandle_t handle, int64_t n, const double * x, int64_t incx, const double * y, int64_t incy, double * result)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasDdot_v2_64(handle, n, x, incx, y, incy, result);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasDestroy_v2(cublasHandle_t handle)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return 0;
     return rcuda_py_cublasDestroy_v2(handle);
 }
 
@@ -1811,31 +1950,36 @@ RCUDA_EXPORT long cublasDgbmv(void)
 
 RCUDA_EXPORT cublasStatus_t cublasDgbmv_v2(cublasHandle_t handle, cublasOperation_t trans, int m, int n, int kl, int ku, const double * alpha, const double * A, int lda, const double * x, int incx, const double * beta, double * y, int incy)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasDgbmv_v2(handle, trans, m, n, kl, ku, alpha, A, lda, x, incx, beta, y, incy);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasDgbmv_v2_64(cublasHandle_t handle, cublasOperation_t trans, int64_t m, int64_t n, int64_t kl, int64_t ku, const double * alpha, const double * A, int64_t lda, const double * x, int64_t incx, const double * beta, double * y, int64_t incy)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasDgbmv_v2_64(handle, trans, m, n, kl, ku, alpha, A, lda, x, incx, beta, y, incy);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasDgeam(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m, int n, const double * alpha, const double * A, int lda, const double * beta, const double * B, int ldb, double * C, int ldc)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasDgeam(handle, transa, transb, m, n, alpha, A, lda, beta, B, ldb, C, ldc);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasDgeam_64(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int64_t m, int64_t n, const double * alpha, const double * A, int64_t lda, const double * beta, const double * B, int64_t ldb, double * C, int64_t ldc)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasDgeam_64(handle, transa, transb, m, n, alpha, A, lda, beta, B, ldb, C, ldc);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasDgelsBatched(cublasHandle_t handle, cublasOperation_t trans, int m, int n, int nrhs, double *const *Aarray, int lda, double *const *Carray, int ldc, int * info, int * devInfoArray, int batchSize)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasDgelsBatched(handle, trans, m, n, nrhs, Aarray, lda, Carray, ldc, info, devInfoArray, batchSize);
 }
 
@@ -1847,49 +1991,57 @@ RCUDA_EXPORT long cublasDgemm(void)
 
 RCUDA_EXPORT cublasStatus_t cublasDgemmBatched(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m, int n, int k, const double * alpha, const double *const *Aarray, int lda, const double *const *Barray, int ldb, const double * beta, double *const *Carray, int ldc, int batchCount)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasDgemmBatched(handle, transa, transb, m, n, k, alpha, Aarray, lda, Barray, ldb, beta, Carray, ldc, batchCount);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasDgemmBatched_64(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int64_t m, int64_t n, int64_t k, const double * alpha, const double *const *Aarray, int64_t lda, const double *const *Barray, int64_t ldb, const double * beta, double *const *Carray, int64_t ldc, int64_t batchCount)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasDgemmBatched_64(handle, transa, transb, m, n, k, alpha, Aarray, lda, Barray, ldb, beta, Carray, ldc, batchCount);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasDgemmGroupedBatched(cublasHandle_t handle, const cublasOperation_t *transa_array, const cublasOperation_t *transb_array, const int *m_array, const int *n_array, const int *k_array, const double *alpha_array, const double *const *Aarray, const int *lda_array, const double *const *Barray, const int *ldb_array, const double *beta_array, double *const *Carray, const int *ldc_array, int group_count, const int *group_size)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasDgemmGroupedBatched(handle, transa_array, transb_array, m_array, n_array, k_array, alpha_array, Aarray, lda_array, Barray, ldb_array, beta_array, Carray, ldc_array, group_count, group_size);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasDgemmGroupedBatched_64(cublasHandle_t handle, const cublasOperation_t *transa_array, const cublasOperation_t *transb_array, const int64_t *m_array, const int64_t *n_array, const int64_t *k_array, const double *alpha_array, const double *const *Aarray, const int64_t *lda_array, const double *const *Barray, const int64_t *ldb_array, const double *beta_array, double *const *Carray, const int64_t *ldc_array, int64_t group_count, const int64_t *group_size)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasDgemmGroupedBatched_64(handle, transa_array, transb_array, m_array, n_array, k_array, alpha_array, Aarray, lda_array, Barray, ldb_array, beta_array, Carray, ldc_array, group_count, group_size);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasDgemmStridedBatched(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m, int n, int k, const double * alpha, const double * A, int lda, long long strideA, const double * B, int ldb, long long strideB, const double * beta, double * C, int ldc, long long strideC, int batchCount)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasDgemmStridedBatched(handle, transa, transb, m, n, k, alpha, A, lda, strideA, B, ldb, strideB, beta, C, ldc, strideC, batchCount);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasDgemmStridedBatched_64(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int64_t m, int64_t n, int64_t k, const double * alpha, const double * A, int64_t lda, long long strideA, const double * B, int64_t ldb, long long strideB, const double * beta, double * C, int64_t ldc, long long strideC, int64_t batchCount)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasDgemmStridedBatched_64(handle, transa, transb, m, n, k, alpha, A, lda, strideA, B, ldb, strideB, beta, C, ldc, strideC, batchCount);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasDgemm_v2(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m, int n, int k, const double * alpha, const double * A, int lda, const double * B, int ldb, const double * beta, double * C, int ldc)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasDgemm_v2(handle, transa, transb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasDgemm_v2_64(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int64_t m, int64_t n, int64_t k, const double * alpha, const double * A, int64_t lda, const double * B, int64_t ldb, const double * beta, double * C, int64_t ldc)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasDgemm_v2_64(handle, transa, transb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
@@ -1901,43 +2053,50 @@ RCUDA_EXPORT long cublasDgemv(void)
 
 RCUDA_EXPORT cublasStatus_t cublasDgemvBatched(cublasHandle_t handle, cublasOperation_t trans, int m, int n, const double * alpha, const double *const *Aarray, int lda, const double *const *xarray, int incx, const double * beta, double *const *yarray, int incy, int batchCount)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasDgemvBatched(handle, trans, m, n, alpha, Aarray, lda, xarray, incx, beta, yarray, incy, batchCount);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasDgemvBatched_64(cublasHandle_t handle, cublasOperation_t trans, int64_t m, int64_t n, const double * alpha, const double *const *Aarray, int64_t lda, const double *const *xarray, int64_t incx, const double * beta, double *const *yarray, int64_t incy, int64_t batchCount)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasDgemvBatched_64(handle, trans, m, n, alpha, Aarray, lda, xarray, incx, beta, yarray, incy, batchCount);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasDgemvStridedBatched(cublasHandle_t handle, cublasOperation_t trans, int m, int n, const double * alpha, const double * A, int lda, long long strideA, const double * x, int incx, long long stridex, const double * beta, double * y, int incy, long long stridey, int batchCount)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasDgemvStridedBatched(handle, trans, m, n, alpha, A, lda, strideA, x, incx, stridex, beta, y, incy, stridey, batchCount);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasDgemvStridedBatched_64(cublasHandle_t handle, cublasOperation_t trans, int64_t m, int64_t n, const double * alpha, const double * A, int64_t lda, long long strideA, const double * x, int64_t incx, long long stridex, const double * beta, double * y, int64_t incy, long long stridey, int64_t batchCount)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasDgemvStridedBatched_64(handle, trans, m, n, alpha, A, lda, strideA, x, incx, stridex, beta, y, incy, stridey, batchCount);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasDgemv_v2(cublasHandle_t handle, cublasOperation_t trans, int m, int n, const double * alpha, const double * A, int lda, const double * x, int incx, const double * beta, double * y, int incy)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasDgemv_v2(handle, trans, m, n, alpha, A, lda, x, incx, beta, y, incy);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasDgemv_v2_64(cublasHandle_t handle, cublasOperation_t trans, int64_t m, int64_t n, const double * alpha, const double * A, int64_t lda, const double * x, int64_t incx, const double * beta, double * y, int64_t incy)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasDgemv_v2_64(handle, trans, m, n, alpha, A, lda, x, incx, beta, y, incy);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasDgeqrfBatched(cublasHandle_t handle, int m, int n, double *const *Aarray, int lda, double *const *TauArray, int * info, int batchSize)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasDgeqrfBatched(handle, m, n, Aarray, lda, TauArray, info, batchSize);
 }
 
@@ -1949,37 +2108,43 @@ RCUDA_EXPORT long cublasDger(void)
 
 RCUDA_EXPORT cublasStatus_t cublasDger_v2(cublasHandle_t handle, int m, int n, const double * alpha, const double * x, int incx, const double * y, int incy, double * A, int lda)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasDger_v2(handle, m, n, alpha, x, incx, y, incy, A, lda);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasDger_v2_64(cublasHandle_t handle, int64_t m, int64_t n, const double * alpha, const double * x, int64_t incx, const double * y, int64_t incy, double * A, int64_t lda)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasDger_v2_64(handle, m, n, alpha, x, incx, y, incy, A, lda);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasDgetrfBatched(cublasHandle_t handle, int n, double *const *A, int lda, int * P, int * info, int batchSize)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasDgetrfBatched(handle, n, A, lda, P, info, batchSize);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasDgetriBatched(cublasHandle_t handle, int n, const double *const *A, int lda, const int * P, double *const *C, int ldc, int * info, int batchSize)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasDgetriBatched(handle, n, A, lda, P, C, ldc, info, batchSize);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasDgetrsBatched(cublasHandle_t handle, cublasOperation_t trans, int n, int nrhs, const double *const *Aarray, int lda, const int * devIpiv, double *const *Barray, int ldb, int * info, int batchSize)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasDgetrsBatched(handle, trans, n, nrhs, Aarray, lda, devIpiv, Barray, ldb, info, batchSize);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasDmatinvBatched(cublasHandle_t handle, int n, const double *const *A, int lda, double *const *Ainv, int lda_inv, int * info, int batchSize)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasDmatinvBatched(handle, n, A, lda, Ainv, lda_inv, info, batchSize);
 }
 
@@ -1991,37 +2156,43 @@ RCUDA_EXPORT long cublasDnrm2(void)
 
 RCUDA_EXPORT cublasStatus_t cublasDnrm2_v2(cublasHandle_t handle, int n, const double * x, int incx, double * result)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasDnrm2_v2(handle, n, x, incx, result);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasDnrm2_v2_64(cublasHandle_t handle, int64_t n, const double * x, int64_t incx, double * result)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasDnrm2_v2_64(handle, n, x, incx, result);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasDotEx(cublasHandle_t handle, int n, const void * x, cudaDataType xType, int incx, const void * y, cudaDataType yType, int incy, void * result, cudaDataType resultType, cudaDataType executionType)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasDotEx(handle, n, x, xType, incx, y, yType, incy, result, resultType, executionType);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasDotEx_64(cublasHandle_t handle, int64_t n, const void * x, cudaDataType xType, int64_t incx, const void * y, cudaDataType yType, int64_t incy, void * result, cudaDataType resultType, cudaDataType executionType)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasDotEx_64(handle, n, x, xType, incx, y, yType, incy, result, resultType, executionType);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasDotcEx(cublasHandle_t handle, int n, const void * x, cudaDataType xType, int incx, const void * y, cudaDataType yType, int incy, void * result, cudaDataType resultType, cudaDataType executionType)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasDotcEx(handle, n, x, xType, incx, y, yType, incy, result, resultType, executionType);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasDotcEx_64(cublasHandle_t handle, int64_t n, const void * x, cudaDataType xType, int64_t incx, const void * y, cudaDataType yType, int64_t incy, void * result, cudaDataType resultType, cudaDataType executionType)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasDotcEx_64(handle, n, x, xType, incx, y, yType, incy, result, resultType, executionType);
 }
 
@@ -2033,13 +2204,15 @@ RCUDA_EXPORT long cublasDrot(void)
 
 RCUDA_EXPORT cublasStatus_t cublasDrot_v2(cublasHandle_t handle, int n, double * x, int incx, double * y, int incy, const double * c, const double * s)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasDrot_v2(handle, n, x, incx, y, incy, c, s);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasDrot_v2_64(cublasHandle_t handle, int64_t n, double * x, int64_t incx, double * y, int64_t incy, const double * c, const double * s)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasDrot_v2_64(handle, n, x, incx, y, incy, c, s);
 }
 
@@ -2051,7 +2224,8 @@ RCUDA_EXPORT long cublasDrotg(void)
 
 RCUDA_EXPORT cublasStatus_t cublasDrotg_v2(cublasHandle_t handle, double * a, double * b, double * c, double * s)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasDrotg_v2(handle, a, b, c, s);
 }
 
@@ -2063,13 +2237,15 @@ RCUDA_EXPORT long cublasDrotm(void)
 
 RCUDA_EXPORT cublasStatus_t cublasDrotm_v2(cublasHandle_t handle, int n, double * x, int incx, double * y, int incy, const double * param)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasDrotm_v2(handle, n, x, incx, y, incy, param);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasDrotm_v2_64(cublasHandle_t handle, int64_t n, double * x, int64_t incx, double * y, int64_t incy, const double * param)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasDrotm_v2_64(handle, n, x, incx, y, incy, param);
 }
 
@@ -2081,7 +2257,8 @@ RCUDA_EXPORT long cublasDrotmg(void)
 
 RCUDA_EXPORT cublasStatus_t cublasDrotmg_v2(cublasHandle_t handle, double * d1, double * d2, double * x1, const double * y1, double * param)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasDrotmg_v2(handle, d1, d2, x1, y1, param);
 }
 
@@ -2093,13 +2270,15 @@ RCUDA_EXPORT long cublasDsbmv(void)
 
 RCUDA_EXPORT cublasStatus_t cublasDsbmv_v2(cublasHandle_t handle, cublasFillMode_t uplo, int n, int k, const double * alpha, const double * A, int lda, const double * x, int incx, const double * beta, double * y, int incy)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasDsbmv_v2(handle, uplo, n, k, alpha, A, lda, x, incx, beta, y, incy);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasDsbmv_v2_64(cublasHandle_t handle, cublasFillMode_t uplo, int64_t n, int64_t k, const double * alpha, const double * A, int64_t lda, const double * x, int64_t incx, const double * beta, double * y, int64_t incy)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasDsbmv_v2_64(handle, uplo, n, k, alpha, A, lda, x, incx, beta, y, incy);
 }
 
@@ -2111,13 +2290,15 @@ RCUDA_EXPORT long cublasDscal(void)
 
 RCUDA_EXPORT cublasStatus_t cublasDscal_v2(cublasHandle_t handle, int n, const double * alpha, double * x, int incx)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasDscal_v2(handle, n, alpha, x, incx);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasDscal_v2_64(cublasHandle_t handle, int64_t n, const double * alpha, double * x, int64_t incx)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasDscal_v2_64(handle, n, alpha, x, incx);
 }
 
@@ -2129,13 +2310,15 @@ RCUDA_EXPORT long cublasDspmv(void)
 
 RCUDA_EXPORT cublasStatus_t cublasDspmv_v2(cublasHandle_t handle, cublasFillMode_t uplo, int n, const double * alpha, const double * AP, const double * x, int incx, const double * beta, double * y, int incy)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasDspmv_v2(handle, uplo, n, alpha, AP, x, incx, beta, y, incy);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasDspmv_v2_64(cublasHandle_t handle, cublasFillMode_t uplo, int64_t n, const double * alpha, const double * AP, const double * x, int64_t incx, const double * beta, double * y, int64_t incy)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasDspmv_v2_64(handle, uplo, n, alpha, AP, x, incx, beta, y, incy);
 }
 
@@ -2153,25 +2336,29 @@ RCUDA_EXPORT long cublasDspr2(void)
 
 RCUDA_EXPORT cublasStatus_t cublasDspr2_v2(cublasHandle_t handle, cublasFillMode_t uplo, int n, const double * alpha, const double * x, int incx, const double * y, int incy, double * AP)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasDspr2_v2(handle, uplo, n, alpha, x, incx, y, incy, AP);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasDspr2_v2_64(cublasHandle_t handle, cublasFillMode_t uplo, int64_t n, const double * alpha, const double * x, int64_t incx, const double * y, int64_t incy, double * AP)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasDspr2_v2_64(handle, uplo, n, alpha, x, incx, y, incy, AP);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasDspr_v2(cublasHandle_t handle, cublasFillMode_t uplo, int n, const double * alpha, const double * x, int incx, double * AP)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasDspr_v2(handle, uplo, n, alpha, x, incx, AP);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasDspr_v2_64(cublasHandle_t handle, cublasFillMode_t uplo, int64_t n, const double * alpha, const double * x, int64_t incx, double * AP)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasDspr_v2_64(handle, uplo, n, alpha, x, incx, AP);
 }
 
@@ -2183,13 +2370,15 @@ RCUDA_EXPORT long cublasDswap(void)
 
 RCUDA_EXPORT cublasStatus_t cublasDswap_v2(cublasHandle_t handle, int n, double * x, int incx, double * y, int incy)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasDswap_v2(handle, n, x, incx, y, incy);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasDswap_v2_64(cublasHandle_t handle, int64_t n, double * x, int64_t incx, double * y, int64_t incy)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasDswap_v2_64(handle, n, x, incx, y, incy);
 }
 
@@ -2201,13 +2390,15 @@ RCUDA_EXPORT long cublasDsymm(void)
 
 RCUDA_EXPORT cublasStatus_t cublasDsymm_v2(cublasHandle_t handle, cublasSideMode_t side, cublasFillMode_t uplo, int m, int n, const double * alpha, const double * A, int lda, const double * B, int ldb, const double * beta, double * C, int ldc)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasDsymm_v2(handle, side, uplo, m, n, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasDsymm_v2_64(cublasHandle_t handle, cublasSideMode_t side, cublasFillMode_t uplo, int64_t m, int64_t n, const double * alpha, const double * A, int64_t lda, const double * B, int64_t ldb, const double * beta, double * C, int64_t ldc)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasDsymm_v2_64(handle, side, uplo, m, n, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
@@ -2219,13 +2410,15 @@ RCUDA_EXPORT long cublasDsymv(void)
 
 RCUDA_EXPORT cublasStatus_t cublasDsymv_v2(cublasHandle_t handle, cublasFillMode_t uplo, int n, const double * alpha, const double * A, int lda, const double * x, int incx, const double * beta, double * y, int incy)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasDsymv_v2(handle, uplo, n, alpha, A, lda, x, incx, beta, y, incy);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasDsymv_v2_64(cublasHandle_t handle, cublasFillMode_t uplo, int64_t n, const double * alpha, const double * A, int64_t lda, const double * x, int64_t incx, const double * beta, double * y, int64_t incy)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasDsymv_v2_64(handle, uplo, n, alpha, A, lda, x, incx, beta, y, incy);
 }
 
@@ -2243,13 +2436,15 @@ RCUDA_EXPORT long cublasDsyr2(void)
 
 RCUDA_EXPORT cublasStatus_t cublasDsyr2_v2(cublasHandle_t handle, cublasFillMode_t uplo, int n, const double * alpha, const double * x, int incx, const double * y, int incy, double * A, int lda)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasDsyr2_v2(handle, uplo, n, alpha, x, incx, y, incy, A, lda);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasDsyr2_v2_64(cublasHandle_t handle, cublasFillMode_t uplo, int64_t n, const double * alpha, const double * x, int64_t incx, const double * y, int64_t incy, double * A, int64_t lda)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasDsyr2_v2_64(handle, uplo, n, alpha, x, incx, y, incy, A, lda);
 }
 
@@ -2261,25 +2456,29 @@ RCUDA_EXPORT long cublasDsyr2k(void)
 
 RCUDA_EXPORT cublasStatus_t cublasDsyr2k_v2(cublasHandle_t handle, cublasFillMode_t uplo, cublasOperation_t trans, int n, int k, const double * alpha, const double * A, int lda, const double * B, int ldb, const double * beta, double * C, int ldc)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasDsyr2k_v2(handle, uplo, trans, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasDsyr2k_v2_64(cublasHandle_t handle, cublasFillMode_t uplo, cublasOperation_t trans, int64_t n, int64_t k, const double * alpha, const double * A, int64_t lda, const double * B, int64_t ldb, const double * beta, double * C, int64_t ldc)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasDsyr2k_v2_64(handle, uplo, trans, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasDsyr_v2(cublasHandle_t handle, cublasFillMode_t uplo, int n, const double * alpha, const double * x, int incx, double * A, int lda)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasDsyr_v2(handle, uplo, n, alpha, x, incx, A, lda);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasDsyr_v2_64(cublasHandle_t handle, cublasFillMode_t uplo, int64_t n, const double * alpha, const double * x, int64_t incx, double * A, int64_t lda)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasDsyr_v2_64(handle, uplo, n, alpha, x, incx, A, lda);
 }
 
@@ -2291,25 +2490,29 @@ RCUDA_EXPORT long cublasDsyrk(void)
 
 RCUDA_EXPORT cublasStatus_t cublasDsyrk_v2(cublasHandle_t handle, cublasFillMode_t uplo, cublasOperation_t trans, int n, int k, const double * alpha, const double * A, int lda, const double * beta, double * C, int ldc)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasDsyrk_v2(handle, uplo, trans, n, k, alpha, A, lda, beta, C, ldc);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasDsyrk_v2_64(cublasHandle_t handle, cublasFillMode_t uplo, cublasOperation_t trans, int64_t n, int64_t k, const double * alpha, const double * A, int64_t lda, const double * beta, double * C, int64_t ldc)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasDsyrk_v2_64(handle, uplo, trans, n, k, alpha, A, lda, beta, C, ldc);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasDsyrkx(cublasHandle_t handle, cublasFillMode_t uplo, cublasOperation_t trans, int n, int k, const double * alpha, const double * A, int lda, const double * B, int ldb, const double * beta, double * C, int ldc)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasDsyrkx(handle, uplo, trans, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasDsyrkx_64(cublasHandle_t handle, cublasFillMode_t uplo, cublasOperation_t trans, int64_t n, int64_t k, const double * alpha, const double * A, int64_t lda, const double * B, int64_t ldb, const double * beta, double * C, int64_t ldc)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasDsyrkx_64(handle, uplo, trans, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
@@ -2321,13 +2524,15 @@ RCUDA_EXPORT long cublasDtbmv(void)
 
 RCUDA_EXPORT cublasStatus_t cublasDtbmv_v2(cublasHandle_t handle, cublasFillMode_t uplo, cublasOperation_t trans, cublasDiagType_t diag, int n, int k, const double * A, int lda, double * x, int incx)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasDtbmv_v2(handle, uplo, trans, diag, n, k, A, lda, x, incx);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasDtbmv_v2_64(cublasHandle_t handle, cublasFillMode_t uplo, cublasOperation_t trans, cublasDiagType_t diag, int64_t n, int64_t k, const double * A, int64_t lda, double * x, int64_t incx)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasDtbmv_v2_64(handle, uplo, trans, diag, n, k, A, lda, x, incx);
 }
 
@@ -2339,13 +2544,15 @@ RCUDA_EXPORT long cublasDtbsv(void)
 
 RCUDA_EXPORT cublasStatus_t cublasDtbsv_v2(cublasHandle_t handle, cublasFillMode_t uplo, cublasOperation_t trans, cublasDiagType_t diag, int n, int k, const double * A, int lda, double * x, int incx)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasDtbsv_v2(handle, uplo, trans, diag, n, k, A, lda, x, incx);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasDtbsv_v2_64(cublasHandle_t handle, cublasFillMode_t uplo, cublasOperation_t trans, cublasDiagType_t diag, int64_t n, int64_t k, const double * A, int64_t lda, double * x, int64_t incx)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasDtbsv_v2_64(handle, uplo, trans, diag, n, k, A, lda, x, incx);
 }
 
@@ -2357,13 +2564,15 @@ RCUDA_EXPORT long cublasDtpmv(void)
 
 RCUDA_EXPORT cublasStatus_t cublasDtpmv_v2(cublasHandle_t handle, cublasFillMode_t uplo, cublasOperation_t trans, cublasDiagType_t diag, int n, const double * AP, double * x, int incx)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasDtpmv_v2(handle, uplo, trans, diag, n, AP, x, incx);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasDtpmv_v2_64(cublasHandle_t handle, cublasFillMode_t uplo, cublasOperation_t trans, cublasDiagType_t diag, int64_t n, const double * AP, double * x, int64_t incx)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasDtpmv_v2_64(handle, uplo, trans, diag, n, AP, x, incx);
 }
 
@@ -2375,19 +2584,22 @@ RCUDA_EXPORT long cublasDtpsv(void)
 
 RCUDA_EXPORT cublasStatus_t cublasDtpsv_v2(cublasHandle_t handle, cublasFillMode_t uplo, cublasOperation_t trans, cublasDiagType_t diag, int n, const double * AP, double * x, int incx)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasDtpsv_v2(handle, uplo, trans, diag, n, AP, x, incx);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasDtpsv_v2_64(cublasHandle_t handle, cublasFillMode_t uplo, cublasOperation_t trans, cublasDiagType_t diag, int64_t n, const double * AP, double * x, int64_t incx)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasDtpsv_v2_64(handle, uplo, trans, diag, n, AP, x, incx);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasDtpttr(cublasHandle_t handle, cublasFillMode_t uplo, int n, const double * AP, double * A, int lda)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasDtpttr(handle, uplo, n, AP, A, lda);
 }
 
@@ -2399,13 +2611,15 @@ RCUDA_EXPORT long cublasDtrmm(void)
 
 RCUDA_EXPORT cublasStatus_t cublasDtrmm_v2(cublasHandle_t handle, cublasSideMode_t side, cublasFillMode_t uplo, cublasOperation_t trans, cublasDiagType_t diag, int m, int n, const double * alpha, const double * A, int lda, const double * B, int ldb, double * C, int ldc)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasDtrmm_v2(handle, side, uplo, trans, diag, m, n, alpha, A, lda, B, ldb, C, ldc);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasDtrmm_v2_64(cublasHandle_t handle, cublasSideMode_t side, cublasFillMode_t uplo, cublasOperation_t trans, cublasDiagType_t diag, int64_t m, int64_t n, const double * alpha, const double * A, int64_t lda, const double * B, int64_t ldb, double * C, int64_t ldc)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasDtrmm_v2_64(handle, side, uplo, trans, diag, m, n, alpha, A, lda, B, ldb, C, ldc);
 }
 
@@ -2417,13 +2631,15 @@ RCUDA_EXPORT long cublasDtrmv(void)
 
 RCUDA_EXPORT cublasStatus_t cublasDtrmv_v2(cublasHandle_t handle, cublasFillMode_t uplo, cublasOperation_t trans, cublasDiagType_t diag, int n, const double * A, int lda, double * x, int incx)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasDtrmv_v2(handle, uplo, trans, diag, n, A, lda, x, incx);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasDtrmv_v2_64(cublasHandle_t handle, cublasFillMode_t uplo, cublasOperation_t trans, cublasDiagType_t diag, int64_t n, const double * A, int64_t lda, double * x, int64_t incx)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasDtrmv_v2_64(handle, uplo, trans, diag, n, A, lda, x, incx);
 }
 
@@ -2435,25 +2651,29 @@ RCUDA_EXPORT long cublasDtrsm(void)
 
 RCUDA_EXPORT cublasStatus_t cublasDtrsmBatched(cublasHandle_t handle, cublasSideMode_t side, cublasFillMode_t uplo, cublasOperation_t trans, cublasDiagType_t diag, int m, int n, const double * alpha, const double *const *A, int lda, double *const *B, int ldb, int batchCount)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasDtrsmBatched(handle, side, uplo, trans, diag, m, n, alpha, A, lda, B, ldb, batchCount);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasDtrsmBatched_64(cublasHandle_t handle, cublasSideMode_t side, cublasFillMode_t uplo, cublasOperation_t trans, cublasDiagType_t diag, int64_t m, int64_t n, const double * alpha, const double *const *A, int64_t lda, double *const *B, int64_t ldb, int64_t batchCount)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasDtrsmBatched_64(handle, side, uplo, trans, diag, m, n, alpha, A, lda, B, ldb, batchCount);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasDtrsm_v2(cublasHandle_t handle, cublasSideMode_t side, cublasFillMode_t uplo, cublasOperation_t trans, cublasDiagType_t diag, int m, int n, const double * alpha, const double * A, int lda, double * B, int ldb)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasDtrsm_v2(handle, side, uplo, trans, diag, m, n, alpha, A, lda, B, ldb);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasDtrsm_v2_64(cublasHandle_t handle, cublasSideMode_t side, cublasFillMode_t uplo, cublasOperation_t trans, cublasDiagType_t diag, int64_t m, int64_t n, const double * alpha, const double * A, int64_t lda, double * B, int64_t ldb)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasDtrsm_v2_64(handle, side, uplo, trans, diag, m, n, alpha, A, lda, B, ldb);
 }
 
@@ -2465,19 +2685,22 @@ RCUDA_EXPORT long cublasDtrsv(void)
 
 RCUDA_EXPORT cublasStatus_t cublasDtrsv_v2(cublasHandle_t handle, cublasFillMode_t uplo, cublasOperation_t trans, cublasDiagType_t diag, int n, const double * A, int lda, double * x, int incx)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasDtrsv_v2(handle, uplo, trans, diag, n, A, lda, x, incx);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasDtrsv_v2_64(cublasHandle_t handle, cublasFillMode_t uplo, cublasOperation_t trans, cublasDiagType_t diag, int64_t n, const double * A, int64_t lda, double * x, int64_t incx)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasDtrsv_v2_64(handle, uplo, trans, diag, n, A, lda, x, incx);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasDtrttp(cublasHandle_t handle, cublasFillMode_t uplo, int n, const double * A, int lda, double * AP)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasDtrttp(handle, uplo, n, A, lda, AP);
 }
 
@@ -2489,13 +2712,15 @@ RCUDA_EXPORT long cublasDzasum(void)
 
 RCUDA_EXPORT cublasStatus_t cublasDzasum_v2(cublasHandle_t handle, int n, const cuDoubleComplex * x, int incx, double * result)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasDzasum_v2(handle, n, x, incx, result);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasDzasum_v2_64(cublasHandle_t handle, int64_t n, const cuDoubleComplex * x, int64_t incx, double * result)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasDzasum_v2_64(handle, n, x, incx, result);
 }
 
@@ -2507,13 +2732,15 @@ RCUDA_EXPORT long cublasDznrm2(void)
 
 RCUDA_EXPORT cublasStatus_t cublasDznrm2_v2(cublasHandle_t handle, int n, const cuDoubleComplex * x, int incx, double * result)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasDznrm2_v2(handle, n, x, incx, result);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasDznrm2_v2_64(cublasHandle_t handle, int64_t n, const cuDoubleComplex * x, int64_t incx, double * result)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasDznrm2_v2_64(handle, n, x, incx, result);
 }
 
@@ -2525,55 +2752,64 @@ RCUDA_EXPORT long cublasFree(void)
 
 RCUDA_EXPORT cublasStatus_t cublasGemmBatchedEx(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m, int n, int k, const void * alpha, const void *const *Aarray, cudaDataType Atype, int lda, const void *const *Barray, cudaDataType Btype, int ldb, const void * beta, void *const *Carray, cudaDataType Ctype, int ldc, int batchCount, cublasComputeType_t computeType, cublasGemmAlgo_t algo)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasGemmBatchedEx(handle, transa, transb, m, n, k, alpha, Aarray, Atype, lda, Barray, Btype, ldb, beta, Carray, Ctype, ldc, batchCount, computeType, algo);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasGemmBatchedEx_64(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int64_t m, int64_t n, int64_t k, const void * alpha, const void *const *Aarray, cudaDataType Atype, int64_t lda, const void *const *Barray, cudaDataType Btype, int64_t ldb, const void * beta, void *const *Carray, cudaDataType Ctype, int64_t ldc, int64_t batchCount, cublasComputeType_t computeType, cublasGemmAlgo_t algo)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasGemmBatchedEx_64(handle, transa, transb, m, n, k, alpha, Aarray, Atype, lda, Barray, Btype, ldb, beta, Carray, Ctype, ldc, batchCount, computeType, algo);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m, int n, int k, const void * alpha, const void * A, cudaDataType Atype, int lda, const void * B, cudaDataType Btype, int ldb, const void * beta, void * C, cudaDataType Ctype, int ldc, cublasComputeType_t computeType, cublasGemmAlgo_t algo)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasGemmEx(handle, transa, transb, m, n, k, alpha, A, Atype, lda, B, Btype, ldb, beta, C, Ctype, ldc, computeType, algo);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasGemmEx_64(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int64_t m, int64_t n, int64_t k, const void * alpha, const void * A, cudaDataType Atype, int64_t lda, const void * B, cudaDataType Btype, int64_t ldb, const void * beta, void * C, cudaDataType Ctype, int64_t ldc, cublasComputeType_t computeType, cublasGemmAlgo_t algo)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasGemmEx_64(handle, transa, transb, m, n, k, alpha, A, Atype, lda, B, Btype, ldb, beta, C, Ctype, ldc, computeType, algo);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasGemmGroupedBatchedEx(cublasHandle_t handle, const cublasOperation_t *transa_array, const cublasOperation_t *transb_array, const int *m_array, const int *n_array, const int *k_array, const void * alpha_array, const void *const *Aarray, cudaDataType_t Atype, const int *lda_array, const void *const *Barray, cudaDataType_t Btype, const int *ldb_array, const void * beta_array, void *const *Carray, cudaDataType_t Ctype, const int *ldc_array, int group_count, const int *group_size, cublasComputeType_t computeType)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasGemmGroupedBatchedEx(handle, transa_array, transb_array, m_array, n_array, k_array, alpha_array, Aarray, Atype, lda_array, Barray, Btype, ldb_array, beta_array, Carray, Ctype, ldc_array, group_count, group_size, computeType);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasGemmGroupedBatchedEx_64(cublasHandle_t handle, const cublasOperation_t *transa_array, const cublasOperation_t *transb_array, const int64_t *m_array, const int64_t *n_array, const int64_t *k_array, const void * alpha_array, const void *const *Aarray, cudaDataType_t Atype, const int64_t *lda_array, const void *const *Barray, cudaDataType_t Btype, const int64_t *ldb_array, const void * beta_array, void *const *Carray, cudaDataType_t Ctype, const int64_t *ldc_array, int64_t group_count, const int64_t *group_size, cublasComputeType_t computeType)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasGemmGroupedBatchedEx_64(handle, transa_array, transb_array, m_array, n_array, k_array, alpha_array, Aarray, Atype, lda_array, Barray, Btype, ldb_array, beta_array, Carray, Ctype, ldc_array, group_count, group_size, computeType);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m, int n, int k, const void * alpha, const void * A, cudaDataType Atype, int lda, long long strideA, const void * B, cudaDataType Btype, int ldb, long long strideB, const void * beta, void * C, cudaDataType Ctype, int ldc, long long strideC, int batchCount, cublasComputeType_t computeType, cublasGemmAlgo_t algo)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasGemmStridedBatchedEx(handle, transa, transb, m, n, k, alpha, A, Atype, lda, strideA, B, Btype, ldb, strideB, beta, C, Ctype, ldc, strideC, batchCount, computeType, algo);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasGemmStridedBatchedEx_64(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int64_t m, int64_t n, int64_t k, const void * alpha, const void * A, cudaDataType Atype, int64_t lda, long long strideA, const void * B, cudaDataType Btype, int64_t ldb, long long strideB, const void * beta, void * C, cudaDataType Ctype, int64_t ldc, long long strideC, int64_t batchCount, cublasComputeType_t computeType, cublasGemmAlgo_t algo)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasGemmStridedBatchedEx_64(handle, transa, transb, m, n, k, alpha, A, Atype, lda, strideA, B, Btype, ldb, strideB, beta, C, Ctype, ldc, strideC, batchCount, computeType, algo);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasGetAtomicsMode(cublasHandle_t handle, cublasAtomicsMode_t * mode)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasGetAtomicsMode(handle, mode);
 }
 
@@ -2585,19 +2821,22 @@ RCUDA_EXPORT long cublasGetBackdoor(void)
 
 RCUDA_EXPORT size_t cublasGetCudartVersion(void)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return (size_t){0};
     return rcuda_py_cublasGetCudartVersion();
 }
 
 RCUDA_EXPORT cublasStatus_t cublasGetEmulationSpecialValuesSupport(cublasHandle_t handle, cudaEmulationSpecialValuesSupport * mask)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasGetEmulationSpecialValuesSupport(handle, mask);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasGetEmulationStrategy(cublasHandle_t handle, cublasEmulationStrategy_t * emulationStrategy)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasGetEmulationStrategy(handle, emulationStrategy);
 }
 
@@ -2615,121 +2854,141 @@ RCUDA_EXPORT long cublasGetError(void)
 
 RCUDA_EXPORT cublasStatus_t cublasGetFixedPointEmulationMantissaBitCountPointer(cublasHandle_t handle, int ** mantissaBitCount)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasGetFixedPointEmulationMantissaBitCountPointer(handle, mantissaBitCount);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasGetFixedPointEmulationMantissaBitOffset(cublasHandle_t handle, int * mantissaBitOffset)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasGetFixedPointEmulationMantissaBitOffset(handle, mantissaBitOffset);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasGetFixedPointEmulationMantissaControl(cublasHandle_t handle, cudaEmulationMantissaControl * mantissaControl)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasGetFixedPointEmulationMantissaControl(handle, mantissaControl);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasGetFixedPointEmulationMaxMantissaBitCount(cublasHandle_t handle, int * maxMantissaBitCount)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasGetFixedPointEmulationMaxMantissaBitCount(handle, maxMantissaBitCount);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasGetLoggerCallback(cublasLogCallback * userCallback)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasGetLoggerCallback(userCallback);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasGetMathMode(cublasHandle_t handle, cublasMath_t * mode)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasGetMathMode(handle, mode);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasGetMatrix(int rows, int cols, int elemSize, const void * A, int lda, void * B, int ldb)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasGetMatrix(rows, cols, elemSize, A, lda, B, ldb);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasGetMatrixAsync(int rows, int cols, int elemSize, const void * A, int lda, void * B, int ldb, cudaStream_t stream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasGetMatrixAsync(rows, cols, elemSize, A, lda, B, ldb, stream);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasGetMatrixAsync_64(int64_t rows, int64_t cols, int64_t elemSize, const void * A, int64_t lda, void * B, int64_t ldb, cudaStream_t stream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasGetMatrixAsync_64(rows, cols, elemSize, A, lda, B, ldb, stream);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasGetMatrix_64(int64_t rows, int64_t cols, int64_t elemSize, const void * A, int64_t lda, void * B, int64_t ldb)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasGetMatrix_64(rows, cols, elemSize, A, lda, B, ldb);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasGetPointerMode_v2(cublasHandle_t handle, cublasPointerMode_t * mode)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasGetPointerMode_v2(handle, mode);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasGetProperty(libraryPropertyType type, int * value)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasGetProperty(type, value);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasGetSmCountTarget(cublasHandle_t handle, int * smCountTarget)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasGetSmCountTarget(handle, smCountTarget);
 }
 
 RCUDA_EXPORT const char * cublasGetStatusName(cublasStatus_t status)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return (const char *){0};
     return rcuda_py_cublasGetStatusName(status);
 }
 
 RCUDA_EXPORT const char * cublasGetStatusString(cublasStatus_t status)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return (const char *){0};
     return rcuda_py_cublasGetStatusString(status);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasGetStream_v2(cublasHandle_t handle, cudaStream_t * streamId)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasGetStream_v2(handle, streamId);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasGetVector(int n, int elemSize, const void * x, int incx, void * y, int incy)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasGetVector(n, elemSize, x, incx, y, incy);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasGetVectorAsync(int n, int elemSize, const void * devicePtr, int incx, void * hostPtr, int incy, cudaStream_t stream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasGetVectorAsync(n, elemSize, devicePtr, incx, hostPtr, incy, stream);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasGetVectorAsync_64(int64_t n, int64_t elemSize, const void * devicePtr, int64_t incx, void * hostPtr, int64_t incy, cudaStream_t stream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasGetVectorAsync_64(n, elemSize, devicePtr, incx, hostPtr, incy, stream);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasGetVector_64(int64_t n, int64_t elemSize, const void * x, int64_t incx, void * y, int64_t incy)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasGetVector_64(n, elemSize, x, incx, y, incy);
 }
 
@@ -2741,7 +3000,8 @@ RCUDA_EXPORT long cublasGetVersion(void)
 
 RCUDA_EXPORT cublasStatus_t cublasGetVersion_v2(cublasHandle_t handle, int * version)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasGetVersion_v2(handle, version);
 }
 
@@ -2831,25 +3091,29 @@ RCUDA_EXPORT long cublasHgemm_64(void)
 
 RCUDA_EXPORT cublasStatus_t cublasIamaxEx(cublasHandle_t handle, int n, const void * x, cudaDataType xType, int incx, int * result)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasIamaxEx(handle, n, x, xType, incx, result);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasIamaxEx_64(cublasHandle_t handle, int64_t n, const void * x, cudaDataType xType, int64_t incx, int64_t * result)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasIamaxEx_64(handle, n, x, xType, incx, result);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasIaminEx(cublasHandle_t handle, int n, const void * x, cudaDataType xType, int incx, int * result)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasIaminEx(handle, n, x, xType, incx, result);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasIaminEx_64(cublasHandle_t handle, int64_t n, const void * x, cudaDataType xType, int64_t incx, int64_t * result)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasIaminEx_64(handle, n, x, xType, incx, result);
 }
 
@@ -2861,13 +3125,15 @@ RCUDA_EXPORT long cublasIcamax(void)
 
 RCUDA_EXPORT cublasStatus_t cublasIcamax_v2(cublasHandle_t handle, int n, const cuComplex * x, int incx, int * result)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasIcamax_v2(handle, n, x, incx, result);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasIcamax_v2_64(cublasHandle_t handle, int64_t n, const cuComplex * x, int64_t incx, int64_t * result)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasIcamax_v2_64(handle, n, x, incx, result);
 }
 
@@ -2879,13 +3145,15 @@ RCUDA_EXPORT long cublasIcamin(void)
 
 RCUDA_EXPORT cublasStatus_t cublasIcamin_v2(cublasHandle_t handle, int n, const cuComplex * x, int incx, int * result)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasIcamin_v2(handle, n, x, incx, result);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasIcamin_v2_64(cublasHandle_t handle, int64_t n, const cuComplex * x, int64_t incx, int64_t * result)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasIcamin_v2_64(handle, n, x, incx, result);
 }
 
@@ -2897,13 +3165,15 @@ RCUDA_EXPORT long cublasIdamax(void)
 
 RCUDA_EXPORT cublasStatus_t cublasIdamax_v2(cublasHandle_t handle, int n, const double * x, int incx, int * result)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasIdamax_v2(handle, n, x, incx, result);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasIdamax_v2_64(cublasHandle_t handle, int64_t n, const double * x, int64_t incx, int64_t * result)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasIdamax_v2_64(handle, n, x, incx, result);
 }
 
@@ -2915,13 +3185,15 @@ RCUDA_EXPORT long cublasIdamin(void)
 
 RCUDA_EXPORT cublasStatus_t cublasIdamin_v2(cublasHandle_t handle, int n, const double * x, int incx, int * result)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasIdamin_v2(handle, n, x, incx, result);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasIdamin_v2_64(cublasHandle_t handle, int64_t n, const double * x, int64_t incx, int64_t * result)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasIdamin_v2_64(handle, n, x, incx, result);
 }
 
@@ -2939,13 +3211,15 @@ RCUDA_EXPORT long cublasIsamax(void)
 
 RCUDA_EXPORT cublasStatus_t cublasIsamax_v2(cublasHandle_t handle, int n, const float * x, int incx, int * result)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasIsamax_v2(handle, n, x, incx, result);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasIsamax_v2_64(cublasHandle_t handle, int64_t n, const float * x, int64_t incx, int64_t * result)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasIsamax_v2_64(handle, n, x, incx, result);
 }
 
@@ -2957,13 +3231,15 @@ RCUDA_EXPORT long cublasIsamin(void)
 
 RCUDA_EXPORT cublasStatus_t cublasIsamin_v2(cublasHandle_t handle, int n, const float * x, int incx, int * result)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasIsamin_v2(handle, n, x, incx, result);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasIsamin_v2_64(cublasHandle_t handle, int64_t n, const float * x, int64_t incx, int64_t * result)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasIsamin_v2_64(handle, n, x, incx, result);
 }
 
@@ -2975,13 +3251,15 @@ RCUDA_EXPORT long cublasIzamax(void)
 
 RCUDA_EXPORT cublasStatus_t cublasIzamax_v2(cublasHandle_t handle, int n, const cuDoubleComplex * x, int incx, int * result)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasIzamax_v2(handle, n, x, incx, result);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasIzamax_v2_64(cublasHandle_t handle, int64_t n, const cuDoubleComplex * x, int64_t incx, int64_t * result)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasIzamax_v2_64(handle, n, x, incx, result);
 }
 
@@ -2993,19 +3271,22 @@ RCUDA_EXPORT long cublasIzamin(void)
 
 RCUDA_EXPORT cublasStatus_t cublasIzamin_v2(cublasHandle_t handle, int n, const cuDoubleComplex * x, int incx, int * result)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasIzamin_v2(handle, n, x, incx, result);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasIzamin_v2_64(cublasHandle_t handle, int64_t n, const cuDoubleComplex * x, int64_t incx, int64_t * result)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasIzamin_v2_64(handle, n, x, incx, result);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasLoggerConfigure(int logIsOn, int logToStdOut, int logToStdErr, const char * logFileName)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasLoggerConfigure(logIsOn, logToStdOut, logToStdErr, logFileName);
 }
 
@@ -3263,7 +3544,8 @@ RCUDA_EXPORT long cublasLtClearNvjetCache(void)
 
 RCUDA_EXPORT cublasStatus_t cublasLtCreate(cublasLtHandle_t * lightHandle)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasLtCreate(lightHandle);
 }
 
@@ -3323,43 +3605,50 @@ RCUDA_EXPORT long cublasLtDDDMatmulAlgoInit(void)
 
 RCUDA_EXPORT cublasStatus_t cublasLtDestroy(cublasLtHandle_t lightHandle)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return 0;
     return rcuda_py_cublasLtDestroy(lightHandle);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasLtEmulationDescCreate(cublasLtEmulationDesc_t * emulationDesc)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasLtEmulationDescCreate(emulationDesc);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasLtEmulationDescDestroy(cublasLtEmulationDesc_t emulationDesc)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasLtEmulationDescDestroy(emulationDesc);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasLtEmulationDescGetAttribute(cublasLtEmulationDesc_t emulationDesc, cublasLtEmulationDescAttributes_t attr, void * buf, size_t sizeInBytes, size_t * sizeWritten)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasLtEmulationDescGetAttribute(emulationDesc, attr, buf, sizeInBytes, sizeWritten);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasLtEmulationDescInit_internal(cublasLtEmulationDesc_t emulationDesc, size_t size)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasLtEmulationDescInit_internal(emulationDesc, size);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasLtEmulationDescSetAttribute(cublasLtEmulationDesc_t emulationDesc, cublasLtEmulationDescAttributes_t attr, const void * buf, size_t sizeInBytes)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasLtEmulationDescSetAttribute(emulationDesc, attr, buf, sizeInBytes);
 }
 
 RCUDA_EXPORT size_t cublasLtGetCudartVersion(void)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return (size_t){0};
     return rcuda_py_cublasLtGetCudartVersion();
 }
 
@@ -3371,37 +3660,43 @@ RCUDA_EXPORT long cublasLtGetEnvironmentMode(void)
 
 RCUDA_EXPORT cublasStatus_t cublasLtGetProperty(libraryPropertyType type, int * value)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasLtGetProperty(type, value);
 }
 
 RCUDA_EXPORT const char * cublasLtGetStatusName(cublasStatus_t status)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return (const char *){0};
     return rcuda_py_cublasLtGetStatusName(status);
 }
 
 RCUDA_EXPORT const char * cublasLtGetStatusString(cublasStatus_t status)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return (const char *){0};
     return rcuda_py_cublasLtGetStatusString(status);
 }
 
 RCUDA_EXPORT size_t cublasLtGetVersion(void)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return (size_t){0};
     return rcuda_py_cublasLtGetVersion();
 }
 
 RCUDA_EXPORT cublasStatus_t cublasLtGroupedMatrixLayoutCreate(cublasLtMatrixLayout_t * matLayout, cudaDataType type, int groupCount, const void * rows_array, const void * cols_array, const void * ld_array)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasLtGroupedMatrixLayoutCreate(matLayout, type, groupCount, rows_array, cols_array, ld_array);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasLtGroupedMatrixLayoutInit_internal(cublasLtMatrixLayout_t matLayout, size_t size, cudaDataType type, int groupCount, const void * rows_array, const void * cols_array, const void * ld_array)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasLtGroupedMatrixLayoutInit_internal(matLayout, size, type, groupCount, rows_array, cols_array, ld_array);
 }
 
@@ -3575,7 +3870,8 @@ RCUDA_EXPORT long cublasLtHeuristicsCacheGet(void)
 
 RCUDA_EXPORT cublasStatus_t cublasLtHeuristicsCacheGetCapacity(size_t * capacity)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasLtHeuristicsCacheGetCapacity(capacity);
 }
 
@@ -3587,7 +3883,8 @@ RCUDA_EXPORT long cublasLtHeuristicsCachePut(void)
 
 RCUDA_EXPORT cublasStatus_t cublasLtHeuristicsCacheSetCapacity(size_t capacity)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasLtHeuristicsCacheSetCapacity(capacity);
 }
 
@@ -3761,67 +4058,78 @@ RCUDA_EXPORT long cublasLtLegacyGemmZZZ(void)
 
 RCUDA_EXPORT cublasStatus_t cublasLtLoggerForceDisable(void)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasLtLoggerForceDisable();
 }
 
 RCUDA_EXPORT cublasStatus_t cublasLtLoggerOpenFile(const char * logFile)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasLtLoggerOpenFile(logFile);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasLtLoggerSetCallback(cublasLtLoggerCallback_t callback)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasLtLoggerSetCallback(callback);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasLtLoggerSetFile(FILE * file)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasLtLoggerSetFile(file);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasLtLoggerSetLevel(int level)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasLtLoggerSetLevel(level);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasLtLoggerSetMask(int mask)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasLtLoggerSetMask(mask);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasLtMatmul(cublasLtHandle_t lightHandle, cublasLtMatmulDesc_t computeDesc, const void * alpha, const void * A, cublasLtMatrixLayout_t Adesc, const void * B, cublasLtMatrixLayout_t Bdesc, const void * beta, const void * C, cublasLtMatrixLayout_t Cdesc, void * D, cublasLtMatrixLayout_t Ddesc, const cublasLtMatmulAlgo_t * algo, void * workspace, size_t workspaceSizeInBytes, cudaStream_t stream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasLtMatmul(lightHandle, computeDesc, alpha, A, Adesc, B, Bdesc, beta, C, Cdesc, D, Ddesc, algo, workspace, workspaceSizeInBytes, stream);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasLtMatmulAlgoCapGetAttribute(const cublasLtMatmulAlgo_t * algo, cublasLtMatmulAlgoCapAttributes_t attr, void * buf, size_t sizeInBytes, size_t * sizeWritten)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasLtMatmulAlgoCapGetAttribute(algo, attr, buf, sizeInBytes, sizeWritten);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasLtMatmulAlgoCheck(cublasLtHandle_t lightHandle, cublasLtMatmulDesc_t operationDesc, cublasLtMatrixLayout_t Adesc, cublasLtMatrixLayout_t Bdesc, cublasLtMatrixLayout_t Cdesc, cublasLtMatrixLayout_t Ddesc, const cublasLtMatmulAlgo_t * algo, cublasLtMatmulHeuristicResult_t * result)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasLtMatmulAlgoCheck(lightHandle, operationDesc, Adesc, Bdesc, Cdesc, Ddesc, algo, result);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasLtMatmulAlgoCheckForStream(cublasLtHandle_t lightHandle, cublasLtMatmulDesc_t operationDesc, cublasLtMatrixLayout_t Adesc, cublasLtMatrixLayout_t Bdesc, cublasLtMatrixLayout_t Cdesc, cublasLtMatrixLayout_t Ddesc, const cublasLtMatmulAlgo_t * algo, cublasLtMatmulHeuristicResult_t * result, cudaStream_t stream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasLtMatmulAlgoCheckForStream(lightHandle, operationDesc, Adesc, Bdesc, Cdesc, Ddesc, algo, result, stream);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasLtMatmulAlgoConfigGetAttribute(const cublasLtMatmulAlgo_t * algo, cublasLtMatmulAlgoConfigAttributes_t attr, void * buf, size_t sizeInBytes, size_t * sizeWritten)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasLtMatmulAlgoConfigGetAttribute(algo, attr, buf, sizeInBytes, sizeWritten);
 }
 
@@ -3833,157 +4141,183 @@ RCUDA_EXPORT long cublasLtMatmulAlgoConfigGetAttributeRange(void)
 
 RCUDA_EXPORT cublasStatus_t cublasLtMatmulAlgoConfigSetAttribute(cublasLtMatmulAlgo_t * algo, cublasLtMatmulAlgoConfigAttributes_t attr, const void * buf, size_t sizeInBytes)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasLtMatmulAlgoConfigSetAttribute(algo, attr, buf, sizeInBytes);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t lightHandle, cublasLtMatmulDesc_t operationDesc, cublasLtMatrixLayout_t Adesc, cublasLtMatrixLayout_t Bdesc, cublasLtMatrixLayout_t Cdesc, cublasLtMatrixLayout_t Ddesc, cublasLtMatmulPreference_t preference, int requestedAlgoCount, cublasLtMatmulHeuristicResult_t *heuristicResultsArray, int * returnAlgoCount)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasLtMatmulAlgoGetHeuristic(lightHandle, operationDesc, Adesc, Bdesc, Cdesc, Ddesc, preference, requestedAlgoCount, heuristicResultsArray, returnAlgoCount);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasLtMatmulAlgoGetHeuristicForStream(cublasLtHandle_t lightHandle, cublasLtMatmulDesc_t operationDesc, cublasLtMatrixLayout_t Adesc, cublasLtMatrixLayout_t Bdesc, cublasLtMatrixLayout_t Cdesc, cublasLtMatrixLayout_t Ddesc, cublasLtMatmulPreference_t preference, int requestedAlgoCount, cublasLtMatmulHeuristicResult_t *heuristicResultsArray, int * returnAlgoCount, cudaStream_t stream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasLtMatmulAlgoGetHeuristicForStream(lightHandle, operationDesc, Adesc, Bdesc, Cdesc, Ddesc, preference, requestedAlgoCount, heuristicResultsArray, returnAlgoCount, stream);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasLtMatmulAlgoGetIds(cublasLtHandle_t lightHandle, cublasComputeType_t computeType, cudaDataType_t scaleType, cudaDataType_t Atype, cudaDataType_t Btype, cudaDataType_t Ctype, cudaDataType_t Dtype, int requestedAlgoCount, int *algoIdsArray, int * returnAlgoCount)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasLtMatmulAlgoGetIds(lightHandle, computeType, scaleType, Atype, Btype, Ctype, Dtype, requestedAlgoCount, algoIdsArray, returnAlgoCount);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasLtMatmulAlgoInit(cublasLtHandle_t lightHandle, cublasComputeType_t computeType, cudaDataType_t scaleType, cudaDataType_t Atype, cudaDataType_t Btype, cudaDataType_t Ctype, cudaDataType_t Dtype, int algoId, cublasLtMatmulAlgo_t * algo)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasLtMatmulAlgoInit(lightHandle, computeType, scaleType, Atype, Btype, Ctype, Dtype, algoId, algo);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasLtMatmulDescCreate(cublasLtMatmulDesc_t * matmulDesc, cublasComputeType_t computeType, cudaDataType_t scaleType)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasLtMatmulDescCreate(matmulDesc, computeType, scaleType);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasLtMatmulDescDestroy(cublasLtMatmulDesc_t matmulDesc)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return 0;
     return rcuda_py_cublasLtMatmulDescDestroy(matmulDesc);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasLtMatmulDescGetAttribute(cublasLtMatmulDesc_t matmulDesc, cublasLtMatmulDescAttributes_t attr, void * buf, size_t sizeInBytes, size_t * sizeWritten)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasLtMatmulDescGetAttribute(matmulDesc, attr, buf, sizeInBytes, sizeWritten);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasLtMatmulDescInit_internal(cublasLtMatmulDesc_t matmulDesc, size_t size, cublasComputeType_t computeType, cudaDataType_t scaleType)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasLtMatmulDescInit_internal(matmulDesc, size, computeType, scaleType);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t matmulDesc, cublasLtMatmulDescAttributes_t attr, const void * buf, size_t sizeInBytes)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasLtMatmulDescSetAttribute(matmulDesc, attr, buf, sizeInBytes);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasLtMatmulPreferenceCreate(cublasLtMatmulPreference_t * pref)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasLtMatmulPreferenceCreate(pref);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasLtMatmulPreferenceDestroy(cublasLtMatmulPreference_t pref)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return 0;
     return rcuda_py_cublasLtMatmulPreferenceDestroy(pref);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasLtMatmulPreferenceGetAttribute(cublasLtMatmulPreference_t pref, cublasLtMatmulPreferenceAttributes_t attr, void * buf, size_t sizeInBytes, size_t * sizeWritten)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasLtMatmulPreferenceGetAttribute(pref, attr, buf, sizeInBytes, sizeWritten);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasLtMatmulPreferenceInit_internal(cublasLtMatmulPreference_t pref, size_t size)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasLtMatmulPreferenceInit_internal(pref, size);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t pref, cublasLtMatmulPreferenceAttributes_t attr, const void * buf, size_t sizeInBytes)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasLtMatmulPreferenceSetAttribute(pref, attr, buf, sizeInBytes);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasLtMatrixLayoutCreate(cublasLtMatrixLayout_t * matLayout, cudaDataType type, uint64_t rows, uint64_t cols, int64_t ld)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasLtMatrixLayoutCreate(matLayout, type, rows, cols, ld);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasLtMatrixLayoutDestroy(cublasLtMatrixLayout_t matLayout)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return 0;
     return rcuda_py_cublasLtMatrixLayoutDestroy(matLayout);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasLtMatrixLayoutGetAttribute(cublasLtMatrixLayout_t matLayout, cublasLtMatrixLayoutAttribute_t attr, void * buf, size_t sizeInBytes, size_t * sizeWritten)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasLtMatrixLayoutGetAttribute(matLayout, attr, buf, sizeInBytes, sizeWritten);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasLtMatrixLayoutInit_internal(cublasLtMatrixLayout_t matLayout, size_t size, cudaDataType type, uint64_t rows, uint64_t cols, int64_t ld)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasLtMatrixLayoutInit_internal(matLayout, size, type, rows, cols, ld);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasLtMatrixLayoutSetAttribute(cublasLtMatrixLayout_t matLayout, cublasLtMatrixLayoutAttribute_t attr, const void * buf, size_t sizeInBytes)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasLtMatrixLayoutSetAttribute(matLayout, attr, buf, sizeInBytes);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasLtMatrixTransform(cublasLtHandle_t lightHandle, cublasLtMatrixTransformDesc_t transformDesc, const void * alpha, const void * A, cublasLtMatrixLayout_t Adesc, const void * beta, const void * B, cublasLtMatrixLayout_t Bdesc, void * C, cublasLtMatrixLayout_t Cdesc, cudaStream_t stream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasLtMatrixTransform(lightHandle, transformDesc, alpha, A, Adesc, beta, B, Bdesc, C, Cdesc, stream);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasLtMatrixTransformDescCreate(cublasLtMatrixTransformDesc_t * transformDesc, cudaDataType scaleType)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasLtMatrixTransformDescCreate(transformDesc, scaleType);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasLtMatrixTransformDescDestroy(cublasLtMatrixTransformDesc_t transformDesc)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasLtMatrixTransformDescDestroy(transformDesc);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasLtMatrixTransformDescGetAttribute(cublasLtMatrixTransformDesc_t transformDesc, cublasLtMatrixTransformDescAttributes_t attr, void * buf, size_t sizeInBytes, size_t * sizeWritten)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasLtMatrixTransformDescGetAttribute(transformDesc, attr, buf, sizeInBytes, sizeWritten);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasLtMatrixTransformDescInit_internal(cublasLtMatrixTransformDesc_t transformDesc, size_t size, cudaDataType scaleType)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasLtMatrixTransformDescInit_internal(transformDesc, size, scaleType);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasLtMatrixTransformDescSetAttribute(cublasLtMatrixTransformDesc_t transformDesc, cublasLtMatrixTransformDescAttributes_t attr, const void * buf, size_t sizeInBytes)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasLtMatrixTransformDescSetAttribute(transformDesc, attr, buf, sizeInBytes);
 }
 
@@ -4343,49 +4677,57 @@ RCUDA_EXPORT long cublasLt_for_cublas_TST(void)
 
 RCUDA_EXPORT cublasStatus_t cublasNrm2Ex(cublasHandle_t handle, int n, const void * x, cudaDataType xType, int incx, void * result, cudaDataType resultType, cudaDataType executionType)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasNrm2Ex(handle, n, x, xType, incx, result, resultType, executionType);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasNrm2Ex_64(cublasHandle_t handle, int64_t n, const void * x, cudaDataType xType, int64_t incx, void * result, cudaDataType resultType, cudaDataType executionType)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasNrm2Ex_64(handle, n, x, xType, incx, result, resultType, executionType);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasRotEx(cublasHandle_t handle, int n, void * x, cudaDataType xType, int incx, void * y, cudaDataType yType, int incy, const void * c, const void * s, cudaDataType csType, cudaDataType executiontype)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasRotEx(handle, n, x, xType, incx, y, yType, incy, c, s, csType, executiontype);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasRotEx_64(cublasHandle_t handle, int64_t n, void * x, cudaDataType xType, int64_t incx, void * y, cudaDataType yType, int64_t incy, const void * c, const void * s, cudaDataType csType, cudaDataType executiontype)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasRotEx_64(handle, n, x, xType, incx, y, yType, incy, c, s, csType, executiontype);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasRotgEx(cublasHandle_t handle, void * a, void * b, cudaDataType abType, void * c, void * s, cudaDataType csType, cudaDataType executiontype)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasRotgEx(handle, a, b, abType, c, s, csType, executiontype);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasRotmEx(cublasHandle_t handle, int n, void * x, cudaDataType xType, int incx, void * y, cudaDataType yType, int incy, const void * param, cudaDataType paramType, cudaDataType executiontype)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasRotmEx(handle, n, x, xType, incx, y, yType, incy, param, paramType, executiontype);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasRotmEx_64(cublasHandle_t handle, int64_t n, void * x, cudaDataType xType, int64_t incx, void * y, cudaDataType yType, int64_t incy, const void * param, cudaDataType paramType, cudaDataType executiontype)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasRotmEx_64(handle, n, x, xType, incx, y, yType, incy, param, paramType, executiontype);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasRotmgEx(cublasHandle_t handle, void * d1, cudaDataType d1Type, void * d2, cudaDataType d2Type, void * x1, cudaDataType x1Type, const void * y1, cudaDataType y1Type, void * param, cudaDataType paramType, cudaDataType executiontype)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasRotmgEx(handle, d1, d1Type, d2, d2Type, x1, x1Type, y1, y1Type, param, paramType, executiontype);
 }
 
@@ -4397,13 +4739,15 @@ RCUDA_EXPORT long cublasSasum(void)
 
 RCUDA_EXPORT cublasStatus_t cublasSasum_v2(cublasHandle_t handle, int n, const float * x, int incx, float * result)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasSasum_v2(handle, n, x, incx, result);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasSasum_v2_64(cublasHandle_t handle, int64_t n, const float * x, int64_t incx, float * result)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasSasum_v2_64(handle, n, x, incx, result);
 }
 
@@ -4415,13 +4759,15 @@ RCUDA_EXPORT long cublasSaxpy(void)
 
 RCUDA_EXPORT cublasStatus_t cublasSaxpy_v2(cublasHandle_t handle, int n, const float * alpha, const float * x, int incx, float * y, int incy)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasSaxpy_v2(handle, n, alpha, x, incx, y, incy);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasSaxpy_v2_64(cublasHandle_t handle, int64_t n, const float * alpha, const float * x, int64_t incx, float * y, int64_t incy)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasSaxpy_v2_64(handle, n, alpha, x, incx, y, incy);
 }
 
@@ -4433,13 +4779,15 @@ RCUDA_EXPORT long cublasSbdmm(void)
 
 RCUDA_EXPORT cublasStatus_t cublasScalEx(cublasHandle_t handle, int n, const void * alpha, cudaDataType alphaType, void * x, cudaDataType xType, int incx, cudaDataType executionType)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasScalEx(handle, n, alpha, alphaType, x, xType, incx, executionType);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasScalEx_64(cublasHandle_t handle, int64_t n, const void * alpha, cudaDataType alphaType, void * x, cudaDataType xType, int64_t incx, cudaDataType executionType)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasScalEx_64(handle, n, alpha, alphaType, x, xType, incx, executionType);
 }
 
@@ -4451,13 +4799,15 @@ RCUDA_EXPORT long cublasScasum(void)
 
 RCUDA_EXPORT cublasStatus_t cublasScasum_v2(cublasHandle_t handle, int n, const cuComplex * x, int incx, float * result)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasScasum_v2(handle, n, x, incx, result);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasScasum_v2_64(cublasHandle_t handle, int64_t n, const cuComplex * x, int64_t incx, float * result)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasScasum_v2_64(handle, n, x, incx, result);
 }
 
@@ -4469,13 +4819,15 @@ RCUDA_EXPORT long cublasScnrm2(void)
 
 RCUDA_EXPORT cublasStatus_t cublasScnrm2_v2(cublasHandle_t handle, int n, const cuComplex * x, int incx, float * result)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasScnrm2_v2(handle, n, x, incx, result);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasScnrm2_v2_64(cublasHandle_t handle, int64_t n, const cuComplex * x, int64_t incx, float * result)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasScnrm2_v2_64(handle, n, x, incx, result);
 }
 
@@ -4487,25 +4839,29 @@ RCUDA_EXPORT long cublasScopy(void)
 
 RCUDA_EXPORT cublasStatus_t cublasScopy_v2(cublasHandle_t handle, int n, const float * x, int incx, float * y, int incy)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasScopy_v2(handle, n, x, incx, y, incy);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasScopy_v2_64(cublasHandle_t handle, int64_t n, const float * x, int64_t incx, float * y, int64_t incy)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasScopy_v2_64(handle, n, x, incx, y, incy);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasSdgmm(cublasHandle_t handle, cublasSideMode_t mode, int m, int n, const float * A, int lda, const float * x, int incx, float * C, int ldc)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasSdgmm(handle, mode, m, n, A, lda, x, incx, C, ldc);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasSdgmm_64(cublasHandle_t handle, cublasSideMode_t mode, int64_t m, int64_t n, const float * A, int64_t lda, const float * x, int64_t incx, float * C, int64_t ldc)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasSdgmm_64(handle, mode, m, n, A, lda, x, incx, C, ldc);
 }
 
@@ -4517,19 +4873,22 @@ RCUDA_EXPORT long cublasSdot(void)
 
 RCUDA_EXPORT cublasStatus_t cublasSdot_v2(cublasHandle_t handle, int n, const float * x, int incx, const float * y, int incy, float * result)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasSdot_v2(handle, n, x, incx, y, incy, result);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasSdot_v2_64(cublasHandle_t handle, int64_t n, const float * x, int64_t incx, const float * y, int64_t incy, float * result)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasSdot_v2_64(handle, n, x, incx, y, incy, result);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasSetAtomicsMode(cublasHandle_t handle, cublasAtomicsMode_t mode)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasSetAtomicsMode(handle, mode);
 }
 
@@ -4547,13 +4906,15 @@ RCUDA_EXPORT long cublasSetBackdoorEx(void)
 
 RCUDA_EXPORT cublasStatus_t cublasSetEmulationSpecialValuesSupport(cublasHandle_t handle, cudaEmulationSpecialValuesSupport mask)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasSetEmulationSpecialValuesSupport(handle, mask);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasSetEmulationStrategy(cublasHandle_t handle, cublasEmulationStrategy_t emulationStrategy)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasSetEmulationStrategy(handle, emulationStrategy);
 }
 
@@ -4565,25 +4926,29 @@ RCUDA_EXPORT long cublasSetEnvironmentMode(void)
 
 RCUDA_EXPORT cublasStatus_t cublasSetFixedPointEmulationMantissaBitCountPointer(cublasHandle_t handle, int * mantissaBitCount)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasSetFixedPointEmulationMantissaBitCountPointer(handle, mantissaBitCount);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasSetFixedPointEmulationMantissaBitOffset(cublasHandle_t handle, int mantissaBitOffset)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasSetFixedPointEmulationMantissaBitOffset(handle, mantissaBitOffset);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasSetFixedPointEmulationMantissaControl(cublasHandle_t handle, cudaEmulationMantissaControl mantissaControl)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasSetFixedPointEmulationMantissaControl(handle, mantissaControl);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasSetFixedPointEmulationMaxMantissaBitCount(cublasHandle_t handle, int maxMantissaBitCount)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasSetFixedPointEmulationMaxMantissaBitCount(handle, maxMantissaBitCount);
 }
 
@@ -4595,85 +4960,99 @@ RCUDA_EXPORT long cublasSetKernelStream(void)
 
 RCUDA_EXPORT cublasStatus_t cublasSetLoggerCallback(cublasLogCallback userCallback)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasSetLoggerCallback(userCallback);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasSetMathMode(cublasHandle_t handle, cublasMath_t mode)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasSetMathMode(handle, mode);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasSetMatrix(int rows, int cols, int elemSize, const void * A, int lda, void * B, int ldb)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasSetMatrix(rows, cols, elemSize, A, lda, B, ldb);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasSetMatrixAsync(int rows, int cols, int elemSize, const void * A, int lda, void * B, int ldb, cudaStream_t stream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasSetMatrixAsync(rows, cols, elemSize, A, lda, B, ldb, stream);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasSetMatrixAsync_64(int64_t rows, int64_t cols, int64_t elemSize, const void * A, int64_t lda, void * B, int64_t ldb, cudaStream_t stream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasSetMatrixAsync_64(rows, cols, elemSize, A, lda, B, ldb, stream);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasSetMatrix_64(int64_t rows, int64_t cols, int64_t elemSize, const void * A, int64_t lda, void * B, int64_t ldb)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasSetMatrix_64(rows, cols, elemSize, A, lda, B, ldb);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasSetPointerMode_v2(cublasHandle_t handle, cublasPointerMode_t mode)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasSetPointerMode_v2(handle, mode);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasSetSmCountTarget(cublasHandle_t handle, int smCountTarget)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasSetSmCountTarget(handle, smCountTarget);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasSetStream_v2(cublasHandle_t handle, cudaStream_t streamId)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasSetStream_v2(handle, streamId);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasSetVector(int n, int elemSize, const void * x, int incx, void * devicePtr, int incy)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasSetVector(n, elemSize, x, incx, devicePtr, incy);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasSetVectorAsync(int n, int elemSize, const void * hostPtr, int incx, void * devicePtr, int incy, cudaStream_t stream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasSetVectorAsync(n, elemSize, hostPtr, incx, devicePtr, incy, stream);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasSetVectorAsync_64(int64_t n, int64_t elemSize, const void * hostPtr, int64_t incx, void * devicePtr, int64_t incy, cudaStream_t stream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasSetVectorAsync_64(n, elemSize, hostPtr, incx, devicePtr, incy, stream);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasSetVector_64(int64_t n, int64_t elemSize, const void * x, int64_t incx, void * devicePtr, int64_t incy)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasSetVector_64(n, elemSize, x, incx, devicePtr, incy);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasSetWorkspace_v2(cublasHandle_t handle, void * workspace, size_t workspaceSizeInBytes)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasSetWorkspace_v2(handle, workspace, workspaceSizeInBytes);
 }
 
@@ -4685,31 +5064,36 @@ RCUDA_EXPORT long cublasSgbmv(void)
 
 RCUDA_EXPORT cublasStatus_t cublasSgbmv_v2(cublasHandle_t handle, cublasOperation_t trans, int m, int n, int kl, int ku, const float * alpha, const float * A, int lda, const float * x, int incx, const float * beta, float * y, int incy)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasSgbmv_v2(handle, trans, m, n, kl, ku, alpha, A, lda, x, incx, beta, y, incy);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasSgbmv_v2_64(cublasHandle_t handle, cublasOperation_t trans, int64_t m, int64_t n, int64_t kl, int64_t ku, const float * alpha, const float * A, int64_t lda, const float * x, int64_t incx, const float * beta, float * y, int64_t incy)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasSgbmv_v2_64(handle, trans, m, n, kl, ku, alpha, A, lda, x, incx, beta, y, incy);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasSgeam(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m, int n, const float * alpha, const float * A, int lda, const float * beta, const float * B, int ldb, float * C, int ldc)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasSgeam(handle, transa, transb, m, n, alpha, A, lda, beta, B, ldb, C, ldc);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasSgeam_64(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int64_t m, int64_t n, const float * alpha, const float * A, int64_t lda, const float * beta, const float * B, int64_t ldb, float * C, int64_t ldc)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasSgeam_64(handle, transa, transb, m, n, alpha, A, lda, beta, B, ldb, C, ldc);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasSgelsBatched(cublasHandle_t handle, cublasOperation_t trans, int m, int n, int nrhs, float *const *Aarray, int lda, float *const *Carray, int ldc, int * info, int * devInfoArray, int batchSize)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasSgelsBatched(handle, trans, m, n, nrhs, Aarray, lda, Carray, ldc, info, devInfoArray, batchSize);
 }
 
@@ -4721,61 +5105,71 @@ RCUDA_EXPORT long cublasSgemm(void)
 
 RCUDA_EXPORT cublasStatus_t cublasSgemmBatched(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m, int n, int k, const float * alpha, const float *const *Aarray, int lda, const float *const *Barray, int ldb, const float * beta, float *const *Carray, int ldc, int batchCount)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasSgemmBatched(handle, transa, transb, m, n, k, alpha, Aarray, lda, Barray, ldb, beta, Carray, ldc, batchCount);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasSgemmBatched_64(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int64_t m, int64_t n, int64_t k, const float * alpha, const float *const *Aarray, int64_t lda, const float *const *Barray, int64_t ldb, const float * beta, float *const *Carray, int64_t ldc, int64_t batchCount)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasSgemmBatched_64(handle, transa, transb, m, n, k, alpha, Aarray, lda, Barray, ldb, beta, Carray, ldc, batchCount);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasSgemmEx(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m, int n, int k, const float * alpha, const void * A, cudaDataType Atype, int lda, const void * B, cudaDataType Btype, int ldb, const float * beta, void * C, cudaDataType Ctype, int ldc)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasSgemmEx(handle, transa, transb, m, n, k, alpha, A, Atype, lda, B, Btype, ldb, beta, C, Ctype, ldc);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasSgemmEx_64(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int64_t m, int64_t n, int64_t k, const float * alpha, const void * A, cudaDataType Atype, int64_t lda, const void * B, cudaDataType Btype, int64_t ldb, const float * beta, void * C, cudaDataType Ctype, int64_t ldc)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasSgemmEx_64(handle, transa, transb, m, n, k, alpha, A, Atype, lda, B, Btype, ldb, beta, C, Ctype, ldc);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasSgemmGroupedBatched(cublasHandle_t handle, const cublasOperation_t *transa_array, const cublasOperation_t *transb_array, const int *m_array, const int *n_array, const int *k_array, const float *alpha_array, const float *const *Aarray, const int *lda_array, const float *const *Barray, const int *ldb_array, const float *beta_array, float *const *Carray, const int *ldc_array, int group_count, const int *group_size)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasSgemmGroupedBatched(handle, transa_array, transb_array, m_array, n_array, k_array, alpha_array, Aarray, lda_array, Barray, ldb_array, beta_array, Carray, ldc_array, group_count, group_size);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasSgemmGroupedBatched_64(cublasHandle_t handle, const cublasOperation_t *transa_array, const cublasOperation_t *transb_array, const int64_t *m_array, const int64_t *n_array, const int64_t *k_array, const float *alpha_array, const float *const *Aarray, const int64_t *lda_array, const float *const *Barray, const int64_t *ldb_array, const float *beta_array, float *const *Carray, const int64_t *ldc_array, int64_t group_count, const int64_t *group_size)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasSgemmGroupedBatched_64(handle, transa_array, transb_array, m_array, n_array, k_array, alpha_array, Aarray, lda_array, Barray, ldb_array, beta_array, Carray, ldc_array, group_count, group_size);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m, int n, int k, const float * alpha, const float * A, int lda, long long strideA, const float * B, int ldb, long long strideB, const float * beta, float * C, int ldc, long long strideC, int batchCount)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasSgemmStridedBatched(handle, transa, transb, m, n, k, alpha, A, lda, strideA, B, ldb, strideB, beta, C, ldc, strideC, batchCount);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasSgemmStridedBatched_64(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int64_t m, int64_t n, int64_t k, const float * alpha, const float * A, int64_t lda, long long strideA, const float * B, int64_t ldb, long long strideB, const float * beta, float * C, int64_t ldc, long long strideC, int64_t batchCount)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasSgemmStridedBatched_64(handle, transa, transb, m, n, k, alpha, A, lda, strideA, B, ldb, strideB, beta, C, ldc, strideC, batchCount);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasSgemm_v2(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m, int n, int k, const float * alpha, const float * A, int lda, const float * B, int ldb, const float * beta, float * C, int ldc)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasSgemm_v2(handle, transa, transb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasSgemm_v2_64(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int64_t m, int64_t n, int64_t k, const float * alpha, const float * A, int64_t lda, const float * B, int64_t ldb, const float * beta, float * C, int64_t ldc)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasSgemm_v2_64(handle, transa, transb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
@@ -4787,43 +5181,50 @@ RCUDA_EXPORT long cublasSgemv(void)
 
 RCUDA_EXPORT cublasStatus_t cublasSgemvBatched(cublasHandle_t handle, cublasOperation_t trans, int m, int n, const float * alpha, const float *const *Aarray, int lda, const float *const *xarray, int incx, const float * beta, float *const *yarray, int incy, int batchCount)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasSgemvBatched(handle, trans, m, n, alpha, Aarray, lda, xarray, incx, beta, yarray, incy, batchCount);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasSgemvBatched_64(cublasHandle_t handle, cublasOperation_t trans, int64_t m, int64_t n, const float * alpha, const float *const *Aarray, int64_t lda, const float *const *xarray, int64_t incx, const float * beta, float *const *yarray, int64_t incy, int64_t batchCount)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasSgemvBatched_64(handle, trans, m, n, alpha, Aarray, lda, xarray, incx, beta, yarray, incy, batchCount);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasSgemvStridedBatched(cublasHandle_t handle, cublasOperation_t trans, int m, int n, const float * alpha, const float * A, int lda, long long strideA, const float * x, int incx, long long stridex, const float * beta, float * y, int incy, long long stridey, int batchCount)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasSgemvStridedBatched(handle, trans, m, n, alpha, A, lda, strideA, x, incx, stridex, beta, y, incy, stridey, batchCount);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasSgemvStridedBatched_64(cublasHandle_t handle, cublasOperation_t trans, int64_t m, int64_t n, const float * alpha, const float * A, int64_t lda, long long strideA, const float * x, int64_t incx, long long stridex, const float * beta, float * y, int64_t incy, long long stridey, int64_t batchCount)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasSgemvStridedBatched_64(handle, trans, m, n, alpha, A, lda, strideA, x, incx, stridex, beta, y, incy, stridey, batchCount);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasSgemv_v2(cublasHandle_t handle, cublasOperation_t trans, int m, int n, const float * alpha, const float * A, int lda, const float * x, int incx, const float * beta, float * y, int incy)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasSgemv_v2(handle, trans, m, n, alpha, A, lda, x, incx, beta, y, incy);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasSgemv_v2_64(cublasHandle_t handle, cublasOperation_t trans, int64_t m, int64_t n, const float * alpha, const float * A, int64_t lda, const float * x, int64_t incx, const float * beta, float * y, int64_t incy)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasSgemv_v2_64(handle, trans, m, n, alpha, A, lda, x, incx, beta, y, incy);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasSgeqrfBatched(cublasHandle_t handle, int m, int n, float *const *Aarray, int lda, float *const *TauArray, int * info, int batchSize)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasSgeqrfBatched(handle, m, n, Aarray, lda, TauArray, info, batchSize);
 }
 
@@ -4835,31 +5236,36 @@ RCUDA_EXPORT long cublasSger(void)
 
 RCUDA_EXPORT cublasStatus_t cublasSger_v2(cublasHandle_t handle, int m, int n, const float * alpha, const float * x, int incx, const float * y, int incy, float * A, int lda)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasSger_v2(handle, m, n, alpha, x, incx, y, incy, A, lda);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasSger_v2_64(cublasHandle_t handle, int64_t m, int64_t n, const float * alpha, const float * x, int64_t incx, const float * y, int64_t incy, float * A, int64_t lda)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasSger_v2_64(handle, m, n, alpha, x, incx, y, incy, A, lda);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasSgetrfBatched(cublasHandle_t handle, int n, float *const *A, int lda, int * P, int * info, int batchSize)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasSgetrfBatched(handle, n, A, lda, P, info, batchSize);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasSgetriBatched(cublasHandle_t handle, int n, const float *const *A, int lda, const int * P, float *const *C, int ldc, int * info, int batchSize)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasSgetriBatched(handle, n, A, lda, P, C, ldc, info, batchSize);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasSgetrsBatched(cublasHandle_t handle, cublasOperation_t trans, int n, int nrhs, const float *const *Aarray, int lda, const int * devIpiv, float *const *Barray, int ldb, int * info, int batchSize)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasSgetrsBatched(handle, trans, n, nrhs, Aarray, lda, devIpiv, Barray, ldb, info, batchSize);
 }
 
@@ -4871,7 +5277,8 @@ RCUDA_EXPORT long cublasShutdown(void)
 
 RCUDA_EXPORT cublasStatus_t cublasSmatinvBatched(cublasHandle_t handle, int n, const float *const *A, int lda, float *const *Ainv, int lda_inv, int * info, int batchSize)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasSmatinvBatched(handle, n, A, lda, Ainv, lda_inv, info, batchSize);
 }
 
@@ -4883,13 +5290,15 @@ RCUDA_EXPORT long cublasSnrm2(void)
 
 RCUDA_EXPORT cublasStatus_t cublasSnrm2_v2(cublasHandle_t handle, int n, const float * x, int incx, float * result)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasSnrm2_v2(handle, n, x, incx, result);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasSnrm2_v2_64(cublasHandle_t handle, int64_t n, const float * x, int64_t incx, float * result)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasSnrm2_v2_64(handle, n, x, incx, result);
 }
 
@@ -4901,13 +5310,15 @@ RCUDA_EXPORT long cublasSrot(void)
 
 RCUDA_EXPORT cublasStatus_t cublasSrot_v2(cublasHandle_t handle, int n, float * x, int incx, float * y, int incy, const float * c, const float * s)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasSrot_v2(handle, n, x, incx, y, incy, c, s);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasSrot_v2_64(cublasHandle_t handle, int64_t n, float * x, int64_t incx, float * y, int64_t incy, const float * c, const float * s)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasSrot_v2_64(handle, n, x, incx, y, incy, c, s);
 }
 
@@ -4919,7 +5330,8 @@ RCUDA_EXPORT long cublasSrotg(void)
 
 RCUDA_EXPORT cublasStatus_t cublasSrotg_v2(cublasHandle_t handle, float * a, float * b, float * c, float * s)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasSrotg_v2(handle, a, b, c, s);
 }
 
@@ -4931,13 +5343,15 @@ RCUDA_EXPORT long cublasSrotm(void)
 
 RCUDA_EXPORT cublasStatus_t cublasSrotm_v2(cublasHandle_t handle, int n, float * x, int incx, float * y, int incy, const float * param)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasSrotm_v2(handle, n, x, incx, y, incy, param);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasSrotm_v2_64(cublasHandle_t handle, int64_t n, float * x, int64_t incx, float * y, int64_t incy, const float * param)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasSrotm_v2_64(handle, n, x, incx, y, incy, param);
 }
 
@@ -4949,7 +5363,8 @@ RCUDA_EXPORT long cublasSrotmg(void)
 
 RCUDA_EXPORT cublasStatus_t cublasSrotmg_v2(cublasHandle_t handle, float * d1, float * d2, float * x1, const float * y1, float * param)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasSrotmg_v2(handle, d1, d2, x1, y1, param);
 }
 
@@ -4961,13 +5376,15 @@ RCUDA_EXPORT long cublasSsbmv(void)
 
 RCUDA_EXPORT cublasStatus_t cublasSsbmv_v2(cublasHandle_t handle, cublasFillMode_t uplo, int n, int k, const float * alpha, const float * A, int lda, const float * x, int incx, const float * beta, float * y, int incy)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasSsbmv_v2(handle, uplo, n, k, alpha, A, lda, x, incx, beta, y, incy);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasSsbmv_v2_64(cublasHandle_t handle, cublasFillMode_t uplo, int64_t n, int64_t k, const float * alpha, const float * A, int64_t lda, const float * x, int64_t incx, const float * beta, float * y, int64_t incy)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasSsbmv_v2_64(handle, uplo, n, k, alpha, A, lda, x, incx, beta, y, incy);
 }
 
@@ -4979,13 +5396,15 @@ RCUDA_EXPORT long cublasSscal(void)
 
 RCUDA_EXPORT cublasStatus_t cublasSscal_v2(cublasHandle_t handle, int n, const float * alpha, float * x, int incx)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasSscal_v2(handle, n, alpha, x, incx);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasSscal_v2_64(cublasHandle_t handle, int64_t n, const float * alpha, float * x, int64_t incx)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasSscal_v2_64(handle, n, alpha, x, incx);
 }
 
@@ -4997,13 +5416,15 @@ RCUDA_EXPORT long cublasSspmv(void)
 
 RCUDA_EXPORT cublasStatus_t cublasSspmv_v2(cublasHandle_t handle, cublasFillMode_t uplo, int n, const float * alpha, const float * AP, const float * x, int incx, const float * beta, float * y, int incy)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasSspmv_v2(handle, uplo, n, alpha, AP, x, incx, beta, y, incy);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasSspmv_v2_64(cublasHandle_t handle, cublasFillMode_t uplo, int64_t n, const float * alpha, const float * AP, const float * x, int64_t incx, const float * beta, float * y, int64_t incy)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasSspmv_v2_64(handle, uplo, n, alpha, AP, x, incx, beta, y, incy);
 }
 
@@ -5021,25 +5442,29 @@ RCUDA_EXPORT long cublasSspr2(void)
 
 RCUDA_EXPORT cublasStatus_t cublasSspr2_v2(cublasHandle_t handle, cublasFillMode_t uplo, int n, const float * alpha, const float * x, int incx, const float * y, int incy, float * AP)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasSspr2_v2(handle, uplo, n, alpha, x, incx, y, incy, AP);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasSspr2_v2_64(cublasHandle_t handle, cublasFillMode_t uplo, int64_t n, const float * alpha, const float * x, int64_t incx, const float * y, int64_t incy, float * AP)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasSspr2_v2_64(handle, uplo, n, alpha, x, incx, y, incy, AP);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasSspr_v2(cublasHandle_t handle, cublasFillMode_t uplo, int n, const float * alpha, const float * x, int incx, float * AP)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasSspr_v2(handle, uplo, n, alpha, x, incx, AP);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasSspr_v2_64(cublasHandle_t handle, cublasFillMode_t uplo, int64_t n, const float * alpha, const float * x, int64_t incx, float * AP)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasSspr_v2_64(handle, uplo, n, alpha, x, incx, AP);
 }
 
@@ -5051,13 +5476,15 @@ RCUDA_EXPORT long cublasSswap(void)
 
 RCUDA_EXPORT cublasStatus_t cublasSswap_v2(cublasHandle_t handle, int n, float * x, int incx, float * y, int incy)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasSswap_v2(handle, n, x, incx, y, incy);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasSswap_v2_64(cublasHandle_t handle, int64_t n, float * x, int64_t incx, float * y, int64_t incy)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasSswap_v2_64(handle, n, x, incx, y, incy);
 }
 
@@ -5069,13 +5496,15 @@ RCUDA_EXPORT long cublasSsymm(void)
 
 RCUDA_EXPORT cublasStatus_t cublasSsymm_v2(cublasHandle_t handle, cublasSideMode_t side, cublasFillMode_t uplo, int m, int n, const float * alpha, const float * A, int lda, const float * B, int ldb, const float * beta, float * C, int ldc)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasSsymm_v2(handle, side, uplo, m, n, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasSsymm_v2_64(cublasHandle_t handle, cublasSideMode_t side, cublasFillMode_t uplo, int64_t m, int64_t n, const float * alpha, const float * A, int64_t lda, const float * B, int64_t ldb, const float * beta, float * C, int64_t ldc)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasSsymm_v2_64(handle, side, uplo, m, n, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
@@ -5087,13 +5516,15 @@ RCUDA_EXPORT long cublasSsymv(void)
 
 RCUDA_EXPORT cublasStatus_t cublasSsymv_v2(cublasHandle_t handle, cublasFillMode_t uplo, int n, const float * alpha, const float * A, int lda, const float * x, int incx, const float * beta, float * y, int incy)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasSsymv_v2(handle, uplo, n, alpha, A, lda, x, incx, beta, y, incy);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasSsymv_v2_64(cublasHandle_t handle, cublasFillMode_t uplo, int64_t n, const float * alpha, const float * A, int64_t lda, const float * x, int64_t incx, const float * beta, float * y, int64_t incy)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasSsymv_v2_64(handle, uplo, n, alpha, A, lda, x, incx, beta, y, incy);
 }
 
@@ -5111,13 +5542,15 @@ RCUDA_EXPORT long cublasSsyr2(void)
 
 RCUDA_EXPORT cublasStatus_t cublasSsyr2_v2(cublasHandle_t handle, cublasFillMode_t uplo, int n, const float * alpha, const float * x, int incx, const float * y, int incy, float * A, int lda)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasSsyr2_v2(handle, uplo, n, alpha, x, incx, y, incy, A, lda);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasSsyr2_v2_64(cublasHandle_t handle, cublasFillMode_t uplo, int64_t n, const float * alpha, const float * x, int64_t incx, const float * y, int64_t incy, float * A, int64_t lda)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasSsyr2_v2_64(handle, uplo, n, alpha, x, incx, y, incy, A, lda);
 }
 
@@ -5129,25 +5562,29 @@ RCUDA_EXPORT long cublasSsyr2k(void)
 
 RCUDA_EXPORT cublasStatus_t cublasSsyr2k_v2(cublasHandle_t handle, cublasFillMode_t uplo, cublasOperation_t trans, int n, int k, const float * alpha, const float * A, int lda, const float * B, int ldb, const float * beta, float * C, int ldc)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasSsyr2k_v2(handle, uplo, trans, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasSsyr2k_v2_64(cublasHandle_t handle, cublasFillMode_t uplo, cublasOperation_t trans, int64_t n, int64_t k, const float * alpha, const float * A, int64_t lda, const float * B, int64_t ldb, const float * beta, float * C, int64_t ldc)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasSsyr2k_v2_64(handle, uplo, trans, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasSsyr_v2(cublasHandle_t handle, cublasFillMode_t uplo, int n, const float * alpha, const float * x, int incx, float * A, int lda)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasSsyr_v2(handle, uplo, n, alpha, x, incx, A, lda);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasSsyr_v2_64(cublasHandle_t handle, cublasFillMode_t uplo, int64_t n, const float * alpha, const float * x, int64_t incx, float * A, int64_t lda)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasSsyr_v2_64(handle, uplo, n, alpha, x, incx, A, lda);
 }
 
@@ -5159,25 +5596,29 @@ RCUDA_EXPORT long cublasSsyrk(void)
 
 RCUDA_EXPORT cublasStatus_t cublasSsyrk_v2(cublasHandle_t handle, cublasFillMode_t uplo, cublasOperation_t trans, int n, int k, const float * alpha, const float * A, int lda, const float * beta, float * C, int ldc)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasSsyrk_v2(handle, uplo, trans, n, k, alpha, A, lda, beta, C, ldc);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasSsyrk_v2_64(cublasHandle_t handle, cublasFillMode_t uplo, cublasOperation_t trans, int64_t n, int64_t k, const float * alpha, const float * A, int64_t lda, const float * beta, float * C, int64_t ldc)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasSsyrk_v2_64(handle, uplo, trans, n, k, alpha, A, lda, beta, C, ldc);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasSsyrkx(cublasHandle_t handle, cublasFillMode_t uplo, cublasOperation_t trans, int n, int k, const float * alpha, const float * A, int lda, const float * B, int ldb, const float * beta, float * C, int ldc)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasSsyrkx(handle, uplo, trans, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasSsyrkx_64(cublasHandle_t handle, cublasFillMode_t uplo, cublasOperation_t trans, int64_t n, int64_t k, const float * alpha, const float * A, int64_t lda, const float * B, int64_t ldb, const float * beta, float * C, int64_t ldc)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasSsyrkx_64(handle, uplo, trans, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
@@ -5189,13 +5630,15 @@ RCUDA_EXPORT long cublasStbmv(void)
 
 RCUDA_EXPORT cublasStatus_t cublasStbmv_v2(cublasHandle_t handle, cublasFillMode_t uplo, cublasOperation_t trans, cublasDiagType_t diag, int n, int k, const float * A, int lda, float * x, int incx)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasStbmv_v2(handle, uplo, trans, diag, n, k, A, lda, x, incx);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasStbmv_v2_64(cublasHandle_t handle, cublasFillMode_t uplo, cublasOperation_t trans, cublasDiagType_t diag, int64_t n, int64_t k, const float * A, int64_t lda, float * x, int64_t incx)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasStbmv_v2_64(handle, uplo, trans, diag, n, k, A, lda, x, incx);
 }
 
@@ -5207,13 +5650,15 @@ RCUDA_EXPORT long cublasStbsv(void)
 
 RCUDA_EXPORT cublasStatus_t cublasStbsv_v2(cublasHandle_t handle, cublasFillMode_t uplo, cublasOperation_t trans, cublasDiagType_t diag, int n, int k, const float * A, int lda, float * x, int incx)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasStbsv_v2(handle, uplo, trans, diag, n, k, A, lda, x, incx);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasStbsv_v2_64(cublasHandle_t handle, cublasFillMode_t uplo, cublasOperation_t trans, cublasDiagType_t diag, int64_t n, int64_t k, const float * A, int64_t lda, float * x, int64_t incx)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasStbsv_v2_64(handle, uplo, trans, diag, n, k, A, lda, x, incx);
 }
 
@@ -5225,13 +5670,15 @@ RCUDA_EXPORT long cublasStpmv(void)
 
 RCUDA_EXPORT cublasStatus_t cublasStpmv_v2(cublasHandle_t handle, cublasFillMode_t uplo, cublasOperation_t trans, cublasDiagType_t diag, int n, const float * AP, float * x, int incx)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasStpmv_v2(handle, uplo, trans, diag, n, AP, x, incx);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasStpmv_v2_64(cublasHandle_t handle, cublasFillMode_t uplo, cublasOperation_t trans, cublasDiagType_t diag, int64_t n, const float * AP, float * x, int64_t incx)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasStpmv_v2_64(handle, uplo, trans, diag, n, AP, x, incx);
 }
 
@@ -5243,19 +5690,22 @@ RCUDA_EXPORT long cublasStpsv(void)
 
 RCUDA_EXPORT cublasStatus_t cublasStpsv_v2(cublasHandle_t handle, cublasFillMode_t uplo, cublasOperation_t trans, cublasDiagType_t diag, int n, const float * AP, float * x, int incx)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasStpsv_v2(handle, uplo, trans, diag, n, AP, x, incx);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasStpsv_v2_64(cublasHandle_t handle, cublasFillMode_t uplo, cublasOperation_t trans, cublasDiagType_t diag, int64_t n, const float * AP, float * x, int64_t incx)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasStpsv_v2_64(handle, uplo, trans, diag, n, AP, x, incx);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasStpttr(cublasHandle_t handle, cublasFillMode_t uplo, int n, const float * AP, float * A, int lda)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasStpttr(handle, uplo, n, AP, A, lda);
 }
 
@@ -5267,13 +5717,15 @@ RCUDA_EXPORT long cublasStrmm(void)
 
 RCUDA_EXPORT cublasStatus_t cublasStrmm_v2(cublasHandle_t handle, cublasSideMode_t side, cublasFillMode_t uplo, cublasOperation_t trans, cublasDiagType_t diag, int m, int n, const float * alpha, const float * A, int lda, const float * B, int ldb, float * C, int ldc)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasStrmm_v2(handle, side, uplo, trans, diag, m, n, alpha, A, lda, B, ldb, C, ldc);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasStrmm_v2_64(cublasHandle_t handle, cublasSideMode_t side, cublasFillMode_t uplo, cublasOperation_t trans, cublasDiagType_t diag, int64_t m, int64_t n, const float * alpha, const float * A, int64_t lda, const float * B, int64_t ldb, float * C, int64_t ldc)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasStrmm_v2_64(handle, side, uplo, trans, diag, m, n, alpha, A, lda, B, ldb, C, ldc);
 }
 
@@ -5285,13 +5737,15 @@ RCUDA_EXPORT long cublasStrmv(void)
 
 RCUDA_EXPORT cublasStatus_t cublasStrmv_v2(cublasHandle_t handle, cublasFillMode_t uplo, cublasOperation_t trans, cublasDiagType_t diag, int n, const float * A, int lda, float * x, int incx)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasStrmv_v2(handle, uplo, trans, diag, n, A, lda, x, incx);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasStrmv_v2_64(cublasHandle_t handle, cublasFillMode_t uplo, cublasOperation_t trans, cublasDiagType_t diag, int64_t n, const float * A, int64_t lda, float * x, int64_t incx)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasStrmv_v2_64(handle, uplo, trans, diag, n, A, lda, x, incx);
 }
 
@@ -5303,25 +5757,29 @@ RCUDA_EXPORT long cublasStrsm(void)
 
 RCUDA_EXPORT cublasStatus_t cublasStrsmBatched(cublasHandle_t handle, cublasSideMode_t side, cublasFillMode_t uplo, cublasOperation_t trans, cublasDiagType_t diag, int m, int n, const float * alpha, const float *const *A, int lda, float *const *B, int ldb, int batchCount)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasStrsmBatched(handle, side, uplo, trans, diag, m, n, alpha, A, lda, B, ldb, batchCount);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasStrsmBatched_64(cublasHandle_t handle, cublasSideMode_t side, cublasFillMode_t uplo, cublasOperation_t trans, cublasDiagType_t diag, int64_t m, int64_t n, const float * alpha, const float *const *A, int64_t lda, float *const *B, int64_t ldb, int64_t batchCount)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasStrsmBatched_64(handle, side, uplo, trans, diag, m, n, alpha, A, lda, B, ldb, batchCount);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasStrsm_v2(cublasHandle_t handle, cublasSideMode_t side, cublasFillMode_t uplo, cublasOperation_t trans, cublasDiagType_t diag, int m, int n, const float * alpha, const float * A, int lda, float * B, int ldb)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasStrsm_v2(handle, side, uplo, trans, diag, m, n, alpha, A, lda, B, ldb);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasStrsm_v2_64(cublasHandle_t handle, cublasSideMode_t side, cublasFillMode_t uplo, cublasOperation_t trans, cublasDiagType_t diag, int64_t m, int64_t n, const float * alpha, const float * A, int64_t lda, float * B, int64_t ldb)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasStrsm_v2_64(handle, side, uplo, trans, diag, m, n, alpha, A, lda, B, ldb);
 }
 
@@ -5333,31 +5791,36 @@ RCUDA_EXPORT long cublasStrsv(void)
 
 RCUDA_EXPORT cublasStatus_t cublasStrsv_v2(cublasHandle_t handle, cublasFillMode_t uplo, cublasOperation_t trans, cublasDiagType_t diag, int n, const float * A, int lda, float * x, int incx)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasStrsv_v2(handle, uplo, trans, diag, n, A, lda, x, incx);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasStrsv_v2_64(cublasHandle_t handle, cublasFillMode_t uplo, cublasOperation_t trans, cublasDiagType_t diag, int64_t n, const float * A, int64_t lda, float * x, int64_t incx)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasStrsv_v2_64(handle, uplo, trans, diag, n, A, lda, x, incx);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasStrttp(cublasHandle_t handle, cublasFillMode_t uplo, int n, const float * A, int lda, float * AP)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasStrttp(handle, uplo, n, A, lda, AP);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasSwapEx(cublasHandle_t handle, int n, void * x, cudaDataType xType, int incx, void * y, cudaDataType yType, int incy)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasSwapEx(handle, n, x, xType, incx, y, yType, incy);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasSwapEx_64(cublasHandle_t handle, int64_t n, void * x, cudaDataType xType, int64_t incx, void * y, cudaDataType yType, int64_t incy)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasSwapEx_64(handle, n, x, xType, incx, y, yType, incy);
 }
 
@@ -5411,319 +5874,372 @@ RCUDA_EXPORT long cublasTSTgemvStridedBatched_64(void)
 
 RCUDA_EXPORT cublasStatus_t cublasUint8gemmBias(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, cublasOperation_t transc, int m, int n, int k, const unsigned char * A, int A_bias, int lda, const unsigned char * B, int B_bias, int ldb, unsigned char * C, int C_bias, int ldc, int C_mult, int C_shift)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasUint8gemmBias(handle, transa, transb, transc, m, n, k, A, A_bias, lda, B, B_bias, ldb, C, C_bias, ldc, C_mult, C_shift);
 }
 
 RCUDA_EXPORT void cublasXerbla(const char * srName, int info)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return;
     rcuda_py_cublasXerbla(srName, info);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasXtCgemm(cublasXtHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, size_t m, size_t n, size_t k, const cuComplex * alpha, const cuComplex * A, size_t lda, const cuComplex * B, size_t ldb, const cuComplex * beta, cuComplex * C, size_t ldc)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasXtCgemm(handle, transa, transb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasXtChemm(cublasXtHandle_t handle, cublasSideMode_t side, cublasFillMode_t uplo, size_t m, size_t n, const cuComplex * alpha, const cuComplex * A, size_t lda, const cuComplex * B, size_t ldb, const cuComplex * beta, cuComplex * C, size_t ldc)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasXtChemm(handle, side, uplo, m, n, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasXtCher2k(cublasXtHandle_t handle, cublasFillMode_t uplo, cublasOperation_t trans, size_t n, size_t k, const cuComplex * alpha, const cuComplex * A, size_t lda, const cuComplex * B, size_t ldb, const float * beta, cuComplex * C, size_t ldc)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasXtCher2k(handle, uplo, trans, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasXtCherk(cublasXtHandle_t handle, cublasFillMode_t uplo, cublasOperation_t trans, size_t n, size_t k, const float * alpha, const cuComplex * A, size_t lda, const float * beta, cuComplex * C, size_t ldc)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasXtCherk(handle, uplo, trans, n, k, alpha, A, lda, beta, C, ldc);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasXtCherkx(cublasXtHandle_t handle, cublasFillMode_t uplo, cublasOperation_t trans, size_t n, size_t k, const cuComplex * alpha, const cuComplex * A, size_t lda, const cuComplex * B, size_t ldb, const float * beta, cuComplex * C, size_t ldc)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasXtCherkx(handle, uplo, trans, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasXtCreate(cublasXtHandle_t * handle)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasXtCreate(handle);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasXtCspmm(cublasXtHandle_t handle, cublasSideMode_t side, cublasFillMode_t uplo, size_t m, size_t n, const cuComplex * alpha, const cuComplex * AP, const cuComplex * B, size_t ldb, const cuComplex * beta, cuComplex * C, size_t ldc)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasXtCspmm(handle, side, uplo, m, n, alpha, AP, B, ldb, beta, C, ldc);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasXtCsymm(cublasXtHandle_t handle, cublasSideMode_t side, cublasFillMode_t uplo, size_t m, size_t n, const cuComplex * alpha, const cuComplex * A, size_t lda, const cuComplex * B, size_t ldb, const cuComplex * beta, cuComplex * C, size_t ldc)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasXtCsymm(handle, side, uplo, m, n, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasXtCsyr2k(cublasXtHandle_t handle, cublasFillMode_t uplo, cublasOperation_t trans, size_t n, size_t k, const cuComplex * alpha, const cuComplex * A, size_t lda, const cuComplex * B, size_t ldb, const cuComplex * beta, cuComplex * C, size_t ldc)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasXtCsyr2k(handle, uplo, trans, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasXtCsyrk(cublasXtHandle_t handle, cublasFillMode_t uplo, cublasOperation_t trans, size_t n, size_t k, const cuComplex * alpha, const cuComplex * A, size_t lda, const cuComplex * beta, cuComplex * C, size_t ldc)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasXtCsyrk(handle, uplo, trans, n, k, alpha, A, lda, beta, C, ldc);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasXtCsyrkx(cublasXtHandle_t handle, cublasFillMode_t uplo, cublasOperation_t trans, size_t n, size_t k, const cuComplex * alpha, const cuComplex * A, size_t lda, const cuComplex * B, size_t ldb, const cuComplex * beta, cuComplex * C, size_t ldc)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasXtCsyrkx(handle, uplo, trans, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasXtCtrmm(cublasXtHandle_t handle, cublasSideMode_t side, cublasFillMode_t uplo, cublasOperation_t trans, cublasDiagType_t diag, size_t m, size_t n, const cuComplex * alpha, const cuComplex * A, size_t lda, const cuComplex * B, size_t ldb, cuComplex * C, size_t ldc)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasXtCtrmm(handle, side, uplo, trans, diag, m, n, alpha, A, lda, B, ldb, C, ldc);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasXtCtrsm(cublasXtHandle_t handle, cublasSideMode_t side, cublasFillMode_t uplo, cublasOperation_t trans, cublasDiagType_t diag, size_t m, size_t n, const cuComplex * alpha, const cuComplex * A, size_t lda, cuComplex * B, size_t ldb)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasXtCtrsm(handle, side, uplo, trans, diag, m, n, alpha, A, lda, B, ldb);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasXtDestroy(cublasXtHandle_t handle)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasXtDestroy(handle);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasXtDeviceSelect(cublasXtHandle_t handle, int nbDevices, int *deviceId)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasXtDeviceSelect(handle, nbDevices, deviceId);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasXtDgemm(cublasXtHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, size_t m, size_t n, size_t k, const double * alpha, const double * A, size_t lda, const double * B, size_t ldb, const double * beta, double * C, size_t ldc)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasXtDgemm(handle, transa, transb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasXtDspmm(cublasXtHandle_t handle, cublasSideMode_t side, cublasFillMode_t uplo, size_t m, size_t n, const double * alpha, const double * AP, const double * B, size_t ldb, const double * beta, double * C, size_t ldc)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasXtDspmm(handle, side, uplo, m, n, alpha, AP, B, ldb, beta, C, ldc);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasXtDsymm(cublasXtHandle_t handle, cublasSideMode_t side, cublasFillMode_t uplo, size_t m, size_t n, const double * alpha, const double * A, size_t lda, const double * B, size_t ldb, const double * beta, double * C, size_t ldc)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasXtDsymm(handle, side, uplo, m, n, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasXtDsyr2k(cublasXtHandle_t handle, cublasFillMode_t uplo, cublasOperation_t trans, size_t n, size_t k, const double * alpha, const double * A, size_t lda, const double * B, size_t ldb, const double * beta, double * C, size_t ldc)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasXtDsyr2k(handle, uplo, trans, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasXtDsyrk(cublasXtHandle_t handle, cublasFillMode_t uplo, cublasOperation_t trans, size_t n, size_t k, const double * alpha, const double * A, size_t lda, const double * beta, double * C, size_t ldc)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasXtDsyrk(handle, uplo, trans, n, k, alpha, A, lda, beta, C, ldc);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasXtDsyrkx(cublasXtHandle_t handle, cublasFillMode_t uplo, cublasOperation_t trans, size_t n, size_t k, const double * alpha, const double * A, size_t lda, const double * B, size_t ldb, const double * beta, double * C, size_t ldc)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasXtDsyrkx(handle, uplo, trans, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasXtDtrmm(cublasXtHandle_t handle, cublasSideMode_t side, cublasFillMode_t uplo, cublasOperation_t trans, cublasDiagType_t diag, size_t m, size_t n, const double * alpha, const double * A, size_t lda, const double * B, size_t ldb, double * C, size_t ldc)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasXtDtrmm(handle, side, uplo, trans, diag, m, n, alpha, A, lda, B, ldb, C, ldc);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasXtDtrsm(cublasXtHandle_t handle, cublasSideMode_t side, cublasFillMode_t uplo, cublasOperation_t trans, cublasDiagType_t diag, size_t m, size_t n, const double * alpha, const double * A, size_t lda, double * B, size_t ldb)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasXtDtrsm(handle, side, uplo, trans, diag, m, n, alpha, A, lda, B, ldb);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasXtGetBlockDim(cublasXtHandle_t handle, int * blockDim)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasXtGetBlockDim(handle, blockDim);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasXtGetNumBoards(int nbDevices, int *deviceId, int * nbBoards)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasXtGetNumBoards(nbDevices, deviceId, nbBoards);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasXtGetPinningMemMode(cublasXtHandle_t handle, cublasXtPinnedMemMode_t * mode)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasXtGetPinningMemMode(handle, mode);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasXtMaxBoards(int * nbGpuBoards)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasXtMaxBoards(nbGpuBoards);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasXtSetBlockDim(cublasXtHandle_t handle, int blockDim)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasXtSetBlockDim(handle, blockDim);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasXtSetCpuRatio(cublasXtHandle_t handle, cublasXtBlasOp_t blasOp, cublasXtOpType_t type, float ratio)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasXtSetCpuRatio(handle, blasOp, type, ratio);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasXtSetCpuRoutine(cublasXtHandle_t handle, cublasXtBlasOp_t blasOp, cublasXtOpType_t type, void * blasFunctor)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasXtSetCpuRoutine(handle, blasOp, type, blasFunctor);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasXtSetPinningMemMode(cublasXtHandle_t handle, cublasXtPinnedMemMode_t mode)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasXtSetPinningMemMode(handle, mode);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasXtSgemm(cublasXtHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, size_t m, size_t n, size_t k, const float * alpha, const float * A, size_t lda, const float * B, size_t ldb, const float * beta, float * C, size_t ldc)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasXtSgemm(handle, transa, transb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasXtSspmm(cublasXtHandle_t handle, cublasSideMode_t side, cublasFillMode_t uplo, size_t m, size_t n, const float * alpha, const float * AP, const float * B, size_t ldb, const float * beta, float * C, size_t ldc)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasXtSspmm(handle, side, uplo, m, n, alpha, AP, B, ldb, beta, C, ldc);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasXtSsymm(cublasXtHandle_t handle, cublasSideMode_t side, cublasFillMode_t uplo, size_t m, size_t n, const float * alpha, const float * A, size_t lda, const float * B, size_t ldb, const float * beta, float * C, size_t ldc)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasXtSsymm(handle, side, uplo, m, n, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasXtSsyr2k(cublasXtHandle_t handle, cublasFillMode_t uplo, cublasOperation_t trans, size_t n, size_t k, const float * alpha, const float * A, size_t lda, const float * B, size_t ldb, const float * beta, float * C, size_t ldc)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasXtSsyr2k(handle, uplo, trans, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasXtSsyrk(cublasXtHandle_t handle, cublasFillMode_t uplo, cublasOperation_t trans, size_t n, size_t k, const float * alpha, const float * A, size_t lda, const float * beta, float * C, size_t ldc)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasXtSsyrk(handle, uplo, trans, n, k, alpha, A, lda, beta, C, ldc);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasXtSsyrkx(cublasXtHandle_t handle, cublasFillMode_t uplo, cublasOperation_t trans, size_t n, size_t k, const float * alpha, const float * A, size_t lda, const float * B, size_t ldb, const float * beta, float * C, size_t ldc)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasXtSsyrkx(handle, uplo, trans, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasXtStrmm(cublasXtHandle_t handle, cublasSideMode_t side, cublasFillMode_t uplo, cublasOperation_t trans, cublasDiagType_t diag, size_t m, size_t n, const float * alpha, const float * A, size_t lda, const float * B, size_t ldb, float * C, size_t ldc)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasXtStrmm(handle, side, uplo, trans, diag, m, n, alpha, A, lda, B, ldb, C, ldc);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasXtStrsm(cublasXtHandle_t handle, cublasSideMode_t side, cublasFillMode_t uplo, cublasOperation_t trans, cublasDiagType_t diag, size_t m, size_t n, const float * alpha, const float * A, size_t lda, float * B, size_t ldb)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasXtStrsm(handle, side, uplo, trans, diag, m, n, alpha, A, lda, B, ldb);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasXtZgemm(cublasXtHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, size_t m, size_t n, size_t k, const cuDoubleComplex * alpha, const cuDoubleComplex * A, size_t lda, const cuDoubleComplex * B, size_t ldb, const cuDoubleComplex * beta, cuDoubleComplex * C, size_t ldc)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasXtZgemm(handle, transa, transb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasXtZhemm(cublasXtHandle_t handle, cublasSideMode_t side, cublasFillMode_t uplo, size_t m, size_t n, const cuDoubleComplex * alpha, const cuDoubleComplex * A, size_t lda, const cuDoubleComplex * B, size_t ldb, const cuDoubleComplex * beta, cuDoubleComplex * C, size_t ldc)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasXtZhemm(handle, side, uplo, m, n, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasXtZher2k(cublasXtHandle_t handle, cublasFillMode_t uplo, cublasOperation_t trans, size_t n, size_t k, const cuDoubleComplex * alpha, const cuDoubleComplex * A, size_t lda, const cuDoubleComplex * B, size_t ldb, const double * beta, cuDoubleComplex * C, size_t ldc)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasXtZher2k(handle, uplo, trans, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasXtZherk(cublasXtHandle_t handle, cublasFillMode_t uplo, cublasOperation_t trans, size_t n, size_t k, const double * alpha, const cuDoubleComplex * A, size_t lda, const double * beta, cuDoubleComplex * C, size_t ldc)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasXtZherk(handle, uplo, trans, n, k, alpha, A, lda, beta, C, ldc);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasXtZherkx(cublasXtHandle_t handle, cublasFillMode_t uplo, cublasOperation_t trans, size_t n, size_t k, const cuDoubleComplex * alpha, const cuDoubleComplex * A, size_t lda, const cuDoubleComplex * B, size_t ldb, const double * beta, cuDoubleComplex * C, size_t ldc)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasXtZherkx(handle, uplo, trans, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasXtZspmm(cublasXtHandle_t handle, cublasSideMode_t side, cublasFillMode_t uplo, size_t m, size_t n, const cuDoubleComplex * alpha, const cuDoubleComplex * AP, const cuDoubleComplex * B, size_t ldb, const cuDoubleComplex * beta, cuDoubleComplex * C, size_t ldc)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasXtZspmm(handle, side, uplo, m, n, alpha, AP, B, ldb, beta, C, ldc);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasXtZsymm(cublasXtHandle_t handle, cublasSideMode_t side, cublasFillMode_t uplo, size_t m, size_t n, const cuDoubleComplex * alpha, const cuDoubleComplex * A, size_t lda, const cuDoubleComplex * B, size_t ldb, const cuDoubleComplex * beta, cuDoubleComplex * C, size_t ldc)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasXtZsymm(handle, side, uplo, m, n, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasXtZsyr2k(cublasXtHandle_t handle, cublasFillMode_t uplo, cublasOperation_t trans, size_t n, size_t k, const cuDoubleComplex * alpha, const cuDoubleComplex * A, size_t lda, const cuDoubleComplex * B, size_t ldb, const cuDoubleComplex * beta, cuDoubleComplex * C, size_t ldc)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasXtZsyr2k(handle, uplo, trans, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasXtZsyrk(cublasXtHandle_t handle, cublasFillMode_t uplo, cublasOperation_t trans, size_t n, size_t k, const cuDoubleComplex * alpha, const cuDoubleComplex * A, size_t lda, const cuDoubleComplex * beta, cuDoubleComplex * C, size_t ldc)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasXtZsyrk(handle, uplo, trans, n, k, alpha, A, lda, beta, C, ldc);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasXtZsyrkx(cublasXtHandle_t handle, cublasFillMode_t uplo, cublasOperation_t trans, size_t n, size_t k, const cuDoubleComplex * alpha, const cuDoubleComplex * A, size_t lda, const cuDoubleComplex * B, size_t ldb, const cuDoubleComplex * beta, cuDoubleComplex * C, size_t ldc)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasXtZsyrkx(handle, uplo, trans, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasXtZtrmm(cublasXtHandle_t handle, cublasSideMode_t side, cublasFillMode_t uplo, cublasOperation_t trans, cublasDiagType_t diag, size_t m, size_t n, const cuDoubleComplex * alpha, const cuDoubleComplex * A, size_t lda, const cuDoubleComplex * B, size_t ldb, cuDoubleComplex * C, size_t ldc)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasXtZtrmm(handle, side, uplo, trans, diag, m, n, alpha, A, lda, B, ldb, C, ldc);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasXtZtrsm(cublasXtHandle_t handle, cublasSideMode_t side, cublasFillMode_t uplo, cublasOperation_t trans, cublasDiagType_t diag, size_t m, size_t n, const cuDoubleComplex * alpha, const cuDoubleComplex * A, size_t lda, cuDoubleComplex * B, size_t ldb)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasXtZtrsm(handle, side, uplo, trans, diag, m, n, alpha, A, lda, B, ldb);
 }
 
@@ -5735,13 +6251,15 @@ RCUDA_EXPORT long cublasZaxpy(void)
 
 RCUDA_EXPORT cublasStatus_t cublasZaxpy_v2(cublasHandle_t handle, int n, const cuDoubleComplex * alpha, const cuDoubleComplex * x, int incx, cuDoubleComplex * y, int incy)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasZaxpy_v2(handle, n, alpha, x, incx, y, incy);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasZaxpy_v2_64(cublasHandle_t handle, int64_t n, const cuDoubleComplex * alpha, const cuDoubleComplex * x, int64_t incx, cuDoubleComplex * y, int64_t incy)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasZaxpy_v2_64(handle, n, alpha, x, incx, y, incy);
 }
 
@@ -5759,25 +6277,29 @@ RCUDA_EXPORT long cublasZcopy(void)
 
 RCUDA_EXPORT cublasStatus_t cublasZcopy_v2(cublasHandle_t handle, int n, const cuDoubleComplex * x, int incx, cuDoubleComplex * y, int incy)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasZcopy_v2(handle, n, x, incx, y, incy);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasZcopy_v2_64(cublasHandle_t handle, int64_t n, const cuDoubleComplex * x, int64_t incx, cuDoubleComplex * y, int64_t incy)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasZcopy_v2_64(handle, n, x, incx, y, incy);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasZdgmm(cublasHandle_t handle, cublasSideMode_t mode, int m, int n, const cuDoubleComplex * A, int lda, const cuDoubleComplex * x, int incx, cuDoubleComplex * C, int ldc)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasZdgmm(handle, mode, m, n, A, lda, x, incx, C, ldc);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasZdgmm_64(cublasHandle_t handle, cublasSideMode_t mode, int64_t m, int64_t n, const cuDoubleComplex * A, int64_t lda, const cuDoubleComplex * x, int64_t incx, cuDoubleComplex * C, int64_t ldc)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasZdgmm_64(handle, mode, m, n, A, lda, x, incx, C, ldc);
 }
 
@@ -5789,13 +6311,15 @@ RCUDA_EXPORT long cublasZdotc(void)
 
 RCUDA_EXPORT cublasStatus_t cublasZdotc_v2(cublasHandle_t handle, int n, const cuDoubleComplex * x, int incx, const cuDoubleComplex * y, int incy, cuDoubleComplex * result)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasZdotc_v2(handle, n, x, incx, y, incy, result);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasZdotc_v2_64(cublasHandle_t handle, int64_t n, const cuDoubleComplex * x, int64_t incx, const cuDoubleComplex * y, int64_t incy, cuDoubleComplex * result)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasZdotc_v2_64(handle, n, x, incx, y, incy, result);
 }
 
@@ -5807,13 +6331,15 @@ RCUDA_EXPORT long cublasZdotu(void)
 
 RCUDA_EXPORT cublasStatus_t cublasZdotu_v2(cublasHandle_t handle, int n, const cuDoubleComplex * x, int incx, const cuDoubleComplex * y, int incy, cuDoubleComplex * result)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasZdotu_v2(handle, n, x, incx, y, incy, result);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasZdotu_v2_64(cublasHandle_t handle, int64_t n, const cuDoubleComplex * x, int64_t incx, const cuDoubleComplex * y, int64_t incy, cuDoubleComplex * result)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasZdotu_v2_64(handle, n, x, incx, y, incy, result);
 }
 
@@ -5825,13 +6351,15 @@ RCUDA_EXPORT long cublasZdrot(void)
 
 RCUDA_EXPORT cublasStatus_t cublasZdrot_v2(cublasHandle_t handle, int n, cuDoubleComplex * x, int incx, cuDoubleComplex * y, int incy, const double * c, const double * s)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasZdrot_v2(handle, n, x, incx, y, incy, c, s);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasZdrot_v2_64(cublasHandle_t handle, int64_t n, cuDoubleComplex * x, int64_t incx, cuDoubleComplex * y, int64_t incy, const double * c, const double * s)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasZdrot_v2_64(handle, n, x, incx, y, incy, c, s);
 }
 
@@ -5843,13 +6371,15 @@ RCUDA_EXPORT long cublasZdscal(void)
 
 RCUDA_EXPORT cublasStatus_t cublasZdscal_v2(cublasHandle_t handle, int n, const double * alpha, cuDoubleComplex * x, int incx)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasZdscal_v2(handle, n, alpha, x, incx);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasZdscal_v2_64(cublasHandle_t handle, int64_t n, const double * alpha, cuDoubleComplex * x, int64_t incx)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasZdscal_v2_64(handle, n, alpha, x, incx);
 }
 
@@ -5861,31 +6391,36 @@ RCUDA_EXPORT long cublasZgbmv(void)
 
 RCUDA_EXPORT cublasStatus_t cublasZgbmv_v2(cublasHandle_t handle, cublasOperation_t trans, int m, int n, int kl, int ku, const cuDoubleComplex * alpha, const cuDoubleComplex * A, int lda, const cuDoubleComplex * x, int incx, const cuDoubleComplex * beta, cuDoubleComplex * y, int incy)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasZgbmv_v2(handle, trans, m, n, kl, ku, alpha, A, lda, x, incx, beta, y, incy);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasZgbmv_v2_64(cublasHandle_t handle, cublasOperation_t trans, int64_t m, int64_t n, int64_t kl, int64_t ku, const cuDoubleComplex * alpha, const cuDoubleComplex * A, int64_t lda, const cuDoubleComplex * x, int64_t incx, const cuDoubleComplex * beta, cuDoubleComplex * y, int64_t incy)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasZgbmv_v2_64(handle, trans, m, n, kl, ku, alpha, A, lda, x, incx, beta, y, incy);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasZgeam(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m, int n, const cuDoubleComplex * alpha, const cuDoubleComplex * A, int lda, const cuDoubleComplex * beta, const cuDoubleComplex * B, int ldb, cuDoubleComplex * C, int ldc)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasZgeam(handle, transa, transb, m, n, alpha, A, lda, beta, B, ldb, C, ldc);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasZgeam_64(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int64_t m, int64_t n, const cuDoubleComplex * alpha, const cuDoubleComplex * A, int64_t lda, const cuDoubleComplex * beta, const cuDoubleComplex * B, int64_t ldb, cuDoubleComplex * C, int64_t ldc)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasZgeam_64(handle, transa, transb, m, n, alpha, A, lda, beta, B, ldb, C, ldc);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasZgelsBatched(cublasHandle_t handle, cublasOperation_t trans, int m, int n, int nrhs, cuDoubleComplex *const *Aarray, int lda, cuDoubleComplex *const *Carray, int ldc, int * info, int * devInfoArray, int batchSize)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasZgelsBatched(handle, trans, m, n, nrhs, Aarray, lda, Carray, ldc, info, devInfoArray, batchSize);
 }
 
@@ -5897,49 +6432,57 @@ RCUDA_EXPORT long cublasZgemm(void)
 
 RCUDA_EXPORT cublasStatus_t cublasZgemm3m(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m, int n, int k, const cuDoubleComplex * alpha, const cuDoubleComplex * A, int lda, const cuDoubleComplex * B, int ldb, const cuDoubleComplex * beta, cuDoubleComplex * C, int ldc)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasZgemm3m(handle, transa, transb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasZgemm3m_64(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int64_t m, int64_t n, int64_t k, const cuDoubleComplex * alpha, const cuDoubleComplex * A, int64_t lda, const cuDoubleComplex * B, int64_t ldb, const cuDoubleComplex * beta, cuDoubleComplex * C, int64_t ldc)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasZgemm3m_64(handle, transa, transb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasZgemmBatched(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m, int n, int k, const cuDoubleComplex * alpha, const cuDoubleComplex *const *Aarray, int lda, const cuDoubleComplex *const *Barray, int ldb, const cuDoubleComplex * beta, cuDoubleComplex *const *Carray, int ldc, int batchCount)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasZgemmBatched(handle, transa, transb, m, n, k, alpha, Aarray, lda, Barray, ldb, beta, Carray, ldc, batchCount);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasZgemmBatched_64(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int64_t m, int64_t n, int64_t k, const cuDoubleComplex * alpha, const cuDoubleComplex *const *Aarray, int64_t lda, const cuDoubleComplex *const *Barray, int64_t ldb, const cuDoubleComplex * beta, cuDoubleComplex *const *Carray, int64_t ldc, int64_t batchCount)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasZgemmBatched_64(handle, transa, transb, m, n, k, alpha, Aarray, lda, Barray, ldb, beta, Carray, ldc, batchCount);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasZgemmStridedBatched(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m, int n, int k, const cuDoubleComplex * alpha, const cuDoubleComplex * A, int lda, long long strideA, const cuDoubleComplex * B, int ldb, long long strideB, const cuDoubleComplex * beta, cuDoubleComplex * C, int ldc, long long strideC, int batchCount)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasZgemmStridedBatched(handle, transa, transb, m, n, k, alpha, A, lda, strideA, B, ldb, strideB, beta, C, ldc, strideC, batchCount);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasZgemmStridedBatched_64(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int64_t m, int64_t n, int64_t k, const cuDoubleComplex * alpha, const cuDoubleComplex * A, int64_t lda, long long strideA, const cuDoubleComplex * B, int64_t ldb, long long strideB, const cuDoubleComplex * beta, cuDoubleComplex * C, int64_t ldc, long long strideC, int64_t batchCount)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasZgemmStridedBatched_64(handle, transa, transb, m, n, k, alpha, A, lda, strideA, B, ldb, strideB, beta, C, ldc, strideC, batchCount);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasZgemm_v2(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m, int n, int k, const cuDoubleComplex * alpha, const cuDoubleComplex * A, int lda, const cuDoubleComplex * B, int ldb, const cuDoubleComplex * beta, cuDoubleComplex * C, int ldc)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasZgemm_v2(handle, transa, transb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasZgemm_v2_64(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int64_t m, int64_t n, int64_t k, const cuDoubleComplex * alpha, const cuDoubleComplex * A, int64_t lda, const cuDoubleComplex * B, int64_t ldb, const cuDoubleComplex * beta, cuDoubleComplex * C, int64_t ldc)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasZgemm_v2_64(handle, transa, transb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
@@ -5951,43 +6494,50 @@ RCUDA_EXPORT long cublasZgemv(void)
 
 RCUDA_EXPORT cublasStatus_t cublasZgemvBatched(cublasHandle_t handle, cublasOperation_t trans, int m, int n, const cuDoubleComplex * alpha, const cuDoubleComplex *const *Aarray, int lda, const cuDoubleComplex *const *xarray, int incx, const cuDoubleComplex * beta, cuDoubleComplex *const *yarray, int incy, int batchCount)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasZgemvBatched(handle, trans, m, n, alpha, Aarray, lda, xarray, incx, beta, yarray, incy, batchCount);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasZgemvBatched_64(cublasHandle_t handle, cublasOperation_t trans, int64_t m, int64_t n, const cuDoubleComplex * alpha, const cuDoubleComplex *const *Aarray, int64_t lda, const cuDoubleComplex *const *xarray, int64_t incx, const cuDoubleComplex * beta, cuDoubleComplex *const *yarray, int64_t incy, int64_t batchCount)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasZgemvBatched_64(handle, trans, m, n, alpha, Aarray, lda, xarray, incx, beta, yarray, incy, batchCount);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasZgemvStridedBatched(cublasHandle_t handle, cublasOperation_t trans, int m, int n, const cuDoubleComplex * alpha, const cuDoubleComplex * A, int lda, long long strideA, const cuDoubleComplex * x, int incx, long long stridex, const cuDoubleComplex * beta, cuDoubleComplex * y, int incy, long long stridey, int batchCount)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasZgemvStridedBatched(handle, trans, m, n, alpha, A, lda, strideA, x, incx, stridex, beta, y, incy, stridey, batchCount);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasZgemvStridedBatched_64(cublasHandle_t handle, cublasOperation_t trans, int64_t m, int64_t n, const cuDoubleComplex * alpha, const cuDoubleComplex * A, int64_t lda, long long strideA, const cuDoubleComplex * x, int64_t incx, long long stridex, const cuDoubleComplex * beta, cuDoubleComplex * y, int64_t incy, long long stridey, int64_t batchCount)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasZgemvStridedBatched_64(handle, trans, m, n, alpha, A, lda, strideA, x, incx, stridex, beta, y, incy, stridey, batchCount);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasZgemv_v2(cublasHandle_t handle, cublasOperation_t trans, int m, int n, const cuDoubleComplex * alpha, const cuDoubleComplex * A, int lda, const cuDoubleComplex * x, int incx, const cuDoubleComplex * beta, cuDoubleComplex * y, int incy)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasZgemv_v2(handle, trans, m, n, alpha, A, lda, x, incx, beta, y, incy);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasZgemv_v2_64(cublasHandle_t handle, cublasOperation_t trans, int64_t m, int64_t n, const cuDoubleComplex * alpha, const cuDoubleComplex * A, int64_t lda, const cuDoubleComplex * x, int64_t incx, const cuDoubleComplex * beta, cuDoubleComplex * y, int64_t incy)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasZgemv_v2_64(handle, trans, m, n, alpha, A, lda, x, incx, beta, y, incy);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasZgeqrfBatched(cublasHandle_t handle, int m, int n, cuDoubleComplex *const *Aarray, int lda, cuDoubleComplex *const *TauArray, int * info, int batchSize)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasZgeqrfBatched(handle, m, n, Aarray, lda, TauArray, info, batchSize);
 }
 
@@ -5999,13 +6549,15 @@ RCUDA_EXPORT long cublasZgerc(void)
 
 RCUDA_EXPORT cublasStatus_t cublasZgerc_v2(cublasHandle_t handle, int m, int n, const cuDoubleComplex * alpha, const cuDoubleComplex * x, int incx, const cuDoubleComplex * y, int incy, cuDoubleComplex * A, int lda)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasZgerc_v2(handle, m, n, alpha, x, incx, y, incy, A, lda);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasZgerc_v2_64(cublasHandle_t handle, int64_t m, int64_t n, const cuDoubleComplex * alpha, const cuDoubleComplex * x, int64_t incx, const cuDoubleComplex * y, int64_t incy, cuDoubleComplex * A, int64_t lda)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasZgerc_v2_64(handle, m, n, alpha, x, incx, y, incy, A, lda);
 }
 
@@ -6017,31 +6569,36 @@ RCUDA_EXPORT long cublasZgeru(void)
 
 RCUDA_EXPORT cublasStatus_t cublasZgeru_v2(cublasHandle_t handle, int m, int n, const cuDoubleComplex * alpha, const cuDoubleComplex * x, int incx, const cuDoubleComplex * y, int incy, cuDoubleComplex * A, int lda)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasZgeru_v2(handle, m, n, alpha, x, incx, y, incy, A, lda);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasZgeru_v2_64(cublasHandle_t handle, int64_t m, int64_t n, const cuDoubleComplex * alpha, const cuDoubleComplex * x, int64_t incx, const cuDoubleComplex * y, int64_t incy, cuDoubleComplex * A, int64_t lda)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasZgeru_v2_64(handle, m, n, alpha, x, incx, y, incy, A, lda);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasZgetrfBatched(cublasHandle_t handle, int n, cuDoubleComplex *const *A, int lda, int * P, int * info, int batchSize)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasZgetrfBatched(handle, n, A, lda, P, info, batchSize);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasZgetriBatched(cublasHandle_t handle, int n, const cuDoubleComplex *const *A, int lda, const int * P, cuDoubleComplex *const *C, int ldc, int * info, int batchSize)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasZgetriBatched(handle, n, A, lda, P, C, ldc, info, batchSize);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasZgetrsBatched(cublasHandle_t handle, cublasOperation_t trans, int n, int nrhs, const cuDoubleComplex *const *Aarray, int lda, const int * devIpiv, cuDoubleComplex *const *Barray, int ldb, int * info, int batchSize)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasZgetrsBatched(handle, trans, n, nrhs, Aarray, lda, devIpiv, Barray, ldb, info, batchSize);
 }
 
@@ -6053,13 +6610,15 @@ RCUDA_EXPORT long cublasZhbmv(void)
 
 RCUDA_EXPORT cublasStatus_t cublasZhbmv_v2(cublasHandle_t handle, cublasFillMode_t uplo, int n, int k, const cuDoubleComplex * alpha, const cuDoubleComplex * A, int lda, const cuDoubleComplex * x, int incx, const cuDoubleComplex * beta, cuDoubleComplex * y, int incy)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasZhbmv_v2(handle, uplo, n, k, alpha, A, lda, x, incx, beta, y, incy);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasZhbmv_v2_64(cublasHandle_t handle, cublasFillMode_t uplo, int64_t n, int64_t k, const cuDoubleComplex * alpha, const cuDoubleComplex * A, int64_t lda, const cuDoubleComplex * x, int64_t incx, const cuDoubleComplex * beta, cuDoubleComplex * y, int64_t incy)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasZhbmv_v2_64(handle, uplo, n, k, alpha, A, lda, x, incx, beta, y, incy);
 }
 
@@ -6071,13 +6630,15 @@ RCUDA_EXPORT long cublasZhemm(void)
 
 RCUDA_EXPORT cublasStatus_t cublasZhemm_v2(cublasHandle_t handle, cublasSideMode_t side, cublasFillMode_t uplo, int m, int n, const cuDoubleComplex * alpha, const cuDoubleComplex * A, int lda, const cuDoubleComplex * B, int ldb, const cuDoubleComplex * beta, cuDoubleComplex * C, int ldc)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasZhemm_v2(handle, side, uplo, m, n, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasZhemm_v2_64(cublasHandle_t handle, cublasSideMode_t side, cublasFillMode_t uplo, int64_t m, int64_t n, const cuDoubleComplex * alpha, const cuDoubleComplex * A, int64_t lda, const cuDoubleComplex * B, int64_t ldb, const cuDoubleComplex * beta, cuDoubleComplex * C, int64_t ldc)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasZhemm_v2_64(handle, side, uplo, m, n, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
@@ -6089,13 +6650,15 @@ RCUDA_EXPORT long cublasZhemv(void)
 
 RCUDA_EXPORT cublasStatus_t cublasZhemv_v2(cublasHandle_t handle, cublasFillMode_t uplo, int n, const cuDoubleComplex * alpha, const cuDoubleComplex * A, int lda, const cuDoubleComplex * x, int incx, const cuDoubleComplex * beta, cuDoubleComplex * y, int incy)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasZhemv_v2(handle, uplo, n, alpha, A, lda, x, incx, beta, y, incy);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasZhemv_v2_64(cublasHandle_t handle, cublasFillMode_t uplo, int64_t n, const cuDoubleComplex * alpha, const cuDoubleComplex * A, int64_t lda, const cuDoubleComplex * x, int64_t incx, const cuDoubleComplex * beta, cuDoubleComplex * y, int64_t incy)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasZhemv_v2_64(handle, uplo, n, alpha, A, lda, x, incx, beta, y, incy);
 }
 
@@ -6113,13 +6676,15 @@ RCUDA_EXPORT long cublasZher2(void)
 
 RCUDA_EXPORT cublasStatus_t cublasZher2_v2(cublasHandle_t handle, cublasFillMode_t uplo, int n, const cuDoubleComplex * alpha, const cuDoubleComplex * x, int incx, const cuDoubleComplex * y, int incy, cuDoubleComplex * A, int lda)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasZher2_v2(handle, uplo, n, alpha, x, incx, y, incy, A, lda);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasZher2_v2_64(cublasHandle_t handle, cublasFillMode_t uplo, int64_t n, const cuDoubleComplex * alpha, const cuDoubleComplex * x, int64_t incx, const cuDoubleComplex * y, int64_t incy, cuDoubleComplex * A, int64_t lda)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasZher2_v2_64(handle, uplo, n, alpha, x, incx, y, incy, A, lda);
 }
 
@@ -6131,25 +6696,29 @@ RCUDA_EXPORT long cublasZher2k(void)
 
 RCUDA_EXPORT cublasStatus_t cublasZher2k_v2(cublasHandle_t handle, cublasFillMode_t uplo, cublasOperation_t trans, int n, int k, const cuDoubleComplex * alpha, const cuDoubleComplex * A, int lda, const cuDoubleComplex * B, int ldb, const double * beta, cuDoubleComplex * C, int ldc)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasZher2k_v2(handle, uplo, trans, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasZher2k_v2_64(cublasHandle_t handle, cublasFillMode_t uplo, cublasOperation_t trans, int64_t n, int64_t k, const cuDoubleComplex * alpha, const cuDoubleComplex * A, int64_t lda, const cuDoubleComplex * B, int64_t ldb, const double * beta, cuDoubleComplex * C, int64_t ldc)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasZher2k_v2_64(handle, uplo, trans, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasZher_v2(cublasHandle_t handle, cublasFillMode_t uplo, int n, const double * alpha, const cuDoubleComplex * x, int incx, cuDoubleComplex * A, int lda)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasZher_v2(handle, uplo, n, alpha, x, incx, A, lda);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasZher_v2_64(cublasHandle_t handle, cublasFillMode_t uplo, int64_t n, const double * alpha, const cuDoubleComplex * x, int64_t incx, cuDoubleComplex * A, int64_t lda)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasZher_v2_64(handle, uplo, n, alpha, x, incx, A, lda);
 }
 
@@ -6161,25 +6730,29 @@ RCUDA_EXPORT long cublasZherk(void)
 
 RCUDA_EXPORT cublasStatus_t cublasZherk_v2(cublasHandle_t handle, cublasFillMode_t uplo, cublasOperation_t trans, int n, int k, const double * alpha, const cuDoubleComplex * A, int lda, const double * beta, cuDoubleComplex * C, int ldc)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasZherk_v2(handle, uplo, trans, n, k, alpha, A, lda, beta, C, ldc);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasZherk_v2_64(cublasHandle_t handle, cublasFillMode_t uplo, cublasOperation_t trans, int64_t n, int64_t k, const double * alpha, const cuDoubleComplex * A, int64_t lda, const double * beta, cuDoubleComplex * C, int64_t ldc)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasZherk_v2_64(handle, uplo, trans, n, k, alpha, A, lda, beta, C, ldc);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasZherkx(cublasHandle_t handle, cublasFillMode_t uplo, cublasOperation_t trans, int n, int k, const cuDoubleComplex * alpha, const cuDoubleComplex * A, int lda, const cuDoubleComplex * B, int ldb, const double * beta, cuDoubleComplex * C, int ldc)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasZherkx(handle, uplo, trans, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasZherkx_64(cublasHandle_t handle, cublasFillMode_t uplo, cublasOperation_t trans, int64_t n, int64_t k, const cuDoubleComplex * alpha, const cuDoubleComplex * A, int64_t lda, const cuDoubleComplex * B, int64_t ldb, const double * beta, cuDoubleComplex * C, int64_t ldc)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasZherkx_64(handle, uplo, trans, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
@@ -6191,13 +6764,15 @@ RCUDA_EXPORT long cublasZhpmv(void)
 
 RCUDA_EXPORT cublasStatus_t cublasZhpmv_v2(cublasHandle_t handle, cublasFillMode_t uplo, int n, const cuDoubleComplex * alpha, const cuDoubleComplex * AP, const cuDoubleComplex * x, int incx, const cuDoubleComplex * beta, cuDoubleComplex * y, int incy)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasZhpmv_v2(handle, uplo, n, alpha, AP, x, incx, beta, y, incy);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasZhpmv_v2_64(cublasHandle_t handle, cublasFillMode_t uplo, int64_t n, const cuDoubleComplex * alpha, const cuDoubleComplex * AP, const cuDoubleComplex * x, int64_t incx, const cuDoubleComplex * beta, cuDoubleComplex * y, int64_t incy)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasZhpmv_v2_64(handle, uplo, n, alpha, AP, x, incx, beta, y, incy);
 }
 
@@ -6215,31 +6790,36 @@ RCUDA_EXPORT long cublasZhpr2(void)
 
 RCUDA_EXPORT cublasStatus_t cublasZhpr2_v2(cublasHandle_t handle, cublasFillMode_t uplo, int n, const cuDoubleComplex * alpha, const cuDoubleComplex * x, int incx, const cuDoubleComplex * y, int incy, cuDoubleComplex * AP)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasZhpr2_v2(handle, uplo, n, alpha, x, incx, y, incy, AP);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasZhpr2_v2_64(cublasHandle_t handle, cublasFillMode_t uplo, int64_t n, const cuDoubleComplex * alpha, const cuDoubleComplex * x, int64_t incx, const cuDoubleComplex * y, int64_t incy, cuDoubleComplex * AP)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasZhpr2_v2_64(handle, uplo, n, alpha, x, incx, y, incy, AP);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasZhpr_v2(cublasHandle_t handle, cublasFillMode_t uplo, int n, const double * alpha, const cuDoubleComplex * x, int incx, cuDoubleComplex * AP)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasZhpr_v2(handle, uplo, n, alpha, x, incx, AP);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasZhpr_v2_64(cublasHandle_t handle, cublasFillMode_t uplo, int64_t n, const double * alpha, const cuDoubleComplex * x, int64_t incx, cuDoubleComplex * AP)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasZhpr_v2_64(handle, uplo, n, alpha, x, incx, AP);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasZmatinvBatched(cublasHandle_t handle, int n, const cuDoubleComplex *const *A, int lda, cuDoubleComplex *const *Ainv, int lda_inv, int * info, int batchSize)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasZmatinvBatched(handle, n, A, lda, Ainv, lda_inv, info, batchSize);
 }
 
@@ -6251,13 +6831,15 @@ RCUDA_EXPORT long cublasZrot(void)
 
 RCUDA_EXPORT cublasStatus_t cublasZrot_v2(cublasHandle_t handle, int n, cuDoubleComplex * x, int incx, cuDoubleComplex * y, int incy, const double * c, const cuDoubleComplex * s)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasZrot_v2(handle, n, x, incx, y, incy, c, s);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasZrot_v2_64(cublasHandle_t handle, int64_t n, cuDoubleComplex * x, int64_t incx, cuDoubleComplex * y, int64_t incy, const double * c, const cuDoubleComplex * s)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasZrot_v2_64(handle, n, x, incx, y, incy, c, s);
 }
 
@@ -6269,7 +6851,8 @@ RCUDA_EXPORT long cublasZrotg(void)
 
 RCUDA_EXPORT cublasStatus_t cublasZrotg_v2(cublasHandle_t handle, cuDoubleComplex * a, cuDoubleComplex * b, double * c, cuDoubleComplex * s)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasZrotg_v2(handle, a, b, c, s);
 }
 
@@ -6281,13 +6864,15 @@ RCUDA_EXPORT long cublasZscal(void)
 
 RCUDA_EXPORT cublasStatus_t cublasZscal_v2(cublasHandle_t handle, int n, const cuDoubleComplex * alpha, cuDoubleComplex * x, int incx)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasZscal_v2(handle, n, alpha, x, incx);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasZscal_v2_64(cublasHandle_t handle, int64_t n, const cuDoubleComplex * alpha, cuDoubleComplex * x, int64_t incx)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasZscal_v2_64(handle, n, alpha, x, incx);
 }
 
@@ -6299,13 +6884,15 @@ RCUDA_EXPORT long cublasZswap(void)
 
 RCUDA_EXPORT cublasStatus_t cublasZswap_v2(cublasHandle_t handle, int n, cuDoubleComplex * x, int incx, cuDoubleComplex * y, int incy)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasZswap_v2(handle, n, x, incx, y, incy);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasZswap_v2_64(cublasHandle_t handle, int64_t n, cuDoubleComplex * x, int64_t incx, cuDoubleComplex * y, int64_t incy)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasZswap_v2_64(handle, n, x, incx, y, incy);
 }
 
@@ -6317,37 +6904,43 @@ RCUDA_EXPORT long cublasZsymm(void)
 
 RCUDA_EXPORT cublasStatus_t cublasZsymm_v2(cublasHandle_t handle, cublasSideMode_t side, cublasFillMode_t uplo, int m, int n, const cuDoubleComplex * alpha, const cuDoubleComplex * A, int lda, const cuDoubleComplex * B, int ldb, const cuDoubleComplex * beta, cuDoubleComplex * C, int ldc)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasZsymm_v2(handle, side, uplo, m, n, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasZsymm_v2_64(cublasHandle_t handle, cublasSideMode_t side, cublasFillMode_t uplo, int64_t m, int64_t n, const cuDoubleComplex * alpha, const cuDoubleComplex * A, int64_t lda, const cuDoubleComplex * B, int64_t ldb, const cuDoubleComplex * beta, cuDoubleComplex * C, int64_t ldc)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasZsymm_v2_64(handle, side, uplo, m, n, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasZsymv_v2(cublasHandle_t handle, cublasFillMode_t uplo, int n, const cuDoubleComplex * alpha, const cuDoubleComplex * A, int lda, const cuDoubleComplex * x, int incx, const cuDoubleComplex * beta, cuDoubleComplex * y, int incy)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasZsymv_v2(handle, uplo, n, alpha, A, lda, x, incx, beta, y, incy);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasZsymv_v2_64(cublasHandle_t handle, cublasFillMode_t uplo, int64_t n, const cuDoubleComplex * alpha, const cuDoubleComplex * A, int64_t lda, const cuDoubleComplex * x, int64_t incx, const cuDoubleComplex * beta, cuDoubleComplex * y, int64_t incy)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasZsymv_v2_64(handle, uplo, n, alpha, A, lda, x, incx, beta, y, incy);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasZsyr2_v2(cublasHandle_t handle, cublasFillMode_t uplo, int n, const cuDoubleComplex * alpha, const cuDoubleComplex * x, int incx, const cuDoubleComplex * y, int incy, cuDoubleComplex * A, int lda)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasZsyr2_v2(handle, uplo, n, alpha, x, incx, y, incy, A, lda);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasZsyr2_v2_64(cublasHandle_t handle, cublasFillMode_t uplo, int64_t n, const cuDoubleComplex * alpha, const cuDoubleComplex * x, int64_t incx, const cuDoubleComplex * y, int64_t incy, cuDoubleComplex * A, int64_t lda)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasZsyr2_v2_64(handle, uplo, n, alpha, x, incx, y, incy, A, lda);
 }
 
@@ -6359,25 +6952,29 @@ RCUDA_EXPORT long cublasZsyr2k(void)
 
 RCUDA_EXPORT cublasStatus_t cublasZsyr2k_v2(cublasHandle_t handle, cublasFillMode_t uplo, cublasOperation_t trans, int n, int k, const cuDoubleComplex * alpha, const cuDoubleComplex * A, int lda, const cuDoubleComplex * B, int ldb, const cuDoubleComplex * beta, cuDoubleComplex * C, int ldc)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasZsyr2k_v2(handle, uplo, trans, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasZsyr2k_v2_64(cublasHandle_t handle, cublasFillMode_t uplo, cublasOperation_t trans, int64_t n, int64_t k, const cuDoubleComplex * alpha, const cuDoubleComplex * A, int64_t lda, const cuDoubleComplex * B, int64_t ldb, const cuDoubleComplex * beta, cuDoubleComplex * C, int64_t ldc)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasZsyr2k_v2_64(handle, uplo, trans, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasZsyr_v2(cublasHandle_t handle, cublasFillMode_t uplo, int n, const cuDoubleComplex * alpha, const cuDoubleComplex * x, int incx, cuDoubleComplex * A, int lda)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasZsyr_v2(handle, uplo, n, alpha, x, incx, A, lda);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasZsyr_v2_64(cublasHandle_t handle, cublasFillMode_t uplo, int64_t n, const cuDoubleComplex * alpha, const cuDoubleComplex * x, int64_t incx, cuDoubleComplex * A, int64_t lda)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasZsyr_v2_64(handle, uplo, n, alpha, x, incx, A, lda);
 }
 
@@ -6389,25 +6986,29 @@ RCUDA_EXPORT long cublasZsyrk(void)
 
 RCUDA_EXPORT cublasStatus_t cublasZsyrk_v2(cublasHandle_t handle, cublasFillMode_t uplo, cublasOperation_t trans, int n, int k, const cuDoubleComplex * alpha, const cuDoubleComplex * A, int lda, const cuDoubleComplex * beta, cuDoubleComplex * C, int ldc)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasZsyrk_v2(handle, uplo, trans, n, k, alpha, A, lda, beta, C, ldc);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasZsyrk_v2_64(cublasHandle_t handle, cublasFillMode_t uplo, cublasOperation_t trans, int64_t n, int64_t k, const cuDoubleComplex * alpha, const cuDoubleComplex * A, int64_t lda, const cuDoubleComplex * beta, cuDoubleComplex * C, int64_t ldc)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasZsyrk_v2_64(handle, uplo, trans, n, k, alpha, A, lda, beta, C, ldc);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasZsyrkx(cublasHandle_t handle, cublasFillMode_t uplo, cublasOperation_t trans, int n, int k, const cuDoubleComplex * alpha, const cuDoubleComplex * A, int lda, const cuDoubleComplex * B, int ldb, const cuDoubleComplex * beta, cuDoubleComplex * C, int ldc)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasZsyrkx(handle, uplo, trans, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasZsyrkx_64(cublasHandle_t handle, cublasFillMode_t uplo, cublasOperation_t trans, int64_t n, int64_t k, const cuDoubleComplex * alpha, const cuDoubleComplex * A, int64_t lda, const cuDoubleComplex * B, int64_t ldb, const cuDoubleComplex * beta, cuDoubleComplex * C, int64_t ldc)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasZsyrkx_64(handle, uplo, trans, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
@@ -6419,13 +7020,15 @@ RCUDA_EXPORT long cublasZtbmv(void)
 
 RCUDA_EXPORT cublasStatus_t cublasZtbmv_v2(cublasHandle_t handle, cublasFillMode_t uplo, cublasOperation_t trans, cublasDiagType_t diag, int n, int k, const cuDoubleComplex * A, int lda, cuDoubleComplex * x, int incx)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasZtbmv_v2(handle, uplo, trans, diag, n, k, A, lda, x, incx);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasZtbmv_v2_64(cublasHandle_t handle, cublasFillMode_t uplo, cublasOperation_t trans, cublasDiagType_t diag, int64_t n, int64_t k, const cuDoubleComplex * A, int64_t lda, cuDoubleComplex * x, int64_t incx)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasZtbmv_v2_64(handle, uplo, trans, diag, n, k, A, lda, x, incx);
 }
 
@@ -6437,13 +7040,15 @@ RCUDA_EXPORT long cublasZtbsv(void)
 
 RCUDA_EXPORT cublasStatus_t cublasZtbsv_v2(cublasHandle_t handle, cublasFillMode_t uplo, cublasOperation_t trans, cublasDiagType_t diag, int n, int k, const cuDoubleComplex * A, int lda, cuDoubleComplex * x, int incx)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasZtbsv_v2(handle, uplo, trans, diag, n, k, A, lda, x, incx);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasZtbsv_v2_64(cublasHandle_t handle, cublasFillMode_t uplo, cublasOperation_t trans, cublasDiagType_t diag, int64_t n, int64_t k, const cuDoubleComplex * A, int64_t lda, cuDoubleComplex * x, int64_t incx)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasZtbsv_v2_64(handle, uplo, trans, diag, n, k, A, lda, x, incx);
 }
 
@@ -6455,13 +7060,15 @@ RCUDA_EXPORT long cublasZtpmv(void)
 
 RCUDA_EXPORT cublasStatus_t cublasZtpmv_v2(cublasHandle_t handle, cublasFillMode_t uplo, cublasOperation_t trans, cublasDiagType_t diag, int n, const cuDoubleComplex * AP, cuDoubleComplex * x, int incx)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasZtpmv_v2(handle, uplo, trans, diag, n, AP, x, incx);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasZtpmv_v2_64(cublasHandle_t handle, cublasFillMode_t uplo, cublasOperation_t trans, cublasDiagType_t diag, int64_t n, const cuDoubleComplex * AP, cuDoubleComplex * x, int64_t incx)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasZtpmv_v2_64(handle, uplo, trans, diag, n, AP, x, incx);
 }
 
@@ -6473,19 +7080,22 @@ RCUDA_EXPORT long cublasZtpsv(void)
 
 RCUDA_EXPORT cublasStatus_t cublasZtpsv_v2(cublasHandle_t handle, cublasFillMode_t uplo, cublasOperation_t trans, cublasDiagType_t diag, int n, const cuDoubleComplex * AP, cuDoubleComplex * x, int incx)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasZtpsv_v2(handle, uplo, trans, diag, n, AP, x, incx);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasZtpsv_v2_64(cublasHandle_t handle, cublasFillMode_t uplo, cublasOperation_t trans, cublasDiagType_t diag, int64_t n, const cuDoubleComplex * AP, cuDoubleComplex * x, int64_t incx)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasZtpsv_v2_64(handle, uplo, trans, diag, n, AP, x, incx);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasZtpttr(cublasHandle_t handle, cublasFillMode_t uplo, int n, const cuDoubleComplex * AP, cuDoubleComplex * A, int lda)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasZtpttr(handle, uplo, n, AP, A, lda);
 }
 
@@ -6497,13 +7107,15 @@ RCUDA_EXPORT long cublasZtrmm(void)
 
 RCUDA_EXPORT cublasStatus_t cublasZtrmm_v2(cublasHandle_t handle, cublasSideMode_t side, cublasFillMode_t uplo, cublasOperation_t trans, cublasDiagType_t diag, int m, int n, const cuDoubleComplex * alpha, const cuDoubleComplex * A, int lda, const cuDoubleComplex * B, int ldb, cuDoubleComplex * C, int ldc)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasZtrmm_v2(handle, side, uplo, trans, diag, m, n, alpha, A, lda, B, ldb, C, ldc);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasZtrmm_v2_64(cublasHandle_t handle, cublasSideMode_t side, cublasFillMode_t uplo, cublasOperation_t trans, cublasDiagType_t diag, int64_t m, int64_t n, const cuDoubleComplex * alpha, const cuDoubleComplex * A, int64_t lda, const cuDoubleComplex * B, int64_t ldb, cuDoubleComplex * C, int64_t ldc)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasZtrmm_v2_64(handle, side, uplo, trans, diag, m, n, alpha, A, lda, B, ldb, C, ldc);
 }
 
@@ -6515,13 +7127,15 @@ RCUDA_EXPORT long cublasZtrmv(void)
 
 RCUDA_EXPORT cublasStatus_t cublasZtrmv_v2(cublasHandle_t handle, cublasFillMode_t uplo, cublasOperation_t trans, cublasDiagType_t diag, int n, const cuDoubleComplex * A, int lda, cuDoubleComplex * x, int incx)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasZtrmv_v2(handle, uplo, trans, diag, n, A, lda, x, incx);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasZtrmv_v2_64(cublasHandle_t handle, cublasFillMode_t uplo, cublasOperation_t trans, cublasDiagType_t diag, int64_t n, const cuDoubleComplex * A, int64_t lda, cuDoubleComplex * x, int64_t incx)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasZtrmv_v2_64(handle, uplo, trans, diag, n, A, lda, x, incx);
 }
 
@@ -6533,25 +7147,29 @@ RCUDA_EXPORT long cublasZtrsm(void)
 
 RCUDA_EXPORT cublasStatus_t cublasZtrsmBatched(cublasHandle_t handle, cublasSideMode_t side, cublasFillMode_t uplo, cublasOperation_t trans, cublasDiagType_t diag, int m, int n, const cuDoubleComplex * alpha, const cuDoubleComplex *const *A, int lda, cuDoubleComplex *const *B, int ldb, int batchCount)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasZtrsmBatched(handle, side, uplo, trans, diag, m, n, alpha, A, lda, B, ldb, batchCount);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasZtrsmBatched_64(cublasHandle_t handle, cublasSideMode_t side, cublasFillMode_t uplo, cublasOperation_t trans, cublasDiagType_t diag, int64_t m, int64_t n, const cuDoubleComplex * alpha, const cuDoubleComplex *const *A, int64_t lda, cuDoubleComplex *const *B, int64_t ldb, int64_t batchCount)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasZtrsmBatched_64(handle, side, uplo, trans, diag, m, n, alpha, A, lda, B, ldb, batchCount);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasZtrsm_v2(cublasHandle_t handle, cublasSideMode_t side, cublasFillMode_t uplo, cublasOperation_t trans, cublasDiagType_t diag, int m, int n, const cuDoubleComplex * alpha, const cuDoubleComplex * A, int lda, cuDoubleComplex * B, int ldb)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasZtrsm_v2(handle, side, uplo, trans, diag, m, n, alpha, A, lda, B, ldb);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasZtrsm_v2_64(cublasHandle_t handle, cublasSideMode_t side, cublasFillMode_t uplo, cublasOperation_t trans, cublasDiagType_t diag, int64_t m, int64_t n, const cuDoubleComplex * alpha, const cuDoubleComplex * A, int64_t lda, cuDoubleComplex * B, int64_t ldb)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasZtrsm_v2_64(handle, side, uplo, trans, diag, m, n, alpha, A, lda, B, ldb);
 }
 
@@ -6563,25 +7181,29 @@ RCUDA_EXPORT long cublasZtrsv(void)
 
 RCUDA_EXPORT cublasStatus_t cublasZtrsv_v2(cublasHandle_t handle, cublasFillMode_t uplo, cublasOperation_t trans, cublasDiagType_t diag, int n, const cuDoubleComplex * A, int lda, cuDoubleComplex * x, int incx)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasZtrsv_v2(handle, uplo, trans, diag, n, A, lda, x, incx);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasZtrsv_v2_64(cublasHandle_t handle, cublasFillMode_t uplo, cublasOperation_t trans, cublasDiagType_t diag, int64_t n, const cuDoubleComplex * A, int64_t lda, cuDoubleComplex * x, int64_t incx)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasZtrsv_v2_64(handle, uplo, trans, diag, n, A, lda, x, incx);
 }
 
 RCUDA_EXPORT cublasStatus_t cublasZtrttp(cublasHandle_t handle, cublasFillMode_t uplo, int n, const cuDoubleComplex * A, int lda, cuDoubleComplex * AP)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUBLAS_STATUS_NOT_INITIALIZED;
     return rcuda_py_cublasZtrttp(handle, uplo, n, A, lda, AP);
 }
 
 RCUDA_EXPORT cufftResult cufftCreate(cufftHandle * handle)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUFFT_SETUP_FAILED;
     return rcuda_py_cufftCreate(handle);
 }
 
@@ -6617,7 +7239,8 @@ RCUDA_EXPORT long cufftDescriptionSetTraitInt64(void)
 
 RCUDA_EXPORT cufftResult cufftDestroy(cufftHandle plan)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return 0;
     return rcuda_py_cufftDestroy(plan);
 }
 
@@ -6701,265 +7324,309 @@ RCUDA_EXPORT long cufftDeviceIsSupported(void)
 
 RCUDA_EXPORT cufftResult cufftEstimate1d(int nx, cufftType type, int batch, size_t * workSize)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUFFT_SETUP_FAILED;
     return rcuda_py_cufftEstimate1d(nx, type, batch, workSize);
 }
 
 RCUDA_EXPORT cufftResult cufftEstimate2d(int nx, int ny, cufftType type, size_t * workSize)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUFFT_SETUP_FAILED;
     return rcuda_py_cufftEstimate2d(nx, ny, type, workSize);
 }
 
 RCUDA_EXPORT cufftResult cufftEstimate3d(int nx, int ny, int nz, cufftType type, size_t * workSize)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUFFT_SETUP_FAILED;
     return rcuda_py_cufftEstimate3d(nx, ny, nz, type, workSize);
 }
 
 RCUDA_EXPORT cufftResult cufftEstimateMany(int rank, int * n, int * inembed, int istride, int idist, int * onembed, int ostride, int odist, cufftType type, int batch, size_t * workSize)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUFFT_SETUP_FAILED;
     return rcuda_py_cufftEstimateMany(rank, n, inembed, istride, idist, onembed, ostride, odist, type, batch, workSize);
 }
 
 RCUDA_EXPORT cufftResult cufftExecC2C(cufftHandle plan, cufftComplex * idata, cufftComplex * odata, int direction)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUFFT_SETUP_FAILED;
     return rcuda_py_cufftExecC2C(plan, idata, odata, direction);
 }
 
 RCUDA_EXPORT cufftResult cufftExecC2R(cufftHandle plan, cufftComplex * idata, cufftReal * odata)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUFFT_SETUP_FAILED;
     return rcuda_py_cufftExecC2R(plan, idata, odata);
 }
 
 RCUDA_EXPORT cufftResult cufftExecD2Z(cufftHandle plan, cufftDoubleReal * idata, cufftDoubleComplex * odata)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUFFT_SETUP_FAILED;
     return rcuda_py_cufftExecD2Z(plan, idata, odata);
 }
 
 RCUDA_EXPORT cufftResult cufftExecR2C(cufftHandle plan, cufftReal * idata, cufftComplex * odata)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUFFT_SETUP_FAILED;
     return rcuda_py_cufftExecR2C(plan, idata, odata);
 }
 
 RCUDA_EXPORT cufftResult cufftExecZ2D(cufftHandle plan, cufftDoubleComplex * idata, cufftDoubleReal * odata)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUFFT_SETUP_FAILED;
     return rcuda_py_cufftExecZ2D(plan, idata, odata);
 }
 
 RCUDA_EXPORT cufftResult cufftExecZ2Z(cufftHandle plan, cufftDoubleComplex * idata, cufftDoubleComplex * odata, int direction)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUFFT_SETUP_FAILED;
     return rcuda_py_cufftExecZ2Z(plan, idata, odata, direction);
 }
 
 RCUDA_EXPORT cufftResult cufftGetPlanPropertyInt64(cufftHandle plan, cufftProperty property, long long * returnPtrValue)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUFFT_SETUP_FAILED;
     return rcuda_py_cufftGetPlanPropertyInt64(plan, property, returnPtrValue);
 }
 
 RCUDA_EXPORT cufftResult cufftGetProperty(libraryPropertyType type, int * value)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUFFT_SETUP_FAILED;
     return rcuda_py_cufftGetProperty(type, value);
 }
 
 RCUDA_EXPORT cufftResult cufftGetSize(cufftHandle handle, size_t * workSize)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUFFT_SETUP_FAILED;
     return rcuda_py_cufftGetSize(handle, workSize);
 }
 
 RCUDA_EXPORT cufftResult cufftGetSize1d(cufftHandle handle, int nx, cufftType type, int batch, size_t * workSize)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUFFT_SETUP_FAILED;
     return rcuda_py_cufftGetSize1d(handle, nx, type, batch, workSize);
 }
 
 RCUDA_EXPORT cufftResult cufftGetSize2d(cufftHandle handle, int nx, int ny, cufftType type, size_t * workSize)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUFFT_SETUP_FAILED;
     return rcuda_py_cufftGetSize2d(handle, nx, ny, type, workSize);
 }
 
 RCUDA_EXPORT cufftResult cufftGetSize3d(cufftHandle handle, int nx, int ny, int nz, cufftType type, size_t * workSize)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUFFT_SETUP_FAILED;
     return rcuda_py_cufftGetSize3d(handle, nx, ny, nz, type, workSize);
 }
 
 RCUDA_EXPORT cufftResult cufftGetSizeMany(cufftHandle handle, int rank, int * n, int * inembed, int istride, int idist, int * onembed, int ostride, int odist, cufftType type, int batch, size_t * workArea)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUFFT_SETUP_FAILED;
     return rcuda_py_cufftGetSizeMany(handle, rank, n, inembed, istride, idist, onembed, ostride, odist, type, batch, workArea);
 }
 
 RCUDA_EXPORT cufftResult cufftGetSizeMany64(cufftHandle plan, int rank, long long * n, long long * inembed, long long istride, long long idist, long long * onembed, long long ostride, long long odist, cufftType type, long long batch, size_t * workSize)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUFFT_SETUP_FAILED;
     return rcuda_py_cufftGetSizeMany64(plan, rank, n, inembed, istride, idist, onembed, ostride, odist, type, batch, workSize);
 }
 
 RCUDA_EXPORT cufftResult cufftGetVersion(int * version)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUFFT_SETUP_FAILED;
     return rcuda_py_cufftGetVersion(version);
 }
 
 RCUDA_EXPORT cufftResult cufftMakePlan1d(cufftHandle plan, int nx, cufftType type, int batch, size_t * workSize)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUFFT_SETUP_FAILED;
     return rcuda_py_cufftMakePlan1d(plan, nx, type, batch, workSize);
 }
 
 RCUDA_EXPORT cufftResult cufftMakePlan2d(cufftHandle plan, int nx, int ny, cufftType type, size_t * workSize)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUFFT_SETUP_FAILED;
     return rcuda_py_cufftMakePlan2d(plan, nx, ny, type, workSize);
 }
 
 RCUDA_EXPORT cufftResult cufftMakePlan3d(cufftHandle plan, int nx, int ny, int nz, cufftType type, size_t * workSize)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUFFT_SETUP_FAILED;
     return rcuda_py_cufftMakePlan3d(plan, nx, ny, nz, type, workSize);
 }
 
 RCUDA_EXPORT cufftResult cufftMakePlanMany(cufftHandle plan, int rank, int * n, int * inembed, int istride, int idist, int * onembed, int ostride, int odist, cufftType type, int batch, size_t * workSize)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUFFT_SETUP_FAILED;
     return rcuda_py_cufftMakePlanMany(plan, rank, n, inembed, istride, idist, onembed, ostride, odist, type, batch, workSize);
 }
 
 RCUDA_EXPORT cufftResult cufftMakePlanMany64(cufftHandle plan, int rank, long long * n, long long * inembed, long long istride, long long idist, long long * onembed, long long ostride, long long odist, cufftType type, long long batch, size_t * workSize)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUFFT_SETUP_FAILED;
     return rcuda_py_cufftMakePlanMany64(plan, rank, n, inembed, istride, idist, onembed, ostride, odist, type, batch, workSize);
 }
 
 RCUDA_EXPORT cufftResult cufftPlan1d(cufftHandle * plan, int nx, cufftType type, int batch)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUFFT_SETUP_FAILED;
     return rcuda_py_cufftPlan1d(plan, nx, type, batch);
 }
 
 RCUDA_EXPORT cufftResult cufftPlan2d(cufftHandle * plan, int nx, int ny, cufftType type)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUFFT_SETUP_FAILED;
     return rcuda_py_cufftPlan2d(plan, nx, ny, type);
 }
 
 RCUDA_EXPORT cufftResult cufftPlan3d(cufftHandle * plan, int nx, int ny, int nz, cufftType type)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUFFT_SETUP_FAILED;
     return rcuda_py_cufftPlan3d(plan, nx, ny, nz, type);
 }
 
 RCUDA_EXPORT cufftResult cufftPlanMany(cufftHandle * plan, int rank, int * n, int * inembed, int istride, int idist, int * onembed, int ostride, int odist, cufftType type, int batch)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUFFT_SETUP_FAILED;
     return rcuda_py_cufftPlanMany(plan, rank, n, inembed, istride, idist, onembed, ostride, odist, type, batch);
 }
 
 RCUDA_EXPORT cufftResult cufftResetPlanProperty(cufftHandle plan, cufftProperty property)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUFFT_SETUP_FAILED;
     return rcuda_py_cufftResetPlanProperty(plan, property);
 }
 
 RCUDA_EXPORT cufftResult cufftSetAutoAllocation(cufftHandle plan, int autoAllocate)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUFFT_SETUP_FAILED;
     return rcuda_py_cufftSetAutoAllocation(plan, autoAllocate);
 }
 
 RCUDA_EXPORT cufftResult cufftSetPlanPropertyInt64(cufftHandle plan, cufftProperty property, const long long inputValueInt)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUFFT_SETUP_FAILED;
     return rcuda_py_cufftSetPlanPropertyInt64(plan, property, inputValueInt);
 }
 
 RCUDA_EXPORT cufftResult cufftSetStream(cufftHandle plan, cudaStream_t stream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUFFT_SETUP_FAILED;
     return rcuda_py_cufftSetStream(plan, stream);
 }
 
 RCUDA_EXPORT cufftResult cufftSetWorkArea(cufftHandle plan, void * workArea)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUFFT_SETUP_FAILED;
     return rcuda_py_cufftSetWorkArea(plan, workArea);
 }
 
 RCUDA_EXPORT cufftResult cufftXtClearCallback(cufftHandle plan, cufftXtCallbackType cbType)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUFFT_SETUP_FAILED;
     return rcuda_py_cufftXtClearCallback(plan, cbType);
 }
 
 RCUDA_EXPORT cufftResult cufftXtExec(cufftHandle plan, void * input, void * output, int direction)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUFFT_SETUP_FAILED;
     return rcuda_py_cufftXtExec(plan, input, output, direction);
 }
 
 RCUDA_EXPORT cufftResult cufftXtExecDescriptor(cufftHandle plan, cudaLibXtDesc * input, cudaLibXtDesc * output, int direction)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUFFT_SETUP_FAILED;
     return rcuda_py_cufftXtExecDescriptor(plan, input, output, direction);
 }
 
 RCUDA_EXPORT cufftResult cufftXtExecDescriptorC2C(cufftHandle plan, cudaLibXtDesc * input, cudaLibXtDesc * output, int direction)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUFFT_SETUP_FAILED;
     return rcuda_py_cufftXtExecDescriptorC2C(plan, input, output, direction);
 }
 
 RCUDA_EXPORT cufftResult cufftXtExecDescriptorC2R(cufftHandle plan, cudaLibXtDesc * input, cudaLibXtDesc * output)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUFFT_SETUP_FAILED;
     return rcuda_py_cufftXtExecDescriptorC2R(plan, input, output);
 }
 
 RCUDA_EXPORT cufftResult cufftXtExecDescriptorD2Z(cufftHandle plan, cudaLibXtDesc * input, cudaLibXtDesc * output)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUFFT_SETUP_FAILED;
     return rcuda_py_cufftXtExecDescriptorD2Z(plan, input, output);
 }
 
 RCUDA_EXPORT cufftResult cufftXtExecDescriptorR2C(cufftHandle plan, cudaLibXtDesc * input, cudaLibXtDesc * output)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUFFT_SETUP_FAILED;
     return rcuda_py_cufftXtExecDescriptorR2C(plan, input, output);
 }
 
 RCUDA_EXPORT cufftResult cufftXtExecDescriptorZ2D(cufftHandle plan, cudaLibXtDesc * input, cudaLibXtDesc * output)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUFFT_SETUP_FAILED;
     return rcuda_py_cufftXtExecDescriptorZ2D(plan, input, output);
 }
 
 RCUDA_EXPORT cufftResult cufftXtExecDescriptorZ2Z(cufftHandle plan, cudaLibXtDesc * input, cudaLibXtDesc * output, int direction)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUFFT_SETUP_FAILED;
     return rcuda_py_cufftXtExecDescriptorZ2Z(plan, input, output, direction);
 }
 
 RCUDA_EXPORT cufftResult cufftXtFree(cudaLibXtDesc * descriptor)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUFFT_SETUP_FAILED;
     return rcuda_py_cufftXtFree(descriptor);
 }
 
 RCUDA_EXPORT cufftResult cufftXtGetSizeMany(cufftHandle plan, int rank, long long * n, long long * inembed, long long istride, long long idist, cudaDataType inputtype, long long * onembed, long long ostride, long long odist, cudaDataType outputtype, long long batch, size_t * workSize, cudaDataType executiontype)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUFFT_SETUP_FAILED;
     return rcuda_py_cufftXtGetSizeMany(plan, rank, n, inembed, istride, idist, inputtype, onembed, ostride, odist, outputtype, batch, workSize, executiontype);
 }
 
@@ -6971,222 +7638,259 @@ RCUDA_EXPORT long cufftXtMakePlanGuru64(void)
 
 RCUDA_EXPORT cufftResult cufftXtMakePlanMany(cufftHandle plan, int rank, long long * n, long long * inembed, long long istride, long long idist, cudaDataType inputtype, long long * onembed, long long ostride, long long odist, cudaDataType outputtype, long long batch, size_t * workSize, cudaDataType executiontype)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUFFT_SETUP_FAILED;
     return rcuda_py_cufftXtMakePlanMany(plan, rank, n, inembed, istride, idist, inputtype, onembed, ostride, odist, outputtype, batch, workSize, executiontype);
 }
 
 RCUDA_EXPORT cufftResult cufftXtMalloc(cufftHandle plan, cudaLibXtDesc ** descriptor, cufftXtSubFormat format)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUFFT_SETUP_FAILED;
     return rcuda_py_cufftXtMalloc(plan, descriptor, format);
 }
 
 RCUDA_EXPORT cufftResult cufftXtMemcpy(cufftHandle plan, void * dstPointer, void * srcPointer, cufftXtCopyType type)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUFFT_SETUP_FAILED;
     return rcuda_py_cufftXtMemcpy(plan, dstPointer, srcPointer, type);
 }
 
 RCUDA_EXPORT cufftResult cufftXtQueryPlan(cufftHandle plan, void * queryStruct, cufftXtQueryType queryType)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUFFT_SETUP_FAILED;
     return rcuda_py_cufftXtQueryPlan(plan, queryStruct, queryType);
 }
 
 RCUDA_EXPORT cufftResult cufftXtSetCallback(cufftHandle plan, void ** callback_routine, cufftXtCallbackType cbType, void ** caller_info)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUFFT_SETUP_FAILED;
     return rcuda_py_cufftXtSetCallback(plan, callback_routine, cbType, caller_info);
 }
 
 RCUDA_EXPORT cufftResult cufftXtSetCallbackSharedSize(cufftHandle plan, cufftXtCallbackType cbType, size_t sharedSize)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUFFT_SETUP_FAILED;
     return rcuda_py_cufftXtSetCallbackSharedSize(plan, cbType, sharedSize);
 }
 
 RCUDA_EXPORT cufftResult cufftXtSetGPUs(cufftHandle handle, int nGPUs, int * whichGPUs)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUFFT_SETUP_FAILED;
     return rcuda_py_cufftXtSetGPUs(handle, nGPUs, whichGPUs);
 }
 
 RCUDA_EXPORT cufftResult cufftXtSetJITCallback(cufftHandle plan, const char * lto_callback_symbol_name, const void * lto_callback_fatbin, size_t lto_callback_fatbin_size, cufftXtCallbackType type, void ** caller_info)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUFFT_SETUP_FAILED;
     return rcuda_py_cufftXtSetJITCallback(plan, lto_callback_symbol_name, lto_callback_fatbin, lto_callback_fatbin_size, type, caller_info);
 }
 
 RCUDA_EXPORT cufftResult cufftXtSetWorkArea(cufftHandle plan, void ** workArea)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUFFT_SETUP_FAILED;
     return rcuda_py_cufftXtSetWorkArea(plan, workArea);
 }
 
 RCUDA_EXPORT cufftResult cufftXtSetWorkAreaPolicy(cufftHandle plan, cufftXtWorkAreaPolicy policy, size_t * workSize)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CUFFT_SETUP_FAILED;
     return rcuda_py_cufftXtSetWorkAreaPolicy(plan, policy, workSize);
 }
 
 RCUDA_EXPORT curandStatus_t curandCreateGenerator(curandGenerator_t * generator, curandRngType_t rng_type)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CURAND_STATUS_NOT_INITIALIZED;
     return rcuda_py_curandCreateGenerator(generator, rng_type);
 }
 
 RCUDA_EXPORT curandStatus_t curandCreateGeneratorHost(curandGenerator_t * generator, curandRngType_t rng_type)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CURAND_STATUS_NOT_INITIALIZED;
     return rcuda_py_curandCreateGeneratorHost(generator, rng_type);
 }
 
 RCUDA_EXPORT curandStatus_t curandCreatePoissonDistribution(double lambda, curandDiscreteDistribution_t * discrete_distribution)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CURAND_STATUS_NOT_INITIALIZED;
     return rcuda_py_curandCreatePoissonDistribution(lambda, discrete_distribution);
 }
 
 RCUDA_EXPORT curandStatus_t curandDestroyDistribution(curandDiscreteDistribution_t discrete_distribution)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CURAND_STATUS_NOT_INITIALIZED;
     return rcuda_py_curandDestroyDistribution(discrete_distribution);
 }
 
 RCUDA_EXPORT curandStatus_t curandDestroyGenerator(curandGenerator_t generator)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return 0;
     return rcuda_py_curandDestroyGenerator(generator);
 }
 
 RCUDA_EXPORT curandStatus_t curandGenerate(curandGenerator_t generator, unsigned int * outputPtr, size_t num)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CURAND_STATUS_NOT_INITIALIZED;
     return rcuda_py_curandGenerate(generator, outputPtr, num);
 }
 
 RCUDA_EXPORT curandStatus_t curandGenerateLogNormal(curandGenerator_t generator, float * outputPtr, size_t n, float mean, float stddev)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CURAND_STATUS_NOT_INITIALIZED;
     return rcuda_py_curandGenerateLogNormal(generator, outputPtr, n, mean, stddev);
 }
 
 RCUDA_EXPORT curandStatus_t curandGenerateLogNormalDouble(curandGenerator_t generator, double * outputPtr, size_t n, double mean, double stddev)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CURAND_STATUS_NOT_INITIALIZED;
     return rcuda_py_curandGenerateLogNormalDouble(generator, outputPtr, n, mean, stddev);
 }
 
 RCUDA_EXPORT curandStatus_t curandGenerateLongLong(curandGenerator_t generator, unsigned long long * outputPtr, size_t num)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CURAND_STATUS_NOT_INITIALIZED;
     return rcuda_py_curandGenerateLongLong(generator, outputPtr, num);
 }
 
 RCUDA_EXPORT curandStatus_t curandGenerateNormal(curandGenerator_t generator, float * outputPtr, size_t n, float mean, float stddev)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CURAND_STATUS_NOT_INITIALIZED;
     return rcuda_py_curandGenerateNormal(generator, outputPtr, n, mean, stddev);
 }
 
 RCUDA_EXPORT curandStatus_t curandGenerateNormalDouble(curandGenerator_t generator, double * outputPtr, size_t n, double mean, double stddev)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CURAND_STATUS_NOT_INITIALIZED;
     return rcuda_py_curandGenerateNormalDouble(generator, outputPtr, n, mean, stddev);
 }
 
 RCUDA_EXPORT curandStatus_t curandGeneratePoisson(curandGenerator_t generator, unsigned int * outputPtr, size_t n, double lambda)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CURAND_STATUS_NOT_INITIALIZED;
     return rcuda_py_curandGeneratePoisson(generator, outputPtr, n, lambda);
 }
 
 RCUDA_EXPORT curandStatus_t curandGeneratePoissonMethod(curandGenerator_t generator, unsigned int * outputPtr, size_t n, double lambda, curandMethod_t method)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CURAND_STATUS_NOT_INITIALIZED;
     return rcuda_py_curandGeneratePoissonMethod(generator, outputPtr, n, lambda, method);
 }
 
 RCUDA_EXPORT curandStatus_t curandGenerateSeeds(curandGenerator_t generator)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CURAND_STATUS_NOT_INITIALIZED;
     return rcuda_py_curandGenerateSeeds(generator);
 }
 
 RCUDA_EXPORT curandStatus_t curandGenerateUniform(curandGenerator_t generator, float * outputPtr, size_t num)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CURAND_STATUS_NOT_INITIALIZED;
     return rcuda_py_curandGenerateUniform(generator, outputPtr, num);
 }
 
 RCUDA_EXPORT curandStatus_t curandGenerateUniformDouble(curandGenerator_t generator, double * outputPtr, size_t num)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CURAND_STATUS_NOT_INITIALIZED;
     return rcuda_py_curandGenerateUniformDouble(generator, outputPtr, num);
 }
 
 RCUDA_EXPORT curandStatus_t curandGetDirectionVectors32(curandDirectionVectors32_t * *vectors, curandDirectionVectorSet_t set)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CURAND_STATUS_NOT_INITIALIZED;
     return rcuda_py_curandGetDirectionVectors32(vectors, set);
 }
 
 RCUDA_EXPORT curandStatus_t curandGetDirectionVectors64(curandDirectionVectors64_t * *vectors, curandDirectionVectorSet_t set)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CURAND_STATUS_NOT_INITIALIZED;
     return rcuda_py_curandGetDirectionVectors64(vectors, set);
 }
 
 RCUDA_EXPORT curandStatus_t curandGetProperty(libraryPropertyType type, int * value)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CURAND_STATUS_NOT_INITIALIZED;
     return rcuda_py_curandGetProperty(type, value);
 }
 
 RCUDA_EXPORT curandStatus_t curandGetScrambleConstants32(unsigned int ** constants)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CURAND_STATUS_NOT_INITIALIZED;
     return rcuda_py_curandGetScrambleConstants32(constants);
 }
 
 RCUDA_EXPORT curandStatus_t curandGetScrambleConstants64(unsigned long long ** constants)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CURAND_STATUS_NOT_INITIALIZED;
     return rcuda_py_curandGetScrambleConstants64(constants);
 }
 
 RCUDA_EXPORT curandStatus_t curandGetVersion(int * version)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CURAND_STATUS_NOT_INITIALIZED;
     return rcuda_py_curandGetVersion(version);
 }
 
 RCUDA_EXPORT curandStatus_t curandSetGeneratorOffset(curandGenerator_t generator, unsigned long long offset)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CURAND_STATUS_NOT_INITIALIZED;
     return rcuda_py_curandSetGeneratorOffset(generator, offset);
 }
 
 RCUDA_EXPORT curandStatus_t curandSetGeneratorOrdering(curandGenerator_t generator, curandOrdering_t order)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CURAND_STATUS_NOT_INITIALIZED;
     return rcuda_py_curandSetGeneratorOrdering(generator, order);
 }
 
 RCUDA_EXPORT curandStatus_t curandSetPseudoRandomGeneratorSeed(curandGenerator_t generator, unsigned long long seed)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CURAND_STATUS_NOT_INITIALIZED;
     return rcuda_py_curandSetPseudoRandomGeneratorSeed(generator, seed);
 }
 
 RCUDA_EXPORT curandStatus_t curandSetQuasiRandomGeneratorDimensions(curandGenerator_t generator, unsigned int num_dimensions)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CURAND_STATUS_NOT_INITIALIZED;
     return rcuda_py_curandSetQuasiRandomGeneratorDimensions(generator, num_dimensions);
 }
 
 RCUDA_EXPORT curandStatus_t curandSetStream(curandGenerator_t generator, cudaStream_t stream)
 {
-    rcuda_ensure_started();
+    if (!rcuda_enter())
+        return CURAND_STATUS_NOT_INITIALIZED;
     return rcuda_py_curandSetStream(generator, stream);
 }
