@@ -131,11 +131,33 @@ def markdown(table: dict[str, str], driver: dict[str, str], libraries: dict[str,
               "(`server/backends/sim_cublas.py`); `forwarded, GPU only`: the sim answers",
               "`CUBLAS_STATUS_NOT_SUPPORTED`;",
               "`unsupported`: returns the library's \"not supported\" status and logs its name once."]
+    lines += ["", "## PyTorch", "", *PYTORCH]
     for library, rows in libraries.items():
         lines += ["", f"### {LIBRARIES[library]['soname']}", "", library_summary(library, rows) + ".", "",
                   "| function | implementation |", "|---|---|"]
         lines += [f"| `{name}` | {group} |" for name, group in rows.items()]
     return "\n".join(lines) + "\n"
+
+
+#: What PyTorch does through rcuda, and the map to the rest of it (tests/test_pytorch.py runs the first part).
+PYTORCH = [
+    "Runs on sim servers (`tests/test_pytorch.py`, torch 2.14): `is_available`, `device_count`, properties,",
+    "`set_device`, tensors to and from GPUs (pinned memory and `non_blocking` too), copies between GPUs of one",
+    "server and of two, streams, timed events, `synchronize`, the caching allocator and its statistics,",
+    "`empty_cache`, `mem_get_info`, a clean exit.  A kernel of PyTorch's fails on the sim, naming it.",
+    "",
+    "Not yet run on a GPU server: PyTorch's own kernels (its fatbinaries reach the server at their first",
+    "launch), `torch.matmul` through the cuBLAS/cuBLASLt drop-ins, a training step.  What stops the rest:",
+    "",
+    "| what | why |",
+    "|---|---|",
+    "| cuDNN (`torch.nn.Conv*`, RNNs) | it is not forwarded; NVIDIA's library asks the driver for private tables (`cuGetExportTable`) |",
+    "| NCCL (`torch.distributed`) | not forwarded; private driver tables and IPC |",
+    "| cuSPARSE, cuSOLVER (`torch.sparse`, `torch.linalg`) | not forwarded: no drop-ins; NVIDIA's libraries link their own runtime |",
+    "| CUDA graphs (`torch.cuda.graphs`, `torch.compile`'s `mode=\"reduce-overhead\"`) | stream capture is not implemented: no stream is ever capturing |",
+    "| `torch.compile` (Triton) | not tried: Triton loads cubins through the driver API, which rcuda serves |",
+    "| IPC (`torch.multiprocessing` sharing CUDA tensors) | `cudaIpc*` are not implemented |",
+]
 
 
 def main(argv=None) -> int:
