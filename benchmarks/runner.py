@@ -23,10 +23,12 @@ import time
 from pathlib import Path
 
 from . import common, paper
-from .micro import copy_throughput, driver_api, latency, launch_throughput, libraries, pools, startup, streams
+from .micro import (copy_throughput, driver_api, latency, launch_throughput, libraries, pools, startup, streams,
+                    torch_startup)
 
 SUITES = {
-    "micro": [latency, copy_throughput, launch_throughput, startup, streams, pools, driver_api, libraries],
+    "micro": [latency, copy_throughput, launch_throughput, startup, streams, pools, driver_api, libraries,
+              torch_startup],
     "paper": paper.BENCHMARKS,
 }
 

@@ -237,6 +237,20 @@ def test_libraries_quick(tmp_path):
     assert "SGEMM 32x32" in run.stderr  # the headline
 
 
+@requires_nvcc
+def test_torch_startup_quick(tmp_path):
+    from rcuda.benchmarks.micro import torch_startup
+
+    reason = torch_startup.unavailable()
+    if reason:
+        pytest.skip(f"the torch_startup benchmark cannot run: {reason}")
+    run = run_bench("micro", "--quick", "--only", "torch_startup", "--out", str(tmp_path))
+    assert run.returncode == 0, run.stderr
+    result = check_outputs(tmp_path, "torch_startup")
+    assert result["variants"]["rcuda"]["devices"] == 1
+    assert result["registered"]["__cudaRegisterFatBinary"] > 100  # libtorch_cuda's modules, kept until used
+
+
 def test_libraries_without_the_cublas_wheel_says_what_to_install(monkeypatch):
     import importlib.util
 
