@@ -27,6 +27,7 @@ the port; nothing it sends may get an answer.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import random
 import socket
@@ -57,6 +58,7 @@ class FuzzReport:
     lane_frames_sent: int = 0
     lane_replies: int = 0
     lane_timeouts: int = 0
+    lane_resets: int = 0  # the lane broke (or the session ended) mid-run: a new session carried on
     lane_closed_on_garbage: bool | None = None  # None: the server offered no lane
 
 
@@ -161,8 +163,7 @@ class Fuzzer:
         else:
             self.lane.send(header, frames)
             try:
-                protocol.check_header(header)
-                answered = protocol.expects_reply(header)
+                answered = protocol.expects_reply(header) if self._note_wait(header) else True
             except ProtocolError:
                 answered = True  # refused, with a reply
         self.report.lane_frames_sent += 1
@@ -309,14 +310,19 @@ class Fuzzer:
                 self.report.frames_sent += 1
                 if self.lane is not None and self.rng.random() < 0.5:
                     self._release_waits()  # a peer_wait holds the GPU thread, and the lane's reply with it
-                    self._send_on_lane()
+                    try:
+                        self._send_on_lane()
+                    except (LaneClosed, OSError):  # counted; a new session goes on
+                        self.report.lane_resets += 1
+                        daemon, device, sockets = self._new_session(sockets)
                     continue
                 parts = self.message()
                 sock = self.rng.choice(sockets)
                 if parts:
                     sock.send_multipart(parts)
                     if sock is device:
-                        self._note_wait(parts[0])
+                        with contextlib.suppress(Exception):  # most fuzzed frames are not even msgpack
+                            self._note_wait(protocol.unpack(parts[0]))
                 if self.report.frames_sent % 64 == 0:
                     self._keep_alive()
                     self._drain(sockets)
@@ -331,13 +337,25 @@ class Fuzzer:
         self.report.seconds = time.monotonic() - started
         return self.report
 
-    def _note_wait(self, frame: bytes) -> None:
-        try:
-            header = protocol.unpack(frame)
-            if protocol.check_header(header) == "peer_wait":
-                self.wait_sources.add(header["source"])
-        except Exception:  # noqa: BLE001 - most fuzzed frames are not even msgpack
-            pass
+    def _new_session(self, sockets: list):
+        """After the lane broke: the old session's sockets closed, a new
+        session opened.  (daemon, device, every socket to fuzz)."""
+        for sock in set(sockets):
+            sock.close(linger=0)
+        if self.lane is not None:
+            with contextlib.suppress(OSError):
+                self.lane.sock.close()
+        self.wait_sources.clear()
+        daemon, device = self.open_session()
+        return daemon, device, [device, device, device, daemon, self.control] + ([self.peer] if self.peer else [])
+
+    def _note_wait(self, header: dict) -> bool:
+        """Remember the source a well-formed peer_wait names, on the device's
+        socket or its lane alike (ProtocolError for an ill-formed header).
+        True: the header is well-formed."""
+        if protocol.check_header(header) == "peer_wait":
+            self.wait_sources.add(header["source"])
+        return True
 
     def _release_waits(self) -> None:
         """Abort every transfer from the sources our peer_waits named (as a

@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 
 from conftest import CUDA_SOURCES, requires_nvcc, run_program
+from rcuda.errors import cudaError
 from rcuda.fuzz import Fuzzer
 
 pytestmark = requires_nvcc
@@ -29,3 +30,45 @@ def test_server_survives_malformed_frames_and_serves_a_normal_client(seed, serve
     assert server.stderr.count("\n") < 2_000  # complaints are rate-limited, not one line a frame
     result = run_program(compile_cuda("vector_add.cu"), server, "100000")
     assert "PASSED vectorAdd n=100000" in result.stdout, result.stdout + result.stderr
+
+
+def test_a_peer_wait_sent_on_the_lane_is_released(server_factory):
+    """A well-formed peer_wait holds its GPU's thread, and so the lane, until
+    its transfer comes or is aborted.  The fuzzer aborted only the waits it
+    sent on the GPU's socket, so one on the lane stalled the run (seed 8:
+    2 s in, then the session ended as silent): it notes those too."""
+    server = server_factory("--backend", "sim", "--devices", "2")
+    fuzzer = Fuzzer(server.address, seed=0)
+    fuzzer.open_session()
+    try:
+        wait = {"op": "peer_wait", "seq": 7, "xfer": 1, "dst": fuzzer.valid_pointers[0], "size": 64,
+                "source": "tcp://192.0.2.1:9"}  # nothing will ever come from there
+        fuzzer.lane_message = lambda: (wait, [])
+        fuzzer._send_on_lane()
+        assert fuzzer.wait_sources == {wait["source"]}
+        fuzzer._release_waits()
+        # Answered within the lane's 5 s receive timeout, carrying the aborted
+        # copy's failure as the next reply carries an asynchronous error.
+        reply = fuzzer._lane_call({"op": "mem_info", "seq": 8})
+        assert reply["err"] == cudaError.cudaErrorDevicesUnavailable, reply
+        assert fuzzer._lane_call({"op": "mem_info", "seq": 9})["err"] == 0
+    finally:
+        fuzzer.context.destroy(linger=0)
+
+
+def test_a_broken_lane_is_counted_and_a_new_session_goes_on(server_factory, monkeypatch):
+    server = server_factory("--backend", "sim")
+    fuzzer = Fuzzer(server.address, seed=3)
+    send, calls = fuzzer._send_on_lane, []
+
+    def breaks_once():
+        calls.append(1)
+        if len(calls) == 100:
+            fuzzer.lane.sock.close()
+        send()
+
+    monkeypatch.setattr(fuzzer, "_send_on_lane", breaks_once)
+    report = fuzzer.run(frames=2_000, seconds=60)
+    assert report.lane_resets == 1 and report.frames_sent == 2_000 and report.session_ok
+    assert report.lane_frames_sent > 500 and report.lane_timeouts == 0
+    assert server.process.poll() is None
