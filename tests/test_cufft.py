@@ -14,7 +14,7 @@ from program_paths import check_passed, check_section, run_on_sim
 pytestmark = requires_nvcc
 
 SECTIONS = ["plan1d_c2c", "r2c_c2r_1d", "double_1d", "plan2d", "plan3d", "plan_many", "make_plans", "convolution",
-            "errors"]
+            "errors", "xt_plans"]
 
 
 @pytest.fixture(scope="module")

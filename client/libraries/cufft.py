@@ -270,31 +270,81 @@ def cufftGetProperty(type, value):
 # ---------------------------------------------------------------- executions
 
 
-def _execution(kind: str, with_direction: bool):
+def execute(plan, idata, odata, direction, kind: str | None, call: str) -> int:
+    """Run a made plan of `kind` (None: of whatever kind it is, as
+    cufftXtExec does) on idata -> odata; `direction` counts for the complex
+    transforms only."""
+    obj = plan_of(plan, call)
+    if obj.fft_type is None:
+        raise LibraryError("CUFFT_INVALID_PLAN", f"{call}: plan {obj.handle} was created but never made")
+    made = TYPES[obj.fft_type]
+    if kind is not None and made != kind:
+        raise LibraryError("CUFFT_INVALID_TYPE", f"{call} on a {made} plan")
+    if idata == interposer.ffi.NULL or odata == interposer.ffi.NULL:
+        raise LibraryError("CUFFT_INVALID_VALUE", f"{call}: NULL data")
+    args = [interposer.address(idata), interposer.address(odata)]
+    if made in COMPLEX_TO_COMPLEX:
+        if direction not in (FORWARD, INVERSE):
+            raise LibraryError("CUFFT_INVALID_VALUE", f"{call}: direction {direction} is neither "
+                                                      f"CUFFT_FORWARD nor CUFFT_INVERSE")
+        args.append(direction)
+    obj.call(f"cufftExec{made}", args)
+    return SUCCESS
+
+
+def _execution(kind: str):
     name = f"cufftExec{kind}"
-
-    def execute(plan, idata, odata, direction=None):
-        obj = plan_of(plan, name)
-        if obj.fft_type is None:
-            raise LibraryError("CUFFT_INVALID_PLAN", f"{name}: plan {obj.handle} was created but never made")
-        if TYPES[obj.fft_type] != kind:
-            raise LibraryError("CUFFT_INVALID_TYPE", f"{name} on a {TYPES[obj.fft_type]} plan")
-        if idata == interposer.ffi.NULL or odata == interposer.ffi.NULL:
-            raise LibraryError("CUFFT_INVALID_VALUE", f"{name}: NULL data")
-        args = [interposer.address(idata), interposer.address(odata)]
-        if with_direction:
-            if direction not in (FORWARD, INVERSE):
-                raise LibraryError("CUFFT_INVALID_VALUE", f"{name}: direction {direction} is neither "
-                                                          f"CUFFT_FORWARD nor CUFFT_INVERSE")
-            args.append(direction)
-        obj.call(name, args)
-        return SUCCESS
-
-    if with_direction:
-        library(name)(execute)
+    if kind in COMPLEX_TO_COMPLEX:
+        library(name)(lambda plan, idata, odata, direction: execute(plan, idata, odata, direction, kind, name))
     else:
-        library(name)(lambda plan, idata, odata: execute(plan, idata, odata))
+        library(name)(lambda plan, idata, odata: execute(plan, idata, odata, None, kind, name))
 
 
+COMPLEX_TO_COMPLEX = ("C2C", "Z2Z")
 for _kind in TYPES.values():
-    _execution(_kind, _kind in ("C2C", "Z2Z"))
+    _execution(_kind)
+
+
+# ---------------------------------------------------------------- cufftXt's typed plans
+
+#: cudaDataType values (library_types.h)
+R_32F, C_32F, R_64F, C_64F = 0, 4, 1, 5
+#: (input, output, execution) cudaDataTypes -> the cufftType that is the same transform
+XT_TYPES = {(C_32F, C_32F, C_32F): 0x29, (R_32F, C_32F, C_32F): 0x2a, (C_32F, R_32F, C_32F): 0x2c,
+            (C_64F, C_64F, C_64F): 0x69, (R_64F, C_64F, C_64F): 0x6a, (C_64F, R_64F, C_64F): 0x6c}
+#: half and bfloat16 precisions, which cuFFT has and rcuda does not forward
+HALF_TYPES = {2, 6, 14, 15}
+
+
+def _xt_type(inputtype: int, outputtype: int, executiontype: int, call: str) -> int:
+    fft_type = XT_TYPES.get((inputtype, outputtype, executiontype))
+    if fft_type is not None:
+        return fft_type
+    if HALF_TYPES & {inputtype, outputtype, executiontype}:
+        raise LibraryError("CUFFT_NOT_SUPPORTED", f"{call}: half and bfloat16 transforms are not supported by rcuda")
+    raise LibraryError("CUFFT_INVALID_TYPE", f"{call}: no transform takes cudaDataType {inputtype} to "
+                                             f"{outputtype} in {executiontype}")
+
+
+@library()
+def cufftXtMakePlanMany(plan, rank, n, inembed, istride, idist, inputtype, onembed, ostride, odist, outputtype,
+                        batch, workSize, executiontype):
+    """cufftMakePlanMany64 with the types given as cudaDataTypes."""
+    fft_type = _xt_type(inputtype, outputtype, executiontype, "cufftXtMakePlanMany")
+    layout = _layout(rank, _array(_out(n, "n"), rank), _array(inembed, rank), istride, idist,
+                     _array(onembed, rank), ostride, odist, fft_type, batch, "cufftXtMakePlanMany")
+    return _make(plan_of(plan, "cufftXtMakePlanMany"), layout, workSize)
+
+
+@library()
+def cufftXtGetSizeMany(plan, rank, n, inembed, istride, idist, inputtype, onembed, ostride, odist, outputtype,
+                       batch, workSize, executiontype):
+    fft_type = _xt_type(inputtype, outputtype, executiontype, "cufftXtGetSizeMany")
+    return _size_of(plan, "cufftXtGetSizeMany", workSize,
+                    lambda: _estimate(_array(_out(n, "n"), rank), batch, fft_type, workSize))
+
+
+@library()
+def cufftXtExec(plan, input, output, direction):
+    """Any made plan's transform; the direction counts for complex-to-complex ones only."""
+    return execute(plan, input, output, direction, None, "cufftXtExec")

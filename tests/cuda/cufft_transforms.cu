@@ -2,12 +2,13 @@
 // cufftPlanMany with an advanced layout, cufftCreate + cufftMakePlan* with
 // work-size queries and a work area of the program's own), every exec type in
 // 1-3 dimensions, in place and out of place, on a stream; an FFT convolution;
-// and cuFFT's errors.  References are plain host DFTs in double precision.
+// cufftXt's typed plans and cufftXtExec; and cuFFT's errors.  References are plain host DFTs in double precision.
 // Each section (the arguments; all without any) prints "ok NAME"; a failure
 // prints "FAILED line N ...".
 #include "library_check.h"
 
 #include <cufft.h>
+#include <cufftXt.h>
 
 typedef std::complex<double> cd;
 static const double PI = 3.14159265358979323846;
@@ -498,6 +499,63 @@ static void errors() {
     CHECK(cudaFree(d));
 }
 
+// cufftXtMakePlanMany's typed plans (NVIDIA's simpleCUFFT makes its plan so)
+// and cufftXtExec, which runs any plan: an R2C one against the DFT, then a
+// double C2C one forward and back; half precision is refused by name.
+static void xt_plans() {
+    const int n = 24, half = n / 2 + 1, batch = 2;
+    std::vector<double> ref;
+    auto x = random_real<float>(n * batch, ref);
+    float *in = to_device(x);
+    cufftComplex *spec;
+    CHECK(cudaMalloc(&spec, sizeof(cufftComplex) * half * batch));
+    cufftHandle r2c;
+    CUFFT_CHECK(cufftCreate(&r2c));
+    long long sizes[1] = {n};
+    size_t estimate = 0, work = 0;
+    CUFFT_CHECK(cufftXtGetSizeMany(r2c, 1, sizes, nullptr, 1, n, CUDA_R_32F, nullptr, 1, half, CUDA_C_32F, batch,
+                                   &estimate, CUDA_C_32F));
+    REQUIRE(estimate > 0);  // before the plan is made: cuFFT's estimate
+    CUFFT_CHECK(cufftXtMakePlanMany(r2c, 1, sizes, nullptr, 1, n, CUDA_R_32F, nullptr, 1, half, CUDA_C_32F, batch,
+                                    &work, CUDA_C_32F));
+    REQUIRE(work <= estimate);
+    CUFFT_CHECK(cufftXtExec(r2c, in, spec, CUFFT_FORWARD));
+    auto got = to_host<cufftComplex>(spec, half * batch);
+    for (int b = 0; b < batch; b++) {
+        std::vector<cd> row(ref.begin() + b * n, ref.begin() + (b + 1) * n);
+        AT_MOST(rel_err(got.data() + b * half, half_spectrum(dft(row, {n}, -1), {n})), FTOL);
+    }
+    CUFFT_EXPECT(cufftXtExec(r2c, nullptr, spec, CUFFT_FORWARD), CUFFT_INVALID_VALUE);
+
+    std::vector<cd> zref;
+    auto z = random_complex<cufftDoubleComplex>(n, zref);
+    cufftDoubleComplex *zd = to_device(z);
+    cufftHandle z2z;
+    CUFFT_CHECK(cufftCreate(&z2z));
+    CUFFT_CHECK(cufftXtMakePlanMany(z2z, 1, sizes, nullptr, 1, n, CUDA_C_64F, nullptr, 1, n, CUDA_C_64F, 1, &work,
+                                    CUDA_C_64F));
+    CUFFT_CHECK(cufftXtExec(z2z, zd, zd, CUFFT_FORWARD));
+    AT_MOST(rel_err(to_host<cufftDoubleComplex>(zd, n).data(), dft(zref, {n}, -1)), DTOL);
+    CUFFT_CHECK(cufftXtExec(z2z, zd, zd, CUFFT_INVERSE));
+    auto back = to_host<cufftDoubleComplex>(zd, n);
+    for (auto &c : back) { c.x /= n; c.y /= n; }
+    AT_MOST(rel_err(back.data(), zref), DTOL);
+    CUFFT_EXPECT(cufftXtExec(z2z, zd, zd, 0), CUFFT_INVALID_VALUE);  // a complex transform needs its direction
+
+    cufftHandle other;
+    CUFFT_CHECK(cufftCreate(&other));
+    CUFFT_EXPECT(cufftXtMakePlanMany(other, 1, sizes, nullptr, 1, n, CUDA_R_16F, nullptr, 1, half, CUDA_C_16F,
+                                     1, &work, CUDA_C_16F), CUFFT_NOT_SUPPORTED);
+    CUFFT_EXPECT(cufftXtMakePlanMany(other, 1, sizes, nullptr, 1, n, CUDA_R_32F, nullptr, 1, n, CUDA_R_32F, 1,
+                                     &work, CUDA_R_32F), CUFFT_INVALID_TYPE);
+    CUFFT_CHECK(cufftDestroy(other));
+    CUFFT_CHECK(cufftDestroy(r2c));
+    CUFFT_CHECK(cufftDestroy(z2z));
+    CHECK(cudaFree(in));
+    CHECK(cudaFree(spec));
+    CHECK(cudaFree(zd));
+}
+
 int main(int argc, char **argv) {
     where_from("cufft", (void *)&cufftPlan1d);
     int version = 0;
@@ -508,6 +566,7 @@ int main(int argc, char **argv) {
         {"plan1d_c2c", plan1d_c2c}, {"r2c_c2r_1d", r2c_c2r_1d}, {"double_1d", double_1d},
         {"plan2d", plan2d},         {"plan3d", plan3d},         {"plan_many", plan_many},
         {"make_plans", make_plans}, {"convolution", convolution}, {"errors", errors},
+        {"xt_plans", xt_plans},
     };
     run_sections(argc, argv, sections);
     printf("PASSED cufft_transforms\n");
