@@ -15,7 +15,7 @@ from ..runtime import core as runtime_core
 from ..runtime import queries as runtime_queries
 from ..runtime import streams as runtime_streams
 from ..interposer import out_pointer
-from .registry import SUCCESS, driver, require_initialized
+from .registry import SUCCESS, driver, from_runtime, require_initialized
 from .context_stacks import Context
 
 #: CU_CTX_* flags: the same bits as the runtime's cudaDevice* flags.
@@ -282,3 +282,21 @@ def cuDevicePrimaryCtxSetFlags_v2(dev, flags):
     check_flags(flags, "cuDevicePrimaryCtxSetFlags")
     device.flags = flags
     return SUCCESS
+
+
+# ------------------------------------------------------------------ profiler
+
+
+@driver()
+def cuProfilerStart():
+    """The runtime's cudaProfilerStart: not forwarded to the server (a
+    profiler there sees the server's processes whole); needs a current
+    context, as in CUDA."""
+    current_context("cuProfilerStart")
+    return from_runtime(runtime_queries.cudaProfilerStart())
+
+
+@driver()
+def cuProfilerStop():
+    current_context("cuProfilerStop")
+    return from_runtime(runtime_queries.cudaProfilerStop())

@@ -11,14 +11,14 @@ from __future__ import annotations
 import logging
 
 from rcuda._generated.cuda_driver_api import CUDA_VERSION
-from rcuda.driver_errors import FROM_RUNTIME, CUresult, DriverError, error_name, error_string
+from rcuda.driver_errors import CUresult, DriverError, error_name, error_string
 from rcuda.errors import CudaError, cudaError
 
 from .. import interposer
 from ..interposer import out_pointer
 from ..runtime import logs as runtime_logs
 from ..proc_address import PROC_STATUS, entry_point, stream_mode
-from .registry import SUCCESS, driver, mark_initialized
+from .registry import SUCCESS, driver, from_runtime, mark_initialized
 
 log = logging.getLogger(__name__)
 
@@ -109,24 +109,24 @@ def cuGetExportTable(ppExportTable, pExportTableId):
 
 @driver()
 def cuLogsRegisterCallback(callbackFunc, userData, callback_out):
-    return FROM_RUNTIME[cudaError(runtime_logs.cudaLogsRegisterCallback(callbackFunc, userData, callback_out))]
+    return from_runtime(runtime_logs.cudaLogsRegisterCallback(callbackFunc, userData, callback_out))
 
 
 @driver()
 def cuLogsUnregisterCallback(callback):
-    return FROM_RUNTIME[cudaError(runtime_logs.cudaLogsUnregisterCallback(callback))]
+    return from_runtime(runtime_logs.cudaLogsUnregisterCallback(callback))
 
 
 @driver()
 def cuLogsCurrent(iterator_out, flags):
-    return FROM_RUNTIME[cudaError(runtime_logs.cudaLogsCurrent(iterator_out, flags))]
+    return from_runtime(runtime_logs.cudaLogsCurrent(iterator_out, flags))
 
 
 @driver()
 def cuLogsDumpToMemory(iterator, buffer, size, flags):
-    return FROM_RUNTIME[cudaError(runtime_logs.cudaLogsDumpToMemory(iterator, buffer, size, flags))]
+    return from_runtime(runtime_logs.cudaLogsDumpToMemory(iterator, buffer, size, flags))
 
 
 @driver()
 def cuLogsDumpToFile(iterator, pathToFile, flags):
-    return FROM_RUNTIME[cudaError(runtime_logs.cudaLogsDumpToFile(iterator, pathToFile, flags))]
+    return from_runtime(runtime_logs.cudaLogsDumpToFile(iterator, pathToFile, flags))

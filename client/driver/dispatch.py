@@ -9,8 +9,8 @@ import importlib
 from .registry import DRIVER_IMPLEMENTED
 
 #: The modules that register driver functions (each with @driver()).
-MODULES = ("core", "contexts", "devices", "functions", "launch", "link", "memory", "modules", "pointers",
-           "streams", "vmm")
+MODULES = ("core", "contexts", "devices", "functions", "launch", "link", "managed", "memory", "modules", "peers",
+           "pointers", "pools", "streams", "vmm")
 
 _loaded = False
 

@@ -16,6 +16,7 @@ from ..runtime import queries as runtime_queries
 from ..interposer import c_string, out_pointer
 from .registry import SUCCESS, driver, require_initialized
 from .handles import DriverFunction, handles
+from .modules import DriverKernel, kernel_function
 
 PREFIX = "CU_FUNC_ATTRIBUTE_"
 #: The cudaFuncAttributes fields whose names are not the attribute's words.
@@ -54,6 +55,16 @@ def cuFuncGetAttribute(pi, attrib, hfunc):
     device, kernel = _on_device(function(hfunc, "cuFuncGetAttribute"))
     pi[0] = device.function_attributes(kernel).get(_field(attrib, "cuFuncGetAttribute"), 0)
     return SUCCESS
+
+
+@driver()
+def cuKernelGetAttribute(pi, attrib, kernel, dev):
+    """cuFuncGetAttribute of the kernel's CUfunction on device `dev` (its
+    library is loaded there first if it was not)."""
+    require_initialized()
+    found = handles.get(interposer.address(kernel), DriverKernel, "cuKernelGetAttribute")
+    fn = kernel_function(found, "cuKernelGetAttribute", interposer.rt.device(dev))
+    return cuFuncGetAttribute(pi, attrib, fn.handle)
 
 
 @driver()

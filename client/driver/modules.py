@@ -88,8 +88,8 @@ def read_file(path, what: str) -> bytes:
         raise DriverError(CUresult.CUDA_ERROR_FILE_NOT_FOUND, f"{what}: cannot read {name}: {exc}") from None
 
 
-def load(image: bytes, what: str, jit: JitOptions | None = None) -> DriverModule:
-    """A new CUmodule: `image` loaded into the current context."""
+def load(image: bytes, what: str, jit: JitOptions | None = None, device=None) -> DriverModule:
+    """A new CUmodule: `image` loaded into the current context (or on `device`)."""
     require_initialized()
     module = Module(lambda: image)
     try:
@@ -99,7 +99,7 @@ def load(image: bytes, what: str, jit: JitOptions | None = None) -> DriverModule
         if jit is not None:
             jit.report(error=str(exc))
         raise DriverError(CUresult.CUDA_ERROR_INVALID_IMAGE, f"{what}: {exc}") from None
-    device = interposer.rt.device()
+    device = interposer.rt.device() if device is None else device
     try:
         info = device.ensure_module(module)
     except CudaError as exc:
@@ -236,12 +236,12 @@ def _library(library, what: str) -> DriverLibrary:
     return handles.get(address(library), DriverLibrary, what)
 
 
-def library_module(library: DriverLibrary, what: str) -> DriverModule:
-    """The library's module in the current context, loaded on first need."""
-    device = interposer.rt.device()
+def library_module(library: DriverLibrary, what: str, device=None) -> DriverModule:
+    """The library's module in the current context (or on `device`), loaded on first need."""
+    device = interposer.rt.device() if device is None else device
     loaded = library.modules.get(device)
     if loaded is None:
-        loaded = library.modules[device] = load(library.module.image, what)
+        loaded = library.modules[device] = load(library.module.image, what, device=device)
     return loaded
 
 
@@ -309,9 +309,9 @@ def cuLibraryGetGlobal(dptr, bytes, library, name):  # noqa: A002 - cuda.h's nam
     return _global(dptr, bytes, loaded, name, "cuLibraryGetGlobal")
 
 
-def kernel_function(kernel: DriverKernel, what: str) -> DriverFunction:
-    """A CUkernel's CUfunction in the current context."""
-    return function(library_module(kernel.library, what), kernel.name, what)
+def kernel_function(kernel: DriverKernel, what: str, device=None) -> DriverFunction:
+    """A CUkernel's CUfunction in the current context (or on `device`)."""
+    return function(library_module(kernel.library, what, device), kernel.name, what)
 
 
 @driver()

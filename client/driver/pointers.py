@@ -105,3 +105,20 @@ def cuPointerGetAttributes(numAttributes, attributes, data, ptr):
         value = None if info.kind == "unknown" else _value(info, name)
         _write(data[i], name, value if value is not None else 0)
     return SUCCESS
+
+
+@driver()
+def cuPointerSetAttribute(value, attribute, ptr):
+    """Only CU_POINTER_ATTRIBUTE_SYNC_MEMOPS may be set, as in CUDA (any other
+    attribute is CUDA_ERROR_INVALID_VALUE).  rcuda's synchronous memory
+    operations always synchronise, so the value is checked and changes
+    nothing: SYNC_MEMOPS reads 1 even after it is set to 0."""
+    require_initialized()
+    out_pointer(value, "value")
+    if attribute != interposer.lib.CU_POINTER_ATTRIBUTE_SYNC_MEMOPS:
+        raise CudaError(cudaError.cudaErrorInvalidValue,
+                        f"cuPointerSetAttribute: only {PREFIX}SYNC_MEMOPS can be set, not attribute {attribute}")
+    if pointers.describe(interposer.rt, int(ptr)).kind == "unknown":
+        raise CudaError(cudaError.cudaErrorInvalidValue, f"cuPointerSetAttribute: {int(ptr):#x} is not memory "
+                                                         "allocated, mapped or registered through CUDA")
+    return SUCCESS

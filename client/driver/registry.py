@@ -16,7 +16,8 @@ this package listed in client/driver/dispatch.py's MODULES.
 from __future__ import annotations
 
 from rcuda._generated.cuda_driver_api import DRIVER_FUNCTIONS
-from rcuda.driver_errors import CUresult, DriverError
+from rcuda.driver_errors import FROM_RUNTIME, CUresult, DriverError
+from rcuda.errors import cudaError
 
 from .. import interposer
 from ..registry import registrar
@@ -39,3 +40,9 @@ def require_initialized() -> None:
     that found the devices counts as cuInit."""
     if not _initialized and not interposer.rt.opened_devices():
         raise DriverError(CUresult.CUDA_ERROR_NOT_INITIALIZED, "cuInit has not been called")
+
+
+def from_runtime(status) -> CUresult:
+    """A runtime function's returned status (cudaSuccess, cudaErrorNotReady)
+    as a CUresult: a driver function that calls its runtime twin returns this."""
+    return FROM_RUNTIME[cudaError(status)]

@@ -9,14 +9,13 @@ current context's, so they need one.
 """
 from __future__ import annotations
 
-from rcuda.driver_errors import FROM_RUNTIME
 from rcuda.errors import CudaError, cudaError
 
 from .. import interposer
 from ..runtime import capture as runtime_capture
 from ..runtime import streams as runtime_streams
 from ..interposer import address, out_pointer, stream_of
-from .registry import SUCCESS, driver, require_initialized
+from .registry import SUCCESS, driver, from_runtime, require_initialized
 from .contexts import contexts, current_context, handle_of
 from ..streams import LEGACY_HANDLE, PER_THREAD_HANDLE
 
@@ -24,12 +23,7 @@ from ..streams import LEGACY_HANDLE, PER_THREAD_HANDLE
 WAIT_FLAGS = (0, 1)
 
 
-def _status(status) -> int:
-    """A runtime function's status (cudaSuccess, cudaErrorNotReady) as a CUresult."""
-    return FROM_RUNTIME[cudaError(status)]
-
-
-def _check_stream(hStream, call: str) -> None:
+def check_stream(hStream, call: str) -> None:
     """The special streams are the current context's: CUDA_ERROR_INVALID_CONTEXT without one."""
     if address(hStream) in (0, LEGACY_HANDLE, PER_THREAD_HANDLE):
         current_context(call)
@@ -45,7 +39,7 @@ def cuStreamCreateWithPriority(phStream, flags, priority):
     context = current_context("cuStreamCreate")
     status = runtime_streams.cudaStreamCreateWithPriority(phStream, flags, priority)
     contexts().adopt(context, address(phStream[0]))
-    return _status(status)
+    return from_runtime(status)
 
 
 @driver()
@@ -56,13 +50,13 @@ def cuStreamCreate(phStream, Flags):
 @driver("cuStreamDestroy_v2", "cuStreamDestroy")
 def cuStreamDestroy_v2(hStream):
     require_initialized()
-    return _status(runtime_streams.cudaStreamDestroy(hStream))
+    return from_runtime(runtime_streams.cudaStreamDestroy(hStream))
 
 
 def _forward(call: str, runtime_function, hStream, *args, per_thread: bool) -> int:
     """The runtime's function of a stream, after the driver's check."""
-    _check_stream(hStream, call)
-    return _status(runtime_function(hStream, *args, per_thread))
+    check_stream(hStream, call)
+    return from_runtime(runtime_function(hStream, *args, per_thread))
 
 
 @driver(stream_variants=True)
@@ -129,9 +123,9 @@ def cuStreamGetCtx_v2(hStream, pCtx, pGreenCtx, per_thread=False):
 @driver(stream_variants=True)
 def cuStreamAddCallback(hStream, callback, userData, flags, per_thread=False):
     """The callback gets the stream's status as a CUresult."""
-    _check_stream(hStream, "cuStreamAddCallback")
-    return _status(runtime_streams.add_callback(hStream, callback, userData, flags, per_thread, "cuStreamAddCallback",
-                                            _status))
+    check_stream(hStream, "cuStreamAddCallback")
+    return from_runtime(runtime_streams.add_callback(hStream, callback, userData, flags, per_thread,
+                                                     "cuStreamAddCallback", from_runtime))
 
 
 @driver(stream_variants=True)
@@ -147,43 +141,43 @@ def cuEventCreate(phEvent, Flags):
     context = current_context("cuEventCreate")
     status = runtime_streams.cudaEventCreateWithFlags(phEvent, Flags)
     contexts().adopt(context, address(phEvent[0]))
-    return _status(status)
+    return from_runtime(status)
 
 
 @driver("cuEventDestroy_v2", "cuEventDestroy")
 def cuEventDestroy_v2(hEvent):
     require_initialized()
-    return _status(runtime_streams.cudaEventDestroy(hEvent))
+    return from_runtime(runtime_streams.cudaEventDestroy(hEvent))
 
 
 @driver(stream_variants=True)
 def cuEventRecord(hEvent, hStream, per_thread=False):
-    _check_stream(hStream, "cuEventRecord")
-    return _status(runtime_streams.cudaEventRecord(hEvent, hStream, per_thread))
+    check_stream(hStream, "cuEventRecord")
+    return from_runtime(runtime_streams.cudaEventRecord(hEvent, hStream, per_thread))
 
 
 @driver(stream_variants=True)
 def cuEventRecordWithFlags(hEvent, hStream, flags, per_thread=False):
-    _check_stream(hStream, "cuEventRecordWithFlags")
-    return _status(runtime_streams.cudaEventRecordWithFlags(hEvent, hStream, flags, per_thread))
+    check_stream(hStream, "cuEventRecordWithFlags")
+    return from_runtime(runtime_streams.cudaEventRecordWithFlags(hEvent, hStream, flags, per_thread))
 
 
 @driver()
 def cuEventSynchronize(hEvent):
     require_initialized()
-    return _status(runtime_streams.cudaEventSynchronize(hEvent))
+    return from_runtime(runtime_streams.cudaEventSynchronize(hEvent))
 
 
 @driver()
 def cuEventQuery(hEvent):
     require_initialized()
-    return _status(runtime_streams.cudaEventQuery(hEvent))
+    return from_runtime(runtime_streams.cudaEventQuery(hEvent))
 
 
 @driver("cuEventElapsedTime_v2", "cuEventElapsedTime")
 def cuEventElapsedTime_v2(pMilliseconds, hStart, hEnd):
     require_initialized()
-    return _status(runtime_streams.cudaEventElapsedTime(pMilliseconds, hStart, hEnd))
+    return from_runtime(runtime_streams.cudaEventElapsedTime(pMilliseconds, hStart, hEnd))
 
 
 # ------------------------------------------------------------------ capture (client/runtime/capture.py)
@@ -196,7 +190,7 @@ def cuStreamIsCapturing(hStream, captureStatus, per_thread=False):
 
 
 def _capture_info(call: str, hStream, captureStatus_out, per_thread: bool) -> int:
-    _check_stream(hStream, call)
+    check_stream(hStream, call)
     out_pointer(captureStatus_out, "captureStatus_out")[0] = runtime_capture.capture_status(hStream, per_thread)
     return SUCCESS
 
@@ -221,4 +215,4 @@ def cuStreamGetCaptureInfo_v3(hStream, captureStatus_out, id_out, graph_out, dep
 @driver()
 def cuThreadExchangeStreamCaptureMode(mode):
     require_initialized()
-    return _status(runtime_capture.cudaThreadExchangeStreamCaptureMode(mode))
+    return from_runtime(runtime_capture.cudaThreadExchangeStreamCaptureMode(mode))

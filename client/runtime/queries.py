@@ -184,8 +184,8 @@ def cudaDeviceGetCacheConfig(pCacheConfig):
 
 @cuda()
 def cudaProfilerStart():
-    """There is no local profiler to start; the remote GPUs' own tools see
-    the server processes."""
+    """Succeeds and is not forwarded: there is no local profiler to start,
+    and a profiler on a server sees its processes whole."""
     return SUCCESS
 
 
