@@ -25,7 +25,7 @@ from rcuda import protocol
 from rcuda._generated.cuda_driver_api import DRIVER_FUNCTIONS
 from rcuda._generated.cudart_api import FUNCTIONS
 from rcuda._generated.libraries_api import LIBRARIES, LIBRARY_FUNCTIONS
-from rcuda.driver_errors import CUresult, driver_status
+from rcuda.driver_errors import CUresult, DriverError, driver_status
 from rcuda.config import ClientConfig, ConfigError
 from rcuda.errors import CudaError, RcudaError, TransportError, cudaError, to_cuda_status
 from rcuda.library_errors import LibraryError
@@ -150,6 +150,8 @@ def failed(name: str, exc: BaseException) -> int:
         # a server's explanation (e.g. a missing sim kernel) is shown.
         level = logging.WARNING if exc.status in _EXPLAINED else logging.DEBUG
         log.log(level, "%s", _naming(name, exc))
+    elif isinstance(exc, DriverError) and exc.result in _CHECKABLE_DRIVER:
+        log.debug("%s", _naming(name, exc))  # the status says it all: the program checks for it
     elif isinstance(exc, RcudaError):
         log.error("%s", _naming(name, exc))
     else:
@@ -162,6 +164,13 @@ def _naming(name: str, exc: BaseException) -> str:
     text = str(exc)
     return text if any(text.startswith(name + sep) for sep in (":", " ", "(")) else f"{name}: {text}"
 
+
+# Driver statuses that say all there is to say: a missing file, a call
+# before cuInit, peer access enabled twice.  Logged at debug level only.
+_CHECKABLE_DRIVER = frozenset({
+    CUresult.CUDA_ERROR_FILE_NOT_FOUND, CUresult.CUDA_ERROR_NOT_INITIALIZED,
+    CUresult.CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED, CUresult.CUDA_ERROR_PEER_ACCESS_NOT_ENABLED,
+})
 
 # Errors whose cause the program cannot see: always worth a log line.
 _EXPLAINED = frozenset({

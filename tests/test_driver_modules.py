@@ -65,7 +65,8 @@ def modules_run(build_dir, images):
     "module_global", "global_not_found", "fatbinary_in_memory", "fatbinary_refuses_ptx", "cubin_for_a_newer_gpu", "corrupt_fatbinary",
     "launch_ex_cooperative", "cooperative_too_large", "launch_ex_cluster", "stream_order", "other_context_function",
     "unloaded", "library_kernel", "library_other_gpu", "library_unload", "link_rdc_ptx", "link_destroy",
-    "link_undefined_function", "bad_ptx_load", "unbalanced_ptx_load", "bad_ptx_link"])
+    "link_undefined_function", "not_an_image_load", "ptx_calling_vprintf", "link_missing_file", "bad_ptx_load",
+    "unbalanced_ptx_load", "bad_ptx_link"])
 def test_driver_modules(modules_run, section):
     check_section(modules_run, section)
 
@@ -75,11 +76,12 @@ def test_driver_modules_passes_and_logs(modules_run):
     assert modules_run.returncode == 0 and "PASSED driver_modules" in out, out + modules_run.stderr[-3000:]
     # The sim's checker wrote the logs: what it checked on success, ptxas-style errors on failure.
     assert "info log: sim: module" in out and "PTX image(s) checked" in out, out
-    assert "bad PTX log:" in out and "must begin with a .version directive" in out, out
+    assert "bad PTX log:" in out and "no .target directive" in out, out
     assert "unbalanced PTX log:" in out and "'(' is never closed" in out, out
     assert "Undefined reference to '_Z5twicef'" in out, out
     # Refusals the program cannot tell apart by their status are explained
     # in its log, naming the call.
+    assert "/no/such/file.ptx" not in modules_run.stderr  # a missing file: the status says it all
     for said in ("cuModuleGetGlobal: the module has no variable 'no_such_variable'",
                  "cuModuleGetFunction: the module has no kernel 'no_such_kernel'",
                  "cuLaunchKernel: the function scale belongs to the context of GPU0"):

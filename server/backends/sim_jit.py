@@ -69,9 +69,15 @@ def syntax_errors(name: str, image: bytes) -> list[str]:
     return errors
 
 
+#: Functions a GPU's driver provides to the PTX it compiles (device-side
+#: printf, malloc and assert), so no image need define them.
+DRIVER_PROVIDED = frozenset({"vprintf", "malloc", "free", "__assertfail"})
+
+
 def unresolved_functions(images: list[tuple[str, bytes]]) -> list[str]:
-    """`.extern .func`s of these PTX images that none of them defines."""
-    defined, wanted = set(), []
+    """`.extern .func`s of these PTX images that none of them defines (nor
+    the driver: DRIVER_PROVIDED)."""
+    defined, wanted = set(DRIVER_PROVIDED), []
     for name, image in images:
         text = _without_comments(image.decode("utf-8", errors="replace"))
         defined.update(PTX_DEFINED_FUNC.findall(text))
@@ -97,7 +103,20 @@ def check_module(image: fatbin.Fatbin, key: str) -> str:
     if image.layout_source != fatbin.KIND_PTX:
         return ""
     ptx = [(f"module {key} image {i}", e.payload) for i, e in enumerate(image.entries) if e.kind == fatbin.KIND_PTX]
+    for name, text in ptx:  # what is not even PTX is no image at all, as a GPU's driver says
+        if not is_ptx(text):
+            raise CudaError(cudaError.cudaErrorInvalidKernelImage,
+                            f"{name} is neither a fatbinary, a cubin nor PTX (no .version directive first)")
     return check(ptx, cudaError.cudaErrorInvalidPtx, f"module {key}")
+
+
+def is_ptx(image: bytes) -> bool:
+    """Whether `image` is PTX text: its first directive is .version."""
+    if b"\0" in image.rstrip(b"\0"):
+        return False
+    text = _without_comments(image.rstrip(b"\0").decode("utf-8", errors="replace"))
+    first = re.search(r"\S", text)
+    return first is not None and PTX_VERSION.match(text, first.start()) is not None
 
 
 def link(inputs: list[tuple[str, bytes]]) -> tuple[bytes, str]:

@@ -317,11 +317,29 @@ int main(int argc, char **argv)
         cuLinkDestroy(link);
     }
 
+    // Bytes that are no image at all: CUDA_ERROR_INVALID_IMAGE, as a GPU's driver says.
+    static const char not_an_image[] = "this is not PTX";
+    check(cuModuleLoadData(&module, not_an_image) == CUDA_ERROR_INVALID_IMAGE, "not_an_image_load");
+    // PTX that calls printf (vprintf, which the driver provides) loads.
+    static const char prints[] = ".version 8.0\n.target sm_75\n.address_size 64\n"
+                                 ".extern .func (.param .b32 func_retval0) vprintf(.param .b64 a, .param .b64 b);\n"
+                                 ".visible .entry hello()\n{\n\tret;\n}\n";
+    CUmodule printing = NULL;
+    check(cuModuleLoadData(&printing, prints) == CUDA_SUCCESS && cuModuleUnload(printing) == CUDA_SUCCESS,
+          "ptx_calling_vprintf");
+    // A missing file: CUDA_ERROR_FILE_NOT_FOUND (and no complaint in the log: the status says it).
+    {
+        CUlinkState link = NULL;
+        check(cuLinkCreate(0, NULL, NULL, &link) == CUDA_SUCCESS
+              && cuLinkAddFile(link, CU_JIT_INPUT_PTX, "/no/such/file.ptx", 0, NULL, NULL) == CUDA_ERROR_FILE_NOT_FOUND
+              && cuLinkDestroy(link) == CUDA_SUCCESS, "link_missing_file");
+    }
+
     // Bad PTX: CUDA_ERROR_INVALID_PTX with a log, at load or at link.
-    static const char not_ptx[] = "this is not PTX";
+    static const char no_target[] = ".version 8.0\n.address_size 64\n.visible .entry empty()\n{\n\tret;\n}\n";
     static const char unbalanced[] = ".version 8.0\n.target sm_75\n.address_size 64\n"
                                      ".visible .entry broken(.param .u64 p\n{\n\tret;\n}\n";
-    check(load_with_logs(&module, not_ptx, info_log, error_log) == CUDA_ERROR_INVALID_PTX && error_log[0] != 0,
+    check(load_with_logs(&module, no_target, info_log, error_log) == CUDA_ERROR_INVALID_PTX && error_log[0] != 0,
           "bad_ptx_load");
     printf("bad PTX log: %s\n", error_log);
     check(load_with_logs(&module, unbalanced, info_log, error_log) == CUDA_ERROR_INVALID_PTX && error_log[0] != 0,
