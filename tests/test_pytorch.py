@@ -3,15 +3,16 @@ that needs no kernel of PyTorch's (tests/python_hosts/torch_host.py), on two
 GPUs of one server and on one GPU each of two servers, and a clean exit.
 
 PyTorch runs in a Python that has both torch and rcuda: RCUDA_TORCH_PYTHON,
-else this one if it has torch, else the repository's .venv-torch (which
-.ci/run makes: torch pins older nvidia-* wheels than the test extra's, so it
-lives apart).  Without one the tests skip, saying so."""
+else the repository's .venv-torch (which .ci/run makes: torch pins older
+nvidia-* wheels than the test extra's, so it lives apart), else this one if
+it has torch.  Without one the tests skip, saying so."""
 from __future__ import annotations
 
 import functools
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -24,12 +25,17 @@ EXPECTED = ["ok devices 2", "ok to and from the device", "ok non_blocking with p
             "ok copies between GPUs", "ok streams and timed events", "ok caching allocator"]
 
 
+#: Where the torch Python's processes start: outside the checkout, whose
+#: rcuda/ folder (without the client) would shadow the installed package.
+OUTSIDE = tempfile.gettempdir()
+
+
 @functools.cache
 def torch_python() -> str | None:
-    candidates = [os.environ.get("RCUDA_TORCH_PYTHON"), sys.executable, str(REPO / ".venv-torch" / "bin" / "python")]
+    candidates = [os.environ.get("RCUDA_TORCH_PYTHON"), str(REPO / ".venv-torch" / "bin" / "python"), sys.executable]
     for candidate in filter(None, candidates):
         if Path(candidate).exists() and subprocess.run(
-                [candidate, "-c", "import torch, rcuda.client.entrypoints"], capture_output=True,
+                [candidate, "-c", "import torch, rcuda.client.entrypoints"], capture_output=True, cwd=OUTSIDE,
                 timeout=300).returncode == 0:
             return candidate
     return None
@@ -48,7 +54,8 @@ def run_torch(python: str, servers: list) -> subprocess.CompletedProcess:
     env = dict(os.environ)
     env.pop("CUDA_VISIBLE_DEVICES", None)
     return subprocess.run([python, "-m", "rcuda.cli", "run", "--servers", ",".join(s.address for s in servers),
-                           "--", python, str(HOST)], capture_output=True, text=True, timeout=300, env=env)
+                           "--", python, str(HOST)], capture_output=True, text=True, timeout=300, env=env,
+                          cwd=OUTSIDE)
 
 
 def check(result) -> None:

@@ -18,6 +18,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -41,12 +42,17 @@ SCRIPT = ("import json, resource, time; t0 = time.perf_counter(); import torch; 
 CHECKOUT = Path(__file__).resolve().parents[2]
 
 
+#: Where the torch Python's processes start: outside a checkout, whose
+#: rcuda/ folder (without the client) would shadow the installed package.
+OUTSIDE = tempfile.gettempdir()
+
+
 def torch_python() -> str | None:
     """A Python that has torch and rcuda, or None."""
-    candidates = [os.environ.get("RCUDA_TORCH_PYTHON"), sys.executable, str(CHECKOUT / ".venv-torch" / "bin" / "python")]
+    candidates = [os.environ.get("RCUDA_TORCH_PYTHON"), str(CHECKOUT / ".venv-torch" / "bin" / "python"), sys.executable]
     for candidate in filter(None, candidates):
         if Path(candidate).exists() and subprocess.run(
-                [candidate, "-c", "import torch, rcuda.client.entrypoints"], capture_output=True,
+                [candidate, "-c", "import torch, rcuda.client.entrypoints"], capture_output=True, cwd=OUTSIDE,
                 timeout=300).returncode == 0:
             return candidate
     return None
@@ -65,7 +71,7 @@ def parameters(quick: bool) -> dict:
 
 def _run(cmd: list, env: dict) -> tuple[dict, str]:
     started = time.perf_counter()
-    result = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
+    result = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600, cwd=OUTSIDE)
     total = time.perf_counter() - started
     lines = [line for line in result.stdout.splitlines() if line.startswith("RESULT ")]
     if result.returncode != 0 or not lines:
