@@ -36,7 +36,8 @@ from .driver import dispatch as driver_dispatch
 from .libraries import dispatch as library_dispatch
 from .libraries import registry as library_registry
 from .runtime import core as runtime_core
-from .runtime import capture, driver_access, logs, managed, memory, pools, queries, streams  # noqa: F401 - they register
+from .runtime import (capture, driver_access, library_management, logs, managed, memory,  # noqa: F401 - they register
+                      notifications, pools, queries, streams)
 from .callbacks import in_host_function
 from .transport.fast_path import FastPath
 from .stats import Stats

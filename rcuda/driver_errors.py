@@ -81,8 +81,10 @@ def error_string(code: int) -> str | None:
 
 class DriverError(RcudaError):
     """A driver status with no runtime counterpart (CUDA_ERROR_NOT_INITIALIZED
-    has one; e.g. CUDA_ERROR_INVALID_CONTEXT before any context)."""
+    has one; e.g. CUDA_ERROR_INVALID_CONTEXT before any context).  Raised in
+    code the runtime shares (client/driver/loading.py), its `status` is the
+    runtime's error of the same name or value, else cudaErrorUnknown."""
 
     def __init__(self, result: int, message: str = ""):
         self.result = CUresult(result)
-        super().__init__(message or self.result.name)
+        super().__init__(message or self.result.name, _SAME_ERROR.get(self.result))

@@ -120,7 +120,7 @@ CLIENT_LAYERS = {
                              "rcuda.client.streams", "rcuda.client.stream_attributes", "rcuda.client.modules",
                              "rcuda.client.callbacks", "rcuda.client.interposer", "rcuda.client.registry",
                              "rcuda.client.proc_address", "rcuda.client.driver.handles",
-                             "rcuda.client.driver.context_stacks"),
+                             "rcuda.client.driver.context_stacks", "rcuda.client.driver.loading"),
     "rcuda.client.libraries.objects": ("rcuda.client.interposer",),
 }
 

@@ -16,7 +16,7 @@ from ..runtime import queries as runtime_queries
 from ..interposer import c_string, out_pointer
 from .registry import SUCCESS, driver, require_initialized
 from .handles import DriverFunction, handles
-from .modules import DriverKernel, kernel_function
+from .loading import function_of
 
 PREFIX = "CU_FUNC_ATTRIBUTE_"
 #: The cudaFuncAttributes fields whose names are not the attribute's words.
@@ -60,10 +60,10 @@ def cuFuncGetAttribute(pi, attrib, hfunc):
 @driver()
 def cuKernelGetAttribute(pi, attrib, kernel, dev):
     """cuFuncGetAttribute of the kernel's CUfunction on device `dev` (its
-    library is loaded there first if it was not)."""
+    library is loaded there first if it was not); a kernel of the program's
+    own (cudaGetKernel's) too."""
     require_initialized()
-    found = handles.get(interposer.address(kernel), DriverKernel, "cuKernelGetAttribute")
-    fn = kernel_function(found, "cuKernelGetAttribute", interposer.rt.device(dev))
+    fn = function_of(interposer.address(kernel), "cuKernelGetAttribute", interposer.rt.device(dev))
     return cuFuncGetAttribute(pi, attrib, fn.handle)
 
 

@@ -1,5 +1,7 @@
-"""Handles the driver API gives out for modules and functions (CUmodule,
-CUfunction), shared by the modules of client/driver/ (and client/runtime/driver_access.py).
+"""Handles the driver API gives out for modules, functions, libraries and
+their kernels (CUmodule, CUfunction, CUlibrary, CUkernel; the runtime's
+cudaLibrary_t and cudaKernel_t are the same objects), shared by the modules
+of client/driver/ and the runtime's (client/driver/loading.py loads them).
 
 A CUfunction stands for a runtime `Kernel` (client/modules.py): the same
 parameter layout, the same function ids on each device, the same launch
@@ -37,6 +39,25 @@ class DriverFunction:
     module: DriverModule
 
 
+@dataclass(eq=False)
+class DriverLibrary:
+    """A CUlibrary (cudaLibrary_t): an image loaded into each context that needs it."""
+
+    handle: int
+    module: Module                               # the image, shared by its contexts
+    modules: dict = field(default_factory=dict)  # RemoteDevice -> DriverModule
+    kernels: dict = field(default_factory=dict)  # name -> DriverKernel
+
+
+@dataclass(eq=False)
+class DriverKernel:
+    """A CUkernel (cudaKernel_t): a library's kernel, in whichever context launches it."""
+
+    handle: int
+    library: DriverLibrary
+    name: str
+
+
 class DriverHandles:
     """Every live driver object of the process, by handle."""
 
@@ -55,6 +76,11 @@ class DriverHandles:
     def remove(self, handle: int) -> None:
         with self._lock:
             self._objects.pop(handle, None)
+
+    def find(self, handle: int, kind: type):
+        """The live `kind` behind `handle`, or None."""
+        obj = self._objects.get(handle)
+        return obj if isinstance(obj, kind) else None
 
     def get(self, handle: int, kind: type, call: str, error: CUresult = CUresult.CUDA_ERROR_INVALID_HANDLE):
         """The live `kind` behind `handle`; `error` (CUDA's code for a bad

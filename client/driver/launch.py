@@ -4,8 +4,8 @@ cuLaunchCooperativeKernel (and their _ptsz variants).
 They take the runtime's launch path (client/runtime/core.py `launch_kernel`): the
 same checks, function ids and `launch` messages, so driver and runtime
 launches into one stream keep their order.  The function is a CUfunction
-of the current context, or a CUkernel (a library's kernel, launched in the
-current context).  Parameters come as `kernelParams` (a pointer per
+of the current context, or a CUkernel (a library's kernel or cudaGetKernel's,
+launched in the current context).  Parameters come as `kernelParams` (a pointer per
 parameter, like the runtime's `void **args`) or as `extra`
 (CU_LAUNCH_PARAM_BUFFER_POINTER/SIZE: the packed block, whose size must be
 the kernel's).  Driver launches go through Python, not the C fast path.
@@ -20,7 +20,7 @@ from ..runtime import core as runtime_core
 from ..interposer import address
 from ..runtime.core import launch_kernel
 from .registry import SUCCESS, driver, require_initialized
-from .modules import DriverKernel, kernel_function
+from .loading import function_of
 from .handles import DriverFunction, handles
 
 # cuda.h's CU_LAUNCH_PARAM_* markers in `extra` ((void *) constants).
@@ -30,15 +30,12 @@ MAX_EXTRA_ENTRIES = 16
 
 
 def _launchable(f, what: str) -> DriverFunction:
-    """The CUfunction `f` names, in the current context (a CUkernel: its function there)."""
+    """The CUfunction `f` names, in the current context (a CUkernel, a
+    library's or cudaGetKernel's: its function there)."""
     handle = address(f)
-    try:
-        kernel = handles.get(handle, DriverKernel, what)
-    except DriverError:
-        kernel = None
-    if kernel is not None:
-        return kernel_function(kernel, what)
-    function = handles.get(handle, DriverFunction, what)
+    function = handles.find(handle, DriverFunction)
+    if function is None:
+        return function_of(handle, what)
     device = interposer.rt.device()
     if function.module.device is not device:
         raise DriverError(CUresult.CUDA_ERROR_INVALID_HANDLE,

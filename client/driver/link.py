@@ -20,7 +20,7 @@ from rcuda.errors import CudaError
 from .. import interposer
 from ..interposer import address, out_pointer
 from .registry import SUCCESS, driver, require_initialized
-from .modules import read_file
+from .loading import read_file
 from .handles import handles
 from .jit_options import JitOptions
 

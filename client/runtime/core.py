@@ -20,6 +20,7 @@ from rcuda._generated.cudart_api import CUDART_VERSION, FUNCTIONS
 from rcuda.errors import CudaError, cudaError
 
 from .. import interposer
+from ..driver.loading import kernel_on
 from ..interposer import address, fill_struct, out_pointer, stream_of
 from ..registry import registrar
 
@@ -106,9 +107,11 @@ def launch(host_fun, grid, block, args, shared_mem, stream_handle, per_thread: b
     """A kernel launch the C fast path (native/launch_fast_path.c) did not
     take: the first of a kernel on a device, an unknown stream, a
     configuration to refuse, a device in error; and every cooperative one.
-    Once it succeeds, C knows enough to take the next plain ones itself."""
+    Once it succeeds, C knows enough to take the next plain ones itself.
+    `host_fun` is a host stub or a library's cudaKernel_t (then C keys the
+    kernel by that handle)."""
     host_fun = address(host_fun)
-    kernel = interposer.rt.kernels.kernel(host_fun)
+    kernel = kernel_on(host_fun, "cudaLaunchKernel")
     device, fn = launch_kernel(kernel, (grid.x, grid.y, grid.z), (block.x, block.y, block.z), shared_mem,
                                stream_handle, lambda params: params.pack(interposer.ffi, args), per_thread, cooperative)
     interposer.rt.fast.kernel_ready(host_fun, kernel, device, fn, device.function_attributes(kernel))

@@ -2,7 +2,7 @@
 driver function's address, as cuGetProcAddress finds it) and
 cudaGetFuncBySymbol (the CUfunction of one of the program's kernels).
 
-They answer with the driver API's own objects (client/driver/handles.py),
+They answer with the driver API's own objects (client/driver/loading.py),
 without loading the driver's function modules: those load at a program's
 first driver call.
 """
@@ -11,13 +11,10 @@ from __future__ import annotations
 from rcuda._generated.cudart_api import CUDART_VERSION
 
 from .. import interposer
-from ..driver.handles import DriverFunction, DriverModule, handles
+from ..driver.loading import runtime_function
 from ..interposer import out_pointer
 from ..proc_address import entry_point, stream_mode
 from .core import SUCCESS, cuda
-
-#: Runtime modules' DriverModule on each device: (module key, RemoteDevice) -> DriverModule.
-_runtime_modules: dict = {}
 
 _RUNTIME_STATUS = {"found": "cudaDriverEntryPointSuccess", "not found": "cudaDriverEntryPointSymbolNotFound",
                    "version not sufficient": "cudaDriverEntryPointVersionNotSufficent"}
@@ -48,16 +45,6 @@ def cudaGetFuncBySymbol(functionPtr, symbolPtr):
     """The CUfunction of a kernel of the program's own (its host stub), on
     the current device: one handle per kernel and device."""
     out_pointer(functionPtr, "functionPtr")
-    kernel = interposer.rt.kernels.kernel(interposer.address(symbolPtr))
-    device = interposer.rt.device()
-    module = _runtime_modules.get((kernel.module.key, device))
-    if module is None:
-        module = _runtime_modules[(kernel.module.key, device)] = DriverModule(handles.new_handle(), kernel.module,
-                                                                             device)
-        handles.add(module)
-    fn = module.functions.get(kernel.name)
-    if fn is None:
-        fn = module.functions[kernel.name] = DriverFunction(handles.new_handle(), kernel, module)
-        handles.add(fn)
+    fn = runtime_function(interposer.rt.kernels.kernel(interposer.address(symbolPtr)), interposer.rt.device())
     functionPtr[0] = interposer.ffi.cast("cudaFunction_t", fn.handle)
     return SUCCESS

@@ -18,6 +18,7 @@ from rcuda.errors import CudaError, cudaError
 from rcuda.launch_rules import active_blocks_per_sm
 
 from .. import interposer
+from ..driver.loading import kernel_on
 from .core import SUCCESS, cuda
 from ..interposer import address, c_string, fill_struct, out_pointer
 
@@ -198,7 +199,8 @@ def cudaProfilerStop():
 
 
 def _kernel(func):
-    return rt().kernels.kernel(address(func))
+    """A host stub's kernel, or a library's cudaKernel_t's on the current device."""
+    return kernel_on(address(func), "a kernel query")
 
 
 @cuda()
