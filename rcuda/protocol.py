@@ -49,6 +49,13 @@ the legacy default stream):
     htod          {dst, size, stream} + data frames   -> {}
     dtoh          {src, size, stream}                 -> {} + data frames
     dtod          {dst, src, size, stream}            -> {}
+    copy_batch    {copies, uploads, stream} + data frames -> {}   cudaMemcpyBatchAsync's copies
+                  within this GPU, in `stream`: copies [dst, src, size, ...]
+                  device to device, uploads [dst, size, ...] from the host,
+                  their bytes back to back in the frames; at most
+                  MAX_BATCH_COPIES of the two together; every range is
+                  checked before anything is copied.  Answered (without
+                  "async") once the stream has run it
     memset        {ptr, value, size, stream}          -> {}        optional elem: 1, 2 or 4, the
                   pattern's size in bytes (cuMemsetD16/D32): `value`'s low
                   elem bytes repeated over `size` bytes (a multiple of elem)
@@ -169,7 +176,7 @@ import msgpack
 
 from rcuda.errors import ProtocolError
 
-PROTOCOL_VERSION = 9
+PROTOCOL_VERSION = 10
 
 #: Bulk bytes on a ZeroMQ socket travel in frames of this size: ZeroMQ slows
 #: down on messages above ~32 MiB (fresh buffers page-fault).
@@ -179,6 +186,10 @@ CHUNK_SIZE = 1 << 20
 #: base the client assigns (the open op's va_base), so pointers never collide
 #: across devices.
 VA_WINDOW_SIZE = 1 << 40
+
+#: Most copies (device-to-device and uploads together) one copy_batch
+#: message carries; a client splits a longer batch.
+MAX_BATCH_COPIES = 4096
 
 #: Seconds between heartbeats on a session's heartbeat socket.
 HEARTBEAT_INTERVAL = 1.0
@@ -202,6 +213,7 @@ OPS: dict[str, dict[str, type | tuple]] = {
     "htod": {"dst": _INT, "size": _INT, "stream": _INT},
     "dtoh": {"src": _INT, "size": _INT, "stream": _INT},
     "dtod": {"dst": _INT, "src": _INT, "size": _INT, "stream": _INT},
+    "copy_batch": {"copies": _LIST, "uploads": _LIST, "stream": _INT},
     "memset": {"ptr": _INT, "value": _INT, "size": _INT, "stream": _INT},
     "htod2d": {"dst": _INT, "dpitch": _INT, "width": _INT, "height": _INT, "stream": _INT},
     "dtoh2d": {"src": _INT, "spitch": _INT, "width": _INT, "height": _INT, "stream": _INT},
@@ -267,7 +279,7 @@ ALWAYS_ASYNC = frozenset({"launch", "launches", "peer_push", "peer_wait", "mirro
 
 #: Ops that may carry `"async": true` (sent without waiting, no reply).
 MAY_BE_ASYNC = frozenset({
-    "htod", "dtod", "memset", "htod2d", "dtod2d", "memset2d",
+    "htod", "dtod", "copy_batch", "memset", "htod2d", "dtod2d", "memset2d",
     "stream_create", "stream_destroy", "stream_wait", "stream_attr",
     "event_create", "event_destroy", "event_record", "lib",
 })

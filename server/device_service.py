@@ -79,7 +79,7 @@ class Usage:
 
 
 #: Ops whose payload goes to the device, and ops whose reply brings bytes back.
-TO_DEVICE_OPS = frozenset({"htod", "htod2d", "mirror_htod"})
+TO_DEVICE_OPS = frozenset({"htod", "htod2d", "copy_batch", "mirror_htod"})
 FROM_DEVICE_OPS = frozenset({"dtoh", "dtoh2d", "mirror_dtoh"})
 #: Ops whose one payload frame a lane leaves in the connection, for the
 #: handler to read straight into device memory (it may exceed MAX_BUFFERED_PAYLOAD).
@@ -141,7 +141,8 @@ class DeviceService:
         self._forget_session_state()
         self._handlers = {
             "open": self._open, "malloc": self._malloc, "free": self._free, "mem_info": self._mem_info,
-            "htod": self._htod, "dtoh": self._dtoh, "dtod": self._dtod, "memset": self._memset,
+            "htod": self._htod, "dtoh": self._dtoh, "dtod": self._dtod, "copy_batch": self._copy_batch,
+            "memset": self._memset,
             "htod2d": self._htod2d, "dtoh2d": self._dtoh2d, "dtod2d": self._dtod2d, "memset2d": self._memset2d,
             "module": self._module, "link": self._link, "function": self._function, "func_attrs": self._func_attrs,
             "func_set_attr": self._func_set_attr, "symbol": self._symbol, "launch": self._launch,
@@ -636,6 +637,28 @@ class DeviceService:
     def _dtod(self, header, payload):
         self.device.memcpy_dtod(header["dst"], header["src"], _non_negative(header, "size"), self._stream(header))
 
+    def _copy_batch(self, header, payload):
+        """cudaMemcpyBatchAsync's copies within this GPU, in one stream:
+        device-to-device copies and uploads whose bytes the payload carries
+        back to back.  Every range is checked before anything moves."""
+        stream = self._stream(header)
+        copies, uploads = _groups(header, "copies", 3), _groups(header, "uploads", 2)
+        if len(copies) + len(uploads) > protocol.MAX_BATCH_COPIES:
+            raise ProtocolError(f"copy_batch: {len(copies) + len(uploads)} copies, more than "
+                                f"{protocol.MAX_BATCH_COPIES}")
+        if _payload_size(payload) != sum(size for _, size in uploads):
+            raise ProtocolError(f"copy_batch: the uploads add up to {sum(size for _, size in uploads)} bytes, "
+                                f"frames carry {_payload_size(payload)}")
+        for dst, size in uploads:
+            self.device.check_range(dst, size, "cudaMemcpyBatchAsync to device")
+        self.device.memcpy_dtod_batch(copies, stream)  # checks its own ranges before copying
+        data, offset = _joined(payload), 0
+        for dst, size in uploads:
+            if size:
+                self.device.memcpy_htod(dst, data[offset:offset + size], stream)
+            offset += size
+        return self._stream_order(header, stream)
+
     def _memset(self, header, payload):
         size, elem = _non_negative(header, "size"), _element_size(header)
         if size % elem:
@@ -936,6 +959,17 @@ def _non_negative(header: dict, field: str) -> int:
     if not isinstance(value, int) or value < 0:
         raise ProtocolError(f"{header.get('op')}: {field} must be a non-negative integer")
     return value
+
+
+def _groups(header: dict, field: str, width: int) -> list[tuple[int, ...]]:
+    """A flat list field of non-negative integers as tuples of `width`
+    (copy_batch's [dst, src, size, ...])."""
+    values = header[field]
+    if len(values) % width or len(values) > width * protocol.MAX_BATCH_COPIES \
+            or not all(type(v) is int and v >= 0 for v in values):
+        raise ProtocolError(f"{header['op']}: {field} must be at most {protocol.MAX_BATCH_COPIES} groups of "
+                            f"{width} non-negative integers")
+    return [tuple(values[i:i + width]) for i in range(0, len(values), width)]
 
 
 def _element_size(header: dict) -> int:

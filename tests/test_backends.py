@@ -106,6 +106,26 @@ def test_memory_round_trip_inside_the_window(device):
     wait(device.free(0))  # cudaFree(NULL) does nothing
 
 
+def test_batched_copies_are_checked_whole_then_made(device):
+    """memcpy_dtod_batch (cudaMemcpyBatchAsync's copies within a GPU): each
+    lands where it says, zero-size ones do nothing; one bad range and no
+    copy of the batch is made."""
+    a, b = device.malloc(4096), device.malloc(4096)
+    data = bytes(range(256)) * 16
+    device.memcpy_htod(a, memoryview(data))
+    device.memset(b, 0, 4096)
+    device.memcpy_dtod_batch([(b, a + 100, 50), (b + 1000, a, 1), (b + 2000, a, 0), (b + 4000, a + 4000, 96)])
+    back = fetch(device, b, 4096)
+    assert back[:50] == data[100:150] and back[1000:1001] == data[:1] and back[4000:] == data[4000:]
+    assert back[50:1000] == bytes(950) and back[1001:4000] == bytes(2999)
+    device.memset(b, 0, 4096)
+    for bad in ([(b, a, 8), (b + 8, a + 4090, 8)], [(b, a, 8), (b + 4090, a, 8)], [(b, a, 8), (a + (1 << 30), a, 8)]):
+        with pytest.raises(CudaError) as error:
+            device.memcpy_dtod_batch(bad, 0)
+        assert error.value.status == cudaError.cudaErrorInvalidValue
+    assert fetch(device, b, 4096) == bytes(4096)
+
+
 def test_mapped_memory_is_written_and_read_now(device):
     """write_now/read_now (mapped host memory's device copies): at once, in
     no stream, whatever the streams hold; ranges are checked."""

@@ -234,6 +234,37 @@ def cuMemcpyPeerAsync(dstDevice, dstContext, srcDevice, srcContext, ByteCount, h
     return _peer_copy(dstDevice, dstContext, srcDevice, srcContext, ByteCount, hStream, per_thread)
 
 
+# ------------------------------------------------------------------ batches of copies
+# The runtime's cudaMemcpyBatchAsync (client/runtime/memory.py): the same
+# arguments, CUdeviceptr arrays for void * ones.  CUDA 12.8's
+# cuMemcpyBatchAsync (and _ptsz) also returns failIdx: on failure, the index
+# of the copy at fault, or SIZE_MAX where no copy in particular is.
+# cuMemcpy3DBatchAsync is not supported (rcuda has no 3-D batch copies).
+
+
+def _batch(dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, hStream, per_thread: bool, failIdx=None):
+    require_initialized()
+    try:
+        runtime_memory.batch_from_c(dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, hStream, per_thread,
+                                    "cuMemcpyBatchAsync")
+    except CudaError as exc:
+        if failIdx is not None and failIdx != interposer.ffi.NULL:
+            failIdx[0] = getattr(exc, "index", runtime_memory.NO_COPY)
+        raise
+    return SUCCESS
+
+
+@driver(stream_variants=True)
+def cuMemcpyBatchAsync(dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, failIdx, hStream, per_thread=False):
+    """CUDA 12.8's signature, with failIdx."""
+    return _batch(dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, hStream, per_thread, failIdx)
+
+
+@driver(stream_variants=True)
+def cuMemcpyBatchAsync_v2(dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, hStream, per_thread=False):
+    return _batch(dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, hStream, per_thread)
+
+
 # ------------------------------------------------------------------ 2-D and 3-D copies
 
 

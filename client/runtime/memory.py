@@ -26,10 +26,12 @@ import logging
 
 from rcuda._generated.cuda_enums import ENUMS, MACROS
 from rcuda import copy_kinds
+from rcuda.protocol import MAX_BATCH_COPIES
 from rcuda.errors import CudaError, cudaError
 
 from .. import interposer
 from ..memory import pointers
+from ..streams import LEGACY_STREAM_ID
 from .core import SUCCESS, cuda
 from ..interposer import address, out_pointer, stream_of
 
@@ -393,6 +395,172 @@ def cudaDeviceEnablePeerAccess(peerDevice, flags):
 @cuda()
 def cudaDeviceDisablePeerAccess(peerDevice):
     rt().peer_copies.disable(rt().device(), rt().device(peerDevice))
+    return SUCCESS
+
+
+# ------------------------------------------------------------------ batches of copies
+# cudaMemcpyBatchAsync (and the driver's cuMemcpyBatchAsync): copies in one
+# stream, in no order among themselves, each side found by its pointer (as
+# cudaMemcpyDefault).  The copies within the stream's GPU travel as ONE
+# copy_batch message: device-to-device copies, and uploads of up to
+# BATCH_UPLOAD_PIECE bytes whose source may be read during the call (pageable
+# memory, as cudaMemcpyAsync reads it; pinned memory unless its copy must
+# read it in stream order).  Every other copy (downloads, copies between
+# GPUs or host to host, larger uploads, pinned sources read in stream order,
+# mapped and managed memory) takes the one-copy path of cudaMemcpyAsync in
+# the same stream.  Every copy is checked before anything is sent: a bad
+# batch moves nothing.
+
+SRC_ACCESS_ORDERS = ENUMS["cudaMemcpySrcAccessOrder"]
+ORDER_STREAM = SRC_ACCESS_ORDERS["cudaMemcpySrcAccessOrderStream"]
+ORDER_DURING_CALL = SRC_ACCESS_ORDERS["cudaMemcpySrcAccessOrderDuringApiCall"]
+ORDER_ANY = SRC_ACCESS_ORDERS["cudaMemcpySrcAccessOrderAny"]
+#: cudaMemcpyAttributes.flags CUDA knows: cudaMemcpyFlagPreferOverlapWithCompute
+#: (driver_types.h's enum cudaMemcpyFlags, not in cuda_enums), a hint.
+MEMCPY_FLAGS = 0x1
+#: The largest upload that joins its batch's message; a larger one is an
+#: htod of its own, which a lane lands straight in device memory.
+BATCH_UPLOAD_PIECE = 1 << 20
+#: The most upload bytes one copy_batch message carries.
+BATCH_PAYLOAD = 64 << 20
+#: cuMemcpyBatchAsync's failIdx for an error of no copy in particular (SIZE_MAX).
+NO_COPY = 2**64 - 1
+
+
+class BatchCopyError(CudaError):
+    """A batch's failure; `index` is the copy it concerns (NO_COPY: none)."""
+
+    def __init__(self, message: str, index: int = NO_COPY, status: int = cudaError.cudaErrorInvalidValue):
+        super().__init__(status, message)
+        self.index = index
+
+
+def batch_from_c(dsts, srcs, sizes, count: int, attrs, attrsIdxs, numAttrs: int, stream, per_thread: bool,
+                 call: str) -> None:
+    """cudaMemcpyBatchAsync's arguments (cuMemcpyBatchAsync's have the same
+    layout) read, checked and copied."""
+    if count == 0:
+        raise BatchCopyError(f"{call}: count is 0")
+    if ffi().NULL in (dsts, srcs, sizes):
+        raise BatchCopyError(f"{call}: dsts, srcs and sizes must not be NULL")
+    orders = _source_orders(attrs, attrsIdxs, numAttrs, count, call)
+    words = [ffi().unpack(ffi().cast("uintptr_t *", array), count) for array in (dsts, srcs, sizes)]
+    memcpy_batch(list(zip(*words, orders)), stream_of(stream, per_thread), call)
+
+
+def _source_orders(attrs, starts, count_attrs: int, count: int, call: str) -> list[int]:
+    """The srcAccessOrder of each copy: attrs[k] applies to copies
+    attrsIdxs[k] up to the next entry's first.  Checked as CUDA documents
+    them; the location hints are ignored (they concern managed and system
+    memory on devices accessing it concurrently, which rcuda's are not), and
+    so is the flag cudaMemcpyFlagPreferOverlapWithCompute (a hint)."""
+    if count_attrs == 0 or count_attrs > count or ffi().NULL in (attrs, starts):
+        raise BatchCopyError(f"{call}: {count_attrs} attributes for {count} copies (1 to {count}, not NULL)")
+    firsts = ffi().unpack(ffi().cast("size_t *", starts), count_attrs)
+    if firsts[0] != 0 or firsts[-1] >= count or any(b <= a for a, b in zip(firsts, firsts[1:])):
+        raise BatchCopyError(f"{call}: attrsIdxs must start at 0 and increase, each below count ({count})")
+    orders = []
+    for k, (first, end) in enumerate(zip(firsts, [*firsts[1:], count])):
+        attribute = attrs[k]
+        if attribute.srcAccessOrder not in (ORDER_STREAM, ORDER_DURING_CALL, ORDER_ANY):
+            raise BatchCopyError(f"{call}: attrs[{k}].srcAccessOrder {attribute.srcAccessOrder}", first)
+        if attribute.flags & ~MEMCPY_FLAGS:
+            raise BatchCopyError(f"{call}: attrs[{k}].flags {attribute.flags:#x}", first)
+        orders += [attribute.srcAccessOrder] * (end - first)
+    return orders
+
+
+def memcpy_batch(copies: list[tuple[int, int, int, int]], stream, call: str = "cudaMemcpyBatchAsync") -> None:
+    """A batch of (dst, src, size, srcAccessOrder) copies in `stream` (a
+    Stream, not the legacy one).  An order of DuringApiCall is kept: its
+    host source is read before this returns, and a device source too (the
+    call then waits for the copy)."""
+    if stream.id == LEGACY_STREAM_ID:
+        raise BatchCopyError(f"{call}: the legacy default stream cannot take a batch of copies")
+    device = stream.device
+    in_message, alone = [], []  # (kind, dst, src, size, order) and (index, dst, src, size, order)
+    for index, (dst, src, size, order) in enumerate(copies):
+        if size == 0:
+            continue
+        try:
+            kind = _batch_route(device, dst, src, size, order)
+        except CudaError as exc:
+            raise BatchCopyError(f"{call}: copy {index}: {exc}", index, exc.status) from None
+        if kind is None:
+            alone.append((index, dst, src, size, order))
+        else:
+            in_message.append((kind, dst, src, size, order))
+    for fields, frames in _batch_messages(in_message):
+        device.post("copy_batch", frames, stream=stream.id, **fields)
+    for index, dst, src, size, order in alone:
+        try:
+            memcpy(dst, src, size, DEFAULT, stream, asynchronous=order != ORDER_DURING_CALL)
+        except CudaError as exc:
+            raise BatchCopyError(f"{call}: copy {index}: {exc}", index, exc.status) from None
+    if any(kind == "copy" and order == ORDER_DURING_CALL for kind, *_, order in in_message):
+        device.request("stream_sync", stream=stream.id)  # their device sources are read by now
+
+
+def _batch_route(device, dst: int, src: int, size: int, order: int) -> str | None:
+    """How one copy of a batch on `device` travels: "copy" (device to
+    device) or "upload" in the batch's message, None on its own; raises
+    for a copy CUDA would refuse."""
+    if dst == 0 or src == 0:
+        raise CudaError(cudaError.cudaErrorInvalidValue, "a NULL pointer")
+    if _mapped_involved((dst, size), (src, size)):
+        _device_side(dst, size, "destination")  # refused now, if at all: memcpy translates them later
+        _device_side(src, size, "source")
+        return None
+    dst_device, src_device = _batch_side(dst, size, "destination"), _batch_side(src, size, "source")
+    if dst_device is not device:
+        return None
+    if src_device is device:
+        return "copy"
+    if src_device is None and size <= BATCH_UPLOAD_PIECE and (order != ORDER_STREAM or not _pinned(src, size)):
+        return "upload"
+    return None
+
+
+def _batch_side(ptr: int, size: int, what: str):
+    """The device whose allocation holds [ptr, ptr + size), or None for host
+    memory; a range that starts in an allocation must end in it."""
+    allocation = rt().allocations.find(ptr)
+    if allocation is None:
+        return None
+    if not allocation.contains(ptr, size):
+        raise CudaError(cudaError.cudaErrorInvalidValue,
+                        f"{what} {ptr:#x}..+{size} runs past the end of its allocation on {allocation.device.label}")
+    return allocation.device
+
+
+def _batch_messages(entries):
+    """The copy_batch messages carrying `entries`: (fields, frames) each,
+    at most protocol.MAX_BATCH_COPIES copies and BATCH_PAYLOAD upload bytes
+    (read now) a message."""
+    copies, uploads, data, payload = [], [], [], 0
+    for kind, dst, src, size, _ in entries:
+        if len(copies) // 3 + len(uploads) // 2 == MAX_BATCH_COPIES or \
+                (kind == "upload" and payload + size > BATCH_PAYLOAD):
+            yield _batch_message(copies, uploads, data)
+            copies, uploads, data, payload = [], [], [], 0
+        if kind == "copy":
+            copies += (dst, src, size)
+        else:
+            uploads += (dst, size)
+            data.append(_host_view(src, size))
+            payload += size
+    if copies or uploads:
+        yield _batch_message(copies, uploads, data)
+
+
+def _batch_message(copies: list, uploads: list, data: list) -> tuple[dict, list]:
+    frames = [memoryview(b"".join(data))] if data else []  # a snapshot: the sources are free once we return
+    return {"copies": copies, "uploads": uploads}, frames
+
+
+@cuda(stream_variants=True)
+def cudaMemcpyBatchAsync(dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, stream, per_thread=False):
+    batch_from_c(dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, stream, per_thread, "cudaMemcpyBatchAsync")
     return SUCCESS
 
 

@@ -179,6 +179,17 @@ class Device(abc.ABC):
     def memcpy_dtod(self, dst: int, src: int, size: int, stream: int = 0) -> None:
         """Copy between two device addresses of this device."""
 
+    def memcpy_dtod_batch(self, copies: list[tuple[int, int, int]], stream: int = 0) -> None:
+        """cudaMemcpyBatchAsync's copies within this device: (dst, src, size)
+        each, in `stream`, in no particular order among themselves.  Every
+        range is checked first, so a bad batch copies nothing.  This default
+        makes them one memcpy_dtod at a time."""
+        for dst, src, size in copies:
+            self.check_range(src, size, "cudaMemcpyBatchAsync (source)")
+            self.check_range(dst, size, "cudaMemcpyBatchAsync (destination)")
+        for dst, src, size in copies:
+            self.memcpy_dtod(dst, src, size, stream)
+
     @abc.abstractmethod
     def memset(self, ptr: int, value: int, size: int, stream: int = 0, elem: int = 1) -> None:
         """Set `size` bytes at `ptr` to the low `elem` bytes of `value`

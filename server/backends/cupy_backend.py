@@ -457,6 +457,15 @@ class CupyDevice(Device):
             with self._cuda("cudaMemcpy device to device"):
                 self._runtime.memcpyAsync(dst, src, size, self._runtime.memcpyDeviceToDevice, self._streams[stream])
 
+    def memcpy_dtod_batch(self, copies: list[tuple[int, int, int]], stream: int = 0) -> None:
+        copies = [(dst, src, size) for dst, src, size in copies if size]
+        for dst, src, size in copies:
+            self._memory.require(src, size, "cudaMemcpyBatchAsync (source)")
+            self._memory.require(dst, size, "cudaMemcpyBatchAsync (destination)")
+        with self._cuda("cudaMemcpyBatchAsync"):
+            for dst, src, size in copies:
+                self._runtime.memcpyAsync(dst, src, size, self._runtime.memcpyDeviceToDevice, self._streams[stream])
+
     def memset(self, ptr: int, value: int, size: int, stream: int = 0, elem: int = 1) -> None:
         if size:
             self._memory.require(ptr, size, "cudaMemset")

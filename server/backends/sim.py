@@ -327,6 +327,14 @@ class SimDevice(Device):
             self._bytes(dst, size, "cudaMemcpy device to device (destination)")[:] = source  # overlap-safe
             self._op(stream)
 
+    def memcpy_dtod_batch(self, copies: list[tuple[int, int, int]], stream: int = 0) -> None:
+        pairs = [(self._bytes(dst, size, "cudaMemcpyBatchAsync (destination)"),
+                  self._bytes(src, size, "cudaMemcpyBatchAsync (source)")) for dst, src, size in copies if size]
+        for target, source in pairs:  # every range checked: now the bytes move
+            target[:] = source
+        if pairs:
+            self._op(stream)
+
     def memset(self, ptr: int, value: int, size: int, stream: int = 0, elem: int = 1) -> None:
         if size:
             fill_pattern(self._bytes(ptr, size, "cudaMemset"), value, elem)
