@@ -64,7 +64,8 @@ def modules_run(build_dir, images):
     "parameter_styles_refused", "ptx_with_logs", "function_count", "function_not_found", "bad_arguments",
     "module_global", "global_not_found", "fatbinary_in_memory", "fatbinary_refuses_ptx", "cubin_for_a_newer_gpu", "corrupt_fatbinary",
     "launch_ex_cooperative", "cooperative_too_large", "launch_ex_cluster", "stream_order", "other_context_function",
-    "unloaded", "library_kernel", "library_other_gpu", "library_unload", "link_rdc_ptx", "link_destroy",
+    "unloaded", "library_kernel", "library_other_gpu", "library_enumerate", "library_enumerate_handles",
+    "kernel_set_attribute", "library_unload", "link_rdc_ptx", "link_destroy",
     "link_undefined_function", "not_an_image_load", "ptx_calling_vprintf", "link_missing_file", "bad_ptx_load",
     "unbalanced_ptx_load", "bad_ptx_link"])
 def test_driver_modules(modules_run, section):

@@ -12,9 +12,10 @@ from __future__ import annotations
 from rcuda.errors import CudaError, cudaError
 
 from .. import interposer
+from ..runtime import library_management as runtime_libraries
 from ..runtime import queries as runtime_queries
 from ..interposer import c_string, out_pointer
-from .registry import SUCCESS, driver, require_initialized
+from .registry import SUCCESS, driver, from_runtime, require_initialized
 from .handles import DriverFunction, handles
 from .loading import function_of
 
@@ -65,6 +66,15 @@ def cuKernelGetAttribute(pi, attrib, kernel, dev):
     require_initialized()
     fn = function_of(interposer.address(kernel), "cuKernelGetAttribute", interposer.rt.device(dev))
     return cuFuncGetAttribute(pi, attrib, fn.handle)
+
+
+@driver()
+def cuKernelSetAttribute(attrib, val, kernel, dev):
+    """cuFuncSetAttribute of the kernel on device `dev`: the runtime's
+    cudaKernelSetAttributeForDevice (CUfunction_attribute numbers the
+    settable attributes as cudaFuncAttribute does)."""
+    require_initialized()
+    return from_runtime(runtime_libraries.cudaKernelSetAttributeForDevice(kernel, attrib, val, dev))
 
 
 @driver()

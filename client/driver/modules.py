@@ -22,7 +22,8 @@ from rcuda.driver_errors import CUresult, DriverError
 
 from .. import interposer
 from ..interposer import address, out_pointer
-from .registry import SUCCESS, driver, require_initialized
+from .registry import SUCCESS, driver, from_runtime, require_initialized
+from ..runtime import library_management as runtime_libraries
 from ..runtime.memory import variable_address
 from .handles import DriverLibrary, DriverModule, handles
 from .jit_options import JitOptions
@@ -171,6 +172,20 @@ def cuLibraryGetKernel(pKernel, library, name):
     out_pointer(pKernel, "pKernel")
     kernel = loading.library_kernel(_library(library, "cuLibraryGetKernel"), _name(name), "cuLibraryGetKernel")
     return _give(pKernel, "pKernel", kernel.handle, "CUkernel")
+
+
+@driver()
+def cuLibraryGetKernelCount(count, lib):
+    require_initialized()
+    return from_runtime(runtime_libraries.cudaLibraryGetKernelCount(count, lib))
+
+
+@driver()
+def cuLibraryEnumerateKernels(kernels, numKernels, lib):
+    """The first `numKernels` kernels in the image's order: the handles
+    cuLibraryGetKernel gives for the same names."""
+    require_initialized()
+    return from_runtime(runtime_libraries.cudaLibraryEnumerateKernels(kernels, numKernels, lib))
 
 
 @driver()

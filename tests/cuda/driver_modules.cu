@@ -276,6 +276,25 @@ int main(int argc, char **argv)
               && launch_scale(on_gpu1, y, 7.0f, NULL) == CUDA_SUCCESS && holds(y, 7.0f, 0.0f), "library_other_gpu");
         cudaSetDevice(0);
     }
+    {
+        // Counting and listing a library's kernels: the handles cuLibraryGetKernel gives.
+        unsigned int count = 0;
+        CUkernel listed[8] = {NULL};
+        int found_scale = 0;
+        check(cuLibraryGetKernelCount(&count, library) == CUDA_SUCCESS && count >= 3 && count <= 8
+              && cuLibraryEnumerateKernels(listed, count, library) == CUDA_SUCCESS, "library_enumerate");
+        for (unsigned int i = 0; i < count; i++) found_scale |= listed[i] == library_scale;
+        check(found_scale, "library_enumerate_handles");
+        // An attribute set on a library's kernel for one device reads back through its function there.
+        CUfunction scale_fn = NULL;
+        int value = -1;
+        check(cuKernelSetAttribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, 1024, library_scale, 0) == CUDA_SUCCESS
+              && cuKernelGetFunction(&scale_fn, library_scale) == CUDA_SUCCESS
+              && cuFuncGetAttribute(&value, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, scale_fn) == CUDA_SUCCESS
+              && value == 1024
+              && cuKernelSetAttribute(CU_FUNC_ATTRIBUTE_NUM_REGS, 1, library_scale, 0) == CUDA_ERROR_INVALID_VALUE,
+              "kernel_set_attribute");
+    }
     CUkernel gone = NULL;
     check(cuLibraryGetKernel(&gone, library, "no_such_kernel") == CUDA_ERROR_NOT_FOUND
           && cuLibraryUnload(library) == CUDA_SUCCESS
