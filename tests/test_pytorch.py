@@ -8,37 +8,19 @@ nvidia-* wheels than the test extra's, so it lives apart), else this one if
 it has torch.  Without one the tests skip, saying so."""
 from __future__ import annotations
 
-import functools
 import os
 import subprocess
-import sys
-import tempfile
 from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
+from rcuda.benchmarks.micro.torch_startup import OUTSIDE, torch_python
+
 HOST = Path(__file__).resolve().parent / "python_hosts" / "torch_host.py"
 EXIT_STATUS = 3  # what torch_host.py exits with
 
 EXPECTED = ["ok devices 2", "ok to and from the device", "ok non_blocking with pinned memory",
             "ok copies between GPUs", "ok streams and timed events", "ok caching allocator"]
-
-
-#: Where the torch Python's processes start: outside the checkout, whose
-#: rcuda/ folder (without the client) would shadow the installed package.
-OUTSIDE = tempfile.gettempdir()
-
-
-@functools.cache
-def torch_python() -> str | None:
-    candidates = [os.environ.get("RCUDA_TORCH_PYTHON"), str(REPO / ".venv-torch" / "bin" / "python"), sys.executable]
-    for candidate in filter(None, candidates):
-        if Path(candidate).exists() and subprocess.run(
-                [candidate, "-c", "import torch, rcuda.client.entrypoints"], capture_output=True, cwd=OUTSIDE,
-                timeout=300).returncode == 0:
-            return candidate
-    return None
 
 
 @pytest.fixture(scope="module")

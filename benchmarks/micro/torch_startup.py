@@ -13,6 +13,7 @@ the checkout's .venv-torch (.ci/run makes it).
 """
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -47,8 +48,10 @@ CHECKOUT = Path(__file__).resolve().parents[2]
 OUTSIDE = tempfile.gettempdir()
 
 
+@functools.cache
 def torch_python() -> str | None:
-    """A Python that has torch and rcuda, or None."""
+    """A Python that has torch and rcuda, or None (tests/test_pytorch.py
+    runs PyTorch in the same one)."""
     candidates = [os.environ.get("RCUDA_TORCH_PYTHON"), str(CHECKOUT / ".venv-torch" / "bin" / "python"), sys.executable]
     for candidate in filter(None, candidates):
         if Path(candidate).exists() and subprocess.run(
