@@ -304,7 +304,7 @@ class Fuzzer:
     def run(self, frames: int, seconds: float) -> FuzzReport:
         started = time.monotonic()
         daemon, device = self.open_session()
-        sockets = [device, device, device, daemon, self.control] + ([self.peer] if self.peer is not None else [])
+        sockets = self._targets(daemon, device)
         try:
             while self.report.frames_sent < frames and time.monotonic() - started < seconds:
                 self.report.frames_sent += 1
@@ -347,7 +347,11 @@ class Fuzzer:
                 self.lane.sock.close()
         self.wait_sources.clear()
         daemon, device = self.open_session()
-        return daemon, device, [device, device, device, daemon, self.control] + ([self.peer] if self.peer else [])
+        return daemon, device, self._targets(daemon, device)
+
+    def _targets(self, daemon: zmq.Socket, device: zmq.Socket) -> list:
+        """The sockets fuzzed frames go to, the device's thrice as often."""
+        return [device, device, device, daemon, self.control] + ([self.peer] if self.peer is not None else [])
 
     def _note_wait(self, header: dict) -> bool:
         """Remember the source a well-formed peer_wait names, on the device's
