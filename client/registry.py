@@ -3,10 +3,12 @@ functions by name: the runtime's `cuda` (client/runtime/core.py), the
 driver's `driver` (client/driver/registry.py), the libraries' `library`
 (client/libraries/registry.py) are each a `registrar` over their table of
 exports.  A name that is not an export of that table is an error at import.
+`importer` loads the modules that register an API's functions, once.
 """
 from __future__ import annotations
 
 import functools
+import importlib
 
 PER_THREAD_SUFFIXES = ("_ptsz", "_ptds")
 
@@ -37,3 +39,17 @@ def registrar(functions: dict, registry: dict, what: str):
         return register
 
     return decorator
+
+
+def importer(package: str, modules: tuple[str, ...]):
+    """A function that imports `package`'s `modules`, each of which
+    registers its functions, at its first call (client/driver/dispatch.py,
+    client/libraries/dispatch.py: those load at a program's first call of
+    one of theirs)."""
+
+    @functools.cache
+    def load_modules() -> None:
+        for name in modules:
+            importlib.import_module(f"{package}.{name}")
+
+    return load_modules

@@ -4,24 +4,14 @@ every program: a runtime-only program never loads them.
 """
 from __future__ import annotations
 
-import importlib
-
+from ..registry import importer
 from .registry import DRIVER_IMPLEMENTED
 
 #: The modules that register driver functions (each with @driver()).
 MODULES = ("core", "contexts", "devices", "functions", "launch", "link", "managed", "memory", "modules", "peers",
            "pointers", "pools", "streams", "vmm")
 
-_loaded = False
-
-
-def load_modules() -> None:
-    """Import every module of MODULES: each registers its functions."""
-    global _loaded
-    if not _loaded:
-        for name in MODULES:
-            importlib.import_module(f"{__package__}.{name}")
-        _loaded = True
+load_modules = importer(__package__, MODULES)
 
 
 def implementation(name: str):

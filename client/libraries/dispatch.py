@@ -4,23 +4,13 @@ never calls cuBLAS, cuFFT or cuRAND does not load them.
 """
 from __future__ import annotations
 
-import importlib
-
+from ..registry import importer
 from .registry import LIBRARY_IMPLEMENTED
 
 #: The modules that register library functions (each with @library()).
 MODULES = ("cublas", "cublaslt", "cufft", "cufft_xt", "curand")
 
-_loaded = False
-
-
-def load_modules() -> None:
-    """Import every module of MODULES: each registers its functions."""
-    global _loaded
-    if not _loaded:
-        for name in MODULES:
-            importlib.import_module(f"{__package__}.{name}")
-        _loaded = True
+load_modules = importer(__package__, MODULES)
 
 
 def implementation(name: str, row: dict):
