@@ -349,17 +349,11 @@ def attach_lifecycle(ffi, lib, runtime: Runtime) -> None:
     def rcuda_py_start():
         return READY_TOKEN
 
-    finished = False
-
     @ffi.def_extern()
     def rcuda_py_atexit():
-        """Flush and close at the program's exit: from C's exit handlers, or,
-        in a Python program, from its interpreter's (C's run after the
-        interpreter is gone)."""
-        nonlocal finished
-        if finished:
-            return
-        finished = True
+        """Flush and close at the program's exit, once: from C's exit
+        handlers, or, in a Python program, from its interpreter's (C's run
+        after the interpreter is gone, and skip a closed client)."""
         try:
             runtime.shutdown()
         except Exception:  # noqa: BLE001 - never crash the program's exit
