@@ -15,19 +15,8 @@
 #include <cstring>
 #include <vector>
 
-#include "check.h"
+#include "driver_check.h"
 
-#define CU(call) EXPECT_CU(call, CUDA_SUCCESS)
-#define EXPECT_CU(call, code)                                                                 \
-    do {                                                                                      \
-        CUresult r_ = (call);                                                                 \
-        if (r_ != (code)) {                                                                   \
-            const char *n_ = "?";                                                             \
-            cuGetErrorName(r_, &n_);                                                          \
-            printf("FAILED line %d: %s -> %s (%d), expected %d\n", __LINE__, #call, n_, r_, (int)(code)); \
-            exit(1);                                                                          \
-        }                                                                                     \
-    } while (0)
 
 static const size_t N = 4096;
 
@@ -328,16 +317,16 @@ typedef CUresult (*BatchWithFailIdx)(CUdeviceptr *, CUdeviceptr *, size_t *, siz
                                      size_t, size_t *, CUstream);
 
 static void driver() {
-    CU(cuInit(0));
+    DRV(cuInit(0));
     CUstream s;
-    CU(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    DRV(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
     CUdeviceptr da, db;
-    CU(cuMemAlloc(&da, 2 * N));
-    CU(cuMemAlloc(&db, 2 * N));
+    DRV(cuMemAlloc(&da, 2 * N));
+    DRV(cuMemAlloc(&db, 2 * N));
     std::vector<unsigned char> a(N), b(N), out(N);
     fill(a.data(), N, 13);
     fill(b.data(), N, 14);
-    CU(cuMemcpyHtoD(da, a.data(), N));
+    DRV(cuMemcpyHtoD(da, a.data(), N));
     CUmemcpyAttributes attr;
     memset(&attr, 0, sizeof attr);
     attr.srcAccessOrder = CU_MEMCPY_SRC_ACCESS_ORDER_STREAM;
@@ -345,31 +334,31 @@ static void driver() {
     CUdeviceptr dsts[3] = {db, db + N, (CUdeviceptr)(uintptr_t)out.data()};
     CUdeviceptr srcs[3] = {da, (CUdeviceptr)(uintptr_t)b.data(), da};
     size_t sizes[3] = {N, N, N};
-    CU(cuMemcpyBatchAsync(dsts, srcs, sizes, 3, &attr, &zero, 1, s));
-    CU(cuStreamSynchronize(s));
+    DRV(cuMemcpyBatchAsync(dsts, srcs, sizes, 3, &attr, &zero, 1, s));
+    DRV(cuStreamSynchronize(s));
     REQUIRE(device_holds((void *)db, N, 13));
     REQUIRE(device_holds((void *)(db + N), N, 14));
     REQUIRE(holds(out.data(), N, 13));
 
     BatchWithFailIdx legacy = (BatchWithFailIdx)dlsym(RTLD_DEFAULT, "cuMemcpyBatchAsync");
     REQUIRE(legacy != nullptr);
-    CU(cuMemsetD8(db, 0, 2 * N));
+    DRV(cuMemsetD8(db, 0, 2 * N));
     size_t fail = 12345;
-    CU(legacy(dsts, srcs, sizes, 3, &attr, &zero, 1, &fail, s));
-    CU(cuStreamSynchronize(s));
+    DRV(legacy(dsts, srcs, sizes, 3, &attr, &zero, 1, &fail, s));
+    DRV(cuStreamSynchronize(s));
     REQUIRE(device_holds((void *)(db + N), N, 14));
     CUdeviceptr bad_srcs[3] = {da, (CUdeviceptr)(uintptr_t)b.data(), da + N + 1};  // runs past da's end
-    EXPECT_CU(legacy(dsts, bad_srcs, sizes, 3, &attr, &zero, 1, &fail, s), CUDA_ERROR_INVALID_VALUE);
+    DRV_EXPECT(legacy(dsts, bad_srcs, sizes, 3, &attr, &zero, 1, &fail, s), CUDA_ERROR_INVALID_VALUE);
     REQUIRE(fail == 2);
     size_t one = 1;
-    EXPECT_CU(legacy(dsts, srcs, sizes, 3, &attr, &one, 1, &fail, s), CUDA_ERROR_INVALID_VALUE);
+    DRV_EXPECT(legacy(dsts, srcs, sizes, 3, &attr, &one, 1, &fail, s), CUDA_ERROR_INVALID_VALUE);
     REQUIRE(fail == SIZE_MAX);  // no copy in particular
-    EXPECT_CU(cuMemcpyBatchAsync(dsts, bad_srcs, sizes, 3, &attr, &zero, 1, s), CUDA_ERROR_INVALID_VALUE);
-    EXPECT_CU(cuMemcpyBatchAsync(dsts, srcs, sizes, 3, &attr, &zero, 1, CU_STREAM_LEGACY), CUDA_ERROR_INVALID_VALUE);
+    DRV_EXPECT(cuMemcpyBatchAsync(dsts, bad_srcs, sizes, 3, &attr, &zero, 1, s), CUDA_ERROR_INVALID_VALUE);
+    DRV_EXPECT(cuMemcpyBatchAsync(dsts, srcs, sizes, 3, &attr, &zero, 1, CU_STREAM_LEGACY), CUDA_ERROR_INVALID_VALUE);
     cudaGetLastError();
-    CU(cuMemFree(da));
-    CU(cuMemFree(db));
-    CU(cuStreamDestroy(s));
+    DRV(cuMemFree(da));
+    DRV(cuMemFree(db));
+    DRV(cuStreamDestroy(s));
     printf("ok driver\n");
 }
 

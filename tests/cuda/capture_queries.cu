@@ -4,9 +4,7 @@
 // program reads is empty.  Prints "PASSED capture_queries".
 #include <cstring>
 #include <cuda.h>
-#include "check.h"
-
-#define DRV(call) REQUIRE((call) == CUDA_SUCCESS)
+#include "driver_check.h"
 
 static void CUDA_CB never_called(void *, CUlogLevel, char *, size_t) {}
 

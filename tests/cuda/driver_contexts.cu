@@ -13,29 +13,9 @@
 #include <cstring>
 #include <thread>
 
-#include "check.h"
+#include "driver_check.h"
 
-#define DRV(call)                                                                      \
-    do {                                                                               \
-        CUresult r_ = (call);                                                          \
-        if (r_ != CUDA_SUCCESS) {                                                      \
-            const char *n_ = "?";                                                      \
-            cuGetErrorName(r_, &n_);                                                   \
-            printf("FAILED line %d: %s -> %s\n", __LINE__, #call, n_);                 \
-            exit(1);                                                                   \
-        }                                                                              \
-    } while (0)
 
-#define DRV_EXPECT(call, code)                                                         \
-    do {                                                                               \
-        CUresult r_ = (call);                                                          \
-        if (r_ != (code)) {                                                            \
-            const char *n_ = "?";                                                      \
-            cuGetErrorName(r_, &n_);                                                   \
-            printf("FAILED line %d: %s -> %s, expected %s\n", __LINE__, #call, n_, #code); \
-            exit(1);                                                                   \
-        }                                                                              \
-    } while (0)
 
 __global__ void addValue(int *data, int value, int n)
 {

@@ -18,19 +18,8 @@
 #include <thread>
 #include <vector>
 
-#include "check.h"
+#include "driver_check.h"
 
-#define DRV(call) DRV_EXPECT(call, CUDA_SUCCESS)
-#define DRV_EXPECT(call, code)                                                         \
-    do {                                                                               \
-        CUresult r_ = (call);                                                          \
-        if (r_ != (code)) {                                                            \
-            const char *n_ = "?";                                                      \
-            cuGetErrorName(r_, &n_);                                                   \
-            printf("FAILED line %d: %s -> %s, expected %s\n", __LINE__, #call, n_, #code); \
-            exit(1);                                                                   \
-        }                                                                              \
-    } while (0)
 
 static const size_t N = 1 << 16;
 
