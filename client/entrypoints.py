@@ -36,8 +36,8 @@ from .driver import dispatch as driver_dispatch
 from .libraries import dispatch as library_dispatch
 from .libraries import registry as library_registry
 from .runtime import core as runtime_core
-from .runtime import (capture, driver_access, library_management, logs, managed, memory,  # noqa: F401 - they register
-                      notifications, pools, queries, streams)
+from .runtime import (arrays, boxes, capture, driver_access, library_management, logs,  # noqa: F401 - they register
+                      managed, memory, notifications, pools, queries, streams, textures)
 from .callbacks import in_host_function
 from .transport.fast_path import FastPath
 from .stats import Stats
@@ -136,6 +136,8 @@ def fallback_value(result: str):
         return None
     if "*" in result:
         return interposer.ffi.NULL
+    if result.startswith("struct "):  # cudaCreateChannelDesc's: zeros
+        return interposer.ffi.new(result + " *")[0]
     return b"\0" if result == "char" else 0
 
 

@@ -22,6 +22,7 @@ from rcuda.errors import CudaError, RcudaError, cudaError, is_sticky
 from rcuda.protocol import VA_WINDOW_SIZE
 
 from .memory.allocations import AllocationMap
+from .memory.arrays import ArrayTable, SamplerTable
 from .callbacks import HostCallbacks
 from .driver.context_stacks import Contexts
 from .libraries.objects import objects as library_objects
@@ -68,6 +69,8 @@ class Runtime:
         self.managed = ManagedMemory(self.mapped)  # cudaMallocManaged's: mirrors too
         self.pending_downloads = PendingDownloads()  # asynchronous copies into pinned memory in flight
         self.virtual_memory = VirtualMemory()  # the driver's reservations and mappings (cuMemMap)
+        self.arrays = ArrayTable()        # CUDA arrays (cudaMallocArray, cuArrayCreate, ...)
+        self.samplers = SamplerTable()    # texture and surface objects
         self.streams = StreamTable(new_id=self.new_id)
         self.contexts = self._new_contexts()  # CUcontexts; the current one is the current device's
         self.callbacks = HostCallbacks()
@@ -317,6 +320,8 @@ class Runtime:
             self.peer_copies.forget_device(device)
             self.pools.forget_device(device)
             self.virtual_memory.forget_device(device)
+            self.arrays.forget_device(device)
+            self.samplers.forget_device(device)
             self.contexts.forget_device(device.ordinal)
             library_objects.forget_device(device)
             self.fast.device_reset(device)
@@ -332,6 +337,8 @@ class Runtime:
         self.allocations.clear()
         self.pools.clear()
         self.virtual_memory.clear()
+        self.arrays.clear()
+        self.samplers.clear()
         self.mapped.forget_after_fork()  # C made their pages plain memory
         self.managed.forget_all()
         self.streams.clear()

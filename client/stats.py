@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 DIRECTIONS = ("host to device", "device to host", "on device", "between servers")
 
 #: Protocol ops and the direction of the bytes they move.
-OP_DIRECTIONS = {"htod": "host to device", "htod2d": "host to device", "dtoh": "device to host",
-                 "dtoh2d": "device to host", "dtod": "on device", "dtod2d": "on device",
+OP_DIRECTIONS = {"htod": "host to device", "htod3d": "host to device", "dtoh": "device to host",
+                 "dtoh3d": "device to host", "dtod": "on device", "dtod3d": "on device",
                  "peer_push": "between servers"}
 
 

@@ -59,11 +59,29 @@ the legacy default stream):
     memset        {ptr, value, size, stream}          -> {}        optional elem: 1, 2 or 4, the
                   pattern's size in bytes (cuMemsetD16/D32): `value`'s low
                   elem bytes repeated over `size` bytes (a multiple of elem)
-    htod2d        {dst, dpitch, width, height, stream} + packed rows -> {}
-    dtoh2d        {src, spitch, width, height, stream} -> {} + packed rows
-    dtod2d        {dst, dpitch, src, spitch, width, height, stream} -> {}
-    memset2d      {ptr, pitch, value, width, height, stream} -> {}   optional elem as memset's
-                  (width in bytes, a multiple of elem)
+    htod3d        {dst, extent, stream} + packed bytes -> {}   a box of extent [width in bytes,
+                  height, depth] (none 0): cudaMemcpy2D/3D, to and from arrays.
+                  A place (dst, src) is linear memory {ptr, pitch, rows} (rows:
+                  a slice's rows) or an array {array, level, x, y, z} (x in
+                  bytes); host bytes are packed, rows and slices back to back
+    dtoh3d        {src, extent, stream}               -> {} + packed bytes
+    dtod3d        {dst, src, extent, stream}          -> {}
+    memset3d      {dst, value, extent, stream}        -> {}        dst linear; optional elem as
+                  memset's (width a multiple of elem)
+    array_create  {array, format, channels, width, height, depth, flags, levels} -> {}
+                  a CUDA array named by the client's id: format "int8".."float32",
+                  1, 2 or 4 channels, sides in CUDA's convention (height 0: 1-D;
+                  depth 0 unless 3-D or layered), cudaArray* flags; levels 0 for a
+                  plain array, n for a mipmapped array of n levels
+    array_destroy {array}                             -> {}
+    texture_create{resource, texture, view}           -> {handle}  cudaCreateTextureObject: resource
+                  {type: "array"|"mipmappedArray"|"linear"|"pitch2D", array | ptr,
+                  format, channels, size | width, height, pitch}; texture:
+                  cudaTextureDesc's fields by name; view: cudaResourceViewDesc's
+                  or null.  handle: what a kernel is given
+    texture_destroy {handle}                          -> {}
+    surface_create{resource}                          -> {handle}  an array resource
+    surface_destroy {handle}                          -> {}
     module        {module} + module image             -> {info}    once per module; the image is a
                   fatbinary, a cubin or PTX text (cuModuleLoadData's); info: the
                   JIT compiler's info log; bad PTX fails with its error log as msg
@@ -176,7 +194,7 @@ import msgpack
 
 from rcuda.errors import ProtocolError
 
-PROTOCOL_VERSION = 10
+PROTOCOL_VERSION = 11
 
 #: Bulk bytes on a ZeroMQ socket travel in frames of this size: ZeroMQ slows
 #: down on messages above ~32 MiB (fresh buffers page-fault).
@@ -215,11 +233,17 @@ OPS: dict[str, dict[str, type | tuple]] = {
     "dtod": {"dst": _INT, "src": _INT, "size": _INT, "stream": _INT},
     "copy_batch": {"copies": _LIST, "uploads": _LIST, "stream": _INT},
     "memset": {"ptr": _INT, "value": _INT, "size": _INT, "stream": _INT},
-    "htod2d": {"dst": _INT, "dpitch": _INT, "width": _INT, "height": _INT, "stream": _INT},
-    "dtoh2d": {"src": _INT, "spitch": _INT, "width": _INT, "height": _INT, "stream": _INT},
-    "dtod2d": {"dst": _INT, "dpitch": _INT, "src": _INT, "spitch": _INT, "width": _INT, "height": _INT,
-               "stream": _INT},
-    "memset2d": {"ptr": _INT, "pitch": _INT, "value": _INT, "width": _INT, "height": _INT, "stream": _INT},
+    "htod3d": {"dst": dict, "extent": _LIST, "stream": _INT},
+    "dtoh3d": {"src": dict, "extent": _LIST, "stream": _INT},
+    "dtod3d": {"dst": dict, "src": dict, "extent": _LIST, "stream": _INT},
+    "memset3d": {"dst": dict, "value": _INT, "extent": _LIST, "stream": _INT},
+    "array_create": {"array": _INT, "format": _STR, "channels": _INT, "width": _INT, "height": _INT,
+                     "depth": _INT, "flags": _INT, "levels": _INT},
+    "array_destroy": {"array": _INT},
+    "texture_create": {"resource": dict, "texture": dict, "view": (dict, type(None))},
+    "texture_destroy": {"handle": _INT},
+    "surface_create": {"resource": dict},
+    "surface_destroy": {"handle": _INT},
     "module": {"module": _STR},
     "link": {"names": _LIST, "sizes": _LIST},
     "function": {"fn": _INT, "module": _STR, "name": _STR, "offsets": _LIST, "sizes": _LIST},
@@ -271,7 +295,7 @@ OPS: dict[str, dict[str, type | tuple]] = {
 #: op -> {field: type} it may carry; checked when present.
 OPTIONAL_FIELDS: dict[str, dict[str, type | tuple]] = {
     "memset": {"elem": _INT},
-    "memset2d": {"elem": _INT},
+    "memset3d": {"elem": _INT},
 }
 
 #: Ops that are never answered: their errors surface in a later reply.
@@ -279,7 +303,8 @@ ALWAYS_ASYNC = frozenset({"launch", "launches", "peer_push", "peer_wait", "mirro
 
 #: Ops that may carry `"async": true` (sent without waiting, no reply).
 MAY_BE_ASYNC = frozenset({
-    "htod", "dtod", "copy_batch", "memset", "htod2d", "dtod2d", "memset2d",
+    "htod", "dtod", "copy_batch", "memset", "htod3d", "dtod3d", "memset3d",
+    "array_destroy", "texture_destroy", "surface_destroy",
     "stream_create", "stream_destroy", "stream_wait", "stream_attr",
     "event_create", "event_destroy", "event_record", "lib",
 })
@@ -322,7 +347,7 @@ def check_header(header: dict) -> str:
     optional = OPTIONAL_FIELDS.get(op, {})
     for field, kind in [*OPS[op].items(), *((f, k) for f, k in optional.items() if f in header)]:
         value = header.get(field)
-        if not isinstance(value, kind) or isinstance(value, bool):
+        if field not in header or not isinstance(value, kind) or isinstance(value, bool):  # (a null one too)
             raise ProtocolError(f"{op}: field {field!r} must be {_type_name(kind)}, got {value!r:.60}")
     if "async" in header and (op not in MAY_BE_ASYNC or not isinstance(header["async"], bool)):
         raise ProtocolError(f"{op}: cannot be sent with 'async'" if op not in MAY_BE_ASYNC

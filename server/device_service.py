@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import hmac
 import logging
+import math
 import socket as pysocket
 import threading
 import time
@@ -40,6 +41,7 @@ from rcuda.errors import CudaError, ProtocolError, cudaError, is_sticky
 from rcuda.lane import Lane, LaneClosed, SpinPolicy, UnreadFrame, set_timeouts
 from rcuda.launch_rules import MAX_PARAM_BYTES
 from rcuda.log import RateLimitedLog
+from rcuda.server.backends.arrays import ArraySpec, Place, extent_from_wire
 from rcuda.server.backends.base import Completion, ParamLayout
 from rcuda.server.library_calls import LibraryCalls
 from rcuda.server.peer import PeerOps
@@ -50,8 +52,6 @@ bad_requests = RateLimitedLog(log)
 #: a microsecond a time to combine).
 ZMQ_EVENTS, ZMQ_POLLIN = int(zmq.EVENTS), int(zmq.POLLIN)
 
-#: Largest 2-D copy or memset one request may describe (bytes moved).
-MAX_2D_BYTES = 1 << 40
 #: Longest wait for anything before the thread looks whether to stop (ms).
 POLL_MS = 200
 LEGACY_STREAM = 0
@@ -79,8 +79,8 @@ class Usage:
 
 
 #: Ops whose payload goes to the device, and ops whose reply brings bytes back.
-TO_DEVICE_OPS = frozenset({"htod", "htod2d", "copy_batch", "mirror_htod"})
-FROM_DEVICE_OPS = frozenset({"dtoh", "dtoh2d", "mirror_dtoh"})
+TO_DEVICE_OPS = frozenset({"htod", "htod3d", "copy_batch", "mirror_htod"})
+FROM_DEVICE_OPS = frozenset({"dtoh", "dtoh3d", "mirror_dtoh"})
 #: Ops whose one payload frame a lane leaves in the connection, for the
 #: handler to read straight into device memory (it may exceed MAX_BUFFERED_PAYLOAD).
 STREAMED_OPS = frozenset({"htod", "mirror_htod"})
@@ -143,7 +143,10 @@ class DeviceService:
             "open": self._open, "malloc": self._malloc, "free": self._free, "mem_info": self._mem_info,
             "htod": self._htod, "dtoh": self._dtoh, "dtod": self._dtod, "copy_batch": self._copy_batch,
             "memset": self._memset,
-            "htod2d": self._htod2d, "dtoh2d": self._dtoh2d, "dtod2d": self._dtod2d, "memset2d": self._memset2d,
+            "htod3d": self._htod3d, "dtoh3d": self._dtoh3d, "dtod3d": self._dtod3d, "memset3d": self._memset3d,
+            "array_create": self._array_create, "array_destroy": self._array_destroy,
+            "texture_create": self._texture_create, "texture_destroy": self._texture_destroy,
+            "surface_create": self._surface_create, "surface_destroy": self._surface_destroy,
             "module": self._module, "link": self._link, "function": self._function, "func_attrs": self._func_attrs,
             "func_set_attr": self._func_set_attr, "symbol": self._symbol, "launch": self._launch,
             "launches": self._launches,
@@ -666,34 +669,52 @@ class DeviceService:
                                                              f"{elem}-byte values")
         self.device.memset(header["ptr"], header["value"], size, self._stream(header), elem)
 
-    def _htod2d(self, header, payload):
-        width, height, pitch = _rect(header, "dpitch")
-        if _payload_size(payload) != width * height:
-            raise ProtocolError(f"htod2d: {height} rows of {width} bytes, frames carry {_payload_size(payload)}")
-        data = _joined(payload)
+    # -- boxes of bytes (cudaMemcpy2D/3D, arrays): server/backends/arrays.py
+
+    def _htod3d(self, header, payload):
+        dst, extent = Place.from_wire(header["dst"], "htod3d dst"), extent_from_wire(header["extent"], "htod3d")
+        if _payload_size(payload) != math.prod(extent):
+            raise ProtocolError(f"htod3d: a box of {math.prod(extent)} bytes, frames carry {_payload_size(payload)}")
         stream = self._stream(header)
-        self.device.memcpy_htod_2d(header["dst"], pitch, data, width, height, stream)
+        self.device.region_htod(dst, extent, _joined(payload), stream)
         return self._stream_order(header, stream)
 
-    def _dtoh2d(self, header, payload):
-        width, height, pitch = _rect(header, "spitch")
-        data, done = self.device.memcpy_dtoh_2d(header["src"], pitch, width, height, self._stream(header))
+    def _dtoh3d(self, header, payload):
+        src, extent = Place.from_wire(header["src"], "dtoh3d src"), extent_from_wire(header["extent"], "dtoh3d")
+        data, done = self.device.region_dtoh(src, extent, self._stream(header))
         self.usage.bytes_from_device += len(data)
         return Later(done, lambda: ({}, [_bytes_view(data)]))
 
-    def _dtod2d(self, header, payload):
-        width, height, dpitch = _rect(header, "dpitch")
-        _, _, spitch = _rect(header, "spitch")
-        self.device.memcpy_dtod_2d(header["dst"], dpitch, header["src"], spitch, width, height,
-                                   self._stream(header))
+    def _dtod3d(self, header, payload):
+        dst, src = Place.from_wire(header["dst"], "dtod3d dst"), Place.from_wire(header["src"], "dtod3d src")
+        self.device.region_dtod(dst, src, extent_from_wire(header["extent"], "dtod3d"), self._stream(header))
 
-    def _memset2d(self, header, payload):
-        width, height, pitch = _rect(header, "pitch")
+    def _memset3d(self, header, payload):
+        dst, extent = Place.from_wire(header["dst"], "memset3d dst"), extent_from_wire(header["extent"], "memset3d")
         elem = _element_size(header)
-        if width % elem:
-            raise CudaError(cudaError.cudaErrorInvalidValue, f"memset2d: rows of {width} bytes are not a whole "
-                                                             f"number of {elem}-byte values")
-        self.device.memset_2d(header["ptr"], pitch, header["value"], width, height, self._stream(header), elem)
+        if dst.is_array or extent[0] % elem:
+            raise CudaError(cudaError.cudaErrorInvalidValue,
+                            "memset3d: an array" if dst.is_array else
+                            f"memset3d: rows of {extent[0]} bytes are not a whole number of {elem}-byte values")
+        self.device.region_memset(dst, header["value"], extent, self._stream(header), elem)
+
+    def _array_create(self, header, payload):
+        self.device.array_create(header["array"], ArraySpec.from_wire(header))
+
+    def _array_destroy(self, header, payload):
+        self.device.array_destroy(header["array"])
+
+    def _texture_create(self, header, payload):
+        return {"handle": self.device.texture_create(header["resource"], header["texture"], header["view"])}
+
+    def _texture_destroy(self, header, payload):
+        self.device.texture_destroy(header["handle"])
+
+    def _surface_create(self, header, payload):
+        return {"handle": self.device.surface_create(header["resource"])}
+
+    def _surface_destroy(self, header, payload):
+        self.device.surface_destroy(header["handle"])
 
     # -- virtual memory management (client/driver/vmm.py)
 
@@ -978,17 +999,6 @@ def _element_size(header: dict) -> int:
     if elem not in (1, 2, 4):
         raise ProtocolError(f"{header.get('op')}: elem must be 1, 2 or 4, not {elem!r:.20}")
     return elem
-
-
-def _rect(header: dict, pitch_field: str) -> tuple[int, int, int]:
-    """(width, height, pitch) of a 2-D request, checked as cudaMemcpy2D does."""
-    width, height, pitch = (_non_negative(header, f) for f in ("width", "height", pitch_field))
-    if height > 1 and pitch < width:
-        raise CudaError(cudaError.cudaErrorInvalidPitchValue,
-                        f"{header['op']}: pitch {pitch} is smaller than the width {width}")
-    if width * height > MAX_2D_BYTES:
-        raise ProtocolError(f"{header['op']}: {width} x {height} bytes is more than one request may move")
-    return width, height, pitch
 
 
 def land_on_device(frame: UnreadFrame, device, dst: int, stream: int, piece: int = LANE_STAGING_PIECE) -> None:

@@ -14,6 +14,7 @@ import pytest
 
 from rcuda import fatbin
 from rcuda.errors import CudaError, cudaError
+from rcuda.server.backends.arrays import ArraySpec, Place
 from rcuda.server.backends import create_backend
 from rcuda.server.backends import sim
 from rcuda.server.backends.base import Completion, ParamLayout, VA_WINDOW_SIZE
@@ -152,7 +153,7 @@ def test_memset_patterns(device):
     device.memset(ptr, 0x11, pitch * height)
     device.memset(ptr, 0xA1B2C3D4, 16, elem=4)
     device.memset(ptr + 16, 0x1234BEEF, 6, elem=2)  # the low 2 bytes
-    device.memset_2d(ptr + pitch, pitch, 0x01020304, 8, 2, elem=4)
+    device.region_memset(Place(ptr + pitch, pitch, 2), 0x01020304, (8, 2, 1), elem=4)
     back = fetch(device, ptr, pitch * height)
     assert back[:16] == bytes.fromhex("d4c3b2a1") * 4 and back[16:22] == bytes.fromhex("efbe") * 3
     assert back[22:pitch] == b"\x11" * (pitch - 22)
@@ -196,13 +197,40 @@ def test_two_d_copies(device):
     width, height, pitch = 24, 5, 64
     base = device.malloc(pitch * height)
     rows = bytes(range(width)) * height
-    device.memset_2d(base, pitch, 0xEE, pitch, height)
-    device.memcpy_htod_2d(base, pitch, memoryview(rows), width, height)
-    data, done = device.memcpy_dtoh_2d(base, pitch, width, height)
+    device.region_memset(Place(base, pitch, height), 0xEE, (pitch, height, 1))
+    device.region_htod(Place(base, pitch, height), (width, height, 1), memoryview(rows))
+    data, done = device.region_dtoh(Place(base, pitch, height), (width, height, 1))
     wait(done)
     assert bytes(data) == rows
     full = fetch(device, base, pitch * height)
     assert full[width:pitch] == b"\xee" * (pitch - width)  # the padding is untouched
+
+
+def test_three_d_boxes_between_linear_memory_and_arrays(device):
+    """A 3-D box into a 3-D array at an offset, out again, and across to
+    pitched linear memory; a box past the array's end moves nothing."""
+    spec = ArraySpec("float32", 2, 8, 4, 3, 0)  # 8 x 4 x 3 float2 texels: rows of 64 bytes
+    device.array_create(1, spec)
+    box = bytes(range(32)) * 2 * 2  # 32 bytes by 2 rows by 2 slices
+    device.region_htod(Place(array=1, x=16, y=1, z=1), (32, 2, 2), memoryview(box))
+    data, done = device.region_dtoh(Place(array=1, x=16, y=1, z=1), (32, 2, 2))
+    wait(done)
+    assert bytes(data) == box
+    pitch = 128
+    linear = device.malloc(pitch * 2 * 2)
+    device.region_dtod(Place(linear, pitch, 2), Place(array=1, x=16, y=1, z=1), (32, 2, 2))
+    full = fetch(device, linear, pitch * 4)
+    assert all(full[row * pitch:row * pitch + 32] == bytes(range(32)) for row in range(4))
+    for bad in (Place(array=1, x=48, y=0, z=0),   # runs past a row
+                Place(array=1, x=4, y=0, z=0),    # not a whole texel
+                Place(array=1, x=0, y=3, z=2)):   # past the rows and slices
+        with pytest.raises(CudaError) as error:
+            device.region_htod(bad, (32, 2, 2), memoryview(box))
+        assert error.value.status == cudaError.cudaErrorInvalidValue
+    with pytest.raises(CudaError) as error:
+        device.region_dtoh(Place(array=2), (8, 1, 1))
+    assert error.value.status == cudaError.cudaErrorInvalidResourceHandle
+    device.array_destroy(1)
 
 
 def test_streams_and_events(device):

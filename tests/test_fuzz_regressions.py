@@ -18,33 +18,34 @@ def session(sim_server):
     session.close()
 
 
-@pytest.mark.parametrize("request_", [
-    {"op": "memset2d", "pitch": 0, "value": 1, "width": 0, "height": HUGE, "stream": 0},
-    {"op": "dtod2d", "dpitch": 0, "spitch": 0, "width": 0, "height": HUGE, "stream": 0},
-    {"op": "dtoh2d", "spitch": 0, "width": 0, "height": HUGE, "stream": 0},
-    {"op": "htod2d", "dpitch": 0, "width": 0, "height": HUGE, "stream": 0},
-])
-def test_empty_2d_rectangles_with_huge_heights_return_at_once(session, request_):
-    """Width 0 and 2**62 rows: the GPU thread looped over every row (found
-    by the fuzzer as a session that stopped answering)."""
+def _linear(ptr: int, pitch: int, rows: int) -> dict:
+    return {"ptr": ptr, "pitch": pitch, "rows": rows}
+
+
+@pytest.mark.parametrize("op", ["memset3d", "dtod3d", "dtoh3d", "htod3d"])
+def test_empty_boxes_with_huge_heights_are_refused_at_once(session, op):
+    """Width 0 and 2**62 rows: the 2-D ops these replaced looped over every
+    row (found by the fuzzer as a session that stopped answering)."""
     ptr = session.call({"op": "malloc", "size": 4096})["ptr"]
     started = time.monotonic()
-    fields = {"ptr": ptr, "dst": ptr, "src": ptr}
-    reply = session.call({**{k: v for k, v in fields.items() if k in _fields(request_["op"])}, **request_})
-    assert reply["err"] == 0, reply
+    place = _linear(ptr, 0, HUGE)
+    fields = {"dst": place, "src": place, "value": 1}
+    reply = session.call({"op": op, "extent": [0, HUGE, 1], "stream": 0,
+                          **{k: v for k, v in fields.items() if k in _fields(op)}})
+    assert reply["err"] != 0 and "empty extent" in reply["msg"], reply
     assert session.call({"op": "mem_info"})["err"] == 0
     assert time.monotonic() - started < 10
 
 
-@pytest.mark.parametrize("request_", [
-    {"op": "memset2d", "pitch": 1, "value": 1, "width": 1, "height": 2**39, "stream": 0},
-    {"op": "dtod2d", "dpitch": 1, "spitch": 1, "width": 1, "height": 2**39, "stream": 0},
-])
-def test_2d_requests_beyond_their_allocation_fail_before_the_first_row(session, request_):
+@pytest.mark.parametrize("op", ["memset3d", "dtod3d"])
+def test_boxes_beyond_their_allocation_fail_before_the_first_row(session, op):
     ptr = session.call({"op": "malloc", "size": 4096})["ptr"]
     assert session.call({"op": "memset", "ptr": ptr, "value": 0, "size": 4096, "stream": 0})["err"] == 0
     started = time.monotonic()
-    reply = session.call({**{k: ptr for k in ("ptr", "dst", "src") if k in _fields(request_["op"])}, **request_})
+    place = _linear(ptr, 1, 2**39)
+    fields = {"dst": place, "src": place, "value": 1}
+    reply = session.call({"op": op, "extent": [1, 2**39, 1], "stream": 0,
+                          **{k: v for k, v in fields.items() if k in _fields(op)}})
     assert reply["err"] == int(cudaError.cudaErrorInvalidValue), reply
     assert time.monotonic() - started < 10
     # Refused as a whole: not one row was written.

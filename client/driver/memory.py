@@ -8,9 +8,9 @@ client/memory/managed.py.  The driver's copies say where each side is
 pointers as cudaMemcpyDefault does.  The current context's device is the
 runtime's current device.
 
-Not here: CUDA arrays (cuMemcpyHtoA & co., CU_MEMORYTYPE_ARRAY answer
-CUDA_ERROR_NOT_SUPPORTED, as the runtime's arrays do), and the legacy
-32-bit exports (cuMemAlloc, cuMemcpyHtoD...: CUDA 3.2's ABI).
+2-D and 3-D copies are the runtime's boxes (client/runtime/boxes.py), CUDA
+arrays included (CU_MEMORYTYPE_ARRAY).  Not here: the legacy 32-bit exports
+(cuMemAlloc, cuMemcpyHtoD...: CUDA 3.2's ABI).
 """
 from __future__ import annotations
 
@@ -18,11 +18,12 @@ from rcuda.driver_errors import CUresult, DriverError
 from rcuda.errors import CudaError, cudaError
 
 from .. import interposer
+from ..runtime import boxes
 from ..runtime import core as runtime_core
 from ..runtime import memory as runtime_memory
 from ..interposer import address, out_pointer, stream_of
 from .registry import SUCCESS, driver, require_initialized
-from ..runtime.memory import DEFAULT, DEVICE_TO_DEVICE, DEVICE_TO_HOST, HOST_TO_DEVICE, HOST_TO_HOST
+from ..runtime.memory import DEFAULT, DEVICE_TO_DEVICE, DEVICE_TO_HOST, HOST_TO_DEVICE
 
 #: cuMemHostAlloc's CU_MEMHOSTALLOC_* flags (the runtime's cudaHostAlloc* values).
 HOST_ALLOC_FLAGS = 0x7
@@ -268,50 +269,39 @@ def cuMemcpyBatchAsync_v2(dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, 
 # ------------------------------------------------------------------ 2-D and 3-D copies
 
 
-def _side(copy, prefix: str, call: str) -> tuple[int, int, bool | None]:
-    """(address of the first byte, pitch, on a device: True, False, or None
-    for CU_MEMORYTYPE_UNIFIED) of one side of a CUDA_MEMCPY2D/3D, the
-    X/Y(/Z) offsets applied."""
+def _side(copy, prefix: str, extent, call: str) -> boxes.Side:
+    """One side of a CUDA_MEMCPY2D/3D: host or device memory with its
+    pitch (and rows per slice), or a CUDA array, the X/Y(/Z) offsets applied."""
     lib = interposer.lib
     kind = getattr(copy, prefix + "MemoryType")
+    x, y = getattr(copy, prefix + "XInBytes"), getattr(copy, prefix + "Y")
+    z = getattr(copy, prefix + "Z", 0)
+    what = f"{call}: {'destination' if prefix == 'dst' else 'source'}"
+    if kind == lib.CU_MEMORYTYPE_ARRAY:
+        handle = address(getattr(copy, prefix + "Array"))
+        if getattr(copy, prefix + "LOD", 0):
+            raise _invalid(call, f"{prefix}LOD must be 0")
+        return boxes.array_side(rt().arrays.get(handle, what), x, y, z, extent, what)
     pitch = getattr(copy, prefix + "Pitch")
+    rows = getattr(copy, prefix + "Height", extent[1])
     if kind == lib.CU_MEMORYTYPE_HOST:
         base, on_device = address(getattr(copy, prefix + "Host")), False
     elif kind in (lib.CU_MEMORYTYPE_DEVICE, lib.CU_MEMORYTYPE_UNIFIED):
         base, on_device = getattr(copy, prefix + "Device"), kind == lib.CU_MEMORYTYPE_DEVICE or None
-    elif kind == lib.CU_MEMORYTYPE_ARRAY:
-        raise CudaError(cudaError.cudaErrorNotSupported, f"{call}: CUDA arrays are not supported by rcuda")
     else:
         raise _invalid(call, f"{prefix}MemoryType {kind}")
-    offset = getattr(copy, prefix + "XInBytes") + getattr(copy, prefix + "Y") * pitch
-    if hasattr(copy, prefix + "Z"):
-        offset += getattr(copy, prefix + "Z") * getattr(copy, prefix + "Height") * pitch
-    return base + offset, pitch, on_device
-
-
-_KINDS = {(True, False): HOST_TO_DEVICE, (False, True): DEVICE_TO_HOST, (True, True): DEVICE_TO_DEVICE,
-          (False, False): HOST_TO_HOST}
+    return boxes.linear_side(base + (z * rows + y) * pitch + x, pitch, rows, extent, on_device, what)
 
 
 def _copy_2d(pCopy, hStream, per_thread: bool, call: str, depth: bool = False) -> CUresult:
-    """cuMemcpy2D/3D: each of `Depth` slices is the runtime's 2-D copy."""
+    """cuMemcpy2D/3D: one box, whatever its sides (client/runtime/boxes.py)."""
     require_initialized()
     out_pointer(pCopy, "pCopy")
     copy = pCopy[0]
-    dst, dpitch, dst_on_device = _side(copy, "dst", call)
-    src, spitch, src_on_device = _side(copy, "src", call)
-    kind = DEFAULT if None in (dst_on_device, src_on_device) else _KINDS[(dst_on_device, src_on_device)]
-    slices, dst_slice, src_slice = 1, 0, 0
-    if depth:
-        if copy.srcLOD or copy.dstLOD:
-            raise _invalid(call, "srcLOD and dstLOD must be 0")
-        slices, dst_slice, src_slice = copy.Depth, dpitch * copy.dstHeight, spitch * copy.srcHeight
-        if slices > 1 and (copy.dstHeight < copy.Height or copy.srcHeight < copy.Height):
-            raise _invalid(call, f"a slice height below the copy's {copy.Height} rows")
+    extent = (copy.WidthInBytes, copy.Height, copy.Depth if depth else 1)
+    dst, src = _side(copy, "dst", extent, call), _side(copy, "src", extent, call)
     stream = None if hStream is None else stream_of(hStream, per_thread)
-    for z in range(slices):
-        runtime_memory.memcpy2d(dst + z * dst_slice, dpitch, src + z * src_slice, spitch, copy.WidthInBytes,
-                            copy.Height, kind, stream, asynchronous=hStream is not None)
+    boxes.copy_box(dst, src, extent, stream, hStream is not None, call)
     return SUCCESS
 
 
@@ -356,7 +346,8 @@ def _set(ptr: int, value: int, count: int, elem: int, hStream=None, per_thread=F
     if pitch is None:
         runtime_memory.memset(ptr, value, count * elem, stream, asynchronous, elem)
     else:
-        runtime_memory.memset2d(ptr, pitch, value, count * elem, height, stream, asynchronous, elem)
+        boxes.memset_box(ptr, pitch, height, value, (count * elem, height, 1), stream, asynchronous, elem,
+                         f"cuMemsetD2D{8 * elem}")
     return SUCCESS
 
 

@@ -37,8 +37,8 @@ trace = logging.getLogger("rcuda.trace")
 #: the device's work, a stream's (the request's `stream`), or less (an event's).
 MIRROR_SYNC_DEVICE, MIRROR_SYNC_STREAM, MIRROR_SYNC_EVENT = 0, 1, 2
 SYNC_SCOPES = {"sync": MIRROR_SYNC_DEVICE, "stream_sync": MIRROR_SYNC_STREAM, "marker": MIRROR_SYNC_STREAM,
-               "dtoh": MIRROR_SYNC_STREAM, "htod": MIRROR_SYNC_STREAM, "dtoh2d": MIRROR_SYNC_STREAM,
-               "htod2d": MIRROR_SYNC_STREAM, "event_sync": MIRROR_SYNC_EVENT,
+               "dtoh": MIRROR_SYNC_STREAM, "htod": MIRROR_SYNC_STREAM, "dtoh3d": MIRROR_SYNC_STREAM,
+               "htod3d": MIRROR_SYNC_STREAM, "event_sync": MIRROR_SYNC_EVENT,
                # a query that says the work is done: as good as a synchronisation
                "stream_query": MIRROR_SYNC_STREAM, "event_query": MIRROR_SYNC_EVENT}
 #: Mirrors refreshed through Python on a ZeroMQ link, at most, per synchronisation.

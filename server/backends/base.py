@@ -195,53 +195,52 @@ class Device(abc.ABC):
         """Set `size` bytes at `ptr` to the low `elem` bytes of `value`
         repeated (elem 1, 2 or 4: cuMemsetD8/D16/D32; `size` a multiple of it)."""
 
-    # 2-D copies: `height` rows of `width` bytes, rows `pitch` bytes apart.
-    # Host data travels packed (pitch == width).  These defaults go row by
-    # row through the 1-D operations; backends may do better.
+    # ---------------------------------------------------------- arrays and regions
+    # CUDA arrays, and copies of boxes of bytes (cudaMemcpy2D/3D, to and
+    # from arrays): see server/backends/arrays.py for ArraySpec and Place.
+    # An extent is (width in bytes, height, depth), none of them 0; host
+    # bytes travel packed (rows back to back, slices back to back).  Every
+    # place is checked whole before anything moves.
 
-    # The 2-D defaults go row by row, so each first checks its whole range: a
-    # bad request fails at once, and the rows are bounded by the allocation.
-    # An empty rectangle does nothing (however many rows of width 0).
+    def array_create(self, array: int, spec) -> None:
+        """Create array (or mipmapped array) `array` as `spec` says: the id
+        is the client's; out of memory is cudaErrorMemoryAllocation."""
+        raise CudaError(cudaError.cudaErrorNotSupported, f"{type(self).__name__}: no CUDA arrays")
 
-    def memcpy_htod_2d(self, dst: int, dpitch: int, data: memoryview, width: int, height: int,
-                       stream: int = 0) -> None:
-        if not width or not height:
-            return
-        self.check_range(dst, dpitch * (height - 1) + width, "cudaMemcpy2D to device")
-        for row in range(height):
-            self.memcpy_htod(dst + row * dpitch, data[row * width:(row + 1) * width], stream)
+    def array_destroy(self, array: int) -> None:
+        """Free an array (cudaErrorInvalidResourceHandle for an unknown id)."""
+        raise CudaError(cudaError.cudaErrorNotSupported, f"{type(self).__name__}: no CUDA arrays")
 
-    def memcpy_dtoh_2d(self, src: int, spitch: int, width: int, height: int,
-                       stream: int = 0) -> tuple[memoryview, Completion]:
-        """(the rows packed, when they are there), as memcpy_dtoh."""
-        if not width or not height:
-            return memoryview(b""), Done()
-        self.check_range(src, spitch * (height - 1) + width, "cudaMemcpy2D from device")
-        out = bytearray(width * height)  # only once the range is known to be the session's
-        done: Completion = Done()
-        for row in range(height):
-            data, then = self.memcpy_dtoh(src + row * spitch, width, stream)
-            out[row * width:(row + 1) * width] = data
-            done.release()  # rows run in stream order: the last one's completion covers them all
-            done = then
-        return memoryview(out), done
+    @abc.abstractmethod
+    def region_htod(self, dst, extent: tuple[int, int, int], data: memoryview, stream: int = 0) -> None:
+        """Write packed host bytes into the box at `dst` (a Place)."""
 
-    def memcpy_dtod_2d(self, dst: int, dpitch: int, src: int, spitch: int, width: int, height: int,
-                       stream: int = 0) -> None:
-        if not width or not height:
-            return
-        self.check_range(src, spitch * (height - 1) + width, "cudaMemcpy2D device to device (source)")
-        self.check_range(dst, dpitch * (height - 1) + width, "cudaMemcpy2D device to device (destination)")
-        for row in range(height):
-            self.memcpy_dtod(dst + row * dpitch, src + row * spitch, width, stream)
+    @abc.abstractmethod
+    def region_dtoh(self, src, extent: tuple[int, int, int], stream: int = 0) -> tuple[memoryview, Completion]:
+        """The box at `src`, packed, and when it is there (as memcpy_dtoh)."""
 
-    def memset_2d(self, ptr: int, pitch: int, value: int, width: int, height: int, stream: int = 0,
-                  elem: int = 1) -> None:
-        if not width or not height:
-            return
-        self.check_range(ptr, pitch * (height - 1) + width, "cudaMemset2D")
-        for row in range(height):
-            self.memset(ptr + row * pitch, value, width, stream, elem)
+    @abc.abstractmethod
+    def region_dtod(self, dst, src, extent: tuple[int, int, int], stream: int = 0) -> None:
+        """Copy a box between two places of this device."""
+
+    @abc.abstractmethod
+    def region_memset(self, dst, value: int, extent: tuple[int, int, int], stream: int = 0, elem: int = 1) -> None:
+        """Set a box of linear memory as memset sets bytes (width a multiple of elem)."""
+
+    def texture_create(self, resource: dict, texture: dict, view: dict | None) -> int:
+        """A texture object over `resource` (dicts as rcuda/protocol.py says);
+        returns the handle a kernel receives."""
+        raise CudaError(cudaError.cudaErrorNotSupported, f"{type(self).__name__}: no texture objects")
+
+    def texture_destroy(self, handle: int) -> None:
+        raise CudaError(cudaError.cudaErrorNotSupported, f"{type(self).__name__}: no texture objects")
+
+    def surface_create(self, resource: dict) -> int:
+        """A surface object over an array resource; returns its handle."""
+        raise CudaError(cudaError.cudaErrorNotSupported, f"{type(self).__name__}: no surface objects")
+
+    def surface_destroy(self, handle: int) -> None:
+        raise CudaError(cudaError.cudaErrorNotSupported, f"{type(self).__name__}: no surface objects")
 
     # ---------------------------------------------------------- code
 

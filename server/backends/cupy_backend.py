@@ -21,6 +21,7 @@ import contextlib
 import ctypes
 import functools
 import logging
+import math
 import os
 import threading
 
@@ -31,7 +32,8 @@ from rcuda._generated.cuda_enums import ENUMS
 from rcuda.device_attributes import DEVICE_ATTRIBUTES
 from rcuda.errors import CudaError, cudaError
 
-from . import cuda_jit
+from . import cuda_arrays, cuda_jit
+from .arrays import ArraySpec, Place
 from .base import (VA_WINDOW_SIZE, Allocation, AllocationTable, Backend, Completion, Device, Done, ParamLayout,
                    Physical, PhysicalTable, check_launch_configuration)
 from .cuda_status import driver_status, runtime_status
@@ -218,6 +220,9 @@ class CupyDevice(Device):
         self._modules: dict[str, tuple[int, bytes]] = {}  # module key -> (CUmodule, image)
         self._streams: dict[int, int] = {0: 0}  # client id -> cudaStream_t (0: the legacy default stream)
         self._events: dict[int, int] = {}       # client id -> cudaEvent_t
+        self._arrays: dict[int, cuda_arrays.DriverArray] = {}  # client id -> the driver's array
+        self._textures: set[int] = set()        # CUtexObject handles the session made
+        self._surfaces: set[int] = set()        # CUsurfObject handles
         self._spare_events: list[int] = []      # for Completions, recorded again and again
         self._staged: collections.deque = collections.deque()  # (Completion, pinned buffer) of uploads
         self._wake_fd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
@@ -347,7 +352,8 @@ class CupyDevice(Device):
         return dict(self._attributes)
 
     def memory_in_use(self) -> int:
-        return self._memory.bytes_in_use + self.physical.bytes_in_use
+        arrays = sum(cuda_arrays.array_bytes(array.spec) for array in self._arrays.values())
+        return self._memory.bytes_in_use + self.physical.bytes_in_use + arrays
 
     def mem_get_info(self) -> tuple[int, int]:
         with self._cuda("cudaMemGetInfo"):
@@ -516,36 +522,130 @@ class CupyDevice(Device):
         with self._cuda("cuMemRelease"):
             self._mappings().release(physical.memory)
 
-    def memcpy_htod_2d(self, dst, dpitch, data, width, height, stream=0) -> None:
-        if not width or not height:
-            return  # nothing to copy (and the range below would be negative)
-        self._memory.require(dst, dpitch * (height - 1) + width, "cudaMemcpy2D to device")
+    # ---------------------------------------------------------- arrays and regions
+    # Through the driver API (cuda_arrays.py): CuPy binds no CUDA arrays,
+    # 3-D copies or texture objects.  The driver works on the current
+    # context, which self._cuda makes this GPU's primary context.
+
+    def array_create(self, array: int, spec: ArraySpec) -> None:
+        if array in self._arrays:
+            raise CudaError(cudaError.cudaErrorInvalidValue, f"CUDA array id {array} is in use")
+        size = cuda_arrays.array_bytes(spec)
+        if self.memory_in_use() + size > self._total:
+            raise CudaError(cudaError.cudaErrorMemoryAllocation,
+                            f"a CUDA array of {size} bytes: the session already uses {self.memory_in_use()} of the "
+                            f"{self._total} bytes this server allows per GPU")
+        with self._cuda(f"cudaMalloc3DArray of {size} bytes"):
+            self._arrays[array] = cuda_arrays.DriverArray(spec)
+
+    def array_destroy(self, array: int) -> None:
+        found = self._array(array, "cudaFreeArray")
+        del self._arrays[array]
+        with self._cuda("cudaFreeArray"):
+            found.destroy()
+
+    def _array(self, array: int, what: str) -> cuda_arrays.DriverArray:
+        found = self._arrays.get(array)
+        if found is None:
+            raise CudaError(cudaError.cudaErrorInvalidResourceHandle, f"{what}: no CUDA array {array} here")
+        return found
+
+    def _region_copy(self, extent, what: str, dst: Place | None = None, src: Place | None = None):
+        """A CUDA_MEMCPY3D of a box between the places given (each checked
+        whole); the caller sets the host side of a copy to or from the host."""
+        copy = cuda_arrays.copy_3d(extent)
+        for side, place in (("dst", dst), ("src", src)):
+            if place is None:
+                continue
+            where = f"{what} ({'destination' if side == 'dst' else 'source'})"
+            if place.is_array:
+                array = self._array(place.array, where)
+                place.check_in_array(array.spec, extent, where)
+                with self._cuda(where):
+                    cuda_arrays.set_array(copy, side, array.level(place.level), place.x, place.y, place.z)
+            else:
+                self._memory.require(place.ptr, place.linear_span(extent, where), where)
+                cuda_arrays.set_device(copy, side, place.ptr, place.pitch, place.rows)
+        return copy
+
+    def region_htod(self, dst: Place, extent, data: memoryview, stream: int = 0) -> None:
+        copy = self._region_copy(extent, "cudaMemcpy3D to device", dst=dst)
         self._reap_staged()
-        staging = self._staging(width * height)
+        # Through pinned memory of ours, as memcpy_htod's large uploads: the
+        # message frame is free at once, and the driver never waits here.
+        staging = self._staging(math.prod(extent))
         staging[:] = np.frombuffer(data, np.uint8)
-        with self._cuda("cudaMemcpy2D host to device"):
-            self._runtime.memcpy2DAsync(dst, dpitch, staging.ctypes.data, width, width, height,
-                                        self._runtime.memcpyHostToDevice, self._streams[stream])
+        cuda_arrays.set_host(copy, "src", staging.ctypes.data)
+        with self._cuda("cudaMemcpy3D host to device"):
+            cuda_arrays.copy_async(copy, self._streams[stream])
         self._staged.append((self._completion([self._streams[stream]]), staging))
 
-    def memcpy_dtoh_2d(self, src, spitch, width, height, stream=0) -> tuple[memoryview, Completion]:
-        if not width or not height:
-            return memoryview(b""), Done()
-        self._memory.require(src, spitch * (height - 1) + width, "cudaMemcpy2D from device")
-        host = self._staging(width * height)
-        with self._cuda("cudaMemcpy2D device to host"):
-            self._runtime.memcpy2DAsync(host.ctypes.data, width, src, spitch, width, height,
-                                        self._runtime.memcpyDeviceToHost, self._streams[stream])
+    def region_dtoh(self, src: Place, extent, stream: int = 0) -> tuple[memoryview, Completion]:
+        copy = self._region_copy(extent, "cudaMemcpy3D from device", src=src)
+        host = self._staging(math.prod(extent))  # filled by the copy, in stream order
+        cuda_arrays.set_host(copy, "dst", host.ctypes.data)
+        with self._cuda("cudaMemcpy3D device to host"):
+            cuda_arrays.copy_async(copy, self._streams[stream])
         return memoryview(host), self._completion([self._streams[stream]])
 
-    def memcpy_dtod_2d(self, dst, dpitch, src, spitch, width, height, stream=0) -> None:
-        if not width or not height:
-            return
-        self._memory.require(src, spitch * (height - 1) + width, "cudaMemcpy2D device to device (source)")
-        self._memory.require(dst, dpitch * (height - 1) + width, "cudaMemcpy2D device to device (destination)")
-        with self._cuda("cudaMemcpy2D device to device"):
-            self._runtime.memcpy2DAsync(dst, dpitch, src, spitch, width, height, self._runtime.memcpyDeviceToDevice,
-                                        self._streams[stream])
+    def region_dtod(self, dst: Place, src: Place, extent, stream: int = 0) -> None:
+        copy = self._region_copy(extent, "cudaMemcpy3D device to device", dst=dst, src=src)
+        with self._cuda("cudaMemcpy3D device to device"):
+            cuda_arrays.copy_async(copy, self._streams[stream])
+
+    def region_memset(self, dst: Place, value: int, extent, stream: int = 0, elem: int = 1) -> None:
+        self._memory.require(dst.ptr, dst.linear_span(extent, "cudaMemset3D"), "cudaMemset3D")
+        with self._cuda("cudaMemset3D"):
+            cuda_arrays.memset_box(dst.ptr, dst.pitch, dst.rows, value, extent, elem, self._streams[stream])
+
+    def _resource(self, resource: dict, what: str) -> cuda_arrays.CUDA_RESOURCE_DESC:
+        """The driver's description of a wire resource, over this session's
+        arrays or memory only."""
+        kind = resource.get("type")
+        if kind in ("array", "mipmappedArray"):
+            level = resource.get("level", 0)
+            return self._array(resource.get("array"), what).resource(kind == "mipmappedArray",
+                                                                      level if type(level) is int else -1, what)
+        described, ptr, size = cuda_arrays.memory_resource(resource, what)
+        self._memory.require(ptr, size, what)
+        return described
+
+    def texture_create(self, resource: dict, texture: dict, view: dict | None) -> int:
+        what = "cudaCreateTextureObject"
+        texture_described = cuda_arrays.texture_descriptor(texture)
+        view_described = None if view is None else cuda_arrays.view_descriptor(view)
+        resource_described = self._resource(resource, what)
+        with self._cuda(what):
+            handle = cuda_arrays.create_texture(resource_described, texture_described, view_described)
+        self._textures.add(handle)
+        return handle
+
+    def texture_destroy(self, handle: int) -> None:
+        if handle not in self._textures:
+            raise CudaError(cudaError.cudaErrorInvalidValue, f"cudaDestroyTextureObject({handle:#x}): "
+                                                             f"not a texture object of this session")
+        self._textures.remove(handle)
+        with self._cuda("cudaDestroyTextureObject"):
+            cuda_arrays.destroy_texture(handle)
+
+    def surface_create(self, resource: dict) -> int:
+        what = "cudaCreateSurfaceObject"
+        if resource.get("type") != "array":
+            raise CudaError(cudaError.cudaErrorInvalidValue, f"{what}: a surface is over an array, not "
+                                                             f"{resource.get('type')!r:.40}")
+        resource_described = self._resource(resource, what)
+        with self._cuda(what):
+            handle = cuda_arrays.create_surface(resource_described)
+        self._surfaces.add(handle)
+        return handle
+
+    def surface_destroy(self, handle: int) -> None:
+        if handle not in self._surfaces:
+            raise CudaError(cudaError.cudaErrorInvalidValue, f"cudaDestroySurfaceObject({handle:#x}): "
+                                                             f"not a surface object of this session")
+        self._surfaces.remove(handle)
+        with self._cuda("cudaDestroySurfaceObject"):
+            cuda_arrays.destroy_surface(handle)
 
     # ---------------------------------------------------------- kernels, symbols
 
@@ -745,11 +845,18 @@ class CupyDevice(Device):
                 self._runtime.deviceDisablePeerAccess(peer)
 
     def close(self) -> None:
-        """Free what the session left: memory, streams, events, modules.
+        """Free what the session left: texture and surface objects, arrays,
+        memory, streams, events, modules.
         Failures (e.g. after a sticky error, when the context refuses
         everything) are logged, not raised."""
         steps = [("cudaDeviceSynchronize", self._runtime.deviceSynchronize), ("ending the waiter threads",
                                                                              self._join_watchers)]
+        # Texture and surface objects first: they read arrays and memory.
+        steps += [("cudaDestroyTextureObject", lambda h=h: cuda_arrays.destroy_texture(h))
+                  for h in self._textures]
+        steps += [("cudaDestroySurfaceObject", lambda h=h: cuda_arrays.destroy_surface(h))
+                  for h in self._surfaces]
+        steps += [(f"cudaFreeArray({i})", lambda a=a: a.destroy()) for i, a in self._arrays.items()]
         allocations = self._memory.clear()
         steps += [(f"cudaFree({a.start:#x})", lambda a=a: self._release(a.start))
                   for a in allocations if not a.symbol and a.mapped is None]
@@ -774,6 +881,9 @@ class CupyDevice(Device):
                 log.debug("GPU %d: %s", self.index, exc)
         self._streams = {0: 0}
         self._events.clear()
+        self._textures.clear()
+        self._surfaces.clear()
+        self._arrays.clear()
         self._spare_events.clear()
         self._staged.clear()
         self._modules.clear()

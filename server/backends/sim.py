@@ -37,6 +37,7 @@ from rcuda.errors import CudaError, cudaError
 from rcuda.fatbin import KernelResources
 
 from . import sim_jit
+from .sim_arrays import SimArrays
 from .base import (ALLOCATION_ALIGNMENT, VA_WINDOW_SIZE, Allocation, AllocationTable, Backend, Completion, Device,
                    Done, ParamLayout, Physical, PhysicalTable, check_launch_configuration, fill_pattern)
 from .sim_plugins import (IllegalAddress, KernelImplementation, KernelLibrary, Launch, demangle,
@@ -189,6 +190,7 @@ class SimDevice(Device):
         self._next_address = self._window[0]
         self._memory = AllocationTable()
         self.physical = PhysicalTable()  # cuMemCreate's: numpy arrays that mappings view
+        self.arrays = SimArrays(self._zeros, self._bytes)  # CUDA arrays, texture and surface objects
         self._total = memory_bytes
         self._kernels = kernels
         self._modules: dict[str, SimModule] = {}
@@ -221,7 +223,7 @@ class SimDevice(Device):
         return attributes_from_properties(self._properties)
 
     def memory_in_use(self) -> int:
-        return self._memory.bytes_in_use + self.physical.bytes_in_use
+        return self._memory.bytes_in_use + self.physical.bytes_in_use + self.arrays.bytes_in_use
 
     def mem_get_info(self) -> tuple[int, int]:
         return self._total - self.memory_in_use(), self._total
@@ -339,6 +341,51 @@ class SimDevice(Device):
         if size:
             fill_pattern(self._bytes(ptr, size, "cudaMemset"), value, elem)
             self._op(stream)
+
+    # Boxes of bytes and CUDA arrays (server/backends/sim_arrays.py): like
+    # the 1-D copies, made at once, in stream order.
+
+    def array_create(self, array: int, spec) -> None:
+        self.arrays.create(array, spec)
+
+    def array_destroy(self, array: int) -> None:
+        self.arrays.destroy(array)
+
+    def region_htod(self, dst, extent, data, stream=0) -> None:
+        box = self.arrays.region(dst, extent, "cudaMemcpy3D to device")
+        box[...] = np.frombuffer(data, np.uint8).reshape(extent[::-1])
+        self._op(stream)
+
+    def region_dtoh(self, src, extent, stream=0) -> tuple[memoryview, Completion]:
+        box = self.arrays.region(src, extent, "cudaMemcpy3D from device")
+        at = self._op(stream)
+        if at <= time.perf_counter():  # sent before anything can change it, as memcpy_dtoh's view
+            return memoryview(np.ascontiguousarray(box).reshape(-1)), _DONE
+        return memoryview(box.tobytes()), SimCompletion(at)
+
+    def region_dtod(self, dst, src, extent, stream=0) -> None:
+        source = self.arrays.region(src, extent, "cudaMemcpy3D device to device (source)")
+        self.arrays.region(dst, extent, "cudaMemcpy3D device to device (destination)")[...] = source  # overlap-safe
+        self._op(stream)
+
+    def region_memset(self, dst, value, extent, stream=0, elem=1) -> None:
+        box = self.arrays.region(dst, extent, "cudaMemset3D")
+        row = np.empty(extent[0], np.uint8)
+        fill_pattern(row, value, elem)
+        box[...] = row
+        self._op(stream)
+
+    def texture_create(self, resource: dict, texture: dict, view: dict | None) -> int:
+        return self.arrays.texture_create(resource, texture, view)
+
+    def texture_destroy(self, handle: int) -> None:
+        self.arrays.destroy_object(handle, surface=False)
+
+    def surface_create(self, resource: dict) -> int:
+        return self.arrays.surface_create(resource)
+
+    def surface_destroy(self, handle: int) -> None:
+        self.arrays.destroy_object(handle, surface=True)
 
     # Virtual memory management: a mapping is an allocation whose bytes are
     # a view of the physical allocation's array, so mappings of one physical
@@ -501,7 +548,8 @@ class SimDevice(Device):
             if others else self._memory
         launch = Launch(name=function.name, demangled=function.demangled, grid=grid, block=block,
                         shared_mem=shared_mem, stream=stream, device=self.index, params=params,
-                        layout=function.layout, memory=memory, symbols=function.symbols)
+                        layout=function.layout, memory=memory, symbols=function.symbols,
+                        objects=self.arrays.lookup)
         arrived = time.perf_counter()
         self._run(function, launch)
         self._queue_gpu_time(function, launch, stream, arrived)
@@ -766,6 +814,7 @@ class SimDevice(Device):
         self._peers.clear()
         self._memory.clear()
         self.physical.clear()
+        self.arrays.clear()
         self._modules.clear()
         self._symbols.clear()
         self._events.clear()

@@ -206,7 +206,8 @@ class Launch:
     and views of device memory."""
 
     def __init__(self, *, name: str, demangled: str, grid, block, shared_mem: int, stream: int, device: int,
-                 params: bytes, layout: ParamLayout, memory: AllocationTable, symbols: Callable | None = None):
+                 params: bytes, layout: ParamLayout, memory: AllocationTable, symbols: Callable | None = None,
+                 objects: Callable | None = None):
         self.name = name  # mangled
         self.demangled = demangled
         self.grid = tuple(grid)
@@ -218,6 +219,7 @@ class Launch:
         self._layout = layout
         self._memory = memory
         self._symbols = symbols
+        self._objects = objects  # (handle, surface?, kernel) -> the texture or surface object's view
 
     @property
     def params(self) -> list[bytes]:
@@ -266,6 +268,23 @@ class Launch:
         if self._symbols is None:
             raise ValueError(f"launch.symbol({name!r}): no variables are known for kernel {self.demangled}")
         return self._symbols(name)
+
+    def texture(self, index: int):
+        """Parameter `index`, a cudaTextureObject_t: the object's `.data`
+        (read-only texels, [layer or z][y][x] then channels), `.desc` (its
+        cudaTextureDesc by field name) and `.resource` ("linear", "pitch2D",
+        "array", "mipmappedArray").  A destroyed object is an illegal address."""
+        return self._object(index, surface=False)
+
+    def surface(self, index: int):
+        """Parameter `index`, a cudaSurfaceObject_t: `.data`, writable texels."""
+        return self._object(index, surface=True)
+
+    def _object(self, index: int, surface: bool):
+        handle = self.param(index, "Q")
+        if self._objects is None:
+            raise IllegalAddress(f"kernel {self.demangled}: object {handle}: this device has no texture objects")
+        return self._objects(handle, surface, self.demangled)
 
     def _explain(self, ptr: int, size: int) -> str:
         start = self._memory.containing(ptr, 1)

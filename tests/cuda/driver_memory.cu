@@ -190,8 +190,8 @@ static void pitched() {
     std::vector<unsigned char> flat(width * height);
     DRV(cuMemcpyDtoH(flat.data(), q, flat.size()));
     REQUIRE(flat == packed);
-    c.srcMemoryType = CU_MEMORYTYPE_ARRAY;
-    DRV_EXPECT(cuMemcpy2D(&c), CUDA_ERROR_NOT_SUPPORTED);  // CUDA arrays are not supported
+    c.srcMemoryType = CU_MEMORYTYPE_ARRAY; c.srcArray = NULL;
+    DRV_EXPECT(cuMemcpy2D(&c), CUDA_ERROR_INVALID_VALUE);  // no array
     c.srcMemoryType = (CUmemorytype)9;
     DRV_EXPECT(cuMemcpy2D(&c), CUDA_ERROR_INVALID_VALUE);
 

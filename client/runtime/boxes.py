@@ -1,0 +1,457 @@
+"""CUDA runtime functions: copies and memsets of boxes of bytes.
+
+A box is `width` bytes by `height` rows by `depth` slices.  Every 2-D and
+3-D copy (cudaMemcpy2D/3D, to, from and between CUDA arrays, the
+deprecated cudaMemcpyToArray family) is one `copy_box` between two sides:
+host memory, device memory (a pointer, its pitch, its rows per slice) or a
+CUDA array at an offset.  The bytes cross the network once and packed: the
+host side gathers or scatters its rows here (numpy, one pass), the server
+does the same with its own pitch, so no row padding travels.
+
+As for 1-D copies: an asynchronous copy from pageable memory reads it
+before returning, one into pinned memory lands before the stream's next
+synchronisation; mapped host memory is copied on its device copy.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.lib.stride_tricks import as_strided
+
+from rcuda.errors import CudaError, cudaError
+
+from .. import interposer
+from ..memory.arrays import CudaArray
+from .core import SUCCESS, cuda
+from .memory import (DEFAULT, DEVICE_TO_DEVICE, DEVICE_TO_HOST, HOST_TO_DEVICE, HOST_TO_HOST, _check_kind_value,
+                     _device_side, _device_wrote, _mapped_involved, _pinned, _stream_on, allocate_pitched)
+from ..interposer import address, out_pointer, stream_of
+
+#: The kinds that put each side on a device: (destination, source).
+_DEVICE_SIDES = {HOST_TO_HOST: (False, False), HOST_TO_DEVICE: (True, False), DEVICE_TO_HOST: (False, True),
+                 DEVICE_TO_DEVICE: (True, True)}
+
+
+def rt():
+    return interposer.rt
+
+
+def ffi():
+    return interposer.ffi
+
+
+@dataclass(frozen=True)
+class Side:
+    """One side of a box copy: linear memory at `ptr` (the box's first
+    byte) with its pitch and rows per slice, on `device` or on the host
+    (None); or `array` with the box at byte x, row y, slice z."""
+
+    ptr: int = 0
+    pitch: int = 0
+    rows: int = 0
+    device: object = None
+    array: CudaArray | None = None
+    x: int = 0
+    y: int = 0
+    z: int = 0
+    mirrored: bool = False  # mapped host memory: `ptr` is its device copy
+
+    def wire(self) -> dict:
+        if self.array is not None:
+            return {"array": self.array.server_id, "level": self.array.level, "x": self.x, "y": self.y, "z": self.z}
+        return {"ptr": self.ptr, "pitch": self.pitch, "rows": self.rows}
+
+    def span(self, extent) -> int:
+        width, height, depth = extent
+        return ((depth - 1) * self.rows + (height - 1)) * self.pitch + width
+
+
+def linear_side(ptr: int, pitch: int, rows: int, extent, on_device: bool | None, what: str) -> Side:
+    """Linear memory: where the allocation map says it is.  `on_device`
+    (from a copy's kind) True requires device memory; None or False accept
+    either (with unified addressing CUDA goes by the pointer too)."""
+    width, height, depth = extent
+    if (height > 1 or depth > 1) and pitch < width:
+        raise CudaError(cudaError.cudaErrorInvalidPitchValue,
+                        f"{what}: a pitch of {pitch} bytes is less than the width {width}")
+    if depth > 1 and rows < height:
+        raise CudaError(cudaError.cudaErrorInvalidValue, f"{what}: slices of {rows} rows, the box has {height}")
+    side = Side(ptr, pitch, rows)
+    if not all(extent):
+        return side
+    span = side.span(extent)
+    mirrored = _mapped_involved((ptr, span))
+    if mirrored:
+        ptr = _device_side(ptr, span, what)
+    allocation = rt().allocations.find(ptr, span)
+    if allocation is None and on_device:
+        raise CudaError(cudaError.cudaErrorInvalidValue, f"{what} {ptr:#x}..+{span} is not inside a device allocation")
+    return Side(ptr, pitch, rows, allocation.device if allocation else None, mirrored=mirrored)
+
+
+def array_side(array: CudaArray, x: int, y: int, z: int, extent, what: str) -> Side:
+    """An array with the box at byte offset x, row y, slice z: inside it, whole texels."""
+    width, height, depth = extent
+    row_bytes, rows, slices = array.storage()
+    if x % array.element_size or width % array.element_size:
+        raise CudaError(cudaError.cudaErrorInvalidValue,
+                        f"{what}: {width} bytes at byte {x} of a CUDA array are not whole {array.element_size}-byte "
+                        f"elements")
+    if x + width > row_bytes or y + height > rows or z + depth > slices:
+        raise CudaError(cudaError.cudaErrorInvalidValue,
+                        f"{what}: {width} bytes x {height} x {depth} at ({x}, {y}, {z}) run outside the CUDA array's "
+                        f"{row_bytes} bytes x {rows} x {slices}")
+    return Side(device=array.device, array=array, x=x, y=y, z=z)
+
+
+def _host_box(side: Side, extent) -> np.ndarray:
+    """Host memory of a side as a writable (depth, height, width) byte view."""
+    width, height, depth = extent
+    base = np.frombuffer(ffi().buffer(ffi().cast("char *", side.ptr), side.span(extent)), np.uint8)
+    return as_strided(base, shape=(depth, height, width), strides=(side.rows * side.pitch, side.pitch, 1))
+
+
+def _packed(side: Side, extent, snapshot: bool):
+    """The host box's bytes, rows and slices back to back."""
+    box = _host_box(side, extent)
+    if box.flags.c_contiguous and not snapshot:
+        return memoryview(box).cast("B")
+    return memoryview(np.ascontiguousarray(box) if not box.flags.c_contiguous else box.copy()).cast("B")
+
+
+def _scatter(side: Side, extent, frames) -> None:
+    box = _host_box(side, extent)
+    packed = frames[0].buffer if len(frames) == 1 else b"".join(frame.buffer for frame in frames)
+    box[...] = np.frombuffer(packed, np.uint8).reshape(box.shape)
+
+
+def copy_box(dst: Side, src: Side, extent, stream=None, asynchronous: bool = False, call: str = "cudaMemcpy3D"):
+    """Copy the box `extent` (width in bytes, height, depth) from `src` to
+    `dst`, in `stream` (None: the legacy stream), as cudaMemcpy3D(Async)."""
+    if not all(extent):
+        return
+    width, height, depth = extent
+    fields = {"extent": [width, height, depth]}
+    if dst.device is None and src.device is None:
+        if asynchronous and stream is not None:
+            stream.device.request("stream_sync", stream=stream.id)
+        _host_box(dst, extent)[...] = _host_box(src, extent)
+    elif src.device is None:
+        device = dst.device
+        data = _packed(src, extent, snapshot=asynchronous)
+        if asynchronous:
+            device.post("htod3d", [data], dst=dst.wire(), stream=_stream_on(device, stream), **fields)
+        else:
+            device.request("htod3d", [data], dst=dst.wire(), stream=_stream_on(device, stream), **fields)
+    elif dst.device is None:
+        device = src.device
+        stream_id = _stream_on(device, stream)
+        if asynchronous and _pinned(dst.ptr, dst.span(extent)):
+            device.post_with_callback("dtoh3d", lambda reply, frames: _scatter(dst, extent, frames),
+                                      src=src.wire(), stream=stream_id, **fields)
+        else:  # into pageable memory CUDA returns once the copy is complete
+            _, frames = device.request("dtoh3d", src=src.wire(), stream=stream_id, **fields)
+            _scatter(dst, extent, frames)
+    elif dst.device is src.device:
+        device = dst.device
+        op = device.post if asynchronous else device.request
+        op("dtod3d", dst=dst.wire(), src=src.wire(), stream=_stream_on(device, stream), **fields)
+    else:
+        # Between GPUs: through this process, in the order of both (rare: a
+        # program's 3-D peer copies).
+        _, frames = src.device.request("dtoh3d", src=src.wire(), stream=_stream_on(src.device, stream), **fields)
+        packed = memoryview(b"".join(frame.buffer for frame in frames))
+        dst.device.request("htod3d", [packed], dst=dst.wire(), stream=_stream_on(dst.device, stream), **fields)
+    if dst.mirrored:
+        _device_wrote(dst.ptr, dst.span(extent), stream, asynchronous)
+
+
+def copy_linear(dst: int, dpitch: int, drows: int, src: int, spitch: int, srows: int, extent, kind: int,
+                stream=None, asynchronous: bool = False, call: str = "cudaMemcpy2D") -> None:
+    """A box between two linear sides, by the copy's kind."""
+    _check_kind_value(kind)
+    dst_device, src_device = _DEVICE_SIDES.get(kind, (None, None))
+    copy_box(linear_side(dst, dpitch, drows, extent, dst_device, f"{call}: destination"),
+             linear_side(src, spitch, srows, extent, src_device, f"{call}: source"), extent, stream, asynchronous,
+             call)
+
+
+def memset_box(ptr: int, pitch: int, rows: int, value: int, extent, stream=None, asynchronous: bool = False,
+               elem: int = 1, call: str = "cudaMemset3D") -> None:
+    """Set a box of device memory as memset sets bytes (elem: the pattern's size)."""
+    side = linear_side(ptr, pitch, rows, extent, True, call)
+    if not all(extent):
+        return
+    device = side.device
+    op = device.post if asynchronous else device.request
+    op("memset3d", dst=side.wire(), value=value, extent=list(extent), stream=_stream_on(device, stream), elem=elem)
+    if side.mirrored:
+        _device_wrote(side.ptr, side.span(extent), stream, asynchronous)
+
+
+# ------------------------------------------------------------------ 2-D
+
+
+@cuda("cudaMemcpy2D", "cudaMemcpy2D_ptds")
+def cudaMemcpy2D(dst, dpitch, src, spitch, width, height, kind):
+    copy_linear(address(dst), dpitch, height, address(src), spitch, height, (width, height, 1), kind)
+    return SUCCESS
+
+
+@cuda(stream_variants=True)
+def cudaMemcpy2DAsync(dst, dpitch, src, spitch, width, height, kind, stream, per_thread=False):
+    copy_linear(address(dst), dpitch, height, address(src), spitch, height, (width, height, 1), kind,
+                stream_of(stream, per_thread), True, "cudaMemcpy2DAsync")
+    return SUCCESS
+
+
+@cuda("cudaMemset2D", "cudaMemset2D_ptds")
+def cudaMemset2D(devPtr, pitch, value, width, height):
+    memset_box(address(devPtr), pitch, height, value, (width, height, 1), call="cudaMemset2D")
+    return SUCCESS
+
+
+@cuda(stream_variants=True)
+def cudaMemset2DAsync(devPtr, pitch, value, width, height, stream, per_thread=False):
+    memset_box(address(devPtr), pitch, height, value, (width, height, 1), stream_of(stream, per_thread), True,
+               call="cudaMemset2DAsync")
+    return SUCCESS
+
+
+# ------------------------------------------------------------------ 3-D
+
+
+@cuda()
+def cudaMalloc3D(pitchedDevPtr, extent):
+    """Rows of extent.width bytes at the texture alignment, height x depth of them."""
+    out_pointer(pitchedDevPtr, "pitchedDevPtr")
+    ptr, pitch = allocate_pitched(rt().device(), extent.width, extent.height * extent.depth)
+    pitched = pitchedDevPtr[0]
+    pitched.ptr, pitched.pitch = ffi().cast("void *", ptr), pitch
+    pitched.xsize, pitched.ysize = extent.width, extent.height
+    return SUCCESS
+
+
+def _memset_3d(pitched, value, extent, stream=None, asynchronous=False, call="cudaMemset3D") -> None:
+    memset_box(address(pitched.ptr), pitched.pitch, pitched.ysize, value, (extent.width, extent.height, extent.depth),
+               stream, asynchronous, call=call)
+
+
+@cuda("cudaMemset3D", "cudaMemset3D_ptds")
+def cudaMemset3D(pitchedDevPtr, value, extent):
+    _memset_3d(pitchedDevPtr, value, extent)
+    return SUCCESS
+
+
+@cuda(stream_variants=True)
+def cudaMemset3DAsync(pitchedDevPtr, value, extent, stream, per_thread=False):
+    _memset_3d(pitchedDevPtr, value, extent, stream_of(stream, per_thread), True, "cudaMemset3DAsync")
+    return SUCCESS
+
+
+def _side_3d(array_handle, pos, pitched, extent_bytes, on_device, what: str) -> Side:
+    """One side of a cudaMemcpy3DParms: an array (pos.x in elements) or a
+    pitched pointer (pos.x in bytes)."""
+    handle = address(array_handle)
+    if handle:
+        array = rt().arrays.get(handle, what)
+        return array_side(array, pos.x * array.element_size, pos.y, pos.z, extent_bytes, what)
+    base = address(pitched.ptr)
+    if not base and all(extent_bytes):
+        raise CudaError(cudaError.cudaErrorInvalidValue, f"{what}: neither an array nor a pointer")
+    offset = (pos.z * pitched.ysize + pos.y) * pitched.pitch + pos.x
+    return linear_side(base + offset, pitched.pitch, pitched.ysize, extent_bytes, on_device, what)
+
+
+def copy_3d(p, stream=None, asynchronous: bool = False, call: str = "cudaMemcpy3D", kind: int | None = None) -> None:
+    """cudaMemcpy3D's parameters: the extent counts elements when an array
+    takes part, bytes otherwise."""
+    kind = p.kind if kind is None else kind
+    _check_kind_value(kind)
+    if address(p.srcArray) and address(p.srcPtr.ptr) or address(p.dstArray) and address(p.dstPtr.ptr):
+        raise CudaError(cudaError.cudaErrorInvalidValue, f"{call}: a side with both an array and a pointer")
+    element = 1
+    for handle in (p.srcArray, p.dstArray):
+        if address(handle):
+            element = rt().arrays.get(address(handle), call).element_size
+            break
+    extent = (p.extent.width * element, p.extent.height, p.extent.depth)
+    dst_device, src_device = _DEVICE_SIDES.get(kind, (None, None))
+    dst = _side_3d(p.dstArray, p.dstPos, p.dstPtr, extent, dst_device, f"{call}: destination")
+    src = _side_3d(p.srcArray, p.srcPos, p.srcPtr, extent, src_device, f"{call}: source")
+    copy_box(dst, src, extent, stream, asynchronous, call)
+
+
+@cuda("cudaMemcpy3D", "cudaMemcpy3D_ptds")
+def cudaMemcpy3D(p):
+    copy_3d(out_pointer(p, "p"))
+    return SUCCESS
+
+
+@cuda(stream_variants=True)
+def cudaMemcpy3DAsync(p, stream, per_thread=False):
+    copy_3d(out_pointer(p, "p"), stream_of(stream, per_thread), True, "cudaMemcpy3DAsync")
+    return SUCCESS
+
+
+def _copy_3d_peer(p, stream=None, asynchronous=False, call="cudaMemcpy3DPeer") -> None:
+    """As cudaMemcpy3D, between the named devices (each side is found by its
+    pointer or array anyway; the ordinals must exist)."""
+    out_pointer(p, "p")
+    rt().device(p.srcDevice), rt().device(p.dstDevice)
+    params = ffi().new("struct cudaMemcpy3DParms *")
+    for side in ("src", "dst"):
+        setattr(params, side + "Array", getattr(p, side + "Array"))
+        setattr(params, side + "Pos", getattr(p, side + "Pos"))
+        setattr(params, side + "Ptr", getattr(p, side + "Ptr"))
+    params.extent = p.extent
+    copy_3d(params, stream, asynchronous, call, kind=DEFAULT)
+
+
+@cuda("cudaMemcpy3DPeer", "cudaMemcpy3DPeer_ptds")
+def cudaMemcpy3DPeer(p):
+    _copy_3d_peer(p)
+    return SUCCESS
+
+
+@cuda(stream_variants=True)
+def cudaMemcpy3DPeerAsync(p, stream, per_thread=False):
+    _copy_3d_peer(p, stream_of(stream, per_thread), True, "cudaMemcpy3DPeerAsync")
+    return SUCCESS
+
+
+# ------------------------------------------------------------------ to and from arrays (2-D)
+
+
+def _array(handle, call: str) -> CudaArray:
+    return rt().arrays.get(address(handle), call)
+
+
+def _to_array(dst, w_offset, h_offset, src, spitch, width, height, kind, stream=None, asynchronous=False,
+              call="cudaMemcpy2DToArray") -> None:
+    _check_kind_value(kind)
+    extent = (width, height, 1)
+    copy_box(array_side(_array(dst, call), w_offset, h_offset, 0, extent, f"{call}: destination"),
+             linear_side(address(src), spitch, height, extent, kind == DEVICE_TO_DEVICE, f"{call}: source"),
+             extent, stream, asynchronous, call)
+
+
+def _from_array(dst, dpitch, src, w_offset, h_offset, width, height, kind, stream=None, asynchronous=False,
+                call="cudaMemcpy2DFromArray") -> None:
+    _check_kind_value(kind)
+    extent = (width, height, 1)
+    copy_box(linear_side(address(dst), dpitch, height, extent, kind == DEVICE_TO_DEVICE, f"{call}: destination"),
+             array_side(_array(src, call), w_offset, h_offset, 0, extent, f"{call}: source"),
+             extent, stream, asynchronous, call)
+
+
+@cuda("cudaMemcpy2DToArray", "cudaMemcpy2DToArray_ptds")
+def cudaMemcpy2DToArray(dst, wOffset, hOffset, src, spitch, width, height, kind):
+    _to_array(dst, wOffset, hOffset, src, spitch, width, height, kind)
+    return SUCCESS
+
+
+@cuda(stream_variants=True)
+def cudaMemcpy2DToArrayAsync(dst, wOffset, hOffset, src, spitch, width, height, kind, stream, per_thread=False):
+    _to_array(dst, wOffset, hOffset, src, spitch, width, height, kind, stream_of(stream, per_thread), True,
+              "cudaMemcpy2DToArrayAsync")
+    return SUCCESS
+
+
+@cuda("cudaMemcpy2DFromArray", "cudaMemcpy2DFromArray_ptds")
+def cudaMemcpy2DFromArray(dst, dpitch, src, wOffset, hOffset, width, height, kind):
+    _from_array(dst, dpitch, src, wOffset, hOffset, width, height, kind)
+    return SUCCESS
+
+
+@cuda(stream_variants=True)
+def cudaMemcpy2DFromArrayAsync(dst, dpitch, src, wOffset, hOffset, width, height, kind, stream, per_thread=False):
+    _from_array(dst, dpitch, src, wOffset, hOffset, width, height, kind, stream_of(stream, per_thread), True,
+                "cudaMemcpy2DFromArrayAsync")
+    return SUCCESS
+
+
+@cuda("cudaMemcpy2DArrayToArray", "cudaMemcpy2DArrayToArray_ptds")
+def cudaMemcpy2DArrayToArray(dst, wOffsetDst, hOffsetDst, src, wOffsetSrc, hOffsetSrc, width, height, kind):
+    call = "cudaMemcpy2DArrayToArray"
+    _check_kind_value(kind)
+    extent = (width, height, 1)
+    copy_box(array_side(_array(dst, call), wOffsetDst, hOffsetDst, 0, extent, f"{call}: destination"),
+             array_side(_array(src, call), wOffsetSrc, hOffsetSrc, 0, extent, f"{call}: source"), extent)
+    return SUCCESS
+
+
+# ------------------------------------------------------------------ the deprecated 1-D forms
+# `count` bytes from (wOffset, hOffset) on, row after row of the array: at
+# most three boxes (the rest of the first row, whole rows, a last part row).
+
+
+def _runs(array: CudaArray, w_offset: int, h_offset: int, count: int, call: str):
+    """(x, y, width, rows, offset into the linear side) of each box."""
+    row_bytes, rows, _ = array.storage()
+    if w_offset >= row_bytes and count or w_offset + count > row_bytes * (rows - h_offset):
+        raise CudaError(cudaError.cudaErrorInvalidValue,
+                        f"{call}: {count} bytes from ({w_offset}, {h_offset}) run past the CUDA array's end")
+    runs, done, x, y = [], 0, w_offset, h_offset
+    if x and count:
+        first = min(row_bytes - x, count)
+        runs.append((x, y, first, 1, 0))
+        done, x, y = first, 0, y + 1
+    whole = (count - done) // row_bytes
+    if whole:
+        runs.append((0, y, row_bytes, whole, done))
+        done, y = done + whole * row_bytes, y + whole
+    if count > done:
+        runs.append((0, y, count - done, 1, done))
+    return runs
+
+
+def _linear_array_copy(array_handle, w_offset, h_offset, linear, count, kind, to_array: bool, stream=None,
+                       asynchronous=False, call="cudaMemcpyToArray") -> None:
+    _check_kind_value(kind)
+    array = _array(array_handle, call)
+    for x, y, width, rows, offset in _runs(array, w_offset, h_offset, count, call):
+        extent = (width, rows, 1)
+        place = array_side(array, x, y, 0, extent, call)
+        flat = linear_side(linear + offset, width, rows, extent, kind == DEVICE_TO_DEVICE, call)
+        copy_box(place, flat, extent, stream, asynchronous, call) if to_array else \
+            copy_box(flat, place, extent, stream, asynchronous, call)
+
+
+@cuda("cudaMemcpyToArray", "cudaMemcpyToArray_ptds")
+def cudaMemcpyToArray(dst, wOffset, hOffset, src, count, kind):
+    _linear_array_copy(dst, wOffset, hOffset, address(src), count, kind, True)
+    return SUCCESS
+
+
+@cuda(stream_variants=True)
+def cudaMemcpyToArrayAsync(dst, wOffset, hOffset, src, count, kind, stream, per_thread=False):
+    _linear_array_copy(dst, wOffset, hOffset, address(src), count, kind, True, stream_of(stream, per_thread), True,
+                       "cudaMemcpyToArrayAsync")
+    return SUCCESS
+
+
+@cuda("cudaMemcpyFromArray", "cudaMemcpyFromArray_ptds")
+def cudaMemcpyFromArray(dst, src, wOffset, hOffset, count, kind):
+    _linear_array_copy(src, wOffset, hOffset, address(dst), count, kind, False, call="cudaMemcpyFromArray")
+    return SUCCESS
+
+
+@cuda(stream_variants=True)
+def cudaMemcpyFromArrayAsync(dst, src, wOffset, hOffset, count, kind, stream, per_thread=False):
+    _linear_array_copy(src, wOffset, hOffset, address(dst), count, kind, False, stream_of(stream, per_thread), True,
+                       "cudaMemcpyFromArrayAsync")
+    return SUCCESS
+
+
+@cuda("cudaMemcpyArrayToArray", "cudaMemcpyArrayToArray_ptds")
+def cudaMemcpyArrayToArray(dst, wOffsetDst, hOffsetDst, src, wOffsetSrc, hOffsetSrc, count, kind):
+    """Two arrays whose rows need not line up: through a buffer here (the
+    call is deprecated and rare; cudaMemcpy2DArrayToArray stays on the GPU)."""
+    call = "cudaMemcpyArrayToArray"
+    _check_kind_value(kind)
+    buffer = ffi().new("char[]", max(count, 1))
+    _linear_array_copy(src, wOffsetSrc, hOffsetSrc, address(buffer), count, DEVICE_TO_HOST, False, call=call)
+    _linear_array_copy(dst, wOffsetDst, hOffsetDst, address(buffer), count, HOST_TO_DEVICE, True, call=call)
+    return SUCCESS

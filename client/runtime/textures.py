@@ -1,0 +1,219 @@
+"""CUDA runtime functions: texture and surface objects.
+
+An object is made by the server of the resource's GPU (texture_create,
+surface_create), which answers with the handle a kernel receives: on a GPU
+the driver's own CUtexObject, so a kernel's parameters carry it unchanged.
+What the program described is kept here (client/memory/arrays.py,
+SamplerTable) and answers the Get*Desc queries without a round trip.
+
+A resource is held here as a dict the driver's face (client/driver/textures.py)
+shares: {"type": "array" | "mipmappedArray" | "linear" | "pitch2D",
+"array": CudaArray, or "ptr", "desc" (a channel format), "size" | "width",
+"height", "pitch"}.  Textures are described by cudaTextureDesc's field names.
+"""
+from __future__ import annotations
+
+from rcuda._generated.cuda_enums import ENUMS
+from rcuda.errors import CudaError, cudaError
+
+from .. import interposer
+from ..memory.arrays import SamplerObject
+from .arrays import desc_tuple, fill_desc, format_of
+from .core import SUCCESS, cuda
+from ..interposer import address, out_pointer
+
+RESOURCE_TYPES = {number: name[len("cudaResourceType"):][0].lower() + name[len("cudaResourceType") + 1:]
+                  for name, number in ENUMS["cudaResourceType"].items()}  # 0 -> "array", 3 -> "pitch2D"
+RESOURCE_NUMBERS = {name: number for number, name in RESOURCE_TYPES.items()}
+TEXTURE_FIELDS = ("filterMode", "readMode", "sRGB", "normalizedCoords", "maxAnisotropy", "mipmapFilterMode",
+                  "mipmapLevelBias", "minMipmapLevelClamp", "maxMipmapLevelClamp", "disableTrilinearOptimization",
+                  "seamlessCubemap")
+VIEW_FIELDS = ("format", "width", "height", "depth", "firstMipmapLevel", "lastMipmapLevel", "firstLayer",
+               "lastLayer")
+
+
+def rt():
+    return interposer.rt
+
+
+def ffi():
+    return interposer.ffi
+
+
+# ------------------------------------------------------------------ shared by both faces
+
+
+def resource_device(resource: dict, call: str):
+    """The GPU a resource lives on, which must be the current one."""
+    current = rt().device()
+    if "array" in resource:
+        device = resource["array"].device
+    else:
+        allocation = rt().allocations.find(resource["ptr"], 1)
+        if allocation is None:
+            raise CudaError(cudaError.cudaErrorInvalidValue,
+                            f"{call}: {resource['ptr']:#x} is not inside a device allocation")
+        device = allocation.device
+    if device is not current:
+        raise CudaError(cudaError.cudaErrorInvalidValue,
+                        f"{call}: the resource is on {device.label}, the current device is {current.label}")
+    return device
+
+
+def wire_resource(resource: dict) -> dict:
+    """The resource as the server takes it (rcuda/protocol.py)."""
+    kind = resource["type"]
+    if kind in ("array", "mipmappedArray"):
+        array = resource["array"]
+        return {"type": kind, "array": array.server_id, "level": array.level}
+    fmt, channels = resource["format"]
+    wire = {"type": kind, "ptr": resource["ptr"], "format": fmt, "channels": channels}
+    if kind == "linear":
+        wire["size"] = resource["size"]
+    else:
+        wire.update(width=resource["width"], height=resource["height"], pitch=resource["pitch"])
+    return wire
+
+
+def create_object(resource: dict, texture: dict | None, view: dict | None, call: str) -> int:
+    """A texture object (texture given) or a surface object: its handle."""
+    device = resource_device(resource, call)
+    if texture is None:
+        reply, _ = device.request("surface_create", resource=wire_resource(resource))
+    else:
+        reply, _ = device.request("texture_create", resource=wire_resource(resource), texture=texture, view=view)
+    handle = reply["handle"]
+    rt().samplers.add(SamplerObject(device, handle, texture is None, resource, texture, view))
+    return handle
+
+
+def destroy_object(handle: int, surface: bool, call: str) -> None:
+    if handle == 0:
+        return  # destroying no object does nothing
+    entry = rt().samplers.find(handle, surface, rt().device(), call)
+    rt().samplers.remove(entry)
+    entry.device.post("surface_destroy" if surface else "texture_destroy", handle=handle)
+
+
+def find_object(handle: int, surface: bool, call: str) -> SamplerObject:
+    return rt().samplers.find(handle, surface, rt().device(), call)
+
+
+# ------------------------------------------------------------------ the runtime's structs
+
+
+def resource_from(res, call: str) -> dict:
+    """A cudaResourceDesc as the shared dict."""
+    kind = RESOURCE_TYPES.get(res.resType)
+    if kind is None:
+        raise CudaError(cudaError.cudaErrorInvalidValue, f"{call}: resource type {res.resType}")
+    if kind == "array":
+        return {"type": kind, "array": rt().arrays.get(address(res.res.array.array), call)}
+    if kind == "mipmappedArray":
+        return {"type": kind, "array": rt().arrays.get(address(res.res.mipmap.mipmap), call, mipmapped=True)}
+    side = res.res.linear if kind == "linear" else res.res.pitch2D
+    resource = {"type": kind, "ptr": address(side.devPtr), "desc": desc_tuple(side.desc),
+                "format": format_of(side.desc, call)}
+    if kind == "linear":
+        resource["size"] = side.sizeInBytes
+    else:
+        resource.update(width=side.width, height=side.height, pitch=side.pitchInBytes)
+    return resource
+
+
+def fill_resource(out, resource: dict) -> None:
+    ffi().memmove(out, bytes(ffi().sizeof("struct cudaResourceDesc")), ffi().sizeof("struct cudaResourceDesc"))
+    kind = resource["type"]
+    out.resType = RESOURCE_NUMBERS[kind]
+    if kind == "array":
+        out.res.array.array = ffi().cast("void *", resource["array"].handle)
+    elif kind == "mipmappedArray":
+        out.res.mipmap.mipmap = ffi().cast("void *", resource["array"].handle)
+    else:
+        side = out.res.linear if kind == "linear" else out.res.pitch2D
+        side.devPtr = ffi().cast("void *", resource["ptr"])
+        fill_desc(side.desc, resource["desc"])
+        if kind == "linear":
+            side.sizeInBytes = resource["size"]
+        else:
+            side.width, side.height, side.pitchInBytes = resource["width"], resource["height"], resource["pitch"]
+
+
+def texture_from(desc) -> dict:
+    texture = {name: getattr(desc, name) for name in TEXTURE_FIELDS}
+    texture["addressMode"] = [desc.addressMode[i] for i in range(3)]
+    texture["borderColor"] = [float(desc.borderColor[i]) for i in range(4)]
+    return texture
+
+
+def view_from(desc) -> dict | None:
+    return None if desc == ffi().NULL else {name: getattr(desc, name) for name in VIEW_FIELDS}
+
+
+@cuda()
+def cudaCreateTextureObject(pTexObject, pResDesc, pTexDesc, pResViewDesc):
+    out_pointer(pTexObject, "pTexObject")
+    call = "cudaCreateTextureObject"
+    resource = resource_from(out_pointer(pResDesc, "pResDesc"), call)
+    texture = texture_from(out_pointer(pTexDesc, "pTexDesc"))
+    pTexObject[0] = create_object(resource, texture, view_from(pResViewDesc), call)
+    return SUCCESS
+
+
+@cuda()
+def cudaDestroyTextureObject(texObject):
+    destroy_object(texObject, False, "cudaDestroyTextureObject")
+    return SUCCESS
+
+
+@cuda()
+def cudaCreateSurfaceObject(pSurfObject, pResDesc):
+    out_pointer(pSurfObject, "pSurfObject")
+    resource = resource_from(out_pointer(pResDesc, "pResDesc"), "cudaCreateSurfaceObject")
+    pSurfObject[0] = create_object(resource, None, None, "cudaCreateSurfaceObject")
+    return SUCCESS
+
+
+@cuda()
+def cudaDestroySurfaceObject(surfObject):
+    destroy_object(surfObject, True, "cudaDestroySurfaceObject")
+    return SUCCESS
+
+
+@cuda()
+def cudaGetTextureObjectResourceDesc(pResDesc, texObject):
+    fill_resource(out_pointer(pResDesc, "pResDesc"),
+                  find_object(texObject, False, "cudaGetTextureObjectResourceDesc").resource)
+    return SUCCESS
+
+
+@cuda()
+def cudaGetSurfaceObjectResourceDesc(pResDesc, surfObject):
+    fill_resource(out_pointer(pResDesc, "pResDesc"),
+                  find_object(surfObject, True, "cudaGetSurfaceObjectResourceDesc").resource)
+    return SUCCESS
+
+
+@cuda()
+def cudaGetTextureObjectTextureDesc(pTexDesc, texObject):
+    out_pointer(pTexDesc, "pTexDesc")
+    texture = find_object(texObject, False, "cudaGetTextureObjectTextureDesc").texture
+    for name in TEXTURE_FIELDS:
+        setattr(pTexDesc, name, texture[name])
+    for i in range(3):
+        pTexDesc.addressMode[i] = texture["addressMode"][i]
+    for i in range(4):
+        pTexDesc.borderColor[i] = texture["borderColor"][i]
+    return SUCCESS
+
+
+@cuda()
+def cudaGetTextureObjectResourceViewDesc(pResViewDesc, texObject):
+    """The view the object was made with; without one, zeros (no view)."""
+    out_pointer(pResViewDesc, "pResViewDesc")
+    view = find_object(texObject, False, "cudaGetTextureObjectResourceViewDesc").view
+    size = ffi().sizeof("struct cudaResourceViewDesc")
+    ffi().memmove(pResViewDesc, bytes(size), size)
+    for name, value in (view or {}).items():
+        setattr(pResViewDesc, name, value)
+    return SUCCESS
