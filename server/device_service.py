@@ -83,7 +83,7 @@ TO_DEVICE_OPS = frozenset({"htod", "htod3d", "copy_batch", "mirror_htod"})
 FROM_DEVICE_OPS = frozenset({"dtoh", "dtoh3d", "mirror_dtoh"})
 #: Ops whose one payload frame a lane leaves in the connection, for the
 #: handler to read straight into device memory (it may exceed MAX_BUFFERED_PAYLOAD).
-STREAMED_OPS = frozenset({"htod", "mirror_htod"})
+STREAMED_OPS = frozenset({"htod", "htod3d", "mirror_htod"})
 #: Replies that carry neither device output nor an earlier asynchronous
 #: failure: the client's own bookkeeping (mapped memory), not a program's call.
 TRANSPARENT_OPS = frozenset({"mirror_dtoh"})
@@ -137,6 +137,7 @@ class DeviceService:
         self._sticky: CudaError | None = None
         self._deferred: CudaError | None = None
         self._output: list[str] = []
+        self._box_staging = bytearray()  # land_box's, kept for the next
         self.usage = Usage()
         self._forget_session_state()
         self._handlers = {
@@ -676,7 +677,11 @@ class DeviceService:
         if _payload_size(payload) != math.prod(extent):
             raise ProtocolError(f"htod3d: a box of {math.prod(extent)} bytes, frames carry {_payload_size(payload)}")
         stream = self._stream(header)
-        self.device.region_htod(dst, extent, _joined(payload), stream)
+        if isinstance(payload[0], UnreadFrame):
+            self.device.check_region(dst, extent, "cudaMemcpy3D to device")
+            self._box_staging = land_box(payload[0], self.device, dst, extent, stream, self._box_staging)
+        else:
+            self.device.region_htod(dst, extent, _joined(payload), stream)
         return self._stream_order(header, stream)
 
     def _dtoh3d(self, header, payload):
@@ -1018,6 +1023,25 @@ def land_on_device(frame: UnreadFrame, device, dst: int, stream: int, piece: int
         frame.read_into(chunk)
         device.memcpy_htod(dst + offset, chunk, stream)
         offset += len(chunk)
+
+
+def land_box(frame: UnreadFrame, device, dst, extent, stream: int, staging: bytearray) -> bytearray:
+    """An htod3d payload still in the lane, landed a few MiB of whole rows
+    at a time: each part is read into `staging` (kept warm in the cache,
+    and reused: returned, perhaps grown) and written by the backend while
+    the next is still arriving."""
+    width, height, depth = extent
+    rows = max(1, min(height, LANE_STAGING_PIECE // width))
+    if len(staging) < rows * width:
+        staging = bytearray(rows * width)
+    view = memoryview(staging)
+    for z in range(depth):
+        for y in range(0, height, rows):
+            count = min(rows, height - y)
+            part = view[:count * width]
+            frame.read_into(part)
+            device.region_htod(dst.at(y, z), (width, count, 1), part, stream)
+    return staging
 
 
 class _Payload:

@@ -14,6 +14,7 @@ synchronisation; mapped host memory is copied on its device copy.
 """
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 
 import numpy as np
@@ -27,6 +28,10 @@ from .core import SUCCESS, cuda
 from .memory import (DEFAULT, DEVICE_TO_DEVICE, DEVICE_TO_HOST, HOST_TO_DEVICE, HOST_TO_HOST, _check_kind_value,
                      _device_side, _device_wrote, _mapped_involved, _pinned, _stream_on, allocate_pitched)
 from ..interposer import address, out_pointer, stream_of
+
+#: The largest staging buffer a thread keeps for its next copy.
+KEPT_STAGING_BYTES = 256 << 20
+_thread = threading.local()
 
 #: The kinds that put each side on a device: (destination, source).
 _DEVICE_SIDES = {HOST_TO_HOST: (False, False), HOST_TO_DEVICE: (True, False), DEVICE_TO_HOST: (False, True),
@@ -112,18 +117,39 @@ def _host_box(side: Side, extent) -> np.ndarray:
     return as_strided(base, shape=(depth, height, width), strides=(side.rows * side.pitch, side.pitch, 1))
 
 
-def _packed(side: Side, extent, snapshot: bool):
-    """The host box's bytes, rows and slices back to back."""
+def _staging(size: int) -> np.ndarray:
+    """This thread's buffer for a synchronous copy's packed bytes, kept for
+    the next (fresh memory costs a page fault per 4 KiB: as much again as
+    the copy into it)."""
+    if size > KEPT_STAGING_BYTES:
+        return np.empty(size, np.uint8)
+    buffer = getattr(_thread, "staging", None)
+    if buffer is None or buffer.size < size:
+        buffer = _thread.staging = np.empty(size, np.uint8)
+    return buffer[:size]
+
+
+def _packed(side: Side, extent, asynchronous: bool):
+    """The host box's bytes, rows and slices back to back: a view where they
+    are so and the call waits; else a copy (the thread's staging, for a
+    call that waits)."""
     box = _host_box(side, extent)
-    if box.flags.c_contiguous and not snapshot:
+    if asynchronous:
+        return memoryview(box.copy()).cast("B")
+    if box.flags.c_contiguous:
         return memoryview(box).cast("B")
-    return memoryview(np.ascontiguousarray(box) if not box.flags.c_contiguous else box.copy()).cast("B")
+    packed = _staging(box.size)
+    np.copyto(packed.reshape(box.shape), box)
+    return memoryview(packed)
 
 
-def _scatter(side: Side, extent, frames) -> None:
+def _scatter(side: Side, extent, packed) -> None:
     box = _host_box(side, extent)
-    packed = frames[0].buffer if len(frames) == 1 else b"".join(frame.buffer for frame in frames)
     box[...] = np.frombuffer(packed, np.uint8).reshape(box.shape)
+
+
+def _joined(frames):
+    return frames[0].buffer if len(frames) == 1 else b"".join(frame.buffer for frame in frames)
 
 
 def copy_box(dst: Side, src: Side, extent, stream=None, asynchronous: bool = False, call: str = "cudaMemcpy3D"):
@@ -139,7 +165,7 @@ def copy_box(dst: Side, src: Side, extent, stream=None, asynchronous: bool = Fal
         _host_box(dst, extent)[...] = _host_box(src, extent)
     elif src.device is None:
         device = dst.device
-        data = _packed(src, extent, snapshot=asynchronous)
+        data = _packed(src, extent, asynchronous)
         if asynchronous:
             device.post("htod3d", [data], dst=dst.wire(), stream=_stream_on(device, stream), **fields)
         else:
@@ -148,11 +174,12 @@ def copy_box(dst: Side, src: Side, extent, stream=None, asynchronous: bool = Fal
         device = src.device
         stream_id = _stream_on(device, stream)
         if asynchronous and _pinned(dst.ptr, dst.span(extent)):
-            device.post_with_callback("dtoh3d", lambda reply, frames: _scatter(dst, extent, frames),
+            device.post_with_callback("dtoh3d", lambda reply, frames: _scatter(dst, extent, _joined(frames)),
                                       src=src.wire(), stream=stream_id, **fields)
         else:  # into pageable memory CUDA returns once the copy is complete
-            _, frames = device.request("dtoh3d", src=src.wire(), stream=stream_id, **fields)
-            _scatter(dst, extent, frames)
+            packed = _staging(width * height * depth)
+            _, frames = device.request("dtoh3d", into=memoryview(packed), src=src.wire(), stream=stream_id, **fields)
+            _scatter(dst, extent, _joined(frames) if frames else packed)  # (frames: it did not land in `into`)
     elif dst.device is src.device:
         device = dst.device
         op = device.post if asynchronous else device.request
@@ -161,7 +188,7 @@ def copy_box(dst: Side, src: Side, extent, stream=None, asynchronous: bool = Fal
         # Between GPUs: through this process, in the order of both (rare: a
         # program's 3-D peer copies).
         _, frames = src.device.request("dtoh3d", src=src.wire(), stream=_stream_on(src.device, stream), **fields)
-        packed = memoryview(b"".join(frame.buffer for frame in frames))
+        packed = memoryview(_joined(frames))
         dst.device.request("htod3d", [packed], dst=dst.wire(), stream=_stream_on(dst.device, stream), **fields)
     if dst.mirrored:
         _device_wrote(dst.ptr, dst.span(extent), stream, asynchronous)
@@ -407,8 +434,10 @@ def _runs(array: CudaArray, w_offset: int, h_offset: int, count: int, call: str)
     return runs
 
 
-def _linear_array_copy(array_handle, w_offset, h_offset, linear, count, kind, to_array: bool, stream=None,
-                       asynchronous=False, call="cudaMemcpyToArray") -> None:
+def linear_array_copy(array_handle, w_offset, h_offset, linear, count, kind, to_array: bool, stream=None,
+                      asynchronous=False, call="cudaMemcpyToArray") -> None:
+    """`count` bytes between linear memory and an array from (w_offset,
+    h_offset) on, row after row (the driver's cuMemcpyHtoA & co. too)."""
     _check_kind_value(kind)
     array = _array(array_handle, call)
     for x, y, width, rows, offset in _runs(array, w_offset, h_offset, count, call):
@@ -421,27 +450,27 @@ def _linear_array_copy(array_handle, w_offset, h_offset, linear, count, kind, to
 
 @cuda("cudaMemcpyToArray", "cudaMemcpyToArray_ptds")
 def cudaMemcpyToArray(dst, wOffset, hOffset, src, count, kind):
-    _linear_array_copy(dst, wOffset, hOffset, address(src), count, kind, True)
+    linear_array_copy(dst, wOffset, hOffset, address(src), count, kind, True)
     return SUCCESS
 
 
 @cuda(stream_variants=True)
 def cudaMemcpyToArrayAsync(dst, wOffset, hOffset, src, count, kind, stream, per_thread=False):
-    _linear_array_copy(dst, wOffset, hOffset, address(src), count, kind, True, stream_of(stream, per_thread), True,
-                       "cudaMemcpyToArrayAsync")
+    linear_array_copy(dst, wOffset, hOffset, address(src), count, kind, True, stream_of(stream, per_thread), True,
+                      "cudaMemcpyToArrayAsync")
     return SUCCESS
 
 
 @cuda("cudaMemcpyFromArray", "cudaMemcpyFromArray_ptds")
 def cudaMemcpyFromArray(dst, src, wOffset, hOffset, count, kind):
-    _linear_array_copy(src, wOffset, hOffset, address(dst), count, kind, False, call="cudaMemcpyFromArray")
+    linear_array_copy(src, wOffset, hOffset, address(dst), count, kind, False, call="cudaMemcpyFromArray")
     return SUCCESS
 
 
 @cuda(stream_variants=True)
 def cudaMemcpyFromArrayAsync(dst, src, wOffset, hOffset, count, kind, stream, per_thread=False):
-    _linear_array_copy(src, wOffset, hOffset, address(dst), count, kind, False, stream_of(stream, per_thread), True,
-                       "cudaMemcpyFromArrayAsync")
+    linear_array_copy(src, wOffset, hOffset, address(dst), count, kind, False, stream_of(stream, per_thread), True,
+                      "cudaMemcpyFromArrayAsync")
     return SUCCESS
 
 
@@ -452,6 +481,6 @@ def cudaMemcpyArrayToArray(dst, wOffsetDst, hOffsetDst, src, wOffsetSrc, hOffset
     call = "cudaMemcpyArrayToArray"
     _check_kind_value(kind)
     buffer = ffi().new("char[]", max(count, 1))
-    _linear_array_copy(src, wOffsetSrc, hOffsetSrc, address(buffer), count, DEVICE_TO_HOST, False, call=call)
-    _linear_array_copy(dst, wOffsetDst, hOffsetDst, address(buffer), count, HOST_TO_DEVICE, True, call=call)
+    linear_array_copy(src, wOffsetSrc, hOffsetSrc, address(buffer), count, DEVICE_TO_HOST, False, call=call)
+    linear_array_copy(dst, wOffsetDst, hOffsetDst, address(buffer), count, HOST_TO_DEVICE, True, call=call)
     return SUCCESS

@@ -148,6 +148,12 @@ class Place:
     def is_array(self) -> bool:
         return self.array is not None
 
+    def at(self, y: int, z: int) -> "Place":
+        """The place of the box's row y of slice z (a part of a copy)."""
+        if self.is_array:
+            return Place(array=self.array, level=self.level, x=self.x, y=self.y + y, z=self.z + z)
+        return Place(self.ptr + (z * self.rows + y) * self.pitch, self.pitch, self.rows)
+
     def linear_span(self, extent: tuple[int, int, int], what: str) -> int:
         """Bytes from `ptr` to the region's last byte + 1, pitches checked."""
         width, height, depth = extent

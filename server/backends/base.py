@@ -212,6 +212,11 @@ class Device(abc.ABC):
         raise CudaError(cudaError.cudaErrorNotSupported, f"{type(self).__name__}: no CUDA arrays")
 
     @abc.abstractmethod
+    def check_region(self, place, extent: tuple[int, int, int], what: str) -> None:
+        """Raise what a copy of the box at `place` would (a copy that
+        arrives in parts is checked whole before its first part lands)."""
+
+    @abc.abstractmethod
     def region_htod(self, dst, extent: tuple[int, int, int], data: memoryview, stream: int = 0) -> None:
         """Write packed host bytes into the box at `dst` (a Place)."""
 

@@ -568,6 +568,9 @@ class CupyDevice(Device):
                 cuda_arrays.set_device(copy, side, place.ptr, place.pitch, place.rows)
         return copy
 
+    def check_region(self, place: Place, extent, what: str) -> None:
+        self._region_copy(extent, what, dst=place)
+
     def region_htod(self, dst: Place, extent, data: memoryview, stream: int = 0) -> None:
         copy = self._region_copy(extent, "cudaMemcpy3D to device", dst=dst)
         self._reap_staged()

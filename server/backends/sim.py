@@ -150,6 +150,8 @@ class SimEvent:
 
 
 _DONE = Done()
+#: The largest buffer region_dtoh keeps for the next download.
+KEPT_GATHER_BYTES = 256 << 20
 
 
 class SimCompletion(Completion):
@@ -191,6 +193,7 @@ class SimDevice(Device):
         self._memory = AllocationTable()
         self.physical = PhysicalTable()  # cuMemCreate's: numpy arrays that mappings view
         self.arrays = SimArrays(self._zeros, self._bytes)  # CUDA arrays, texture and surface objects
+        self._gather_buffer = np.empty(0, np.uint8)  # region_dtoh's, reused
         self._total = memory_bytes
         self._kernels = kernels
         self._modules: dict[str, SimModule] = {}
@@ -351,6 +354,9 @@ class SimDevice(Device):
     def array_destroy(self, array: int) -> None:
         self.arrays.destroy(array)
 
+    def check_region(self, place, extent, what: str) -> None:
+        self.arrays.region(place, extent, what)
+
     def region_htod(self, dst, extent, data, stream=0) -> None:
         box = self.arrays.region(dst, extent, "cudaMemcpy3D to device")
         box[...] = np.frombuffer(data, np.uint8).reshape(extent[::-1])
@@ -360,8 +366,21 @@ class SimDevice(Device):
         box = self.arrays.region(src, extent, "cudaMemcpy3D from device")
         at = self._op(stream)
         if at <= time.perf_counter():  # sent before anything can change it, as memcpy_dtoh's view
-            return memoryview(np.ascontiguousarray(box).reshape(-1)), _DONE
+            if box.flags.c_contiguous:
+                return memoryview(box.reshape(-1)), _DONE
+            packed = self._gathered(box.size)  # sent before the next request: reusable
+            np.copyto(packed.reshape(box.shape), box)
+            return memoryview(packed), _DONE
         return memoryview(box.tobytes()), SimCompletion(at)
+
+    def _gathered(self, size: int) -> np.ndarray:
+        """A buffer for a box's bytes on their way out, kept for the next
+        (fresh memory costs a page fault per 4 KiB)."""
+        if size > KEPT_GATHER_BYTES:
+            return np.empty(size, np.uint8)
+        if self._gather_buffer.size < size:
+            self._gather_buffer = np.empty(size, np.uint8)
+        return self._gather_buffer[:size]
 
     def region_dtod(self, dst, src, extent, stream=0) -> None:
         source = self.arrays.region(src, extent, "cudaMemcpy3D device to device (source)")
