@@ -89,8 +89,6 @@ class ArrayTable:
         found = self._arrays.get(handle)
         if found is None or found.mipmapped != mipmapped:
             kind = "mipmapped array" if mipmapped else "CUDA array"
-            if not handle:
-                raise CudaError(cudaError.cudaErrorInvalidValue, f"{call}: a NULL {kind}")
             raise CudaError(cudaError.cudaErrorInvalidResourceHandle,
                             f"{call}: {handle:#x} is no {kind} of this process (freed already?)")
         return found

@@ -102,6 +102,8 @@ def create_array(device, fmt: str, channels: int, sides: tuple[int, int, int], f
         raise CudaError(cudaError.cudaErrorInvalidValue,
                         f"{call}: flags {flags:#x} (sparse, deferred-mapping and colour-attachment arrays are not "
                         f"supported by rcuda)")
+    if flags & TEXTURE_GATHER and (not height or depth or flags & (LAYERED | CUBEMAP)):
+        raise CudaError(cudaError.cudaErrorInvalidValue, f"{call}: cudaArrayTextureGather is for 2-D arrays")
     table = rt().arrays
     array = CudaArray(table.new_handle(), device, fmt, channels, width, height, depth, flags, desc, levels=levels)
     device.request("array_create", array=array.handle, format=fmt, channels=channels, width=width, height=height,

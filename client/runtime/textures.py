@@ -209,11 +209,14 @@ def cudaGetTextureObjectTextureDesc(pTexDesc, texObject):
 
 @cuda()
 def cudaGetTextureObjectResourceViewDesc(pResViewDesc, texObject):
-    """The view the object was made with; without one, zeros (no view)."""
+    """The view the object was made with (cudaErrorInvalidValue if none)."""
     out_pointer(pResViewDesc, "pResViewDesc")
     view = find_object(texObject, False, "cudaGetTextureObjectResourceViewDesc").view
+    if view is None:
+        raise CudaError(cudaError.cudaErrorInvalidValue,
+                        f"cudaGetTextureObjectResourceViewDesc: texture object {texObject} was made without a view")
     size = ffi().sizeof("struct cudaResourceViewDesc")
     ffi().memmove(pResViewDesc, bytes(size), size)
-    for name, value in (view or {}).items():
+    for name, value in view.items():
         setattr(pResViewDesc, name, value)
     return SUCCESS

@@ -72,6 +72,8 @@ class ArraySpec:
                               f"not {self.width} x {self.height} x {self.depth}")
         elif self.flags & LAYERED and not self.depth:
             raise invalid("a layered CUDA array needs its number of layers as depth")
+        if self.flags & TEXTURE_GATHER and (not self.height or self.depth or self.flags & (LAYERED | CUBEMAP)):
+            raise invalid("cudaArrayTextureGather is for 2-D arrays")
         if not 0 <= self.levels <= MAX_LEVELS:
             raise invalid(f"a mipmapped array of {self.levels} levels")
         shrinking = (self.width, self.height) + (() if self.layered else (self.depth,))

@@ -70,12 +70,15 @@ MAX_CONCURRENT_KERNELS = 128
 #: The legacy default stream's id.
 LEGACY_STREAM = 0
 
+#: Where allocations start: a multiple of the sim's texture alignment, as a
+#: GPU's cudaMalloc memory may back any texture (more than CUDA's promised 256).
+PLACEMENT_ALIGNMENT = 512
 #: Unused bytes left after each allocation, so that running off its end hits
 #: no other allocation and fails as an illegal address.
-GUARD_BYTES = ALLOCATION_ALIGNMENT
+GUARD_BYTES = PLACEMENT_ALIGNMENT
 
 
-def _round_up(value: int, alignment: int = ALLOCATION_ALIGNMENT) -> int:
+def _round_up(value: int, alignment: int = PLACEMENT_ALIGNMENT) -> int:
     return -(-value // alignment) * alignment
 
 
@@ -185,7 +188,7 @@ class SimDevice(Device):
             raise CudaError(cudaError.cudaErrorInvalidValue,
                             f"va_base {va_base:#x} must be a non-negative multiple of {ALLOCATION_ALIGNMENT}")
         self.index = index
-        self._window = (max(va_base, ALLOCATION_ALIGNMENT), va_base + window_size)  # never address 0
+        self._window = (max(_round_up(va_base), PLACEMENT_ALIGNMENT), va_base + window_size)  # never address 0
         # Addresses are handed out in increasing order and not reused while the
         # window lasts: a freed pointer then stays invalid, so use after free is
         # caught as an illegal address instead of silently hitting new data.

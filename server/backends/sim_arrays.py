@@ -21,7 +21,8 @@ from rcuda.errors import CudaError, cudaError
 from .arrays import FORMATS, SURFACE_LOAD_STORE, ArraySpec, Place, invalid
 from .sim_plugins import IllegalAddress
 
-#: cudaDevAttrTextureAlignment and cudaDevAttrTexturePitchAlignment of the sim.
+#: cudaDevAttrTextureAlignment and cudaDevAttrTexturePitchAlignment of the
+#: sim (its allocations start at the former: sim.PLACEMENT_ALIGNMENT).
 TEXTURE_ALIGNMENT, TEXTURE_PITCH_ALIGNMENT = 512, 32
 
 ADDRESS_MODES, FILTER_MODES, READ_MODES = range(4), range(2), range(2)

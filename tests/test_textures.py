@@ -1,0 +1,34 @@
+"""CUDA arrays, texture and surface objects, pitched and 3-D copies, from
+tests/cuda/textures.cu run unmodified through rcuda on a sim server whose
+kernels (tests/cuda/texture_kernels.py) sample textures as CUDA defines it.
+
+The program's sections are independent: a failing check prints "FAILED
+[<section>] line N: ..." and abandons that section only."""
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from conftest import requires_nvcc
+
+pytestmark = requires_nvcc
+
+SECTIONS = ["channel_descs", "arrays", "array_copies", "pitched_3d", "tex2d_point", "tex2d_linear",
+            "layered_cubemap", "surface_then_texture", "texture_linear", "mipmapped", "queries", "bad_input"]
+
+
+@pytest.fixture(scope="module")
+def result(sim_program_output):
+    return sim_program_output("textures.cu", "texture_kernels.py")
+
+
+@pytest.mark.parametrize("section", SECTIONS)
+def test_section(result, section):
+    failures = [line for line in result.stdout.splitlines() if line.startswith(f"FAILED [{section}]")]
+    assert not failures, "\n".join(failures) + "\n\n" + result.stdout + result.stderr
+    assert re.search(rf"^ok {section}$", result.stdout, re.MULTILINE), result.stdout + result.stderr
+
+
+def test_whole_program_passes(result):
+    assert result.returncode == 0 and "PASSED textures" in result.stdout, result.stdout + result.stderr
