@@ -205,6 +205,16 @@ def test_pools_quick(tmp_path):
 
 
 @requires_nvcc
+def test_pitched_quick(tmp_path):
+    run = run_bench("micro", "--quick", "--only", "pitched", "--out", str(tmp_path))
+    assert run.returncode == 0, run.stderr
+    result = check_outputs(tmp_path, "pitched")
+    assert set(result["variants"]) == {"htod_2d", "htod_flat", "dtoh_2d", "dtoh_flat"}
+    assert all(v["gb_per_s"] > 0 for v in result["variants"].values())
+    assert result["parameters"]["device_pitch"] >= result["parameters"]["width"] * 4
+
+
+@requires_nvcc
 def test_driver_api_quick(tmp_path):
     run = run_bench("micro", "--quick", "--only", "driver_api", "--out", str(tmp_path))
     assert run.returncode == 0, run.stderr
