@@ -10,7 +10,7 @@ import re
 
 import pytest
 
-from conftest import requires_nvcc
+from conftest import requires_nvcc, run_program
 
 pytestmark = requires_nvcc
 
@@ -32,3 +32,15 @@ def test_section(result, section):
 
 def test_whole_program_passes(result):
     assert result.returncode == 0 and "PASSED textures" in result.stdout, result.stdout + result.stderr
+
+
+def test_on_a_gpu(compile_cuda, server_factory):
+    """The cupy backend: real arrays and texture objects, the hardware's
+    sampling checked against the program's host reference."""
+    from test_backends import cupy_unavailable
+
+    if reason := cupy_unavailable():
+        pytest.skip(reason)
+    server = server_factory("--backend", "cupy", "--devices", "1")
+    result = run_program(compile_cuda("textures.cu"), server, timeout=300)
+    assert result.returncode == 0 and "PASSED textures" in result.stdout, result.stdout + result.stderr[-3000:]

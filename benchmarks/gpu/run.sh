@@ -130,7 +130,7 @@ step_tests_gpu() {
     "$PY" -m pytest -q -rs -p no:cacheprovider --junitxml="$OUT/tests/gpu-junit.xml" \
         tests/test_backends.py tests/test_mnist.py tests/test_independent_streams.py tests/test_mapped_memory.py \
         tests/test_large_params.py tests/test_cooperative.py tests/test_managed_memory.py tests/test_conjugate_gradient.py \
-        tests/test_memory_pools.py tests/test_cublas.py tests/test_cufft.py tests/test_curand.py \
+        tests/test_memory_pools.py tests/test_cublas.py tests/test_cufft.py tests/test_curand.py tests/test_textures.py \
         -k "cupy or local_gpu or on_a_gpu"
 }
 
