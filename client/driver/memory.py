@@ -279,6 +279,8 @@ def _side(copy, prefix: str, extent, call: str) -> boxes.Side:
     what = f"{call}: {'destination' if prefix == 'dst' else 'source'}"
     if kind == lib.CU_MEMORYTYPE_ARRAY:
         handle = address(getattr(copy, prefix + "Array"))
+        if not handle:
+            raise _invalid(call, f"{prefix}Array is NULL")
         if getattr(copy, prefix + "LOD", 0):
             raise _invalid(call, f"{prefix}LOD must be 0")
         return boxes.array_side(rt().arrays.get(handle, what), x, y, z, extent, what)

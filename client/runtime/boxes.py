@@ -26,7 +26,7 @@ from .. import interposer
 from ..memory.arrays import CudaArray
 from .core import SUCCESS, cuda
 from .memory import (DEFAULT, DEVICE_TO_DEVICE, DEVICE_TO_HOST, HOST_TO_DEVICE, HOST_TO_HOST, _check_kind_value,
-                     _device_side, _device_wrote, _mapped_involved, _pinned, _stream_on, allocate_pitched)
+                     _device_side, _device_wrote, _mapped_involved, _pinned, _stream_on, _write_host, allocate_pitched)
 from ..interposer import address, out_pointer, stream_of
 
 #: The largest staging buffer a thread keeps for its next copy.
@@ -173,10 +173,19 @@ def copy_box(dst: Side, src: Side, extent, stream=None, asynchronous: bool = Fal
     elif dst.device is None:
         device = src.device
         stream_id = _stream_on(device, stream)
-        if asynchronous and _pinned(dst.ptr, dst.span(extent)):
-            device.post_with_callback("dtoh3d", lambda reply, frames: _scatter(dst, extent, _joined(frames)),
+        box = _host_box(dst, extent)
+        if asynchronous and box.flags.c_contiguous and _pinned(dst.ptr, box.size):
+            # As a 1-D download into pinned memory: the bytes land in place as
+            # the reply is read, before any later reply (a synchronisation's).
+            pending = rt().pending_downloads
+            token = pending.started(dst.ptr, box.size)
+            device.post_with_callback("dtoh3d", lambda reply, frames: _write_host(dst.ptr, frames),
+                                      finally_=lambda: pending.landed(token), into=memoryview(box).cast("B"),
                                       src=src.wire(), stream=stream_id, **fields)
-        else:  # into pageable memory CUDA returns once the copy is complete
+        else:
+            # Into pageable memory CUDA returns once the copy is complete; into
+            # pinned rows with gaps too (they are unpacked here, which a later
+            # synchronisation could not wait for).
             packed = _staging(width * height * depth)
             _, frames = device.request("dtoh3d", into=memoryview(packed), src=src.wire(), stream=stream_id, **fields)
             _scatter(dst, extent, _joined(frames) if frames else packed)  # (frames: it did not land in `into`)

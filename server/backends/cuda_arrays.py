@@ -17,28 +17,30 @@ from __future__ import annotations
 import ctypes
 import functools
 
+from rcuda._generated.cuda_enums import ENUMS, MACROS
 from rcuda.driver_errors import error_name
 from rcuda.errors import CudaError, cudaError
 
 from .arrays import FORMATS, ArraySpec, invalid
 from .cuda_status import driver_status
 
-# cuda.h: CUmemorytype, CUresourcetype and the CU_TRSF_* texture flags.
+# cuda.h's CUmemorytype (the runtime has no array memory type to share).
 CU_MEMORYTYPE_HOST, CU_MEMORYTYPE_DEVICE, CU_MEMORYTYPE_ARRAY = 0x01, 0x02, 0x03
-CU_RESOURCE_TYPE_ARRAY, CU_RESOURCE_TYPE_MIPMAPPED_ARRAY = 0x00, 0x01
-CU_RESOURCE_TYPE_LINEAR, CU_RESOURCE_TYPE_PITCH2D = 0x02, 0x03
-CU_TRSF_READ_AS_INTEGER = 0x01
-CU_TRSF_NORMALIZED_COORDINATES = 0x02
-CU_TRSF_SRGB = 0x10
-CU_TRSF_DISABLE_TRILINEAR_OPTIMIZATION = 0x20
-CU_TRSF_SEAMLESS_CUBEMAP = 0x40
+# CUresourcetype's values are cudaResourceType's.
+CU_RESOURCE_TYPE_ARRAY, CU_RESOURCE_TYPE_MIPMAPPED_ARRAY, CU_RESOURCE_TYPE_LINEAR, CU_RESOURCE_TYPE_PITCH2D = (
+    ENUMS["cudaResourceType"][f"cudaResourceType{kind}"] for kind in ("Array", "MipmappedArray", "Linear", "Pitch2D"))
+CU_TRSF_READ_AS_INTEGER = MACROS["CU_TRSF_READ_AS_INTEGER"]
+CU_TRSF_NORMALIZED_COORDINATES = MACROS["CU_TRSF_NORMALIZED_COORDINATES"]
+CU_TRSF_SRGB = MACROS["CU_TRSF_SRGB"]
+CU_TRSF_DISABLE_TRILINEAR_OPTIMIZATION = MACROS["CU_TRSF_DISABLE_TRILINEAR_OPTIMIZATION"]
+CU_TRSF_SEAMLESS_CUBEMAP = MACROS["CU_TRSF_SEAMLESS_CUBEMAP"]
 
 #: Wire channel formats -> CUarray_format (CU_AD_FORMAT_*).
 ARRAY_FORMATS = {"uint8": 0x01, "uint16": 0x02, "uint32": 0x03, "int8": 0x08, "int16": 0x09, "int32": 0x0a,
                  "float16": 0x10, "float32": 0x20}
 
-# cudaTextureReadMode.
-READ_MODE_ELEMENT_TYPE, READ_MODE_NORMALIZED_FLOAT = 0, 1
+READ_MODE_ELEMENT_TYPE = ENUMS["cudaTextureReadMode"]["cudaReadModeElementType"]
+READ_MODE_NORMALIZED_FLOAT = ENUMS["cudaTextureReadMode"]["cudaReadModeNormalizedFloat"]
 #: cudaTextureDesc's yes/no fields -> the CU_TRSF_* flag each one sets.
 TEXTURE_FLAGS = {"normalizedCoords": CU_TRSF_NORMALIZED_COORDINATES, "sRGB": CU_TRSF_SRGB,
                  "disableTrilinearOptimization": CU_TRSF_DISABLE_TRILINEAR_OPTIMIZATION,
