@@ -11,11 +11,13 @@ import re
 import pytest
 
 from conftest import requires_nvcc, run_program
+from program_paths import check_section, run_on_sim
 
 pytestmark = requires_nvcc
 
 SECTIONS = ["channel_descs", "arrays", "array_copies", "pitched_3d", "tex2d_point", "tex2d_linear",
-            "layered_cubemap", "surface_then_texture", "texture_linear", "mipmapped", "queries", "bad_input"]
+            "layered_cubemap", "surface_then_texture", "texture_linear", "mipmapped", "queries", "bad_input",
+            "large_pitched"]
 
 
 @pytest.fixture(scope="module")
@@ -32,6 +34,14 @@ def test_section(result, section):
 
 def test_whole_program_passes(result):
     assert result.returncode == 0 and "PASSED textures" in result.stdout, result.stdout + result.stderr
+
+
+def test_copies_on_an_auth_servers_zeromq_link(compile_cuda, tmp_path):
+    """A --auth server: the boxes (large ones in parts) take the ZeroMQ link."""
+    sections = ("array_copies", "pitched_3d", "large_pitched")
+    result = run_on_sim(compile_cuda, "textures.cu", "texture_kernels.py", *sections, auth_root=tmp_path, devices=1)
+    check_section(result, *sections)
+    assert result.returncode == 0, result.stdout + result.stderr[-3000:]
 
 
 def test_on_a_gpu(compile_cuda, server_factory):

@@ -14,11 +14,9 @@ synchronisation; mapped host memory is copied on its device copy.
 """
 from __future__ import annotations
 
+import dataclasses
 import threading
 from dataclasses import dataclass
-
-import numpy as np
-from numpy.lib.stride_tricks import as_strided
 
 from rcuda.errors import CudaError, cudaError
 
@@ -29,6 +27,12 @@ from .memory import (DEFAULT, DEVICE_TO_DEVICE, DEVICE_TO_HOST, HOST_TO_DEVICE, 
                      _device_side, _device_wrote, _mapped_involved, _pinned, _stream_on, _write_host, allocate_pitched)
 from ..interposer import address, out_pointer, stream_of
 
+#: Synchronous copies of at least this many bytes whose host rows have gaps
+#: travel in parts of about PART_BYTES: one is packed or unpacked here while
+#: the link moves another.
+PIPELINE_FROM, PART_BYTES = 16 << 20, 2 << 20
+#: How long a part's reply callback may lag behind the last part's reply.
+PART_WAIT_SECONDS = 30.0
 #: The largest staging buffer a thread keeps for its next copy.
 KEPT_STAGING_BYTES = 256 << 20
 _thread = threading.local()
@@ -71,6 +75,12 @@ class Side:
         width, height, depth = extent
         return ((depth - 1) * self.rows + (height - 1)) * self.pitch + width
 
+    def at(self, y: int, z: int) -> "Side":
+        """The side from row y of slice z of its box on (a part of a copy)."""
+        if self.array is not None:
+            return dataclasses.replace(self, y=self.y + y, z=self.z + z)
+        return dataclasses.replace(self, ptr=self.ptr + (z * self.rows + y) * self.pitch)
+
 
 def linear_side(ptr: int, pitch: int, rows: int, extent, on_device: bool | None, what: str) -> Side:
     """Linear memory: where the allocation map says it is.  `on_device`
@@ -110,17 +120,22 @@ def array_side(array: CudaArray, x: int, y: int, z: int, extent, what: str) -> S
     return Side(device=array.device, array=array, x=x, y=y, z=z)
 
 
-def _host_box(side: Side, extent) -> np.ndarray:
+def _host_box(side: Side, extent):
     """Host memory of a side as a writable (depth, height, width) byte view."""
     width, height, depth = extent
+    import numpy as np  # here: every program imports this module, few copy boxes
+    from numpy.lib.stride_tricks import as_strided
+
     base = np.frombuffer(ffi().buffer(ffi().cast("char *", side.ptr), side.span(extent)), np.uint8)
     return as_strided(base, shape=(depth, height, width), strides=(side.rows * side.pitch, side.pitch, 1))
 
 
-def _staging(size: int) -> np.ndarray:
+def _staging(size: int):
     """This thread's buffer for a synchronous copy's packed bytes, kept for
     the next (fresh memory costs a page fault per 4 KiB: as much again as
     the copy into it)."""
+    import numpy as np
+
     if size > KEPT_STAGING_BYTES:
         return np.empty(size, np.uint8)
     buffer = getattr(_thread, "staging", None)
@@ -139,11 +154,13 @@ def _packed(side: Side, extent, asynchronous: bool):
     if box.flags.c_contiguous:
         return memoryview(box).cast("B")
     packed = _staging(box.size)
-    np.copyto(packed.reshape(box.shape), box)
+    packed.reshape(box.shape)[...] = box
     return memoryview(packed)
 
 
 def _scatter(side: Side, extent, packed) -> None:
+    import numpy as np
+
     box = _host_box(side, extent)
     box[...] = np.frombuffer(packed, np.uint8).reshape(box.shape)
 
@@ -165,11 +182,13 @@ def copy_box(dst: Side, src: Side, extent, stream=None, asynchronous: bool = Fal
         _host_box(dst, extent)[...] = _host_box(src, extent)
     elif src.device is None:
         device = dst.device
-        data = _packed(src, extent, asynchronous)
-        if asynchronous:
-            device.post("htod3d", [data], dst=dst.wire(), stream=_stream_on(device, stream), **fields)
+        stream_id = _stream_on(device, stream)
+        if not asynchronous and width * height * depth >= PIPELINE_FROM and not _host_box(src, extent).flags.c_contiguous:
+            _upload_in_parts(device, dst, src, extent, stream_id)
         else:
-            device.request("htod3d", [data], dst=dst.wire(), stream=_stream_on(device, stream), **fields)
+            data = _packed(src, extent, asynchronous)
+            op = device.post if asynchronous else device.request
+            op("htod3d", [data], dst=dst.wire(), stream=stream_id, **fields)
     elif dst.device is None:
         device = src.device
         stream_id = _stream_on(device, stream)
@@ -186,9 +205,17 @@ def copy_box(dst: Side, src: Side, extent, stream=None, asynchronous: bool = Fal
             # Into pageable memory CUDA returns once the copy is complete; into
             # pinned rows with gaps too (they are unpacked here, which a later
             # synchronisation could not wait for).
-            packed = _staging(width * height * depth)
-            _, frames = device.request("dtoh3d", into=memoryview(packed), src=src.wire(), stream=stream_id, **fields)
-            _scatter(dst, extent, _joined(frames) if frames else packed)  # (frames: it did not land in `into`)
+            if box.flags.c_contiguous:
+                _, frames = device.request("dtoh3d", into=memoryview(box).cast("B"), src=src.wire(), stream=stream_id,
+                                           **fields)
+                _write_host(dst.ptr, frames)  # (frames only where it did not land in `into`)
+            elif width * height * depth >= PIPELINE_FROM:
+                _download_in_parts(device, dst, src, extent, stream_id)
+            else:
+                packed = _staging(width * height * depth)
+                _, frames = device.request("dtoh3d", into=memoryview(packed), src=src.wire(), stream=stream_id,
+                                           **fields)
+                _scatter(dst, extent, _joined(frames) if frames else packed)
     elif dst.device is src.device:
         device = dst.device
         op = device.post if asynchronous else device.request
@@ -201,6 +228,69 @@ def copy_box(dst: Side, src: Side, extent, stream=None, asynchronous: bool = Fal
         dst.device.request("htod3d", [packed], dst=dst.wire(), stream=_stream_on(dst.device, stream), **fields)
     if dst.mirrored:
         _device_wrote(dst.ptr, dst.span(extent), stream, asynchronous)
+
+
+def _parts(extent):
+    """A large box as parts of whole rows of one slice, about PART_BYTES
+    each: (row, slice, rows)."""
+    width, height, depth = extent
+    rows = max(1, min(height, PART_BYTES // width))
+    return [(y, z, min(rows, height - y)) for z in range(depth) for y in range(0, height, rows)]
+
+
+def _upload_in_parts(device, dst: Side, src: Side, extent, stream_id: int) -> None:
+    """A large upload whose rows have gaps, as a message per part: each part
+    is packed while the link's thread sends the one before (the packed
+    bytes are lent to C, and stay put until the last part's reply), and the
+    last part waits for the whole copy, as cudaMemcpy does."""
+    width = extent[0]
+    box, packed = _host_box(src, extent), _staging(width * extent[1] * extent[2])
+    parts, offset = _parts(extent), 0
+    for index, (y, z, rows) in enumerate(parts):
+        piece = packed[offset:offset + rows * width]
+        piece.reshape(rows, width)[...] = box[z, y:y + rows]
+        fields = dict(dst=dst.at(y, z).wire(), extent=[width, rows, 1], stream=stream_id)
+        if index < len(parts) - 1:
+            device.post("htod3d", [memoryview(piece)], borrowed=True, **fields)
+        else:
+            device.request("htod3d", [memoryview(piece)], **fields)
+        offset += rows * width
+
+
+def _download_in_parts(device, dst: Side, src: Side, extent, stream_id: int) -> None:
+    """A large download into rows with gaps, as a message per part, all
+    sent at once: the server packs one part while the link moves another,
+    each lands in this thread's staging as its reply is read, and the last
+    part's reply (which comes after all the others, with any failure of
+    theirs) ends the wait; then the parts are unpacked."""
+    width = extent[0]
+    packed = _staging(width * extent[1] * extent[2])
+    parts, offset, delivered = _parts(extent), 0, []
+    for index, (y, z, rows) in enumerate(parts):
+        piece = packed[offset:offset + rows * width]
+        fields = dict(into=memoryview(piece), src=src.at(y, z).wire(), extent=[width, rows, 1], stream=stream_id)
+        if index < len(parts) - 1:
+            done = threading.Event()
+            device.post_with_callback("dtoh3d", lambda reply, frames, piece=piece: _fill(piece, frames),
+                                      finally_=done.set, **fields)
+            delivered.append(done)
+        else:
+            _, frames = device.request("dtoh3d", **fields)
+            _fill(piece, frames)
+        offset += rows * width
+    for done in delivered:  # their replies came first; their callbacks may still be finishing
+        if not done.wait(PART_WAIT_SECONDS):
+            raise CudaError(cudaError.cudaErrorUnknown, f"cudaMemcpy3D from {device.label}: a part's reply "
+                                                        f"was not delivered in {PART_WAIT_SECONDS:.0f} s")
+    _scatter(dst, extent, packed)
+
+
+def _fill(piece, frames) -> None:
+    """A reply's bytes that did not land in `into` (a ZeroMQ link)."""
+    import numpy as np
+
+    if frames and sum(len(frame.buffer) for frame in frames):
+        piece[...] = np.frombuffer(_joined(frames), np.uint8)
 
 
 def copy_linear(dst: int, dpitch: int, drows: int, src: int, spitch: int, srows: int, extent, kind: int,
