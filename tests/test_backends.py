@@ -592,3 +592,43 @@ def test_sim_a_lane_upload_given_its_stream_takes_its_place_there(modelled):
     data, copied = device.memcpy_dtoh(ptr, 4, later)  # a blocking stream waits for stream 0's copy
     assert copied.deadline() == device.stream_synchronize(busy).deadline()
     assert bytes(data) == b"\x05\x06\x07\x08"
+
+
+TEXTURE_DESC = {"addressMode": [1, 1, 1], "filterMode": 0, "readMode": 0, "sRGB": 0, "borderColor": [0.0] * 4,
+                "normalizedCoords": 0, "maxAnisotropy": 0, "mipmapFilterMode": 0, "mipmapLevelBias": 0.0,
+                "minMipmapLevelClamp": 0.0, "maxMipmapLevelClamp": 0.0, "disableTrilinearOptimization": 0,
+                "seamlessCubemap": 0}
+
+
+def test_sim_texture_objects_show_their_texels_until_destroyed(device):
+    """What a plugin's launch.texture(i) / launch.surface(i) get, and a
+    destroyed object (or its freed array) in a launch: an illegal address."""
+    if not isinstance(device, sim.SimDevice):
+        pytest.skip("the plugin interface is the sim's")
+    from rcuda.server.backends.sim_plugins import IllegalAddress
+
+    device.array_create(1, ArraySpec("float32", 2, 4, 3, 0, 0x02))  # 4 x 3 float2, surface load/store
+    texels = np.arange(24, dtype=np.float32)
+    device.region_htod(Place(array=1), (32, 3, 1), memoryview(texels.tobytes()))
+    texture = device.texture_create({"type": "array", "array": 1, "level": 0}, TEXTURE_DESC, None)
+    surface = device.surface_create({"type": "array", "array": 1, "level": 0})
+    view = device.arrays.lookup(texture, False, "k")
+    assert view.data.shape == (3, 4, 2) and view.data.dtype == np.float32 and not view.data.flags.writeable
+    assert view.data[2, 3, 1] == 23 and view.resource == "array" and view.desc["addressMode"] == [1, 1, 1]
+    device.arrays.lookup(surface, True, "k").data[0, 0, 0] = 99  # a surface writes the array
+    assert device.arrays.lookup(texture, False, "k").data[0, 0, 0] == 99
+    with pytest.raises(IllegalAddress):
+        device.arrays.lookup(texture, True, "k")  # a texture is no surface
+    device.texture_destroy(texture)
+    with pytest.raises(IllegalAddress):
+        device.arrays.lookup(texture, False, "k")
+    with pytest.raises(CudaError) as twice:
+        device.texture_destroy(texture)
+    assert twice.value.status == cudaError.cudaErrorInvalidValue
+    device.array_destroy(1)
+    with pytest.raises(IllegalAddress):
+        device.arrays.lookup(surface, True, "k")  # its array is gone
+    device.array_create(2, ArraySpec("float32", 1, 4, 4, 0, 0))
+    with pytest.raises(CudaError) as no_flag:
+        device.surface_create({"type": "array", "array": 2, "level": 0})
+    assert no_flag.value.status == cudaError.cudaErrorInvalidValue

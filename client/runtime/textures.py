@@ -17,7 +17,7 @@ from rcuda._generated.cuda_enums import ENUMS
 from rcuda.errors import CudaError, cudaError
 
 from .. import interposer
-from ..memory.arrays import SamplerObject
+from ..memory.arrays import CUBEMAP, FORMAT_BYTES, LAYERED, SamplerObject
 from .arrays import desc_tuple, fill_desc, format_of
 from .core import SUCCESS, cuda
 from ..interposer import address, out_pointer
@@ -75,9 +75,45 @@ def wire_resource(resource: dict) -> dict:
     return wire
 
 
+#: cudaResourceViewFormat (CUresourceViewFormat's numbers too) -> (wire format, channels), but the
+#: block-compressed formats, whose texels are blocks.
+VIEW_FORMATS = {
+    ENUMS["cudaResourceViewFormat"][f"cudaResViewFormat{name}{channels}"]: (fmt, channels)
+    for name, fmt in (("UnsignedChar", "uint8"), ("SignedChar", "int8"), ("UnsignedShort", "uint16"),
+                      ("SignedShort", "int16"), ("UnsignedInt", "uint32"), ("SignedInt", "int32"),
+                      ("Half", "float16"), ("Float", "float32"))
+    for channels in (1, 2, 4)}
+VIEW_NONE = ENUMS["cudaResourceViewFormat"]["cudaResViewFormatNone"]
+
+
+def check_view(resource: dict, view: dict, call: str) -> None:
+    """A resource view reinterprets an array's texels: same size, levels
+    and layers within the array's."""
+    if resource["type"] not in ("array", "mipmappedArray"):
+        raise CudaError(cudaError.cudaErrorInvalidValue, f"{call}: a resource view is for arrays, not "
+                                                         f"{resource['type']} memory")
+    array = resource["array"]
+    if view["format"] != VIEW_NONE:
+        fmt, channels = VIEW_FORMATS.get(view["format"], (None, 0))
+        if fmt is None:
+            raise CudaError(cudaError.cudaErrorNotSupported, f"{call}: view format {view['format']} (block-compressed "
+                                                             f"views are not supported by rcuda)")
+        if FORMAT_BYTES[fmt] * channels != array.element_size:
+            raise CudaError(cudaError.cudaErrorInvalidValue,
+                            f"{call}: a view of {channels} x {fmt} over texels of {array.element_size} bytes")
+    levels, layers = max(array.levels, 1), max(array.depth, 1) if array.flags & (LAYERED | CUBEMAP) else 1
+    if not view["firstMipmapLevel"] <= view["lastMipmapLevel"] < levels \
+            or not view["firstLayer"] <= view["lastLayer"] < layers:
+        raise CudaError(cudaError.cudaErrorInvalidValue,
+                        f"{call}: a view of levels {view['firstMipmapLevel']}..{view['lastMipmapLevel']} and layers "
+                        f"{view['firstLayer']}..{view['lastLayer']} of an array of {levels} and {layers}")
+
+
 def create_object(resource: dict, texture: dict | None, view: dict | None, call: str) -> int:
     """A texture object (texture given) or a surface object: its handle."""
     device = resource_device(resource, call)
+    if view is not None:
+        check_view(resource, view, call)
     if texture is None:
         reply, _ = device.request("surface_create", resource=wire_resource(resource))
     else:

@@ -1465,6 +1465,29 @@ static void bad_input() {
     cudaArray_t a;  // 8 x 4 floats, no surface flag
     CHECK(cudaMallocArray(&a, &desc, 8, 4));
 
+    // A resource view whose texels are not the array's size, or past its levels.
+    {
+        cudaResourceDesc res;
+        memset(&res, 0, sizeof(res));
+        res.resType = cudaResourceTypeArray;
+        res.res.array.array = a;
+        cudaTextureDesc td;
+        memset(&td, 0, sizeof(td));
+        cudaResourceViewDesc view;
+        memset(&view, 0, sizeof(view));
+        view.format = cudaResViewFormatFloat2;  // 8-byte texels over 4-byte ones
+        view.width = 8;
+        view.height = 4;
+        cudaTextureObject_t t = 0;
+        EXPECT_AND_CLEAR(cudaCreateTextureObject(&t, &res, &td, &view), cudaErrorInvalidValue);
+        view.format = cudaResViewFormatFloat1;
+        view.lastMipmapLevel = 1;  // a plain array has one level
+        EXPECT_AND_CLEAR(cudaCreateTextureObject(&t, &res, &td, &view), cudaErrorInvalidValue);
+        view.lastMipmapLevel = 0;
+        CHECK(cudaCreateTextureObject(&t, &res, &td, &view));  // the same texels: fine
+        CHECK(cudaDestroyTextureObject(t));
+    }
+
     // Copies running outside the array's extent.
     EXPECT_AND_CLEAR(cudaMemcpy2DToArray(a, sizeof(float), 0, host, 32, 32, 4, cudaMemcpyHostToDevice),
                      cudaErrorInvalidValue);  // one float past the end of the rows
