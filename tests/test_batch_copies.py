@@ -16,7 +16,7 @@ from rcuda.config import ClientConfig, parse_server
 from rcuda.errors import CudaError, cudaError
 from rcuda.protocol import MAX_BATCH_COPIES
 
-SECTIONS = ["copies", "large", "managed", "two_gpus", "bad_arguments", "default_streams", "driver"]
+SECTIONS = ["copies", "large", "managed", "two_gpus", "bad_arguments", "default_streams", "driver", "three_d"]
 LINK_DRIVER = (f"-L{dropin_dir()}", "-l:libcuda.so.1")
 
 

@@ -240,7 +240,8 @@ def cuMemcpyPeerAsync(dstDevice, dstContext, srcDevice, srcContext, ByteCount, h
 # arguments, CUdeviceptr arrays for void * ones.  CUDA 12.8's
 # cuMemcpyBatchAsync (and _ptsz) also returns failIdx: on failure, the index
 # of the copy at fault, or SIZE_MAX where no copy in particular is.
-# cuMemcpy3DBatchAsync is not supported (rcuda has no 3-D batch copies).
+# cuMemcpy3DBatchAsync (CUDA 12.8's, with failIdx) and its _v2 are the
+# runtime's boxes (client/runtime/boxes.py, batch_3d).
 
 
 def _batch(dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, hStream, per_thread: bool, failIdx=None):
@@ -253,6 +254,27 @@ def _batch(dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, hStream, per_th
             failIdx[0] = getattr(exc, "index", runtime_memory.NO_COPY)
         raise
     return SUCCESS
+
+
+def _batch_3d(opList, numOps, flags, hStream, per_thread: bool, failIdx=None) -> CUresult:
+    require_initialized()
+    try:
+        boxes.batch_3d(opList, numOps, flags, stream_of(hStream, per_thread), "cuMemcpy3DBatchAsync")
+    except CudaError as exc:
+        if failIdx is not None and failIdx != interposer.ffi.NULL:
+            failIdx[0] = getattr(exc, "index", runtime_memory.NO_COPY)
+        raise
+    return SUCCESS
+
+
+@driver(stream_variants=True)
+def cuMemcpy3DBatchAsync(numOps, opList, failIdx, flags, hStream, per_thread=False):
+    return _batch_3d(opList, numOps, flags, hStream, per_thread, failIdx)
+
+
+@driver(stream_variants=True)
+def cuMemcpy3DBatchAsync_v2(numOps, opList, flags, hStream, per_thread=False):
+    return _batch_3d(opList, numOps, flags, hStream, per_thread)
 
 
 @driver(stream_variants=True)

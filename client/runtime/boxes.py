@@ -18,13 +18,16 @@ import dataclasses
 import threading
 from dataclasses import dataclass
 
+from rcuda._generated.cuda_enums import ENUMS
 from rcuda.errors import CudaError, cudaError
 
 from .. import interposer
 from ..memory.arrays import CudaArray
 from .core import SUCCESS, cuda
-from .memory import (DEFAULT, DEVICE_TO_DEVICE, DEVICE_TO_HOST, HOST_TO_DEVICE, HOST_TO_HOST, _check_kind_value,
-                     _device_side, _device_wrote, _mapped_involved, _pinned, _stream_on, _write_host, allocate_pitched)
+from .memory import (DEFAULT, DEVICE_TO_DEVICE, DEVICE_TO_HOST, HOST_TO_DEVICE, HOST_TO_HOST, MEMCPY_FLAGS,
+                     ORDER_ANY, ORDER_DURING_CALL, ORDER_STREAM, BatchCopyError, _check_kind_value, _device_side,
+                     _device_wrote, _mapped_involved, _pinned, _stream_on, _write_host, allocate_pitched)
+from ..streams import LEGACY_STREAM_ID
 from ..interposer import address, out_pointer, stream_of
 
 #: Synchronous copies of at least this many bytes whose host rows have gaps
@@ -582,4 +585,77 @@ def cudaMemcpyArrayToArray(dst, wOffsetDst, hOffsetDst, src, wOffsetSrc, hOffset
     buffer = ffi().new("char[]", max(count, 1))
     linear_array_copy(src, wOffsetSrc, hOffsetSrc, address(buffer), count, DEVICE_TO_HOST, False, call=call)
     linear_array_copy(dst, wOffsetDst, hOffsetDst, address(buffer), count, HOST_TO_DEVICE, True, call=call)
+    return SUCCESS
+
+
+# ------------------------------------------------------------------ batches of boxes
+# cudaMemcpy3DBatchAsync and the driver's cuMemcpy3DBatchAsync (their
+# operand structures have the same fields): each copy is a box, sent as
+# cudaMemcpy3DAsync sends it, in the batch's stream; every copy is checked
+# before any is sent, so a refused batch copies nothing.
+
+OPERAND_POINTER = ENUMS["cudaMemcpy3DOperandType"]["cudaMemcpyOperandTypePointer"]
+OPERAND_ARRAY = ENUMS["cudaMemcpy3DOperandType"]["cudaMemcpyOperandTypeArray"]
+
+
+def _operand(operand, element: int, extent, what: str) -> Side:
+    """One side of a batch copy; `extent` in bytes (width) and rows/slices."""
+    if operand.type == OPERAND_ARRAY:
+        array = rt().arrays.get(address(operand.op.array.array), what)
+        offset = operand.op.array.offset
+        return array_side(array, offset.x * element, offset.y, offset.z, extent, what)
+    if operand.type != OPERAND_POINTER:
+        raise CudaError(cudaError.cudaErrorInvalidValue, f"{what}: operand type {operand.type}")
+    ptr = operand.op.ptr
+    row_length, layer_height = ptr.rowLength, ptr.layerHeight  # 0: packed as the extent
+    if row_length and row_length * element < extent[0] or layer_height and layer_height < extent[1]:
+        raise CudaError(cudaError.cudaErrorInvalidValue, f"{what}: rows of {row_length} and layers of "
+                                                         f"{layer_height} hold no box of {extent}")
+    pitch = row_length * element if row_length else extent[0]
+    return linear_side(address(ptr.ptr), pitch, layer_height or extent[1], extent, None, what)
+
+
+def _element(operand, call: str) -> int | None:
+    if operand.type != OPERAND_ARRAY:
+        return None
+    return rt().arrays.get(address(operand.op.array.array), call).element_size
+
+
+def batch_3d(ops, count: int, flags: int, stream, call: str) -> None:
+    """`count` copies of `ops` (cudaMemcpy3DBatchOp or CUDA_MEMCPY3D_BATCH_OP)
+    in `stream`; failures are BatchCopyErrors naming the copy."""
+    if flags:
+        raise BatchCopyError(f"{call}: flags must be 0, not {flags}")
+    if count and ops == ffi().NULL:
+        raise BatchCopyError(f"{call}: {count} copies at NULL")
+    if stream.id == LEGACY_STREAM_ID:
+        raise BatchCopyError(f"{call}: the legacy default stream cannot take a batch of copies")
+    copies = []
+    for index in range(count):
+        op, what = ops[index], f"{call}: copy {index}"
+        try:
+            if op.srcAccessOrder not in (ORDER_STREAM, ORDER_DURING_CALL, ORDER_ANY) or op.flags & ~MEMCPY_FLAGS:
+                raise CudaError(cudaError.cudaErrorInvalidValue,
+                                f"{what}: srcAccessOrder {op.srcAccessOrder}, flags {op.flags:#x}")
+            sizes = {_element(op.src, what), _element(op.dst, what)} - {None}
+            if len(sizes) > 1:
+                raise CudaError(cudaError.cudaErrorInvalidValue, f"{what}: arrays of different element sizes")
+            element = sizes.pop() if sizes else 1
+            extent = (op.extent.width * element, op.extent.height, op.extent.depth)
+            if not all(extent):
+                raise CudaError(cudaError.cudaErrorInvalidValue, f"{what}: an empty extent")
+            dst, src = _operand(op.dst, element, extent, f"{what} destination"), \
+                _operand(op.src, element, extent, f"{what} source")
+        except CudaError as exc:
+            raise BatchCopyError(str(exc), index, exc.status) from None
+        # Read during the call: the call waits for a source on a device
+        # (a host source is read before the call returns anyway).
+        copies.append((dst, src, extent, op.srcAccessOrder == ORDER_DURING_CALL and src.device is not None))
+    for dst, src, extent, waits in copies:
+        copy_box(dst, src, extent, stream, not waits, call)
+
+
+@cuda(stream_variants=True)
+def cudaMemcpy3DBatchAsync(numOps, opList, flags, stream, per_thread=False):
+    batch_3d(opList, numOps, flags, stream_of(stream, per_thread), "cudaMemcpy3DBatchAsync")
     return SUCCESS

@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <algorithm>
 #include <vector>
 
 #include "driver_check.h"
@@ -362,10 +363,91 @@ static void driver() {
     printf("ok driver\n");
 }
 
+// 3-D batches: cudaMemcpy3DBatchAsync between a pitched box, a CUDA array
+// and packed host memory, and the driver's cuMemcpy3DBatchAsync (both
+// forms); a refused batch names its copy (failIdx) and copies nothing.
+typedef CUresult (*Batch3DWithFailIdx)(size_t, CUDA_MEMCPY3D_BATCH_OP *, size_t *, unsigned long long, CUstream);
+
+static cudaMemcpy3DOperand pointer_operand(void *p, size_t row_length, size_t layer_height) {
+    cudaMemcpy3DOperand o;
+    memset(&o, 0, sizeof o);
+    o.type = cudaMemcpyOperandTypePointer;
+    o.op.ptr.ptr = p;
+    o.op.ptr.rowLength = row_length;
+    o.op.ptr.layerHeight = layer_height;
+    return o;
+}
+
+static void three_d() {
+    const size_t W = 24, H = 5, D = 3;  // floats, rows, slices
+    cudaStream_t s;
+    CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    std::vector<float> host(W * H * D), back(W * H * D, -1.0f), from_array(W * H * D, -1.0f);
+    for (size_t i = 0; i < host.size(); i++) host[i] = (float)i * 0.5f;
+    cudaPitchedPtr box;
+    CHECK(cudaMalloc3D(&box, make_cudaExtent(W * sizeof(float), H, D)));
+    cudaChannelFormatDesc desc = cudaCreateChannelDesc<float>();
+    cudaArray_t array;
+    CHECK(cudaMalloc3DArray(&array, &desc, make_cudaExtent(W, H, D)));
+    cudaMemcpy3DBatchOp ops[2];
+    memset(ops, 0, sizeof ops);
+    // host (packed: rowLength 0) -> pitched box; host -> array
+    ops[0].src = pointer_operand(host.data(), 0, 0);
+    ops[0].dst = pointer_operand(box.ptr, box.pitch, H);  // rows in elements: bytes for pointer to pointer
+    ops[0].extent = make_cudaExtent(W * sizeof(float), H, D);
+    ops[0].srcAccessOrder = cudaMemcpySrcAccessOrderStream;
+    ops[1].src = pointer_operand(host.data(), 0, 0);
+    ops[1].dst.type = cudaMemcpyOperandTypeArray;
+    ops[1].dst.op.array.array = array;
+    ops[1].extent = make_cudaExtent(W, H, D);  // elements of the array
+    ops[1].srcAccessOrder = cudaMemcpySrcAccessOrderDuringApiCall;
+    CHECK(cudaMemcpy3DBatchAsync(2, ops, 0, s));
+    // pitched box -> host, array -> host
+    cudaMemcpy3DBatchOp down[2];
+    memset(down, 0, sizeof down);
+    down[0].src = pointer_operand(box.ptr, box.pitch, H);
+    down[0].dst = pointer_operand(back.data(), 0, 0);
+    down[0].extent = ops[0].extent;
+    down[0].srcAccessOrder = cudaMemcpySrcAccessOrderStream;
+    down[1].src = ops[1].dst;
+    down[1].dst = pointer_operand(from_array.data(), 0, 0);
+    down[1].extent = ops[1].extent;
+    down[1].srcAccessOrder = cudaMemcpySrcAccessOrderStream;
+    CHECK(cudaMemcpy3DBatchAsync(2, down, 0, s));
+    CHECK(cudaStreamSynchronize(s));
+    REQUIRE(back == host && from_array == host);
+
+    // The driver's forms, and a batch refused whole.
+    DRV(cuInit(0));
+    CUDA_MEMCPY3D_BATCH_OP dops[2];
+    memcpy(dops, down, sizeof dops);  // the same fields, the same layout
+    std::fill(back.begin(), back.end(), -1.0f);
+    std::fill(from_array.begin(), from_array.end(), -1.0f);
+    DRV(cuMemcpy3DBatchAsync(2, dops, 0, (CUstream)s));
+    CHECK(cudaStreamSynchronize(s));
+    REQUIRE(back == host && from_array == host);
+    Batch3DWithFailIdx legacy = (Batch3DWithFailIdx)dlsym(RTLD_DEFAULT, "cuMemcpy3DBatchAsync");
+    REQUIRE(legacy != nullptr);
+    std::fill(back.begin(), back.end(), -1.0f);
+    dops[1].extent.width = W + 1;  // one element past the array's rows
+    size_t fail = 12345;
+    DRV_EXPECT(legacy(2, dops, &fail, 0, (CUstream)s), CUDA_ERROR_INVALID_VALUE);
+    REQUIRE(fail == 1);
+    CHECK(cudaStreamSynchronize(s));
+    REQUIRE(back[0] == -1.0f);  // the first copy was not made either
+    EXPECT_AND_CLEAR(cudaMemcpy3DBatchAsync(2, down, 1, s), cudaErrorInvalidValue);  // flags must be 0
+    EXPECT_AND_CLEAR(cudaMemcpy3DBatchAsync(2, down, 0, 0), cudaErrorInvalidValue);  // not the legacy stream
+    CHECK(cudaFreeArray(array));
+    CHECK(cudaFree(box.ptr));
+    CHECK(cudaStreamDestroy(s));
+    printf("ok three_d\n");
+}
+
 int main(int argc, char **argv) {
     struct { const char *name; void (*run)(); } sections[] = {
         {"copies", copies}, {"large", large}, {"managed", managed}, {"two_gpus", two_gpus},
         {"bad_arguments", bad_arguments}, {"default_streams", default_streams}, {"driver", driver},
+        {"three_d", three_d},
     };
     for (auto &section : sections) {
         bool wanted = argc < 2;
