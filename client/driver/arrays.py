@@ -251,3 +251,12 @@ def cuMemcpy3DPeer(pCopy, per_thread=False):
 def cuMemcpy3DPeerAsync(pCopy, hStream, per_thread=False):
     _peer_3d(pCopy, "cuMemcpy3DPeerAsync")
     return driver_memory.cuMemcpy3DAsync_v2(pCopy, hStream, per_thread)
+
+
+@driver()
+def cuDeviceGetTexture1DLinearMaxWidth(maxWidthInElements, format, numChannels, dev):
+    require_initialized()
+    out_pointer(maxWidthInElements, "maxWidthInElements")
+    wire_format(format, numChannels, "cuDeviceGetTexture1DLinearMaxWidth")
+    maxWidthInElements[0] = runtime_arrays.texture_1d_linear_max_width(rt().device(dev))
+    return SUCCESS

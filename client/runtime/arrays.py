@@ -222,13 +222,16 @@ def cudaGetChannelDesc(desc, array):
     return SUCCESS
 
 
+def texture_1d_linear_max_width(device) -> int:
+    """The most elements a texture over linear memory may span (the
+    device's maxTexture1DLinear, whatever the element)."""
+    return device.properties.get("maxTexture1DLinear", 1 << 27)
+
+
 @cuda()
 def cudaDeviceGetTexture1DLinearMaxWidth(maxWidthInElements, fmtDesc, device):
-    """The most elements a texture over linear memory may span: the device's
-    limit in bytes (maxTexture1DLinear) over the element's size."""
     out_pointer(maxWidthInElements, "maxWidthInElements")
     out_pointer(fmtDesc, "fmtDesc")
     format_of(fmtDesc, "cudaDeviceGetTexture1DLinearMaxWidth")  # a format arrays may have
-    limit = rt().device(device).properties.get("maxTexture1DLinear", 1 << 27)
-    maxWidthInElements[0] = limit
+    maxWidthInElements[0] = texture_1d_linear_max_width(rt().device(device))
     return SUCCESS

@@ -103,6 +103,12 @@ static void arrays() {
     DRV(cuArrayDestroy(layers));
     DRV_EXPECT(cuArrayDestroy(layers), CUDA_ERROR_INVALID_HANDLE);  // destroyed already
     DRV_EXPECT(cuArrayGetDescriptor(&back, image), CUDA_ERROR_INVALID_HANDLE);
+    size_t linear_width = 0, runtime_width = 0;  // the same limit through both APIs
+    DRV(cuDeviceGetTexture1DLinearMaxWidth(&linear_width, CU_AD_FORMAT_FLOAT, 4, 0));
+    cudaChannelFormatDesc float4_desc = cudaCreateChannelDesc<float4>();
+    CHECK(cudaDeviceGetTexture1DLinearMaxWidth(&runtime_width, &float4_desc, 0));
+    REQUIRE(linear_width > 0 && linear_width == runtime_width);
+    DRV_EXPECT(cuDeviceGetTexture1DLinearMaxWidth(&linear_width, CU_AD_FORMAT_FLOAT, 3, 0), CUDA_ERROR_INVALID_VALUE);
     printf("ok arrays\n");
 }
 
