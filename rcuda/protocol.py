@@ -82,6 +82,11 @@ the legacy default stream):
     texture_destroy {handle}                          -> {}
     surface_create{resource}                          -> {handle}  an array resource
     surface_destroy {handle}                          -> {}
+    ipc_export    {ptr}                               -> {worker, token, size}   cudaIpcGetMemHandle of
+                  the allocation at ptr: another session of this server opens it
+                  by the worker's name and the token (server/ipc.py)
+    ipc_open      {worker, token}                     -> {ptr, size}   cudaIpcOpenMemHandle
+    ipc_close     {ptr}                               -> {}        cudaIpcCloseMemHandle
     module        {module} + module image             -> {info}    once per module; the image is a
                   fatbinary, a cubin or PTX text (cuModuleLoadData's); info: the
                   JIT compiler's info log; bad PTX fails with its error log as msg
@@ -244,6 +249,9 @@ OPS: dict[str, dict[str, type | tuple]] = {
     "texture_destroy": {"handle": _INT},
     "surface_create": {"resource": dict},
     "surface_destroy": {"handle": _INT},
+    "ipc_export": {"ptr": _INT},
+    "ipc_open": {"worker": _STR, "token": _STR},
+    "ipc_close": {"ptr": _INT},
     "module": {"module": _STR},
     "link": {"names": _LIST, "sizes": _LIST},
     "function": {"fn": _INT, "module": _STR, "name": _STR, "offsets": _LIST, "sizes": _LIST},

@@ -29,6 +29,7 @@ from __future__ import annotations
 import hmac
 import logging
 import math
+import os
 import socket as pysocket
 import threading
 import time
@@ -43,6 +44,7 @@ from rcuda.launch_rules import MAX_PARAM_BYTES
 from rcuda.log import RateLimitedLog
 from rcuda.server.backends.arrays import ArraySpec, Place, extent_from_wire
 from rcuda.server.backends.base import Completion, ParamLayout
+from rcuda.server import ipc
 from rcuda.server.library_calls import LibraryCalls
 from rcuda.server.peer import PeerOps
 
@@ -148,6 +150,7 @@ class DeviceService:
             "array_create": self._array_create, "array_destroy": self._array_destroy,
             "texture_create": self._texture_create, "texture_destroy": self._texture_destroy,
             "surface_create": self._surface_create, "surface_destroy": self._surface_destroy,
+            "ipc_export": self._ipc_export, "ipc_open": self._ipc_open, "ipc_close": self._ipc_close,
             "module": self._module, "link": self._link, "function": self._function, "func_attrs": self._func_attrs,
             "func_set_attr": self._func_set_attr, "symbol": self._symbol, "launch": self._launch,
             "launches": self._launches,
@@ -175,6 +178,9 @@ class DeviceService:
         self._streams: set[int] = {LEGACY_STREAM}
         self._events: set[int] = set()
         self._libraries = LibraryCalls()  # cuBLAS handles, cuFFT plans, cuRAND generators
+        for token in getattr(self, "_ipc_tokens", {}).values():
+            ipc.exports().withdraw(token)
+        self._ipc_tokens: dict[int, str] = {}  # exported allocations: start -> token
 
     def start(self, token: str) -> None:
         self.token = token
@@ -583,7 +589,33 @@ class DeviceService:
         return {"ptr": self.device.malloc(_non_negative(header, "size"))}
 
     def _free(self, header, payload):
-        return Later(self.device.free(header["ptr"]))  # cudaFree waits for the device
+        done = self.device.free(header["ptr"])  # cudaFree waits for the device
+        token = self._ipc_tokens.pop(header["ptr"], None)
+        if token is not None:
+            ipc.exports().withdraw(token)  # no one may open it any more
+        return Later(done)
+
+    # -- CUDA IPC between sessions of this server (server/ipc.py)
+
+    def _ipc_export(self, header, payload):
+        ptr = header["ptr"]
+        fd, size = self.device.ipc_export(ptr)
+        if ptr not in self._ipc_tokens:
+            self._ipc_tokens[ptr] = ipc.exports().export(fd, size)
+        return {"worker": ipc.exports().name, "token": self._ipc_tokens[ptr], "size": size}
+
+    def _ipc_open(self, header, payload):
+        if ipc.exports().owns(header["worker"]):
+            raise CudaError(cudaError.cudaErrorDeviceUninitialized,
+                            "cudaIpcOpenMemHandle: the handle is this process's own (open it in another)")
+        fd, size = ipc.receive(header["worker"], header["token"])
+        try:
+            return {"ptr": self.device.ipc_open(fd, size), "size": size}
+        finally:
+            os.close(fd)
+
+    def _ipc_close(self, header, payload):
+        self.device.ipc_close(header["ptr"])
 
     def _mem_info(self, header, payload):
         free, total = self.device.mem_get_info()

@@ -20,6 +20,7 @@ from rcuda.errors import CudaError, cudaError
 from .. import interposer
 from ..runtime import boxes
 from ..runtime import core as runtime_core
+from ..runtime import ipc as runtime_ipc
 from ..runtime import memory as runtime_memory
 from ..interposer import address, out_pointer, stream_of
 from .registry import SUCCESS, driver, require_initialized
@@ -433,3 +434,31 @@ def cuMemsetD2D16Async(dstDevice, dstPitch, us, Width, Height, hStream, per_thre
 @driver(stream_variants=True)
 def cuMemsetD2D32Async(dstDevice, dstPitch, ui, Width, Height, hStream, per_thread=False):
     return _set(dstDevice, ui, Width, 4, hStream, per_thread, dstPitch, Height)
+
+
+# ------------------------------------------------------------------ IPC (client/runtime/ipc.py)
+
+
+@driver()
+def cuIpcGetMemHandle(pHandle, dptr):
+    require_initialized()
+    out_pointer(pHandle, "pHandle")
+    raw = runtime_ipc.get_handle(dptr, "cuIpcGetMemHandle")
+    interposer.ffi.memmove(pHandle, raw, len(raw))
+    return SUCCESS
+
+
+@driver("cuIpcOpenMemHandle_v2", "cuIpcOpenMemHandle")
+def cuIpcOpenMemHandle_v2(pdptr, handle, Flags):
+    require_initialized()
+    out_pointer(pdptr, "pdptr")
+    raw = bytes(interposer.ffi.buffer(interposer.ffi.addressof(handle), runtime_ipc.HANDLE.size))
+    pdptr[0] = runtime_ipc.open_handle(raw, Flags, "cuIpcOpenMemHandle")
+    return SUCCESS
+
+
+@driver()
+def cuIpcCloseMemHandle(dptr):
+    require_initialized()
+    runtime_ipc.close_handle(dptr, "cuIpcCloseMemHandle")
+    return SUCCESS

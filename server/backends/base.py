@@ -195,6 +195,25 @@ class Device(abc.ABC):
         """Set `size` bytes at `ptr` to the low `elem` bytes of `value`
         repeated (elem 1, 2 or 4: cuMemsetD8/D16/D32; `size` a multiple of it)."""
 
+    # ---------------------------------------------------------- IPC (server/ipc.py)
+
+    def ipc_export(self, ptr: int) -> tuple[int, int]:
+        """cudaIpcGetMemHandle of the allocation starting at `ptr`: a file
+        descriptor another process of this server can map its bytes from
+        (this device keeps it), and the size."""
+        raise CudaError(cudaError.cudaErrorNotSupported,
+                        f"{type(self).__name__}: no IPC (cudaIpcGetMemHandle) on this backend")
+
+    def ipc_open(self, fd: int, size: int) -> int:
+        """Map another process's exported allocation (`fd`, which the
+        caller closes); its address here."""
+        raise CudaError(cudaError.cudaErrorNotSupported,
+                        f"{type(self).__name__}: no IPC (cudaIpcOpenMemHandle) on this backend")
+
+    def ipc_close(self, ptr: int) -> None:
+        """cudaIpcCloseMemHandle: unmap what ipc_open mapped at `ptr`."""
+        raise CudaError(cudaError.cudaErrorNotSupported, f"{type(self).__name__}: no IPC on this backend")
+
     # ---------------------------------------------------------- arrays and regions
     # CUDA arrays, and copies of boxes of bytes (cudaMemcpy2D/3D, to and
     # from arrays): see server/backends/arrays.py for ArraySpec and Place.

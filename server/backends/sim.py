@@ -23,6 +23,8 @@ import copy
 import functools
 import hashlib
 import logging
+import mmap
+import os
 import sys
 import threading
 import time
@@ -197,6 +199,8 @@ class SimDevice(Device):
         self.physical = PhysicalTable()  # cuMemCreate's: numpy arrays that mappings view
         self.arrays = SimArrays(self._zeros, self._bytes)  # CUDA arrays, texture and surface objects
         self._gather_buffer = np.empty(0, np.uint8)  # region_dtoh's, reused
+        self._shared: dict[int, tuple] = {}    # exported allocations: start -> (memfd, mmap)
+        self._imported: dict[int, object] = {}  # another process's, mapped here: start -> mmap
         self._total = memory_bytes
         self._kernels = kernels
         self._modules: dict[str, SimModule] = {}
@@ -282,7 +286,13 @@ class SimDevice(Device):
     def free(self, ptr: int) -> Completion:
         if ptr == 0:
             return _DONE  # cudaFree(NULL) does nothing
+        if ptr in self._imported:
+            raise CudaError(cudaError.cudaErrorInvalidValue,
+                            f"cudaFree of {ptr:#x}: memory of another process (cudaIpcCloseMemHandle unmaps it)")
         self._memory.remove(ptr)  # gone at once: later requests cannot use it
+        shared = self._shared.pop(ptr, None)
+        if shared is not None:
+            os.close(shared[0])  # its mapping goes with the last view of it
         return _completion(self._device_end)  # cudaFree waits for the device, as on a GPU
 
     # Copies and memsets are made at once (everything before them in issue
@@ -347,6 +357,41 @@ class SimDevice(Device):
         if size:
             fill_pattern(self._bytes(ptr, size, "cudaMemset"), value, elem)
             self._op(stream)
+
+    # IPC (server/ipc.py): an exported allocation's bytes move into a memfd
+    # (once), which another worker maps; both then see the same memory.
+
+    def ipc_export(self, ptr: int) -> tuple[int, int]:
+        allocation = self._memory.require(ptr, 1, "cudaIpcGetMemHandle")
+        if allocation.start != ptr or allocation.symbol or allocation.mapped or ptr in self._imported:
+            raise CudaError(cudaError.cudaErrorInvalidValue,
+                            f"cudaIpcGetMemHandle of {ptr:#x}: not the start of a cudaMalloc allocation")
+        if ptr not in self._shared:
+            fd = os.memfd_create("rcuda-ipc", os.MFD_CLOEXEC)
+            os.ftruncate(fd, allocation.size)
+            mapping = mmap.mmap(fd, allocation.size)
+            memory = np.frombuffer(mapping, np.uint8)
+            memory[:] = allocation.memory
+            allocation.memory = memory  # every later access goes to the shared bytes
+            self._shared[ptr] = (fd, mapping)
+        return self._shared[ptr][0], allocation.size
+
+    def ipc_open(self, fd: int, size: int) -> int:
+        mapping = mmap.mmap(fd, size)
+        start = self._place(_round_up(size) + GUARD_BYTES)
+        if start is None:
+            raise CudaError(cudaError.cudaErrorMemoryAllocation,
+                            f"cudaIpcOpenMemHandle of {size} bytes: the device's address window is full")
+        self._memory.add(Allocation(start, size, np.frombuffer(mapping, np.uint8)))
+        self._imported[start] = mapping
+        return start
+
+    def ipc_close(self, ptr: int) -> None:
+        if ptr not in self._imported:
+            raise CudaError(cudaError.cudaErrorInvalidValue,
+                            f"cudaIpcCloseMemHandle of {ptr:#x}: not memory cudaIpcOpenMemHandle mapped")
+        self._memory.remove(ptr)
+        del self._imported[ptr]
 
     # Boxes of bytes and CUDA arrays (server/backends/sim_arrays.py): like
     # the 1-D copies, made at once, in stream order.
@@ -837,6 +882,10 @@ class SimDevice(Device):
         self._memory.clear()
         self.physical.clear()
         self.arrays.clear()
+        for fd, _ in self._shared.values():
+            os.close(fd)
+        self._shared.clear()
+        self._imported.clear()
         self._modules.clear()
         self._symbols.clear()
         self._events.clear()

@@ -1,0 +1,25 @@
+"""CUDA IPC memory handles: tests/cuda/ipc_memory.cu, a parent and its forked
+child sharing device memory of one sim GPU through rcuda (each process its
+own session, so its own server worker), with the runtime's and the
+driver's calls, and the errors of bad handles."""
+from __future__ import annotations
+
+from conftest import requires_nvcc
+from program_paths import check_section, run_on_sim
+from test_batch_copies import LINK_DRIVER
+
+pytestmark = requires_nvcc
+
+
+def test_two_processes_share_device_memory(compile_cuda):
+    result = run_on_sim(compile_cuda, "ipc_memory.cu", "sim_kernels.py", flags=LINK_DRIVER, devices=1)
+    check_section(result, "child", "shared", "errors")
+    assert result.returncode == 0 and "PASSED ipc_memory" in result.stdout, result.stdout + result.stderr[-3000:]
+
+
+def test_on_an_auth_server(compile_cuda, tmp_path):
+    """The handle travels the ZeroMQ link the same way."""
+    result = run_on_sim(compile_cuda, "ipc_memory.cu", "sim_kernels.py", flags=LINK_DRIVER, devices=1,
+                        auth_root=tmp_path)
+    check_section(result, "child", "shared", "errors")
+    assert result.returncode == 0, result.stdout + result.stderr[-3000:]
