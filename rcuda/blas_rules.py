@@ -139,3 +139,83 @@ def checker(name: str):
             raise LibraryError("CUBLAS_STATUS_INVALID_VALUE", f"{name}: {', '.join(problems)}")
 
     return check
+
+
+# ---------------------------------------------------------------- cuBLASLt's epilogues
+
+#: rcuda's own call (no library export) that follows a cuBLASLt GEMM on its
+#: cuBLAS handle, in its stream: cuBLASLt's epilogue, applied in place to D
+#: (client/libraries/cublaslt.py sends it, server/library_calls.py defines it).
+MATMUL_EPILOGUE = "cublasLtMatmulEpilogue"
+#: cublasLtEpilogue_t (cublasLt.h): DEFAULT, and the bits the forward epilogues are made of.
+EPILOGUE_DEFAULT, EPILOGUE_RELU, EPILOGUE_BIAS, EPILOGUE_GELU, EPILOGUE_AUX = 1, 2, 4, 32, 128
+#: The epilogues rcuda applies, by their cublasLt.h names.
+EPILOGUES = {
+    "CUBLASLT_EPILOGUE_RELU": EPILOGUE_RELU,
+    "CUBLASLT_EPILOGUE_RELU_AUX": EPILOGUE_RELU | EPILOGUE_AUX,
+    "CUBLASLT_EPILOGUE_BIAS": EPILOGUE_BIAS,
+    "CUBLASLT_EPILOGUE_RELU_BIAS": EPILOGUE_RELU | EPILOGUE_BIAS,
+    "CUBLASLT_EPILOGUE_RELU_AUX_BIAS": EPILOGUE_RELU | EPILOGUE_AUX | EPILOGUE_BIAS,
+    "CUBLASLT_EPILOGUE_GELU": EPILOGUE_GELU,
+    "CUBLASLT_EPILOGUE_GELU_AUX": EPILOGUE_GELU | EPILOGUE_AUX,
+    "CUBLASLT_EPILOGUE_GELU_BIAS": EPILOGUE_GELU | EPILOGUE_BIAS,
+    "CUBLASLT_EPILOGUE_GELU_AUX_BIAS": EPILOGUE_GELU | EPILOGUE_AUX | EPILOGUE_BIAS,
+}
+#: The rest of cublasLt.h's, which answer CUBLAS_STATUS_NOT_SUPPORTED (the backward passes).
+UNSUPPORTED_EPILOGUES = {8 | 128: "CUBLASLT_EPILOGUE_DRELU", 8 | 128 | 16: "CUBLASLT_EPILOGUE_DRELU_BGRAD",
+                         64 | 128: "CUBLASLT_EPILOGUE_DGELU", 64 | 128 | 16: "CUBLASLT_EPILOGUE_DGELU_BGRAD",
+                         256: "CUBLASLT_EPILOGUE_BGRADA", 512: "CUBLASLT_EPILOGUE_BGRADB"}
+#: cudaDataType -> numpy dtype name: the types of D, the bias and the GELU aux matrix an epilogue takes.
+EPILOGUE_TYPES = {0: "float32", 1: "float64", 2: "float16"}
+#: MATMUL_EPILOGUE's arguments, in order: the epilogue; D (m x n, `batch` of them, `stride_d`
+#: elements apart, its cudaDataType and leading dimension); the bias vector (m elements of
+#: `bias_type`, `bias_stride` elements from one batch's to the next; 0 without BIAS); the aux
+#: output (0 without AUX: for RELU a bitmask, `aux_ld` and `aux_stride` in bits; for GELU a
+#: matrix of `aux_type`, the GELU's input).
+EPILOGUE_ARGUMENTS = ("epilogue", "m", "n", "batch", "d", "d_type", "ldd", "stride_d", "bias", "bias_type",
+                      "bias_stride", "aux", "aux_type", "aux_ld", "aux_stride")
+
+
+def check_epilogue_support(epilogue: int, d_type: int, bias_type: int, aux_type: int) -> None:
+    """CUBLAS_STATUS_NOT_SUPPORTED for an epilogue rcuda does not apply, or
+    a cudaDataType of D, the bias or the GELU aux matrix it does not take."""
+    if epilogue not in EPILOGUES.values():
+        name = UNSUPPORTED_EPILOGUES.get(epilogue, f"epilogue {epilogue}")
+        raise LibraryError("CUBLAS_STATUS_NOT_SUPPORTED",
+                           f"cublasLtMatmul: {name} (rcuda applies RELU, BIAS, GELU and their AUX forms only)")
+    types = [("D", d_type)]
+    if epilogue & EPILOGUE_BIAS:
+        types.append(("the bias", bias_type))
+    if epilogue & EPILOGUE_AUX and epilogue & EPILOGUE_GELU:  # RELU's aux is a bitmask, whatever its type
+        types.append(("the GELU aux matrix", aux_type))
+    for what, data_type in types:
+        if data_type not in EPILOGUE_TYPES:
+            raise LibraryError("CUBLAS_STATUS_NOT_SUPPORTED", f"cublasLtMatmul: an epilogue with {what} of "
+                                                              f"cudaDataType {data_type} (float, double, half only)")
+
+
+def check_epilogue(a: dict) -> None:
+    """cuBLASLt's refusals of an epilogue (`a`: EPILOGUE_ARGUMENTS by name):
+    check_epilogue_support's, then CUBLAS_STATUS_INVALID_VALUE for
+    arguments cuBLASLt refuses (a missing bias or aux pointer, an aux
+    leading dimension or batch stride that is not a multiple of 128 bits
+    (RELU) or 8 elements (GELU), or smaller than m)."""
+    epilogue = a["epilogue"]
+    check_epilogue_support(epilogue, a["d_type"], a["bias_type"], a["aux_type"])
+    problems = [f"{name}={a[name]}" for name in ("m", "n", "batch") if a[name] < 0]
+    problems += [f"ldd={a['ldd']} < max(1, m)"] * (a["ldd"] < max(1, a["m"]))
+    problems += [f"{name}={a[name]} < 0" for name in ("stride_d", "bias_stride", "aux_stride") if a[name] < 0]
+    if epilogue & EPILOGUE_BIAS and not a["bias"]:
+        problems.append("no CUBLASLT_MATMUL_DESC_BIAS_POINTER")
+    if epilogue & EPILOGUE_AUX:
+        multiple = 128 if epilogue & EPILOGUE_RELU else 8
+        if not a["aux"]:
+            problems.append("no CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER")
+        if a["aux_ld"] < max(1, a["m"]) or a["aux_ld"] % multiple:
+            problems.append(f"CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD {a['aux_ld']} (a multiple of {multiple}, "
+                            f"at least m={a['m']})")
+        if a["aux_stride"] % multiple:
+            problems.append(f"CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_BATCH_STRIDE {a['aux_stride']} (a multiple of "
+                            f"{multiple})")
+    if problems:
+        raise LibraryError("CUBLAS_STATUS_INVALID_VALUE", f"cublasLtMatmul: {', '.join(problems)}")

@@ -16,6 +16,11 @@ the message), as the call's own status can no longer reach the program.
 """
 from __future__ import annotations
 
+import math
+
+import numpy as np
+
+from rcuda import blas_rules
 from rcuda.errors import CudaError, ProtocolError, cudaError
 from rcuda.library_errors import LibraryError
 
@@ -103,3 +108,57 @@ def _check_arguments(call: str, args) -> None:
                 raise ProtocolError(f"lib: {call}: a list argument holds something other than numbers")
         elif arg is not None and (isinstance(arg, bool) or not isinstance(arg, (int, float))):
             raise ProtocolError(f"lib: {call}: an argument of type {type(arg).__name__}")
+
+
+# ---------------------------------------------------------------- cuBLASLt's epilogues
+
+#: GELU's tanh approximation: 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))).
+GELU_SCALE, GELU_CUBIC = math.sqrt(2 / math.pi), 0.044715
+#: A RELU bitmask byte's bits, the lowest for the first of its 8 rows.
+BIT_VALUES = [1, 2, 4, 8, 16, 32, 64, 128]
+
+
+def matmul_epilogue(xp, view, args: list) -> None:
+    """cuBLASLt's epilogue after a GEMM (blas_rules.MATMUL_EPILOGUE, its
+    arguments blas_rules.EPILOGUE_ARGUMENTS), in place on D: the bias
+    vector added to every column, then ReLU (max(x, 0)) or GELU (the tanh
+    approximation, as cuBLASLt's), the AUX forms storing first the ReLU
+    bitmask (bit i + j * aux_ld of a batch's mask set where x > 0, the
+    lowest bit of a byte first) or the GELU's input.  Computed in float32
+    for half and float D, in float64 for double; D, rounded to its type by
+    the GEMM, is rounded again on the store (cuBLASLt rounds once).
+
+    The one definition both backends run, over their array module `xp`
+    (numpy on the sim, CuPy on a GPU) and `view(ptr, dtype, batch, rows,
+    cols, ld, stride)`: a writable (batch, rows, cols) array of device
+    memory whose [b, i, j] is at ptr + (b * stride + i + j * ld) elements."""
+    if len(args) != len(blas_rules.EPILOGUE_ARGUMENTS) or not all(isinstance(v, int) for v in args):
+        raise ProtocolError(f"lib: {blas_rules.MATMUL_EPILOGUE} takes {len(blas_rules.EPILOGUE_ARGUMENTS)} "
+                            f"integers ({', '.join(blas_rules.EPILOGUE_ARGUMENTS)})")
+    a = dict(zip(blas_rules.EPILOGUE_ARGUMENTS, args))
+    blas_rules.check_epilogue(a)
+    epilogue, m, n, batch = a["epilogue"], a["m"], a["n"], a["batch"]
+    if not (m and n and batch):
+        return
+    d_type = np.dtype(blas_rules.EPILOGUE_TYPES[a["d_type"]])
+    work = np.float64 if d_type == np.float64 else np.float32
+    d = view(a["d"], d_type, batch, m, n, a["ldd"], a["stride_d"])
+    x = d.astype(work)
+    if epilogue & blas_rules.EPILOGUE_BIAS:
+        bias_type = np.dtype(blas_rules.EPILOGUE_TYPES[a["bias_type"]])
+        x += view(a["bias"], bias_type, batch, m, 1, m, a["bias_stride"]).astype(work)  # (batch, m, 1): every column
+    if epilogue & blas_rules.EPILOGUE_AUX and epilogue & blas_rules.EPILOGUE_RELU:
+        rows = -(-m // 8)  # bytes of a column's bits (aux_ld is a multiple of 128 bits: whole bytes)
+        bits = xp.zeros((batch, rows * 8, n), np.uint8)
+        bits[:, :m] = x > 0
+        weights = xp.asarray(BIT_VALUES, np.uint8).reshape(1, 1, 8, 1)
+        mask = (bits.reshape(batch, rows, 8, n) * weights).sum(axis=2, dtype=np.uint8)
+        view(a["aux"], np.uint8, batch, rows, n, a["aux_ld"] // 8, a["aux_stride"] // 8)[...] = mask
+    elif epilogue & blas_rules.EPILOGUE_AUX:
+        aux_type = np.dtype(blas_rules.EPILOGUE_TYPES[a["aux_type"]])
+        view(a["aux"], aux_type, batch, m, n, a["aux_ld"], a["aux_stride"])[...] = x.astype(aux_type)
+    if epilogue & blas_rules.EPILOGUE_RELU:
+        x = xp.maximum(x, 0)
+    elif epilogue & blas_rules.EPILOGUE_GELU:
+        x = 0.5 * x * (1 + xp.tanh(GELU_SCALE * (x + GELU_CUBIC * x * x * x)))
+    d[...] = x.astype(d_type)

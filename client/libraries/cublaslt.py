@@ -7,9 +7,31 @@ attributes as the bytes the program set.  A handle is a cuBLAS handle on
 the device current at cublasLtCreate, and cublasLtMatmul is sent as the
 cublasGemmStridedBatchedEx it describes (client/libraries/cublas.py's forwarder:
 the same checks, asynchronous in the given stream), after a copy of C into
-D when they differ.  Epilogues other than the default, row-major and other
-orders, and per-column alpha vectors answer CUBLAS_STATUS_NOT_SUPPORTED; the
-heuristic offers one algorithm, which needs no workspace.
+D when they differ.
+
+An epilogue is one more call after the GEMM, in the same stream on the same
+handle (rcuda/blas_rules.py's MATMUL_EPILOGUE, defined once for both
+backends by server/library_calls.py's matmul_epilogue), which applies it to
+D in place: CUBLASLT_EPILOGUE_RELU, _BIAS, _RELU_BIAS, _GELU, _GELU_BIAS
+and the AUX forms RELU_AUX, RELU_AUX_BIAS, GELU_AUX, GELU_AUX_BIAS.  The
+bias (CUBLASLT_MATMUL_DESC_BIAS_POINTER: m elements, of
+CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE or D's type, BIAS_BATCH_STRIDE apart
+in a batch) is added to every column before the activation; GELU is the
+tanh approximation, as cuBLASLt's; the aux output (EPILOGUE_AUX_POINTER,
+_AUX_LD, _AUX_BATCH_STRIDE) is RELU's bitmask (where the input was > 0;
+cuBLASLt leaves its layout opaque, meant for its DRELU: rcuda's is bit
+i + j * ld of a batch's mask, the lowest bit of each byte first, the unused
+bits of a column's last byte written 0) or GELU's input (of
+EPILOGUE_AUX_DATA_TYPE or D's type).  D may be float, double or half; the
+epilogue computes in float for half and float, double for double, and
+half D is rounded twice (by the GEMM, then by the epilogue) where cuBLASLt
+rounds once.  Complex and bfloat16 D, the backward epilogues (DRELU,
+DGELU, their BGRAD forms, BGRADA, BGRADB), a transposed C, orders other
+than column-major and per-row alpha vectors answer
+CUBLAS_STATUS_NOT_SUPPORTED; a missing bias or aux pointer, or an aux
+leading dimension or batch stride cuBLASLt refuses, answer
+CUBLAS_STATUS_INVALID_VALUE before anything is sent.  The heuristic offers
+one algorithm, which needs no workspace.
 """
 from __future__ import annotations
 
@@ -17,6 +39,7 @@ import functools
 import itertools
 import struct
 
+from rcuda import blas_rules
 from rcuda._generated.cudart_api import CUDART_VERSION
 from rcuda._generated.libraries_api import LIBRARIES, LIBRARY_FUNCTIONS
 from rcuda.library_errors import LibraryError
@@ -35,10 +58,15 @@ _handles = itertools.count(0x5E00_0000_0000, 0x10)
 _descriptors: dict[int, object] = {}
 #: Bytes per element of the matrix types a layout may have.
 ELEMENT_BYTES = {0: 4, 1: 8, 2: 2, 4: 8, 5: 16}
-#: Attribute -> struct format, for the attributes Matmul reads (others are kept, unread).
-DESC_FORMATS = {0: "i", 1: "i", 2: "i", 3: "i", 4: "i", 5: "i", 7: "I"}
+#: Attribute -> struct format, for the attributes Matmul reads (others are kept, unread): the compute
+#: and scale types, pointer mode, transposes, the epilogue, the bias pointer and batch stride, the aux
+#: pointer, leading dimension and batch stride, the aux and bias data types.
+DESC_FORMATS = {0: "i", 1: "i", 2: "i", 3: "i", 4: "i", 5: "i", 7: "I", 8: "Q", 10: "q", 11: "Q", 12: "q", 13: "q",
+                22: "i", 26: "i"}
 LAYOUT_FORMATS = {0: "i", 1: "i", 2: "Q", 3: "Q", 4: "q", 5: "i", 6: "q"}
-EPILOGUE_DEFAULT, ORDER_COL = 1, 0
+ORDER_COL = 0
+EPILOGUE, BIAS_POINTER, BIAS_BATCH_STRIDE, AUX_POINTER, AUX_LD, AUX_BATCH_STRIDE, AUX_DATA_TYPE, BIAS_DATA_TYPE = \
+    7, 8, 10, 11, 12, 13, 22, 26
 
 
 class LtHandle(BlasHandle):
@@ -163,8 +191,9 @@ def cublasLtGetStatusString(status):
 
 @library()
 def cublasLtMatmulDescCreate(matmulDesc, computeType, scaleType):
-    return _new(Described("matmul descriptor", DESC_FORMATS, a0=computeType, a1=scaleType),
-                matmulDesc, "matmulDesc")
+    # the epilogue and the bias and aux types read back as cuBLASLt's defaults
+    return _new(Described("matmul descriptor", DESC_FORMATS, a0=computeType, a1=scaleType,
+                          a7=blas_rules.EPILOGUE_DEFAULT, a22=-1, a26=-1), matmulDesc, "matmulDesc")
 
 
 @library()
@@ -233,8 +262,8 @@ def cublasLtMatmulPreferenceGetAttribute(pref, attr, buf, sizeInBytes, sizeWritt
 
 def _gemm(desc: Described, a: Described, b: Described, c: Described, d: Described, call: str) -> dict:
     """The cublasGemmStridedBatchedEx arguments D = alpha op(A) op(B) + beta C describes."""
-    if desc.get(7, EPILOGUE_DEFAULT) != EPILOGUE_DEFAULT or desc.get(5) != 0:
-        raise LibraryError(NOT_SUPPORTED, f"{call}: rcuda's cuBLASLt runs the default epilogue, untransposed C")
+    if desc.get(5) != 0:
+        raise LibraryError(NOT_SUPPORTED, f"{call}: rcuda's cuBLASLt takes an untransposed C")
     if desc.get(2) not in (0, 1):
         raise LibraryError(NOT_SUPPORTED, f"{call}: pointer mode {desc.get(2)} (host or device scalars only)")
     layouts = {"A": a, "B": b, "C": c, "D": d}
@@ -252,8 +281,31 @@ def _gemm(desc: Described, a: Described, b: Described, c: Described, d: Describe
     if c.get(0) != d.get(0) or problems:
         raise LibraryError(INVALID_VALUE, f"{call}: the layouts of {', '.join(problems) or 'C and D'} do not fit "
                                           f"D ({m} x {n}, batch {batch})")
+    epilogue = desc.get(EPILOGUE, blas_rules.EPILOGUE_DEFAULT)
+    if epilogue != blas_rules.EPILOGUE_DEFAULT:  # its pointers and leading dimensions are checked at the call
+        blas_rules.check_epilogue_support(epilogue, d.get(0), _data_type(desc, BIAS_DATA_TYPE, d),
+                                          _data_type(desc, AUX_DATA_TYPE, d))
     return {"transa": transa, "transb": transb, "m": m, "n": n, "k": k, "batch": batch,
-            "compute": desc.get(0), "pointer_mode": desc.get(2)}
+            "compute": desc.get(0), "pointer_mode": desc.get(2), "epilogue": epilogue}
+
+
+def _data_type(desc: Described, attribute: int, d: Described) -> int:
+    """The bias's or aux matrix's cudaDataType: as set, else D's (-1, the default)."""
+    data_type = desc.get(attribute, -1)
+    return d.get(0) if data_type == -1 else data_type
+
+
+def _epilogue_arguments(desc: Described, d: Described, g: dict, dst: int) -> list:
+    """blas_rules.MATMUL_EPILOGUE's arguments (EPILOGUE_ARGUMENTS) for the GEMM `g` into D at `dst`."""
+    batched = g["batch"] > 1
+    values = {"epilogue": g["epilogue"], "m": g["m"], "n": g["n"], "batch": g["batch"], "d": dst,
+              "d_type": d.get(0), "ldd": d.get(4), "stride_d": d.get(6) if d.get(5, 1) > 1 else 0,
+              "bias": desc.get(BIAS_POINTER), "bias_type": _data_type(desc, BIAS_DATA_TYPE, d),
+              "bias_stride": desc.get(BIAS_BATCH_STRIDE) if batched else 0,
+              "aux": desc.get(AUX_POINTER), "aux_type": _data_type(desc, AUX_DATA_TYPE, d),
+              "aux_ld": desc.get(AUX_LD), "aux_stride": desc.get(AUX_BATCH_STRIDE) if batched else 0}
+    blas_rules.check_epilogue(values)  # the call's own status, before anything is sent
+    return [values[name] for name in blas_rules.EPILOGUE_ARGUMENTS]
 
 
 @functools.cache
@@ -270,9 +322,10 @@ def cublasLtMatmul(lightHandle, computeDesc, alpha, A, Adesc, B, Bdesc, beta, C,
     desc = _described(computeDesc, "matmul descriptor", call)
     a, b, c, d = (_described(x, "matrix layout", call) for x in (Adesc, Bdesc, Cdesc, Ddesc))
     g = _gemm(desc, a, b, c, d, call)
+    dst, src = interposer.address(D), interposer.address(C)
+    epilogue = _epilogue_arguments(desc, d, g, dst) if g["epilogue"] != blas_rules.EPILOGUE_DEFAULT else None
     handle.use_stream(stream)
     handle.pointer_mode = g["pointer_mode"]
-    dst, src = interposer.address(D), interposer.address(C)
     if dst != src and g["m"] and g["n"]:
         # D = alpha op(A) op(B) + beta C, computed in place in D: C first
         size = ELEMENT_BYTES[d.get(0)]
@@ -283,6 +336,8 @@ def cublasLtMatmul(lightHandle, computeDesc, alpha, A, Adesc, B, Bdesc, beta, C,
     _strided_gemm()(handle.handle, g["transa"], g["transb"], g["m"], g["n"], g["k"], alpha,
             interposer.address(A), a.get(0), a.get(4), strides[0], interposer.address(B), b.get(0), b.get(4), strides[1],
             beta, dst, d.get(0), d.get(4), strides[2], g["batch"], g["compute"], -1)
+    if epilogue is not None and g["m"] and g["n"] and g["batch"]:
+        handle.call(blas_rules.MATMUL_EPILOGUE, epilogue)  # after the GEMM, in its stream
     return SUCCESS
 
 

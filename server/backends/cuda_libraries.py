@@ -20,10 +20,12 @@ from pathlib import Path
 
 import numpy as np
 
-from rcuda import curand_calls
+from rcuda import blas_rules, curand_calls
 from rcuda._generated.libraries_api import LIBRARIES, LIBRARY_FUNCTIONS
 from rcuda.errors import ProtocolError
 from rcuda.library_errors import LibraryError
+
+from ..library_calls import matmul_epilogue
 
 #: C parameter types -> ctypes, for values passed as they are.
 VALUE_TYPES = {"int": ctypes.c_int, "int64_t": ctypes.c_int64, "long long": ctypes.c_longlong,
@@ -110,6 +112,9 @@ class CudaLibraries:
             check("cublas", call, lib.cublasSetWorkspace_v2(obj.handle, ctypes.c_void_p(args[0]),
                                                             ctypes.c_size_t(args[1])))
             return [], []
+        if call == blas_rules.MATMUL_EPILOGUE:  # rcuda's own call: library_calls.py defines it, for CuPy here
+            self._matmul_epilogue(args, stream)
+            return [], []
         row = LIBRARY_FUNCTIONS.get(call)
         if row is None or not row.get("roles"):
             raise LibraryError("CUBLAS_STATUS_NOT_SUPPORTED", f"{call} is not a cuBLAS computation")
@@ -123,6 +128,26 @@ class CudaLibraries:
             converted.append(_convert(decl, role, arg, outputs))
         check("cublas", call, getattr(lib, call)(*converted))
         return [_python(box) for box in outputs], []
+
+    def _matmul_epilogue(self, args: list, stream: int) -> None:
+        """cuBLASLt's epilogue (library_calls.matmul_epilogue) with CuPy's
+        array operations in `stream` (a cudaStream_t), on views of the
+        device's memory: CuPy arrays over memory it does not own (the
+        session's cudaMalloc memory), strided as the matrices are laid out.
+        Its temporaries come from CuPy's memory pool, which keeps them."""
+        import cupy
+        index = self.device.index
+
+        def view(ptr: int, dtype, batch: int, rows: int, cols: int, ld: int, stride: int):
+            dtype = np.dtype(dtype)
+            item = dtype.itemsize
+            size = (stride * (batch - 1) + ld * (cols - 1) + rows) * item
+            memory = cupy.cuda.UnownedMemory(ptr, size, None, index)
+            return cupy.ndarray((batch, rows, cols), dtype, cupy.cuda.MemoryPointer(memory, 0),
+                                strides=(stride * item, item, ld * item))
+
+        with cupy.cuda.Device(index), cupy.cuda.ExternalStream(stream, index):
+            matmul_epilogue(cupy, view, args)
 
     def _cufft(self, call: str, obj: CudaObject, args: list, stream: int):
         lib = load("cufft")

@@ -6,11 +6,15 @@ place, as the real library's kernels do.  A range outside the session's
 allocations is an illegal address, as it would be for a kernel on a GPU."""
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
-from rcuda import curand_calls
+from rcuda import blas_rules, curand_calls
 from rcuda.errors import CudaError, ProtocolError, cudaError
 from rcuda.library_errors import LibraryError
+
+from ..library_calls import matmul_epilogue
 
 
 class LibraryMemory:
@@ -54,6 +58,21 @@ class LibraryMemory:
         flat = self._flat(ptr, dtype, ld * (cols - 1) + rows, what)
         # np.ndarray over the buffer: the same view as as_strided, in a tenth of the time
         return np.ndarray((rows, cols), dtype, buffer=flat, strides=(dtype.itemsize, ld * dtype.itemsize))
+
+    def batch(self, ptr: int, dtype, batch: int, rows: int, cols: int, ld: int, stride: int,
+              what: str = "") -> np.ndarray:
+        """`batch` such matrices, `stride` elements apart (0: one matrix
+        `batch` times): a (batch, rows, cols) view whose element [b, i, j]
+        is at ptr + (b * stride + i + j * ld) elements."""
+        dtype = np.dtype(dtype)
+        if batch <= 0 or rows <= 0 or cols <= 0:
+            return np.zeros((max(batch, 0), max(rows, 0), max(cols, 0)), dtype)
+        if ld < rows or stride < 0:
+            raise CudaError(cudaError.cudaErrorInvalidValue, f"{what or self.what}: leading dimension {ld} < "
+                                                             f"{rows} rows, or batch stride {stride} < 0")
+        flat = self._flat(ptr, dtype, stride * (batch - 1) + ld * (cols - 1) + rows, what)
+        item = dtype.itemsize
+        return np.ndarray((batch, rows, cols), dtype, buffer=flat, strides=(stride * item, item, ld * item))
 
     def pointers(self, ptr: int, count: int, what: str = "") -> list[int]:
         """An array of `count` device pointers in device memory (the batched calls' Aarray)."""
@@ -103,6 +122,9 @@ class SimLibraries:
 
     def _cublas(self, call: str, obj: SimObject, args: list):
         from . import sim_cublas
+        if call == blas_rules.MATMUL_EPILOGUE:  # rcuda's own call: library_calls.py defines it, for numpy here
+            matmul_epilogue(np, functools.partial(self.memory.batch, what=call), args)
+            return [], []
         handle = obj.state
         function = sim_cublas.CALLS.get(call)  # the handle's settings are there too
         if function is None:
