@@ -69,6 +69,7 @@ class RemoteDevice:
         self._lock = threading.Lock()
         self._clean_lock = threading.Lock()  # a leaf: C's word on synchronous calls, kept consistent
         self._pools_pending = False  # a synchronisation has memory pool work (client/memory/pools.py)
+        self._fast_lock = threading.Lock()  # a kernel's attributes and its keys in C, consistent
         self._forget_state()
 
     def _forget_state(self) -> None:
@@ -78,6 +79,7 @@ class RemoteDevice:
         self.deferred = None  # an asynchronous failure not yet reported
         self._function_ids: dict = {}   # Kernel -> id on this device
         self._function_attrs: dict = {}  # Kernel -> cudaFuncAttributes fields
+        self._fast_keys: dict = {}       # Kernel -> the keys C records its launches under (host stubs, handles)
         self._sent_modules: set[str] = set()
         self._symbols: dict = {}        # (module key, name) -> (address, size)
 
@@ -315,7 +317,25 @@ class RemoteDevice:
         fn = self.function_id(kernel)
         self.request("func_set_attr", fn=fn, attr=attribute, value=value)
         reply, _ = self.request("func_attrs", fn=fn)  # the limits launches are checked against changed
-        self._function_attrs[kernel] = dict(reply["attrs"])
+        with self._fast_lock:
+            self._function_attrs[kernel] = dict(reply["attrs"])
+            if launch_rules.is_cluster_kernel(self._function_attrs[kernel]):
+                # A required cluster shape now: its <<<>>> launches are
+                # cluster launches, which C does not record.
+                for key in self._fast_keys.pop(kernel, ()):
+                    self.fast.kernel_gone(key, [self])
+
+    def fast_path_ready(self, key: int, kernel, fn: int) -> None:
+        """Let C record the next plain launches of `kernel` under `key` (its
+        host stub or handle), unless every launch of it is a cluster launch
+        (those go through Python, as cooperative ones)."""
+        self.function_id(kernel)
+        with self._fast_lock:
+            attrs = self._function_attrs[kernel]
+            if launch_rules.is_cluster_kernel(attrs):
+                return
+            self._fast_keys.setdefault(kernel, set()).add(key)
+            self.fast.kernel_ready(key, kernel, self, fn, attrs)
 
     def symbol(self, module, name: str) -> tuple[int, int]:
         """(address, size) of a __device__ variable on this device."""
@@ -327,9 +347,12 @@ class RemoteDevice:
         return found
 
     def launch(self, fn: int, grid, block, shared_mem: int, stream: int, params: bytes,
-               cooperative: bool = False) -> None:
+               cooperative: bool = False, cluster=None) -> None:
+        """`cluster`: the cluster shape of a cluster launch (the optional
+        field says it), None for any other."""
+        extra = {} if cluster is None else {"cluster": list(cluster)}
         self.post("launch", [params], fn=fn, grid=grid, block=block, shmem=shared_mem, stream=stream,
-                  cooperative=int(cooperative))
+                  cooperative=int(cooperative), **extra)
 
     def check_kernel_limits(self, kernel, block, shared_mem: int) -> None:
         """The kernel's own limits (launch bounds, registers, dynamic shared
@@ -345,6 +368,14 @@ class RemoteDevice:
         (rcuda/launch_rules.py), as CUDA checks before launching one."""
         launch_rules.check_cooperative(self.properties, self.function_attributes(kernel), kernel.name, grid, block,
                                        shared_mem, where=f"cooperative launch on {self.label}: ")
+
+    def launch_cluster(self, kernel, grid, block, shared_mem: int, cluster) -> tuple | None:
+        """The cluster shape of a launch asked for `cluster` (None: none
+        given; the kernel's own __cluster_dims__ then), None when it is not
+        a cluster launch, checked as a GPU checks it (rcuda/launch_rules.py)."""
+        return launch_rules.check_cluster_launch(self.properties, self.function_attributes(kernel), kernel.name,
+                                                 grid, block, shared_mem, cluster,
+                                                 where=f"cluster launch on {self.label}: ")
 
     def check_launch_configuration(self, grid, block, shared_mem: int) -> None:
         """What a GPU rejects at launch time (rcuda/launch_rules.py), checked

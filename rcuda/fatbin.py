@@ -92,6 +92,14 @@ EIATTR_CBANK_PARAM_SIZE = 0x19
 EIATTR_REGCOUNT = 0x2F
 EIATTR_FRAME_SIZE = 0x11
 EIATTR_MAX_THREADS = 0x05
+# Thread block clusters (sm_90 on), in a kernel's own section:
+# __cluster_dims__(x, y, z) as three u32 (PTX .reqnctapercluster); any
+# __cluster_dims__, empty ones too, as an empty record (PTX .explicitcluster:
+# the kernel must be launched as a cluster); __launch_bounds__' third value
+# as one u32 (PTX .maxclusterrank: blocks per cluster at most).
+EIATTR_CTA_PER_CLUSTER = 0x3D
+EIATTR_EXPLICIT_CLUSTER = 0x3E
+EIATTR_MAX_CLUSTER_RANK = 0x3F
 SYMBOL_VALUE = struct.Struct("<II")
 SHARED_PREFIX = ".nv.shared."
 USER_CONSTANT_BANK = ".nv.constant3"  # __constant__ variables
@@ -173,6 +181,9 @@ class KernelResources:
     const_bytes: int         # the module's __constant__ variables
     max_threads: int | None  # __launch_bounds__ (threads per block), if given
     arch: int                # the cubin's sm_XY as XY
+    cluster_dims: tuple[int, int, int] | None = None  # __cluster_dims__(x, y, z), if given
+    explicit_cluster: bool = False  # any __cluster_dims__: launched as a cluster only
+    max_cluster_blocks: int | None = None  # __launch_bounds__' third value (blocks per cluster), if given
 
 
 @dataclass(frozen=True)
@@ -588,15 +599,23 @@ def cubin_resources(image: bytes, arch: int = 0) -> dict[str, KernelResources]:
     resources = {}
     for name in kernels:
         shared = elf.get_section_by_name(SHARED_PREFIX + name)
-        max_threads = None
+        max_threads = cluster_dims = max_cluster_blocks = None
+        explicit_cluster = False
         info = elf.get_section_by_name(NV_INFO_PREFIX + name)
         if info is not None:
             for attribute, value in _nv_info_records(info.data(), NV_INFO_PREFIX + name):
                 if attribute == EIATTR_MAX_THREADS and len(value) >= 12:
                     x, y, z = struct.unpack_from("<III", value)
                     max_threads = x * y * z
+                elif attribute == EIATTR_CTA_PER_CLUSTER and len(value) >= 12:
+                    cluster_dims = struct.unpack_from("<III", value)
+                elif attribute == EIATTR_EXPLICIT_CLUSTER:
+                    explicit_cluster = True
+                elif attribute == EIATTR_MAX_CLUSTER_RANK and len(value) >= 4:
+                    (max_cluster_blocks,) = struct.unpack_from("<I", value)
         resources[name] = KernelResources(registers.get(name, 0), shared["sh_size"] if shared is not None else 0,
-                                          frames.get(name, 0), const_bytes, max_threads, arch)
+                                          frames.get(name, 0), const_bytes, max_threads, arch, cluster_dims,
+                                          explicit_cluster or cluster_dims is not None, max_cluster_blocks)
     return resources
 
 

@@ -14,7 +14,10 @@ They are checked in three places, all from RULES below:
 
 A cooperative launch (cudaLaunchCooperativeKernel) must also fit its whole
 grid on the device at once: `check_cooperative`, from the occupancy
-calculation (`active_blocks_per_sm`).
+calculation (`active_blocks_per_sm`).  A cluster launch (a cluster shape
+given at launch, or the kernel's own from __cluster_dims__) must keep the
+cluster rules: `check_cluster_launch` (the client and the sim check them;
+the C fast path never records a cluster launch).
 
 A rule compares one value of the launch (each dimension of `grid` or
 `block`, the block's `threads`, its dynamic `shared_mem`) with a bound: a
@@ -230,3 +233,150 @@ def check_cooperative(props: dict, attrs: dict, kernel: str, grid, block, shared
                                 f"with block {tuple(block)} and {shared_mem} bytes of dynamic shared memory fit "
                                 f"on the device at once ({per_sm} per multiprocessor x "
                                 f"{props['multiProcessorCount']} multiprocessors)")
+
+
+# ------------------------------------------------------------------ thread block clusters
+
+#: Blocks per cluster that every GPU with clusters runs (CUDA's portable
+#: cluster size, sm_90 on).
+PORTABLE_CLUSTER_SIZE = 8
+#: Blocks per cluster for a kernel that allows non-portable sizes
+#: (cudaFuncAttributeNonPortableClusterSizeAllowed): H100's and B200's limit.
+NON_PORTABLE_CLUSTER_SIZE = 16
+#: The multiprocessors a cluster's blocks are placed on together (a GPC).
+#: rcuda's occupancy model: a device has multiProcessorCount // 16 of them
+#: (the multiprocessors left over take no cluster), and a cluster fits when
+#: its blocks fit on one at once, each multiprocessor holding
+#: `active_blocks_per_sm` blocks.
+CLUSTER_MULTIPROCESSORS = 16
+#: The cudaFuncAttributes fields of a kernel's required cluster shape.
+REQUIRED_CLUSTER_FIELDS = ("requiredClusterWidth", "requiredClusterHeight", "requiredClusterDepth")
+
+
+def required_cluster(attrs: dict) -> tuple[int, int, int] | None:
+    """The cluster shape the kernel must be launched with (__cluster_dims__,
+    or cudaFuncAttributeRequiredCluster*), or None."""
+    dims = tuple(attrs.get(name, 0) for name in REQUIRED_CLUSTER_FIELDS)
+    return dims if any(dims) else None
+
+
+def is_cluster_kernel(attrs: dict) -> bool:
+    """Whether every launch of the kernel is a cluster launch (a shape of its
+    own, or one the launch must give)."""
+    return bool(attrs.get("clusterDimMustBeSet")) or required_cluster(attrs) is not None
+
+
+def cluster_size_limit(attrs: dict) -> int:
+    """Blocks per cluster the kernel may be launched with: the portable 8,
+    16 when it allows non-portable sizes, and no more than its
+    __launch_bounds__' maximum blocks per cluster (rcuda's
+    `maxBlocksPerCluster`, not a cudaFuncAttributes field)."""
+    limit = NON_PORTABLE_CLUSTER_SIZE if attrs.get("nonPortableClusterSizeAllowed") else PORTABLE_CLUSTER_SIZE
+    declared = attrs.get("maxBlocksPerCluster")
+    return min(limit, declared) if declared else limit
+
+
+def _invalid_cluster(message: str) -> CudaError:
+    return CudaError(cudaError.cudaErrorInvalidClusterSize, message)
+
+
+def cluster_shape(props: dict, attrs: dict, kernel: str, cluster, where: str = "") -> tuple[int, int, int] | None:
+    """The cluster shape of a launch of `kernel` asked for `cluster` (a
+    3-tuple, or None when the launch names none): the kernel's own when it
+    has one, None when the launch is not a cluster launch.  The CUDA error
+    when the device has no clusters (cudaErrorNotSupported), or the shape is
+    not one this kernel may have (cudaErrorInvalidClusterSize: another than
+    the kernel's own, none for a kernel that needs one, a zero dimension,
+    more blocks than `cluster_size_limit`).  `where` prefixes messages."""
+    required = required_cluster(attrs)
+    if required is not None and not all(required):
+        raise _invalid_cluster(where + f"kernel {kernel} requires cluster {required}: its width, height and depth "
+                                      f"must all be positive (or all 0)")
+    if cluster is None:
+        if required is None:
+            if attrs.get("clusterDimMustBeSet"):
+                raise _invalid_cluster(where + f"kernel {kernel} must be launched as a cluster "
+                                              f"(__cluster_dims__): give cudaLaunchAttributeClusterDimension")
+            return None
+        cluster = required
+    cluster = tuple(int(c) for c in cluster)
+    if not props.get("clusterLaunch"):
+        raise CudaError(cudaError.cudaErrorNotSupported,
+                        where + f"cluster {cluster}: the device does not support cluster launches "
+                                f"(compute capability {props.get('major')}.{props.get('minor')}, clusters need 9.0)")
+    if required is not None and cluster != required:
+        raise _invalid_cluster(where + f"cluster {cluster}: kernel {kernel} was compiled for cluster {required} "
+                                      f"(__cluster_dims__ or cudaFuncAttributeRequiredCluster*)")
+    if any(c < 1 for c in cluster):
+        raise _invalid_cluster(where + f"cluster {cluster} has a zero dimension")
+    size, limit = math.prod(cluster), cluster_size_limit(attrs)
+    if size > limit:
+        if limit == attrs.get("maxBlocksPerCluster"):
+            why = f"its __launch_bounds__ allow {limit}"
+        elif attrs.get("nonPortableClusterSizeAllowed"):
+            why = f"the device's limit is {NON_PORTABLE_CLUSTER_SIZE}"
+        else:
+            why = (f"the portable limit is {PORTABLE_CLUSTER_SIZE} (more needs "
+                   f"cudaFuncAttributeNonPortableClusterSizeAllowed)")
+        raise _invalid_cluster(where + f"cluster {cluster} has {size} blocks, kernel {kernel} may have {limit}: {why}")
+    return cluster
+
+
+def check_cluster_launch(props: dict, attrs: dict, kernel: str, grid, block, shared_mem: int, cluster,
+                         where: str = "") -> tuple[int, int, int] | None:
+    """`cluster_shape` of a launch, and the CUDA error when the grid is not
+    made of whole clusters or a cluster's blocks cannot be resident together
+    (rcuda's model: `CLUSTER_MULTIPROCESSORS`), both
+    cudaErrorInvalidClusterSize.  The launch's cluster shape, or None."""
+    cluster = cluster_shape(props, attrs, kernel, cluster, where)
+    if cluster is None:
+        return None
+    if any(g % c for g, c in zip(grid, cluster)):
+        raise _invalid_cluster(where + f"grid {tuple(grid)} is not a whole number of clusters {cluster} "
+                                      f"in every dimension")
+    fit = blocks_per_cluster_group(props, attrs, block[0] * block[1] * block[2], shared_mem)
+    if math.prod(cluster) > fit:
+        raise _invalid_cluster(where + f"cluster {cluster} has {math.prod(cluster)} blocks; {fit} blocks of kernel "
+                                      f"{kernel} with block {tuple(block)} and {shared_mem} bytes of dynamic shared "
+                                      f"memory fit together on the {_group_size(props)} multiprocessors a cluster "
+                                      f"may span")
+    return cluster
+
+
+def _group_size(props: dict) -> int:
+    """Multiprocessors a cluster may span."""
+    return max(1, min(CLUSTER_MULTIPROCESSORS, props.get("multiProcessorCount", 1)))
+
+
+def blocks_per_cluster_group(props: dict, attrs: dict, block_size: int, dynamic_shared: int) -> int:
+    """Blocks of this kernel resident at once on the multiprocessors one
+    cluster may span."""
+    return active_blocks_per_sm(props, attrs, block_size, dynamic_shared) * _group_size(props)
+
+
+def max_potential_cluster_size(props: dict, attrs: dict, block_size: int, dynamic_shared: int) -> int:
+    """cudaOccupancyMaxPotentialClusterSize: the kernel's required cluster's
+    blocks when it has one; else the most blocks a cluster of it may have
+    (`cluster_size_limit`) that fit together (0 on a device without
+    clusters, or when no block fits)."""
+    if not props.get("clusterLaunch"):
+        return 0
+    required = required_cluster(attrs)
+    if required is not None:
+        return math.prod(required)
+    return min(cluster_size_limit(attrs), blocks_per_cluster_group(props, attrs, block_size, dynamic_shared))
+
+
+def max_active_clusters(props: dict, attrs: dict, kernel: str, block, dynamic_shared: int, cluster,
+                        where: str = "") -> int:
+    """cudaOccupancyMaxActiveClusters: clusters of the launch's shape (the
+    kernel's own when `cluster` is None) resident at once: as many as fit on
+    each group of multiprocessors, times the groups.  cluster_shape's errors;
+    a kernel without a shape of its own needs one (cudaErrorInvalidClusterSize)."""
+    shape = cluster_shape(props, attrs, kernel, cluster, where)
+    if shape is None:
+        raise _invalid_cluster(where + f"kernel {kernel} has no cluster shape of its own: give "
+                                      f"cudaLaunchAttributeClusterDimension")
+    fit = blocks_per_cluster_group(props, attrs, block[0] * block[1] * block[2], dynamic_shared)
+    groups = props.get("multiProcessorCount", 0) // _group_size(props)
+    return groups * (fit // math.prod(shape))

@@ -97,8 +97,10 @@ the legacy default stream):
     func_attrs    {fn}                                -> {attrs}   cudaFuncAttributes fields
     func_set_attr {fn, attr, value}                   -> {}        attr: a cudaFuncAttribute name
     symbol        {module, name}                      -> {ptr, size}
-    launch        {fn, grid, block, shmem, stream, cooperative} + parameter buffer   (never answered);
-                  cooperative 1: cudaLaunchCooperativeKernel
+    launch        {fn, grid, block, shmem, stream, cooperative[, cluster]} + parameter buffer   (never answered);
+                  cooperative 1: cudaLaunchCooperativeKernel; cluster [x, y, z]: a
+                  thread block cluster launch of that shape (the kernel's own
+                  __cluster_dims__, or cudaLaunchAttributeClusterDimension's)
     launches      {count} + records                  (never answered)   launches recorded in C,
                   laid out as rcuda/wire.py says (LAUNCH_RECORD, RECORD_*); one
                   frame, or CHUNK_SIZE pieces of it on a ZeroMQ socket
@@ -302,6 +304,7 @@ OPS: dict[str, dict[str, type | tuple]] = {
 
 #: op -> {field: type} it may carry; checked when present.
 OPTIONAL_FIELDS: dict[str, dict[str, type | tuple]] = {
+    "launch": {"cluster": _LIST},
     "memset": {"elem": _INT},
     "memset3d": {"elem": _INT},
 }

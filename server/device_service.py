@@ -836,8 +836,9 @@ class DeviceService:
             raise ProtocolError(f"launch: parameter buffer must be one frame of {layout.buffer_size} bytes")
         if header["cooperative"] not in (0, 1):
             raise ProtocolError(f"launch: cooperative must be 0 or 1, not {header['cooperative']}")
+        cluster = _dims(header, "cluster") if "cluster" in header else None
         self.device.launch(handle, grid, block, bytes(payload[0].buffer), _non_negative(header, "shmem"),
-                           self._stream(header), cooperative=header["cooperative"] == 1)
+                           self._stream(header), cooperative=header["cooperative"] == 1, cluster=cluster)
 
     def _launches(self, header, payload):
         """A batch recorded by the client's C fast path.  Each launch fails

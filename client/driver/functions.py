@@ -13,6 +13,7 @@ from rcuda.errors import CudaError, cudaError
 
 from .. import interposer
 from ..runtime import library_management as runtime_libraries
+from ..runtime import core as runtime_core
 from ..runtime import queries as runtime_queries
 from ..interposer import c_string, out_pointer
 from .registry import SUCCESS, driver, from_runtime, require_initialized
@@ -169,4 +170,32 @@ def cuOccupancyAvailableDynamicSMemPerBlock(dynamicSmemSize, func, numBlocks, bl
     out_pointer(dynamicSmemSize, "dynamicSmemSize")
     device, kernel = _on_device(function(func, "cuOccupancyAvailableDynamicSMemPerBlock"))
     dynamicSmemSize[0] = runtime_queries.available_dynamic_smem(device, kernel, numBlocks, blockSize)
+    return SUCCESS
+
+
+@driver()
+def cuOccupancyMaxPotentialClusterSize(clusterSize, func, config):
+    """As cudaOccupancyMaxPotentialClusterSize (client/runtime/queries.py):
+    the config's cluster dimensions are ignored."""
+    call = "cuOccupancyMaxPotentialClusterSize"
+    out_pointer(clusterSize, "clusterSize")
+    out_pointer(config, "config")
+    device, kernel = _on_device(function(func, call))
+    clusterSize[0] = runtime_queries.potential_cluster_size(
+        device, kernel, (config.blockDimX, config.blockDimY, config.blockDimZ), config.sharedMemBytes)
+    return SUCCESS
+
+
+@driver()
+def cuOccupancyMaxActiveClusters(numClusters, func, config):
+    """As cudaOccupancyMaxActiveClusters: the shape is the config's
+    CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION, or the kernel's own."""
+    call = "cuOccupancyMaxActiveClusters"
+    out_pointer(numClusters, "numClusters")
+    out_pointer(config, "config")
+    device, kernel = _on_device(function(func, call))
+    attrs = interposer.ffi.cast("cudaLaunchAttribute *", config.attrs)  # the same layout and numbers
+    _, cluster = runtime_core.launch_attributes(attrs, config.numAttrs, call)
+    numClusters[0] = runtime_queries.active_clusters(
+        device, kernel, (config.blockDimX, config.blockDimY, config.blockDimZ), config.sharedMemBytes, cluster, call)
     return SUCCESS

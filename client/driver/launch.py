@@ -91,14 +91,16 @@ def _packer(function: DriverFunction, kernelParams, extra, what: str):
 
 
 def _launch(f, grid, block, shared_mem: int, stream, kernelParams, extra, per_thread: bool, cooperative: bool,
-            what: str):
+            what: str, cluster=None):
     require_initialized()
     function = _launchable(f, what)
     device, fn = launch_kernel(function.kernel, grid, block, shared_mem, stream,
-                               _packer(function, kernelParams, extra, what), per_thread, cooperative)
+                               _packer(function, kernelParams, extra, what), per_thread, cooperative, cluster)
     # C records the next plain cuLaunchKernel of `f` on this device itself
-    # (native/launch_fast_path.c, rcuda_c_cuLaunchKernel), keyed by the handle.
-    interposer.rt.fast.kernel_ready(address(f), function.kernel, device, fn, device.function_attributes(function.kernel))
+    # (native/launch_fast_path.c, rcuda_c_cuLaunchKernel), keyed by the
+    # handle; not a kernel with a cluster shape of its own (its every launch
+    # is a cluster launch, made here).
+    device.fast_path_ready(address(f), function.kernel, fn)
     return SUCCESS
 
 
@@ -121,10 +123,11 @@ def cuLaunchCooperativeKernel(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockD
 @driver(stream_variants=True)
 def cuLaunchKernelEx(config, f, kernelParams, extra, per_thread=False):
     """Launch attributes as cudaLaunchKernelEx's: hints ignored,
-    CU_LAUNCH_ATTRIBUTE_COOPERATIVE honoured, others not supported."""
+    CU_LAUNCH_ATTRIBUTE_COOPERATIVE and CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
+    honoured, others not supported."""
     interposer.out_pointer(config, "config")
     attrs = interposer.ffi.cast("cudaLaunchAttribute *", config.attrs)  # the same layout and numbers
-    cooperative = runtime_core.cooperative_attribute(attrs, config.numAttrs, "cuLaunchKernelEx")
+    cooperative, cluster = runtime_core.launch_attributes(attrs, config.numAttrs, "cuLaunchKernelEx")
     return _launch(f, (config.gridDimX, config.gridDimY, config.gridDimZ),
                    (config.blockDimX, config.blockDimY, config.blockDimZ), config.sharedMemBytes, config.hStream,
-                   kernelParams, extra, per_thread, cooperative, "cuLaunchKernelEx")
+                   kernelParams, extra, per_thread, cooperative, "cuLaunchKernelEx", cluster)

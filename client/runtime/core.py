@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 
 from rcuda import errors
+from rcuda._generated.cuda_enums import ENUMS
 from rcuda._generated.cudart_api import CUDART_VERSION, FUNCTIONS
 from rcuda.errors import CudaError, cudaError
 
@@ -103,23 +104,25 @@ def __cudaInitModule(fatCubinHandle):
 
 
 def launch(host_fun, grid, block, args, shared_mem, stream_handle, per_thread: bool = False,
-           cooperative: bool = False) -> int:
+           cooperative: bool = False, cluster=None) -> int:
     """A kernel launch the C fast path (native/launch_fast_path.c) did not
     take: the first of a kernel on a device, an unknown stream, a
-    configuration to refuse, a device in error; and every cooperative one.
-    Once it succeeds, C knows enough to take the next plain ones itself.
-    `host_fun` is a host stub or a library's cudaKernel_t (then C keys the
-    kernel by that handle)."""
+    configuration to refuse, a device in error; and every cooperative or
+    cluster one (`cluster`: the shape cudaLaunchKernelEx gives; a kernel
+    with __cluster_dims__ is a cluster launch without).  Once it succeeds,
+    C knows enough to take the next plain ones itself.  `host_fun` is a host
+    stub or a library's cudaKernel_t (then C keys the kernel by that handle)."""
     host_fun = address(host_fun)
     kernel = kernel_on(host_fun, "cudaLaunchKernel")
     device, fn = launch_kernel(kernel, (grid.x, grid.y, grid.z), (block.x, block.y, block.z), shared_mem,
-                               stream_handle, lambda params: params.pack(interposer.ffi, args), per_thread, cooperative)
-    interposer.rt.fast.kernel_ready(host_fun, kernel, device, fn, device.function_attributes(kernel))
+                               stream_handle, lambda params: params.pack(interposer.ffi, args), per_thread, cooperative,
+                               cluster)
+    device.fast_path_ready(host_fun, kernel, fn)
     return SUCCESS
 
 
 def launch_kernel(kernel, grid: tuple, block: tuple, shared_mem: int, stream_handle, pack, per_thread: bool,
-                  cooperative: bool):
+                  cooperative: bool, cluster=None):
     """Launch `kernel` on the current device (the runtime's launches and the
     driver's): checks, its function id, `pack(kernel.params)` for the
     parameter buffer.  (the device, the function id)."""
@@ -131,9 +134,10 @@ def launch_kernel(kernel, grid: tuple, block: tuple, shared_mem: int, stream_han
     device.check_launch_configuration(grid, block, shared_mem)
     fn = device.function_id(kernel)
     device.check_kernel_limits(kernel, block, shared_mem)
+    cluster = device.launch_cluster(kernel, grid, block, shared_mem, cluster)
     if cooperative:
         device.check_cooperative_grid(kernel, grid, block, shared_mem)
-    device.launch(fn, grid, block, shared_mem, stream.id, pack(kernel.params), cooperative)
+    device.launch(fn, grid, block, shared_mem, stream.id, pack(kernel.params), cooperative, cluster)
     if device.mirrored:  # the kernel may write mapped memory (client/memory/mapped.py)
         interposer.rt.fast.mirror_written(device, stream.id)
     return device, fn
@@ -150,39 +154,49 @@ def cudaLaunchCooperativeKernel(func, gridDim, blockDim, args, sharedMem, stream
 
 #: cudaLaunchAttributes that change nothing rcuda can honour remotely and
 #: that a GPU may equally ignore (hints); others are refused, but for
-#: cudaLaunchAttributeCooperative.
+#: cudaLaunchAttributeCooperative, cudaLaunchAttributeClusterDimension and
+#: cudaLaunchAttributeClusterSchedulingPolicyPreference (a hint, checked).
 IGNORED_LAUNCH_ATTRIBUTES = {"cudaLaunchAttributeIgnore", "cudaLaunchAttributeAccessPolicyWindow",
                              "cudaLaunchAttributePriority", "cudaLaunchAttributeMemSyncDomain",
                              "cudaLaunchAttributeMemSyncDomainMap", "cudaLaunchAttributeSynchronizationPolicy"}
+CLUSTER_SCHEDULING_POLICIES = frozenset(ENUMS["cudaClusterSchedulingPolicy"].values())
 
 
 @cuda(stream_variants=True)
 def cudaLaunchKernelExC(config, func, args, per_thread=False):
     """cudaLaunchKernelEx: hints among the attributes are ignored, a
-    cooperative one is honoured (cudaLaunchCooperativeKernel); cluster
-    shapes and programmatic launches are not supported."""
+    cooperative one is honoured (cudaLaunchCooperativeKernel), a cluster
+    shape too (a thread block cluster launch, checked as a GPU checks it:
+    rcuda/launch_rules.py); programmatic launches are not supported."""
     out_pointer(config, "config")
-    cooperative = cooperative_attribute(config.attrs, config.numAttrs, "cudaLaunchKernelExC")
+    cooperative, cluster = launch_attributes(config.attrs, config.numAttrs, "cudaLaunchKernelExC")
     return launch(func, config.gridDim, config.blockDim, args, config.dynamicSmemBytes, config.stream, per_thread,
-                  cooperative)
+                  cooperative, cluster)
 
 
-def cooperative_attribute(attrs, count: int, what: str) -> bool:
-    """Whether launch attributes (cudaLaunchAttribute *; the driver's
-    CUlaunchAttribute has the same layout and numbers) ask for a cooperative
-    launch; hints are ignored, others refused."""
-    from rcuda._generated.cuda_enums import ENUMS
+def launch_attributes(attrs, count: int, what: str) -> tuple[bool, tuple | None]:
+    """(cooperative, cluster) from launch attributes (cudaLaunchAttribute *;
+    the driver's CUlaunchAttribute has the same layout and numbers): whether
+    the launch is cooperative, and its cluster shape (None: none given).
+    Hints are ignored, others refused."""
     names = {v: k for k, v in ENUMS["cudaLaunchAttributeID"].items()}
-    cooperative = False
+    cooperative, cluster = False, None
     if count and attrs == interposer.ffi.NULL:
         raise CudaError(cudaError.cudaErrorInvalidValue, f"{what}: {count} attributes at NULL")
     for i in range(count):
         name = names.get(attrs[i].id, f"attribute {attrs[i].id}")
         if name == "cudaLaunchAttributeCooperative":
             cooperative = bool(attrs[i].val.cooperative)
+        elif name == "cudaLaunchAttributeClusterDimension":
+            dims = attrs[i].val.clusterDim
+            cluster = (dims.x, dims.y, dims.z)
+        elif name == "cudaLaunchAttributeClusterSchedulingPolicyPreference":
+            if attrs[i].val.clusterSchedulingPolicyPreference not in CLUSTER_SCHEDULING_POLICIES:
+                raise CudaError(cudaError.cudaErrorInvalidValue,
+                                f"{what}: cluster scheduling policy {attrs[i].val.clusterSchedulingPolicyPreference}")
         elif name not in IGNORED_LAUNCH_ATTRIBUTES:
             raise CudaError(cudaError.cudaErrorNotSupported, f"{what}: {name} is not supported by rcuda")
-    return cooperative
+    return cooperative, cluster
 
 
 # ------------------------------------------------------------------ devices

@@ -15,11 +15,12 @@ import logging
 from rcuda._generated.cuda_enums import ENUMS, MACROS
 from rcuda.device_attributes import attribute_name
 from rcuda.errors import CudaError, cudaError
+from rcuda import launch_rules
 from rcuda.launch_rules import active_blocks_per_sm
 
 from .. import interposer
 from ..driver.loading import kernel_on
-from .core import SUCCESS, cuda
+from .core import SUCCESS, cuda, launch_attributes
 from ..interposer import address, c_string, fill_struct, out_pointer
 
 log = logging.getLogger(__name__)
@@ -294,4 +295,54 @@ def cudaOccupancyMaxActiveBlocksPerMultiprocessor(numBlocks, func, blockSize, dy
 def cudaOccupancyAvailableDynamicSMemPerBlock(dynamicSmemSize, func, numBlocks, blockSize):
     out_pointer(dynamicSmemSize, "dynamicSmemSize")
     dynamicSmemSize[0] = available_dynamic_smem(rt().device(), _kernel(func), numBlocks, blockSize)
+    return SUCCESS
+
+
+# Thread block clusters (rcuda/launch_rules.py): a cluster fits when its
+# blocks fit at once on the multiprocessors one cluster may span (16, a
+# GPC); the device has multiProcessorCount // 16 such groups.
+
+
+def potential_cluster_size(device, kernel, block, dynamic_smem: int) -> int:
+    """The most blocks a cluster of `kernel` may have with this block shape
+    and dynamic shared memory (its required cluster's, when it has one)."""
+    attrs = device.function_attributes(kernel)
+    if dynamic_smem > attrs.get("maxDynamicSharedSizeBytes", dynamic_smem):
+        return 0
+    return launch_rules.max_potential_cluster_size(device.properties, attrs, block[0] * block[1] * block[2],
+                                                   dynamic_smem)
+
+
+def active_clusters(device, kernel, block, dynamic_smem: int, cluster, what: str) -> int:
+    """Clusters of `cluster`'s shape (None: the kernel's own) resident at
+    once; cudaErrorInvalidClusterSize for a shape the kernel may not have."""
+    attrs = device.function_attributes(kernel)
+    count = launch_rules.max_active_clusters(device.properties, attrs, kernel.name, block, dynamic_smem, cluster,
+                                             where=f"{what} on {device.label}: ")
+    return 0 if dynamic_smem > attrs.get("maxDynamicSharedSizeBytes", dynamic_smem) else count
+
+
+@cuda()
+def cudaOccupancyMaxPotentialClusterSize(clusterSize, func, launchConfig):
+    """The cluster dimensions among the config's attributes are ignored, as
+    CUDA ignores them."""
+    out_pointer(clusterSize, "clusterSize")
+    out_pointer(launchConfig, "launchConfig")
+    block = launchConfig.blockDim
+    clusterSize[0] = potential_cluster_size(rt().device(), _kernel(func), (block.x, block.y, block.z),
+                                            launchConfig.dynamicSmemBytes)
+    return SUCCESS
+
+
+@cuda()
+def cudaOccupancyMaxActiveClusters(numClusters, func, launchConfig):
+    """The cluster shape is the config's cudaLaunchAttributeClusterDimension,
+    or the kernel's own; a kernel without one needs the attribute."""
+    what = "cudaOccupancyMaxActiveClusters"
+    out_pointer(numClusters, "numClusters")
+    out_pointer(launchConfig, "launchConfig")
+    _, cluster = launch_attributes(launchConfig.attrs, launchConfig.numAttrs, what)
+    block = launchConfig.blockDim
+    numClusters[0] = active_clusters(rt().device(), _kernel(func), (block.x, block.y, block.z),
+                                     launchConfig.dynamicSmemBytes, cluster, what)
     return SUCCESS

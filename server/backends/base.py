@@ -301,10 +301,14 @@ class Device(abc.ABC):
 
     @abc.abstractmethod
     def launch(self, function: object, grid: tuple[int, int, int], block: tuple[int, int, int],
-               params: bytes, shared_mem: int, stream: int, cooperative: bool = False) -> None:
+               params: bytes, shared_mem: int, stream: int, cooperative: bool = False,
+               cluster: tuple[int, int, int] | None = None) -> None:
         """Launch a kernel with its packed parameter buffer; `cooperative`:
         as cudaLaunchCooperativeKernel (the client checked that the grid fits
-        on the device at once)."""
+        on the device at once); `cluster`: a thread block cluster launch of
+        that shape (the client checked it: rcuda/launch_rules.py), None for
+        any other launch (a kernel with __cluster_dims__ still runs as
+        clusters of its own shape)."""
 
     # ---------------------------------------------------------- streams, events
 

@@ -127,10 +127,23 @@ FUNCTION_ATTRIBUTES = {
     "ptxVersion": 5, "binaryVersion": 6, "cacheModeCA": 7, "maxDynamicSharedSizeBytes": 8,
     "preferredShmemCarveout": 9,
 }
-#: cudaFuncAttribute names that cudaFuncSetAttribute may set -> CUfunction_attribute.
+#: The cluster fields (CUfunction_attribute 10..15, cuda.h), asked of GPUs
+#: with thread block clusters only.
+CLUSTER_FUNCTION_ATTRIBUTES = {
+    "clusterDimMustBeSet": 10, "requiredClusterWidth": 11, "requiredClusterHeight": 12, "requiredClusterDepth": 13,
+    "nonPortableClusterSizeAllowed": 14, "clusterSchedulingPolicyPreference": 15,
+}
+#: cudaFuncAttribute names that cudaFuncSetAttribute may set -> CUfunction_attribute
+#: (and the read-only ClusterDimMustBeSet, which the driver refuses as CUDA does).
 SETTABLE_FUNCTION_ATTRIBUTES = {
     "cudaFuncAttributeMaxDynamicSharedMemorySize": 8,
     "cudaFuncAttributePreferredSharedMemoryCarveout": 9,
+    "cudaFuncAttributeClusterDimMustBeSet": 10,
+    "cudaFuncAttributeRequiredClusterWidth": 11,
+    "cudaFuncAttributeRequiredClusterHeight": 12,
+    "cudaFuncAttributeRequiredClusterDepth": 13,
+    "cudaFuncAttributeNonPortableClusterSizeAllowed": 14,
+    "cudaFuncAttributeClusterSchedulingPolicyPreference": 15,
 }
 CUDA_ERROR_NOT_READY = 600
 #: cudaEventBlockingSync | cudaEventDisableTiming: the events Completions
@@ -678,8 +691,12 @@ class CupyDevice(Device):
 
     def function_attributes(self, function: CupyFunction) -> dict:
         with self._cuda(f"cudaFuncGetAttributes({function.name})"):
-            return {field: self._driver.funcGetAttribute(number, function.handle)
-                    for field, number in FUNCTION_ATTRIBUTES.items()}
+            attrs = {field: self._driver.funcGetAttribute(number, function.handle)
+                     for field, number in FUNCTION_ATTRIBUTES.items()}
+            if self._properties.get("clusterLaunch"):
+                attrs.update({field: self._driver.funcGetAttribute(number, function.handle)
+                              for field, number in CLUSTER_FUNCTION_ATTRIBUTES.items()})
+        return attrs
 
     def function_set_attribute(self, function: CupyFunction, attribute: str, value: int) -> None:
         number = SETTABLE_FUNCTION_ATTRIBUTES.get(attribute)
@@ -700,12 +717,15 @@ class CupyDevice(Device):
         return ptr, size
 
     def launch(self, function: CupyFunction, grid, block, params: bytes, shared_mem: int, stream: int,
-               cooperative: bool = False) -> None:
+               cooperative: bool = False, cluster: tuple[int, int, int] | None = None) -> None:
         check_launch_configuration(self._properties, grid, block, shared_mem)
         params = bytes(params)
         # ctypes objects that must live until cuLaunchKernel returns (it copies
         # the parameters before returning).
         buffer = ctypes.create_string_buffer(params, len(params))
+        if cluster is not None:
+            self._launch_ex(function, grid, block, buffer, shared_mem, stream, cooperative, cluster)
+            return
         if cooperative:
             self._launch_cooperative(function, grid, block, buffer, shared_mem, stream)
             return
@@ -731,6 +751,29 @@ class CupyDevice(Device):
         if status:
             raise CudaError(driver_status(status), f"cooperative launch of kernel {function.name} on GPU "
                                                    f"{self.index} failed with CUresult {status}")
+
+    def _launch_ex(self, function: CupyFunction, grid, block, buffer, shared_mem: int, stream: int,
+                   cooperative: bool, cluster) -> None:
+        """A thread block cluster launch: cuLaunchKernelEx with
+        CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION (and CU_LAUNCH_ATTRIBUTE_COOPERATIVE
+        when cooperative), the parameters as a pointer each into the buffer.
+        A kernel with __cluster_dims__ launched without a shape takes the
+        plain cuLaunchKernel: the driver gives it its own."""
+        base = ctypes.addressof(buffer)
+        offsets = function.layout.offsets
+        pointers = (ctypes.c_void_p * max(len(offsets), 1))(*(base + offset for offset in offsets))
+        attrs = (CUlaunchAttribute * 2)()
+        attrs[0].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
+        attrs[0].value.clusterDim.x, attrs[0].value.clusterDim.y, attrs[0].value.clusterDim.z = cluster
+        attrs[1].id = CU_LAUNCH_ATTRIBUTE_COOPERATIVE
+        attrs[1].value.cooperative = 1
+        config = CUlaunchConfig(*grid, *block, shared_mem, self._streams[stream], ctypes.addressof(attrs),
+                                2 if cooperative else 1)
+        with self._cuda(f"cluster launch of kernel {function.name}"):
+            status = _cu_launch_kernel_ex()(ctypes.byref(config), function.handle, pointers, None)
+        if status:
+            raise CudaError(driver_status(status), f"cluster launch of kernel {function.name} (cluster {cluster}) "
+                                                   f"on GPU {self.index} failed with CUresult {status}")
 
     # ---------------------------------------------------------- streams, events
 
@@ -989,6 +1032,43 @@ def _p2p_attribute(attribute: int, source: int, destination: int) -> int:
     except (OSError, AttributeError):
         pass
     return 0
+
+
+# cuda.h: CUlaunchAttributeID values, and the structures of cuLaunchKernelEx.
+CU_LAUNCH_ATTRIBUTE_COOPERATIVE = 2
+CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION = 4
+
+
+class _ClusterDim(ctypes.Structure):
+    _fields_ = [("x", ctypes.c_uint), ("y", ctypes.c_uint), ("z", ctypes.c_uint)]
+
+
+class CUlaunchAttributeValue(ctypes.Union):
+    """The members of CUlaunchAttributeValue (64 bytes; its access policy
+    window gives it a pointer's alignment) that launches use."""
+    _fields_ = [("pad", ctypes.c_char * 64), ("accessPolicyWindow", _AccessPolicyWindow),
+                ("cooperative", ctypes.c_int), ("clusterDim", _ClusterDim)]
+
+
+class CUlaunchAttribute(ctypes.Structure):
+    _fields_ = [("id", ctypes.c_int), ("pad", ctypes.c_char * 4), ("value", CUlaunchAttributeValue)]
+
+
+class CUlaunchConfig(ctypes.Structure):
+    _fields_ = [("gridDimX", ctypes.c_uint), ("gridDimY", ctypes.c_uint), ("gridDimZ", ctypes.c_uint),
+                ("blockDimX", ctypes.c_uint), ("blockDimY", ctypes.c_uint), ("blockDimZ", ctypes.c_uint),
+                ("sharedMemBytes", ctypes.c_uint), ("hStream", ctypes.c_void_p), ("attrs", ctypes.c_void_p),
+                ("numAttrs", ctypes.c_uint)]
+
+
+@functools.cache
+def _cu_launch_kernel_ex():
+    """The driver's cuLaunchKernelEx(config, f, kernelParams, extra), through ctypes."""
+    function = ctypes.CDLL("libcuda.so.1").cuLaunchKernelEx
+    function.argtypes = [ctypes.POINTER(CUlaunchConfig), ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p),
+                         ctypes.c_void_p]
+    function.restype = ctypes.c_int
+    return function
 
 
 @functools.cache

@@ -32,8 +32,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from rcuda import fatbin
-from rcuda._generated.cuda_enums import MACROS
+from rcuda import fatbin, launch_rules
+from rcuda._generated.cuda_enums import ENUMS, MACROS
 from rcuda.device_attributes import attributes_from_properties
 from rcuda.errors import CudaError, cudaError
 from rcuda.fatbin import KernelResources
@@ -58,6 +58,15 @@ MAX_DEVICES = (0x8000_0000_0000 - DEFAULT_VA_BASE) // VA_WINDOW_SIZE  # 16
 #: The sim GPUs report compute capability 8.0: kernel resources are read from
 #: the program's newest cubin not newer than sm_80.
 SIM_ARCH = 80
+#: RCUDA_SIM_COMPUTE_CAPABILITY=9.0 in the server's environment makes its
+#: GPUs H100-like instead (compute capability 9.0, thread block clusters):
+#: they then load sm_90 cubins (and PTX up to compute_90), not sm_80 ones.
+COMPUTE_CAPABILITY_VARIABLE = "RCUDA_SIM_COMPUTE_CAPABILITY"
+SIM_ARCHS = (80, 90)
+
+#: cudaFuncSetAttribute's cluster shape attributes, in x, y, z order.
+CLUSTER_DIMENSION_ATTRIBUTES = ("cudaFuncAttributeRequiredClusterWidth", "cudaFuncAttributeRequiredClusterHeight",
+                                "cudaFuncAttributeRequiredClusterDepth")
 
 #: Dynamic shared memory a kernel may use without cudaFuncSetAttribute.
 DEFAULT_DYNAMIC_SHARED = 48 << 10
@@ -84,6 +93,19 @@ def _round_up(value: int, alignment: int = PLACEMENT_ALIGNMENT) -> int:
     return -(-value // alignment) * alignment
 
 
+def arch_from_environment() -> int:
+    """The sim GPUs' compute capability as 80 for 8.0: SIM_ARCH, or the
+    server's RCUDA_SIM_COMPUTE_CAPABILITY (8.0 or 9.0; "90" too)."""
+    text = os.environ.get(COMPUTE_CAPABILITY_VARIABLE, "").strip()
+    if not text:
+        return SIM_ARCH
+    arch = text.replace(".", "")
+    if not arch.isdigit() or int(arch) not in SIM_ARCHS:
+        raise ValueError(f"{COMPUTE_CAPABILITY_VARIABLE}={text!r}: the sim GPUs have compute capability "
+                         f"{' or '.join(f'{a // 10}.{a % 10}' for a in SIM_ARCHS)}")
+    return int(arch)
+
+
 class SimBackend(Backend):
     name = "sim"
 
@@ -98,6 +120,7 @@ class SimBackend(Backend):
         # Loaded once, here: a plugin that fails to import stops the server
         # from starting rather than failing its first launch.
         self.kernels = KernelLibrary([*kernel_files, *kernel_files_from_environment()])
+        self.arch = arch_from_environment()
         #: The GPUs open in this worker (its one session), by index: what a
         #: kernel with peer access reaches.
         self.open_devices: dict[int, SimDevice] = {}
@@ -112,7 +135,7 @@ class SimBackend(Backend):
         if va_base is None:
             va_base = DEFAULT_VA_BASE + index * VA_WINDOW_SIZE
         device = SimDevice(index, va_base, self.memory_bytes, self.kernels, identity=self.identity,
-                           open_devices=self.open_devices)
+                           open_devices=self.open_devices, arch=self.arch)
         self.open_devices[index] = device
         return device
 
@@ -132,11 +155,21 @@ class SimFunction:
         # without it a launch may use the default 48 KiB minus static shared memory.
         self.max_dynamic_shared = DEFAULT_DYNAMIC_SHARED - (resources.shared_bytes if resources else 0)
         self.preferred_carveout = -1
-        self.accepted: set = set()  # (grid, block, shared memory) configurations already checked
+        # Thread block clusters: __cluster_dims__ from the cubin, or set with
+        # cudaFuncSetAttribute(cudaFuncAttributeRequiredCluster*) (0: none).
+        self.required_cluster = list(resources.cluster_dims) if resources and resources.cluster_dims else [0, 0, 0]
+        self.non_portable_cluster = 0
+        self.cluster_scheduling = 0
+        self.accepted: set = set()  # (grid, block, shared memory, cluster) configurations already checked
         self.symbols = None         # launch.symbol(): set by the device
 
     def describe(self) -> str:
         return self.name if self.demangled == self.name else f"{self.demangled} ({self.name})"
+
+    def clustered(self) -> bool:
+        """Whether every launch of the kernel is a cluster launch (a shape of
+        its own, or __cluster_dims__ asking the launch for one)."""
+        return any(self.required_cluster) or bool(self.resources and self.resources.explicit_cluster)
 
 
 @dataclass
@@ -185,7 +218,7 @@ def _completion(at: float) -> Completion:
 class SimDevice(Device):
     def __init__(self, index: int, va_base: int, memory_bytes: int, kernels: KernelLibrary,
                  window_size: int = VA_WINDOW_SIZE, identity: str = "", max_concurrent_kernels: int | None = None,
-                 open_devices: dict | None = None):
+                 open_devices: dict | None = None, arch: int = SIM_ARCH):
         if va_base < 0 or va_base % ALLOCATION_ALIGNMENT:
             raise CudaError(cudaError.cudaErrorInvalidValue,
                             f"va_base {va_base:#x} must be a non-negative multiple of {ALLOCATION_ALIGNMENT}")
@@ -206,7 +239,8 @@ class SimDevice(Device):
         self._modules: dict[str, SimModule] = {}
         self._symbols: dict[tuple[str, str], tuple[int, int]] = {}  # (module, name) -> (address, size)
         self._events: dict[int, SimEvent] = {}
-        self._properties = sim_properties(index, memory_bytes, identity)
+        self.arch = arch  # the compute capability, as 80 for 8.0
+        self._properties = sim_properties(index, memory_bytes, identity, arch)
         self._output: list[str] = []
         self._output_lock = threading.Lock()
         # Modelled time (perf_counter() seconds): see "modelled time" below.
@@ -499,11 +533,11 @@ class SimDevice(Device):
         module = SimModule(bytes(image))
         try:
             module.fatbin.variables()
-            module.fatbin.resources(SIM_ARCH)
+            module.fatbin.resources(self.arch)
         except fatbin.FatbinError as exc:
             raise CudaError(cudaError.cudaErrorInvalidKernelImage, f"module {key} is not a usable image: "
                                                                     f"{exc}") from None
-        _check_loadable(module.fatbin, key)
+        _check_loadable(module.fatbin, key, self.arch)
         info = sim_jit.check_module(module.fatbin, key)
         self._modules[key] = module
         return info
@@ -527,7 +561,7 @@ class SimDevice(Device):
                             f"the sim backend has no implementation of kernel {known}: provide one in a plugin "
                             f"file with `rcuda server --backend sim --kernels FILE.py` or RCUDA_SIM_KERNELS=FILE.py "
                             f"(KERNELS = {{{short_name(demangled)!r}: function}})")
-        resources = module.fatbin.resources(SIM_ARCH).get(name)
+        resources = module.fatbin.resources(self.arch).get(name)
         function = SimFunction(name, implementation, layout, resources, module_key)
         function.symbols = lambda source_name: self._symbol_by_source_name(module_key, source_name)
         return function
@@ -548,11 +582,19 @@ class SimDevice(Device):
             "localSizeBytes": r.local_bytes if r else 0,
             "maxThreadsPerBlock": max_threads,
             "numRegs": r.registers if r else 0,
-            "ptxVersion": SIM_ARCH,
-            "binaryVersion": r.arch if r else SIM_ARCH,
+            "ptxVersion": self.arch,
+            "binaryVersion": r.arch if r else self.arch,
             "cacheModeCA": 0,
             "maxDynamicSharedSizeBytes": function.max_dynamic_shared,
             "preferredShmemCarveout": function.preferred_carveout,
+            "clusterDimMustBeSet": int(bool(r and r.explicit_cluster)),
+            "requiredClusterWidth": function.required_cluster[0],
+            "requiredClusterHeight": function.required_cluster[1],
+            "requiredClusterDepth": function.required_cluster[2],
+            "clusterSchedulingPolicyPreference": function.cluster_scheduling,
+            "nonPortableClusterSizeAllowed": function.non_portable_cluster,
+            # Not a cudaFuncAttributes field: __launch_bounds__' blocks per cluster (0: not given).
+            "maxBlocksPerCluster": (r.max_cluster_blocks or 0) if r else 0,
         }
 
     def function_set_attribute(self, function: SimFunction, attribute: str, value: int) -> None:
@@ -569,7 +611,29 @@ class SimDevice(Device):
             if not -1 <= value <= 100:
                 raise CudaError(cudaError.cudaErrorInvalidValue, f"carveout {value} is not a percentage")
             function.preferred_carveout = value
-        # Other attributes (cluster shapes, scheduling hints) change nothing the sim models.
+        elif attribute in CLUSTER_DIMENSION_ATTRIBUTES:
+            if function.resources and function.resources.cluster_dims:
+                raise CudaError(cudaError.cudaErrorNotPermitted,
+                                f"cudaFuncSetAttribute({function.describe()}, {attribute}): the kernel's cluster "
+                                f"shape {function.resources.cluster_dims} is set at compile time (__cluster_dims__)")
+            if value < 0:
+                raise CudaError(cudaError.cudaErrorInvalidValue, f"{attribute} {value}: not a number of blocks")
+            function.required_cluster[CLUSTER_DIMENSION_ATTRIBUTES.index(attribute)] = value  # checked at launch
+            function.accepted.clear()
+        elif attribute == "cudaFuncAttributeNonPortableClusterSizeAllowed":
+            if value not in (0, 1):
+                raise CudaError(cudaError.cudaErrorInvalidValue, f"{attribute} {value}: 0 or 1")
+            function.non_portable_cluster = value
+            function.accepted.clear()
+        elif attribute == "cudaFuncAttributeClusterSchedulingPolicyPreference":
+            if value not in ENUMS["cudaClusterSchedulingPolicy"].values():
+                raise CudaError(cudaError.cudaErrorInvalidValue,
+                                f"{attribute} {value}: not a cudaClusterSchedulingPolicy")
+            function.cluster_scheduling = value  # a hint the sim has no use for
+        else:
+            raise CudaError(cudaError.cudaErrorInvalidValue,
+                            f"cudaFuncSetAttribute({function.describe()}, {attribute}): not an attribute a program "
+                            f"may set")
 
     def get_symbol(self, module_key: str, name: str) -> tuple[int, int]:
         found = self._symbols.get((module_key, name))
@@ -596,16 +660,25 @@ class SimDevice(Device):
         return self.get_symbol(module_key, name)[0]
 
     def launch(self, function: SimFunction, grid, block, params: bytes, shared_mem: int, stream: int,
-               cooperative: bool = False) -> None:
+               cooperative: bool = False, cluster: tuple[int, int, int] | None = None) -> None:
         """A plugin computes the whole grid at once: a cooperative launch
-        (blocks that wait for each other) needs nothing more."""
+        (blocks that wait for each other) needs nothing more, nor does a
+        cluster launch (blocks that share their shared memory), whose shape
+        the plugin sees as `launch.cluster`."""
         # Checked configurations are remembered: launch-bound programs repeat
         # a few, and these checks cost more than an empty kernel.
-        key = (grid, block, shared_mem)
+        key = (grid, block, shared_mem, cluster)
         if key not in function.accepted:
             self._check_launch(function, grid, block, shared_mem)
             if len(function.accepted) < 64:
                 function.accepted.add(key)
+        if cluster is not None or function.clustered():
+            # The cluster shape (the kernel's own when the launch names
+            # none), checked as the client checked it, at every launch: a
+            # kernel's required shape may change after a configuration was
+            # accepted.
+            cluster = launch_rules.check_cluster_launch(self._properties, self.function_attributes(function),
+                                                        function.describe(), grid, block, shared_mem, cluster)
         if len(params) < function.layout.buffer_size:
             raise CudaError(cudaError.cudaErrorInvalidValue,
                             f"kernel {function.describe()}: {len(params)} bytes of parameters, "
@@ -616,7 +689,7 @@ class SimDevice(Device):
         launch = Launch(name=function.name, demangled=function.demangled, grid=grid, block=block,
                         shared_mem=shared_mem, stream=stream, device=self.index, params=params,
                         layout=function.layout, memory=memory, symbols=function.symbols,
-                        objects=self.arrays.lookup)
+                        objects=self.arrays.lookup, cluster=cluster or (1, 1, 1))
         arrived = time.perf_counter()
         self._run(function, launch)
         self._queue_gpu_time(function, launch, stream, arrived)
@@ -892,17 +965,17 @@ class SimDevice(Device):
         self._kernel_ends.clear()
 
 
-def _check_loadable(image: fatbin.Fatbin, key: str) -> None:
-    """What a GPU of compute capability SIM_ARCH's driver accepts: a cubin of
+def _check_loadable(image: fatbin.Fatbin, key: str, arch: int = SIM_ARCH) -> None:
+    """What a GPU of compute capability `arch`'s driver accepts: a cubin of
     the same major version and no newer minor one, or PTX no newer than the
     device, which it would JIT-compile; else CUDA's own error."""
     runnable = [e for e in image.entries
-                if (e.kind == fatbin.KIND_CUBIN and e.arch // 10 == SIM_ARCH // 10 and e.arch <= SIM_ARCH)
-                or (e.kind == fatbin.KIND_PTX and e.arch <= SIM_ARCH)]
+                if (e.kind == fatbin.KIND_CUBIN and e.arch // 10 == arch // 10 and e.arch <= arch)
+                or (e.kind == fatbin.KIND_PTX and e.arch <= arch)]
     if not runnable:
         has = ", ".join(f"{e.kind} {e.arch}" for e in image.entries) or "nothing"
         raise CudaError(cudaError.cudaErrorNoKernelImageForDevice,
-                        f"module {key} has no code a compute capability {SIM_ARCH // 10}.{SIM_ARCH % 10} GPU can "
+                        f"module {key} has no code a compute capability {arch // 10}.{arch % 10} GPU can "
                         f"load (it has: {has})")
 
 class PeerMemory:
@@ -1000,10 +1073,31 @@ SIM_PEER_LINK = {
 }
 
 
-def sim_properties(index: int, memory_bytes: int, identity: str = "") -> dict:
+def sim_properties(index: int, memory_bytes: int, identity: str = "", arch: int = SIM_ARCH) -> dict:
     """cudaDeviceProp fields (CUDA 13's names) of simulated GPU `index`: an
-    A100-like device reporting compute capability 8.0.  `identity` (the
-    server's host and address) makes UUIDs differ between sim servers."""
+    A100-like device reporting compute capability 8.0, or with `arch` 90 an
+    H100-like one (9.0: more multiprocessors and shared memory, thread block
+    clusters).  `identity` (the server's host and address) makes UUIDs
+    differ between sim servers."""
+    props = _a100_properties(index, memory_bytes, identity)
+    if arch == 90:
+        props.update(H100_PROPERTIES)
+    return props
+
+
+#: What an H100 (SXM) reports differently from the A100 the sim is by default.
+H100_PROPERTIES = {
+    "major": 9,
+    "minor": 0,
+    "multiProcessorCount": 132,
+    "sharedMemPerMultiprocessor": 233472,
+    "sharedMemPerBlockOptin": 232448,
+    "l2CacheSize": 50 << 20,
+    "clusterLaunch": 1,
+}
+
+
+def _a100_properties(index: int, memory_bytes: int, identity: str) -> dict:
     seed = f"rcuda sim GPU {index}" + (f" of {identity}" if identity else "")
     uuid = hashlib.sha256(seed.encode()).digest()[:16]  # stable across restarts at one address
     hex_uuid = uuid.hex()

@@ -207,11 +207,14 @@ class Launch:
 
     def __init__(self, *, name: str, demangled: str, grid, block, shared_mem: int, stream: int, device: int,
                  params: bytes, layout: ParamLayout, memory: AllocationTable, symbols: Callable | None = None,
-                 objects: Callable | None = None):
+                 objects: Callable | None = None, cluster=(1, 1, 1)):
         self.name = name  # mangled
         self.demangled = demangled
         self.grid = tuple(grid)
         self.block = tuple(block)
+        # Blocks per thread block cluster in x, y, z ((1, 1, 1): not a cluster
+        # launch); the grid is a whole number of clusters.  An rcuda addition.
+        self.cluster = tuple(cluster)
         self.shared_mem = shared_mem
         self.stream = stream
         self.device = device
