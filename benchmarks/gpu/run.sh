@@ -131,6 +131,7 @@ step_tests_gpu() {
         tests/test_backends.py tests/test_mnist.py tests/test_independent_streams.py tests/test_mapped_memory.py \
         tests/test_large_params.py tests/test_cooperative.py tests/test_managed_memory.py tests/test_conjugate_gradient.py \
         tests/test_memory_pools.py tests/test_cublas.py tests/test_cufft.py tests/test_curand.py tests/test_textures.py \
+        tests/test_cublaslt_epilogues.py tests/test_cluster_launch.py \
         -k "cupy or local_gpu or on_a_gpu"
 }
 
