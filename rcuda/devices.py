@@ -27,6 +27,7 @@ class ServerInfo:
     backend: str = ""
     host: str = ""
     version: str = ""
+    transport: str = ""  # how a session's calls travel (and their cipher)
     devices: list = field(default_factory=list)  # cudaDeviceProp-like dicts
 
 
@@ -61,6 +62,7 @@ def query(servers: list[ServerAddress], timeout: float, keys=None) -> list[Serve
             server = reply.get("server") or {}
             results[i] = ServerInfo(str(address), True, backend=str(reply.get("backend", "")),
                                     host=str(server.get("host", "")), version=str(server.get("version", "")),
+                                    transport=str(server.get("transport", "")),
                                     devices=list(reply.get("devices") or []))
         except (RcudaError, ConfigError) as exc:
             results[i] = ServerInfo(str(address), False, error=str(exc))
@@ -108,6 +110,7 @@ def render_text(infos: list[ServerInfo], rows: list[DeviceRow], visible: str | N
         lines.append(f"CUDA_VISIBLE_DEVICES={visible}: {len(rows)} of {total} GPU(s) visible")
     if not rows and not unreachable:
         lines.append("no GPUs")
+    lines += [f"{info.address}: {info.transport}" for info in infos if info.reachable and info.transport]
     return "\n".join(lines)
 
 

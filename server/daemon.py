@@ -28,6 +28,11 @@ from rcuda.log import RateLimitedLog
 from rcuda.server.status import StatusBoard
 from rcuda.server.worker import decode_line
 
+#: How a session's calls travel (`rcuda devices` shows it): a TCP lane per
+#: GPU, not encrypted, or, with --auth, ZeroMQ sockets under CurveZMQ.
+TRANSPORT_LANE = "TCP lane, not encrypted"
+TRANSPORT_CURVE = "ZeroMQ CURVE (Curve25519 keys, XSalsa20-Poly1305)"
+
 log = logging.getLogger(__name__)
 bad_requests = RateLimitedLog(log)
 
@@ -260,7 +265,8 @@ class Daemon:
         return True
 
     def _server_info(self) -> dict:
-        return {"host": socket.gethostname(), "pid": os.getpid(), "version": __version__}
+        return {"host": socket.gethostname(), "pid": os.getpid(), "version": __version__,
+                "transport": TRANSPORT_CURVE if self.auth is not None else TRANSPORT_LANE}
 
     def _assign_waiting(self) -> None:
         while self.waiting:

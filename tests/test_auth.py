@@ -191,6 +191,7 @@ def test_client_with_a_key_against_a_server_without_auth(sim_server, keys, compi
 def test_rcuda_devices_and_smi_use_the_clients_keys(auth_server, keys):
     devices = rcuda("devices", "--servers", auth_server.address, env=keys.env())
     assert devices.returncode == 0 and "rcuda sim GPU 0" in devices.stdout, devices.stdout + devices.stderr
+    assert f"{auth_server.address}: ZeroMQ CURVE (Curve25519 keys, XSalsa20-Poly1305)" in devices.stdout
     refused = rcuda("devices", "--servers", auth_server.address)
     assert refused.returncode == 1 and "requires a key" in refused.stdout, refused.stdout
     smi = rcuda("smi", "--servers", auth_server.address, env=keys.env())

@@ -135,16 +135,19 @@ def test_rcuda_devices_table(mixed_servers):
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert lines[0].split()[:4] == ["GPU", "SERVER", "SERVER", "GPU"]
-    rows = [line.split() for line in lines[1:]]
+    rows = [line.split() for line in lines[1:5]]
     assert [(r[0], r[1], r[2]) for r in rows] == [("0", three.address, "0"), ("1", three.address, "1"),
                                                    ("2", three.address, "2"), ("3", one.address, "0")]
-    assert all("16.0 GiB" in line and " 8.0 " in line and " sim " in line for line in lines[1:])
+    assert all("16.0 GiB" in line and " 8.0 " in line and " sim " in line for line in lines[1:5])
+    # Then how each server's sessions travel: servers without --auth offer the lane.
+    assert lines[5:] == [f"{three.address}: TCP lane, not encrypted", f"{one.address}: TCP lane, not encrypted"]
     data = devices_json(mixed_servers, env=clean_env())
     assert [d["server_index"] for d in data["devices"]] == [0, 1, 2, 0]
     assert data["devices"][1] | {"uuid": ""} == {
         "index": 1, "server": three.address, "server_index": 1, "name": "rcuda sim GPU 1",
         "memory": 16 << 30, "compute_capability": "8.0", "backend": "sim", "uuid": ""}
     assert [s["devices"] for s in data["servers"]] == [3, 1]
+    assert {s["transport"] for s in data["servers"]} == {"TCP lane, not encrypted"}
     assert all(s["reachable"] for s in data["servers"])
 
 
