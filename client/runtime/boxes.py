@@ -8,9 +8,13 @@ CUDA array at an offset.  The bytes cross the network once and packed: the
 host side gathers or scatters its rows here (numpy, one pass), the server
 does the same with its own pitch, so no row padding travels.
 
-As for 1-D copies: an asynchronous copy from pageable memory reads it
-before returning, one into pinned memory lands before the stream's next
-synchronisation; mapped host memory is copied on its device copy.
+An asynchronous copy from host memory reads it before returning, pinned
+memory too (a 1-D copy from pinned memory reads it in stream order); one
+into pinned memory whose rows are packed lands before the stream's next
+synchronisation, as a 1-D copy does, and one into rows with gaps returns
+once done.  Mapped host memory is copied on its device copy.  Large
+synchronous copies with gaps in their host rows travel in parts, packed or
+unpacked here while the link moves another part.
 """
 from __future__ import annotations
 
