@@ -235,49 +235,19 @@ LAUNCH_CONSTANTS = ["CU_LAUNCH_ATTRIBUTE_COOPERATIVE", "CU_LAUNCH_ATTRIBUTE_CLUS
 @pytest.fixture(scope="module")
 def header(tmp_path_factory):
     """What the C compiler says of cuda.h's launch structures."""
-    from test_cuda_arrays_layout import CUDA_INCLUDE, leaves
+    from cuda_h_layout import report
 
-    import shutil
-    compiler = shutil.which("gcc") or shutil.which("cc")
-    if compiler is None or not (CUDA_INCLUDE / "cuda.h").exists():
-        pytest.skip("needs a C compiler and the CUDA 13 toolkit's cuda.h")
-    lines = []
-    for structure in LAUNCH_STRUCTS:
-        name = structure.__name__
-        lines.append(f'printf("%s %zu %zu\\n", "{name}", sizeof({name}), _Alignof({name}));')
-        for path, _, _, ctype in leaves(structure):
-            member = f"(({name} *)0)->{path}"
-            lines.append(f'printf("%s %zu %zu\\n", "{name}.{path}", offsetof({name}, {path}), sizeof({member}));')
-            if issubclass(ctype, ctypes.Array):
-                member += "[0]"
-            if not issubclass(ctype, (ctypes.Structure, ctypes.Union)):
-                lines.append(f'printf("%s.class %d\\n", "{name}.{path}", __builtin_classify_type({member}));')
-    for constant in LAUNCH_CONSTANTS + [f"CU_FUNC_ATTRIBUTE_{n}" for n in (
+    return report(tmp_path_factory.mktemp("launch_layout"), LAUNCH_STRUCTS, LAUNCH_CONSTANTS + [
+        f"CU_FUNC_ATTRIBUTE_{n}" for n in (
             "CLUSTER_SIZE_MUST_BE_SET", "REQUIRED_CLUSTER_WIDTH", "REQUIRED_CLUSTER_HEIGHT", "REQUIRED_CLUSTER_DEPTH",
-            "NON_PORTABLE_CLUSTER_SIZE_ALLOWED", "CLUSTER_SCHEDULING_POLICY_PREFERENCE")]:
-        lines.append(f'printf("%s %lld\\n", "{constant}", (long long){constant});')
-    folder = tmp_path_factory.mktemp("launch_layout")
-    source = folder / "layout.c"
-    source.write_text("#include <stddef.h>\n#include <stdio.h>\n#include <cuda.h>\n"
-                      "int main(void) {\n" + "\n".join(lines) + "\nreturn 0;\n}\n")
-    subprocess.run([compiler, "-std=gnu11", "-Wall", "-Werror", "-I", str(CUDA_INCLUDE), str(source),
-                    "-o", str(folder / "layout")], check=True)
-    output = subprocess.run([str(folder / "layout")], capture_output=True, text=True, check=True).stdout
-    return {name: tuple(int(number) for number in numbers)
-            for name, *numbers in (line.split() for line in output.splitlines())}
+            "NON_PORTABLE_CLUSTER_SIZE_ALLOWED", "CLUSTER_SCHEDULING_POLICY_PREFERENCE")])
 
 
 @pytest.mark.parametrize("structure", LAUNCH_STRUCTS, ids=lambda s: s.__name__)
 def test_the_launch_structures_are_laid_out_as_cuda_h_says(header, structure):
-    from test_cuda_arrays_layout import leaves, scalar_class
+    from cuda_h_layout import check_structure
 
-    name = structure.__name__
-    assert (ctypes.sizeof(structure), ctypes.alignment(structure)) == header[name]
-    for path, offset, size, ctype in leaves(structure):
-        assert (offset, size) == header[f"{name}.{path}"], f"{name}.{path}: (offset, size)"
-        if not issubclass(ctype, (ctypes.Structure, ctypes.Union)):
-            element = ctype._type_ if issubclass(ctype, ctypes.Array) else ctype
-            assert header[f"{name}.{path}.class"][0] in scalar_class(element), f"{name}.{path}: its kind"
+    check_structure(header, structure)
 
 
 def test_the_launch_constants_are_cuda_h_s(header):

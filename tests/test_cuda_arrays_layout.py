@@ -4,18 +4,15 @@ values to driver values, and the driver calls it makes (a fake driver)."""
 from __future__ import annotations
 
 import ctypes
-import shutil
-import subprocess
-from pathlib import Path
 
 import numpy as np
 import pytest
 
+from cuda_h_layout import check_structure, report
 from rcuda.errors import CudaError, cudaError
 from rcuda.server.backends import cuda_arrays as ca
 from rcuda.server.backends.arrays import FORMATS, ArraySpec
 
-CUDA_INCLUDE = Path("/usr/local/cuda/include")
 STRUCTS = [ca.CUDA_ARRAY3D_DESCRIPTOR, ca.CUDA_MEMCPY3D, ca.CUDA_RESOURCE_DESC, ca.CUDA_TEXTURE_DESC,
            ca.CUDA_RESOURCE_VIEW_DESC]
 CONSTANTS = ["CU_MEMORYTYPE_HOST", "CU_MEMORYTYPE_DEVICE", "CU_MEMORYTYPE_ARRAY", "CU_RESOURCE_TYPE_ARRAY",
@@ -27,56 +24,11 @@ FORMAT_CONSTANTS = {"uint8": "CU_AD_FORMAT_UNSIGNED_INT8", "uint16": "CU_AD_FORM
                     "int16": "CU_AD_FORMAT_SIGNED_INT16", "int32": "CU_AD_FORMAT_SIGNED_INT32",
                     "float16": "CU_AD_FORMAT_HALF", "float32": "CU_AD_FORMAT_FLOAT"}
 
-# GCC's __builtin_classify_type: what kind of scalar a field is.
-INTEGER_CLASSES = {1, 3}  # an integer, an enum
-POINTER_CLASS, REAL_CLASS = 5, 8
-
-
-def leaves(structure, prefix: str = "", base: int = 0):
-    """(C path, offset, size, ctypes type) of every field, nested ones too."""
-    for name, ctype in structure._fields_:
-        path, offset = prefix + name, base + getattr(structure, name).offset
-        yield path, offset, ctypes.sizeof(ctype), ctype
-        if issubclass(ctype, (ctypes.Structure, ctypes.Union)):
-            yield from leaves(ctype, path + ".", offset)
-
-
-def scalar_class(ctype) -> set[int]:
-    if ctype in (ctypes.c_float, ctypes.c_double):
-        return {REAL_CLASS}
-    if ctype is ctypes.c_void_p:
-        return {POINTER_CLASS}
-    return INTEGER_CLASSES
-
-
 @pytest.fixture(scope="module")
 def header(tmp_path_factory) -> dict[str, tuple[int, ...]]:
     """What the C compiler says of cuda.h: name -> numbers."""
-    compiler = shutil.which("gcc") or shutil.which("cc")
-    if compiler is None or not (CUDA_INCLUDE / "cuda.h").exists():
-        pytest.skip("needs a C compiler and the CUDA 13 toolkit's cuda.h")
-    lines = []
-    for structure in STRUCTS:
-        name = structure.__name__
-        lines.append(f'printf("%s %zu\\n", "{name}", sizeof({name}));')
-        for path, _, _, ctype in leaves(structure):
-            member = f"(({name} *)0)->{path}"
-            lines.append(f'printf("%s %zu %zu\\n", "{name}.{path}", offsetof({name}, {path}), sizeof({member}));')
-            if issubclass(ctype, ctypes.Array):
-                member += "[0]"
-            if not issubclass(ctype, (ctypes.Structure, ctypes.Union)):
-                lines.append(f'printf("%s.class %d\\n", "{name}.{path}", __builtin_classify_type({member}));')
-    for constant in CONSTANTS + list(FORMAT_CONSTANTS.values()) + ["CUDA_VERSION"]:
-        lines.append(f'printf("%s %lld\\n", "{constant}", (long long){constant});')
-    folder = tmp_path_factory.mktemp("cuda_arrays_layout")
-    source = folder / "layout.c"
-    source.write_text("#include <stddef.h>\n#include <stdio.h>\n#include <cuda.h>\n"
-                      "int main(void) {\n" + "\n".join(lines) + "\nreturn 0;\n}\n")
-    subprocess.run([compiler, "-std=gnu11", "-Wall", "-Werror", "-I", str(CUDA_INCLUDE), str(source),
-                    "-o", str(folder / "layout")], check=True)
-    output = subprocess.run([str(folder / "layout")], capture_output=True, text=True, check=True).stdout
-    return {name: tuple(int(number) for number in numbers)
-            for name, *numbers in (line.split() for line in output.splitlines())}
+    return report(tmp_path_factory.mktemp("cuda_arrays_layout"), STRUCTS,
+                  CONSTANTS + list(FORMAT_CONSTANTS.values()) + ["CUDA_VERSION"])
 
 
 def test_the_header_is_cuda_13(header):
@@ -85,13 +37,7 @@ def test_the_header_is_cuda_13(header):
 
 @pytest.mark.parametrize("structure", STRUCTS, ids=lambda s: s.__name__)
 def test_each_structure_is_laid_out_as_cuda_h_says(header, structure):
-    name = structure.__name__
-    assert ctypes.sizeof(structure) == header[name][0]
-    for path, offset, size, ctype in leaves(structure):
-        assert (offset, size) == header[f"{name}.{path}"], f"{name}.{path}: (offset, size)"
-        if not issubclass(ctype, (ctypes.Structure, ctypes.Union)):
-            element = ctype._type_ if issubclass(ctype, ctypes.Array) else ctype
-            assert header[f"{name}.{path}.class"][0] in scalar_class(element), f"{name}.{path}: its kind"
+    check_structure(header, structure)
 
 
 def test_the_constants_are_cuda_h_s(header):
