@@ -77,8 +77,11 @@ def test_devices_from_the_client_namespace(hosts, compile_cuda):
                                                    [*RCUDA, "devices", "--servers", hosts.servers_variable]),
                            capture_output=True, text=True, timeout=60, env=client_env(hosts))
     assert table.returncode == 0, table.stderr
-    rows = [line.split() for line in table.stdout.splitlines()[1:]]
+    lines = table.stdout.splitlines()
+    rows = [line.split() for line in lines[1:5]]
     assert [(r[0], r[1]) for r in rows] == [(str(i), f"10.77.0.{i + 1}:7777") for i in range(4)]
+    # Then how each server's sessions travel: these servers run with --auth.
+    assert lines[5:] == [f"10.77.0.{i + 1}:7777: ZeroMQ CURVE (Curve25519 keys, XSalsa20-Poly1305)" for i in range(4)]
 
 
 def test_servers_refuse_a_client_without_the_key(hosts, compile_cuda):
