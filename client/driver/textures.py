@@ -165,12 +165,11 @@ def cuTexObjectGetTextureDesc(pTexDesc, texObject):
 
 @driver()
 def cuTexObjectGetResourceViewDesc(pResViewDesc, texObject):
-    """The view the object was made with; without one, zeros (no view)."""
     require_initialized()
     out_pointer(pResViewDesc, "pResViewDesc")
-    view = runtime_textures.find_object(texObject, False, "cuTexObjectGetResourceViewDesc").view
+    view = runtime_textures.view_of(texObject, "cuTexObjectGetResourceViewDesc")
     _zero(pResViewDesc, "CUDA_RESOURCE_VIEW_DESC")
-    for name, value in (view or {}).items():
+    for name, value in view.items():
         setattr(pResViewDesc, name, value)
     return SUCCESS
 

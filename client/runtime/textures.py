@@ -135,6 +135,15 @@ def find_object(handle: int, surface: bool, call: str) -> SamplerObject:
     return rt().samplers.find(handle, surface, rt().device(), call)
 
 
+def view_of(handle: int, call: str) -> dict:
+    """The view texture object `handle` was made with: both APIs' query of
+    an object made without one is an invalid value."""
+    view = find_object(handle, False, call).view
+    if view is None:
+        raise CudaError(cudaError.cudaErrorInvalidValue, f"{call}: texture object {handle} was made without a view")
+    return view
+
+
 # ------------------------------------------------------------------ the runtime's structs
 
 
@@ -245,12 +254,8 @@ def cudaGetTextureObjectTextureDesc(pTexDesc, texObject):
 
 @cuda()
 def cudaGetTextureObjectResourceViewDesc(pResViewDesc, texObject):
-    """The view the object was made with (cudaErrorInvalidValue if none)."""
     out_pointer(pResViewDesc, "pResViewDesc")
-    view = find_object(texObject, False, "cudaGetTextureObjectResourceViewDesc").view
-    if view is None:
-        raise CudaError(cudaError.cudaErrorInvalidValue,
-                        f"cudaGetTextureObjectResourceViewDesc: texture object {texObject} was made without a view")
+    view = view_of(texObject, "cudaGetTextureObjectResourceViewDesc")
     size = ffi().sizeof("struct cudaResourceViewDesc")
     ffi().memmove(pResViewDesc, bytes(size), size)
     for name, value in view.items():
