@@ -23,7 +23,6 @@ HANDLE_BASE = 0x7A00_0000_0000
 #: Handles per array: the levels of a mipmapped array come after its own.
 HANDLE_STRIDE = 64
 
-LAYERED, SURFACE_LOAD_STORE, CUBEMAP, TEXTURE_GATHER = 0x01, 0x02, 0x04, 0x08
 #: The wire's channel formats and their bytes per channel.
 FORMAT_BYTES = {"int8": 1, "uint8": 1, "int16": 2, "uint16": 2, "float16": 2, "int32": 4, "uint32": 4, "float32": 4}
 

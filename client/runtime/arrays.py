@@ -7,11 +7,13 @@ them are in client/runtime/textures.py.
 """
 from __future__ import annotations
 
-from rcuda._generated.cuda_enums import ENUMS, MACROS
+from rcuda import array_rules
+from rcuda._generated.cuda_enums import ENUMS
+from rcuda.array_rules import CUBEMAP, KNOWN_FLAGS, LAYERED
 from rcuda.errors import CudaError, cudaError
 
 from .. import interposer
-from ..memory.arrays import CUBEMAP, LAYERED, SURFACE_LOAD_STORE, TEXTURE_GATHER, CudaArray
+from ..memory.arrays import CudaArray
 from .core import SUCCESS, cuda
 from ..interposer import address, out_pointer
 
@@ -19,11 +21,6 @@ KIND = ENUMS["cudaChannelFormatKind"]
 KIND_NAMES = {number: name for name, number in KIND.items()}
 SIGNED, UNSIGNED, FLOAT = KIND["cudaChannelFormatKindSigned"], KIND["cudaChannelFormatKindUnsigned"], \
     KIND["cudaChannelFormatKindFloat"]
-#: The array flags rcuda keeps (sparse and deferred-mapping arrays, and
-#: colour attachments, are a local GPU's).
-ARRAY_FLAGS = LAYERED | SURFACE_LOAD_STORE | CUBEMAP | TEXTURE_GATHER
-assert ARRAY_FLAGS == MACROS["cudaArrayLayered"] | MACROS["cudaArraySurfaceLoadStore"] | \
-    MACROS["cudaArrayCubemap"] | MACROS["cudaArrayTextureGather"]
 
 
 def rt():
@@ -98,12 +95,10 @@ def create_array(device, fmt: str, channels: int, sides: tuple[int, int, int], f
     """A CUDA array (levels 0) or a mipmapped array on `device`: the
     server's answer is awaited, so running out of memory fails here."""
     width, height, depth = sides
-    if flags & ~ARRAY_FLAGS:
+    if flags & ~KNOWN_FLAGS:
         raise CudaError(cudaError.cudaErrorInvalidValue,
                         f"{call}: flags {flags:#x} (sparse, deferred-mapping and colour-attachment arrays are not "
                         f"supported by rcuda)")
-    if flags & TEXTURE_GATHER and (not height or depth or flags & (LAYERED | CUBEMAP)):
-        raise CudaError(cudaError.cudaErrorInvalidValue, f"{call}: cudaArrayTextureGather is for 2-D arrays")
     table = rt().arrays
     array = CudaArray(table.new_handle(), device, fmt, channels, width, height, depth, flags, desc, levels=levels)
     device.request("array_create", array=array.handle, format=fmt, channels=channels, width=width, height=height,
@@ -155,18 +150,12 @@ def cudaMallocMipmappedArray(mipmappedArray, desc, extent, numLevels, flags):
                                                  levels=numLevels, call="cudaMallocMipmappedArray"))
 
 
-def level_sides(mipmapped: CudaArray, level: int) -> tuple[int, int, int]:
-    """A level's sides: each halves down to 1; layers and cubemap faces stay."""
-    shrink = lambda side: max(1, side >> level) if side else 0  # noqa: E731
-    depth = mipmapped.depth if mipmapped.flags & (LAYERED | CUBEMAP) else shrink(mipmapped.depth)
-    return shrink(mipmapped.width), shrink(mipmapped.height), depth
-
-
 def array_level(mipmapped: CudaArray, level: int, call: str) -> CudaArray:
     if not 0 <= level < mipmapped.levels:
         raise CudaError(cudaError.cudaErrorInvalidValue,
                         f"{call}: level {level} of a mipmapped array of {mipmapped.levels}")
-    return rt().arrays.level(mipmapped, level, level_sides(mipmapped, level))
+    sides = array_rules.level_sides(mipmapped.width, mipmapped.height, mipmapped.depth, mipmapped.flags, level)
+    return rt().arrays.level(mipmapped, level, sides)
 
 
 @cuda()

@@ -17,7 +17,9 @@ from rcuda._generated.cuda_enums import ENUMS
 from rcuda.errors import CudaError, cudaError
 
 from .. import interposer
-from ..memory.arrays import CUBEMAP, FORMAT_BYTES, LAYERED, SamplerObject
+from rcuda.array_rules import layered
+
+from ..memory.arrays import FORMAT_BYTES, SamplerObject
 from .arrays import desc_tuple, fill_desc, format_of
 from .core import SUCCESS, cuda
 from ..interposer import address, out_pointer
@@ -101,7 +103,7 @@ def check_view(resource: dict, view: dict, call: str) -> None:
         if FORMAT_BYTES[fmt] * channels != array.element_size:
             raise CudaError(cudaError.cudaErrorInvalidValue,
                             f"{call}: a view of {channels} x {fmt} over texels of {array.element_size} bytes")
-    levels, layers = max(array.levels, 1), max(array.depth, 1) if array.flags & (LAYERED | CUBEMAP) else 1
+    levels, layers = max(array.levels, 1), max(array.depth, 1) if layered(array.flags) else 1
     if not view["firstMipmapLevel"] <= view["lastMipmapLevel"] < levels \
             or not view["firstLayer"] <= view["lastLayer"] < layers:
         raise CudaError(cudaError.cudaErrorInvalidValue,

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from rcuda.array_rules import CUBEMAP, KNOWN_FLAGS, LAYERED, TEXTURE_GATHER, layered, level_sides
 from rcuda.errors import CudaError, ProtocolError, cudaError
 
 #: Channel formats, by their wire names.
@@ -21,9 +22,6 @@ FORMATS = {name: np.dtype(name) for name in
            ("int8", "int16", "int32", "uint8", "uint16", "uint32", "float16", "float32")}
 CHANNELS = (1, 2, 4)
 
-# cudaArray* flags (the driver's CUDA_ARRAY3D_* have the same values).
-LAYERED, SURFACE_LOAD_STORE, CUBEMAP, TEXTURE_GATHER = 0x01, 0x02, 0x04, 0x08
-KNOWN_FLAGS = LAYERED | SURFACE_LOAD_STORE | CUBEMAP | TEXTURE_GATHER
 
 #: Largest region one request may move (bytes), and most levels of a mipmapped array.
 MAX_REGION_BYTES = 1 << 40
@@ -91,14 +89,10 @@ class ArraySpec:
 
     @property
     def layered(self) -> bool:
-        return bool(self.flags & (LAYERED | CUBEMAP))
+        return layered(self.flags)
 
     def level_sides(self, level: int) -> tuple[int, int, int]:
-        """(width, height, depth) of a level in CUDA's convention: each side
-        halves per level down to 1; layers and cubemap faces do not."""
-        shrink = lambda side: max(1, side >> level) if side else 0  # noqa: E731
-        depth = self.depth if self.layered else shrink(self.depth)
-        return shrink(self.width), shrink(self.height), depth
+        return level_sides(self.width, self.height, self.depth, self.flags, level)
 
     def storage(self, level: int = 0) -> tuple[int, int, int]:
         """(slices, rows, bytes per row) of a level's texels."""

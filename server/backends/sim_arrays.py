@@ -16,9 +16,10 @@ from typing import Callable
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
+from rcuda.array_rules import SURFACE_LOAD_STORE
 from rcuda.errors import CudaError, cudaError
 
-from .arrays import FORMATS, SURFACE_LOAD_STORE, ArraySpec, Place, invalid
+from .arrays import FORMATS, ArraySpec, Place, invalid
 from .sim_plugins import IllegalAddress
 
 #: cudaDevAttrTextureAlignment and cudaDevAttrTexturePitchAlignment of the
