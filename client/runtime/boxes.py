@@ -22,13 +22,14 @@ import dataclasses
 import threading
 from dataclasses import dataclass
 
+from rcuda import copy_kinds
 from rcuda._generated.cuda_enums import ENUMS
 from rcuda.errors import CudaError, cudaError
 
 from .. import interposer
 from ..memory.arrays import CudaArray
 from .core import SUCCESS, cuda
-from .memory import (DEFAULT, DEVICE_TO_DEVICE, DEVICE_TO_HOST, HOST_TO_DEVICE, HOST_TO_HOST, MEMCPY_FLAGS,
+from .memory import (DEFAULT, DEVICE_TO_DEVICE, DEVICE_TO_HOST, HOST_TO_DEVICE, MEMCPY_FLAGS,
                      ORDER_ANY, ORDER_DURING_CALL, ORDER_STREAM, BatchCopyError, _check_kind_value, _device_side,
                      _device_wrote, _mapped_involved, _pinned, _stream_on, _write_host, allocate_pitched)
 from ..streams import LEGACY_STREAM_ID
@@ -45,8 +46,7 @@ KEPT_STAGING_BYTES = 256 << 20
 _thread = threading.local()
 
 #: The kinds that put each side on a device: (destination, source).
-_DEVICE_SIDES = {HOST_TO_HOST: (False, False), HOST_TO_DEVICE: (True, False), DEVICE_TO_HOST: (False, True),
-                 DEVICE_TO_DEVICE: (True, True)}
+_DEVICE_SIDES = {copy_kinds.KINDS[name]: sides for sides, name in copy_kinds.INFERRED.items()}
 
 
 def rt():
