@@ -16,6 +16,7 @@ import threading
 
 import zmq
 
+from rcuda import protocol
 from rcuda.auth import ClientKeys
 from rcuda.config import ClientConfig, ConfigError, select_visible
 from rcuda.errors import CudaError, RcudaError, cudaError, is_sticky
@@ -187,15 +188,25 @@ class Runtime:
         """The device's link (client/transport/link.py): its lane, where the server
         offers one and it connects; else its ZeroMQ socket."""
         native = self.fast.native()
-        lane_address = session.lane_address(local_index)
+        lane_address = session.lane_address(local_index) if config.link == "lane" else None
+        if native is not None and lane_address is not None and session.lane_secret is not None and not native[1].rcuda_seal_available():
+            log.warning("%s: OpenSSL's libcrypto (libcrypto.so.3) did not load: the device takes its ZeroMQ "
+                        "socket, not the server's sealed lane", label)
+            lane_address = None
         if native is not None and lane_address is not None:
-            sock = connect_lane(lane_address, {"token": session.token, "dev": local_index}, label, config.timeout)
-            if sock is not None:
-                return LaneLink(native, sock, label, config.timeout, batch_device=self.fast.batch_device(ordinal),
-                                spin_us=config.spin_us)
-        return SocketLink(self._context, session.endpoint(local_index), label, config.timeout,
+            connected = connect_lane(lane_address, {"token": session.token, "dev": local_index}, label,
+                                     config.timeout, session.lane_secret)
+            if connected is not None:
+                sock, seal = connected
+                link = LaneLink(native, sock, label, config.timeout, batch_device=self.fast.batch_device(ordinal),
+                                spin_us=config.spin_us, seal=seal)
+                link.transport = protocol.transport("lane", seal is not None)
+                return link
+        link = SocketLink(self._context, session.endpoint(local_index), label, config.timeout,
                           liveness=session.liveness, batch_source=self.fast.batch_source(ordinal),
                           mirror_source=self.fast.mirror_source(ordinal), socket_options=session.socket_options)
+        link.transport = protocol.transport("socket", session.curve is not None)
+        return link
 
     def _connect_all(self, config: ClientConfig) -> list[ServerSession]:
         """Hello to every server at once; any failure fails initialisation,
@@ -294,6 +305,7 @@ class Runtime:
                     log.warning("at exit: %s", exc)
             if self.stats is not None:
                 self.stats.fast_launches(device.label, device.link.records_shipped())
+                self.stats.link(device.label, device.link.transport)
             records = self.fast.records_in_c(device.ordinal)
             if records is not None:
                 log.info("%s: %d synchronous call(s) made in C on its link, %d asynchronous memset(s) and "

@@ -4,7 +4,8 @@ Like `nsys`'s CUDA API summary: per runtime function the number of calls
 and their total, average and longest time as the program saw them; per
 device the bytes moved in each direction and the launches the C fast path
 recorded (those are not timed one by one: they take well under a
-microsecond each).
+microsecond each); and what each device's calls travelled on (its lane,
+sealed or not, or its ZeroMQ socket).
 """
 from __future__ import annotations
 
@@ -38,6 +39,7 @@ class Stats:
         self._lock = threading.Lock()
         self._calls: dict[str, CallTimes] = collections.defaultdict(CallTimes)
         self._devices: dict[str, DeviceTraffic] = collections.defaultdict(DeviceTraffic)
+        self._links: dict[str, str] = {}  # device -> what its calls travelled on
 
     def call(self, name: str, seconds: float) -> None:
         with self._lock:
@@ -56,10 +58,15 @@ class Stats:
         with self._lock:
             self._devices[device].fast_launches += count
 
+    def link(self, device: str, transport: str) -> None:
+        with self._lock:
+            self._links[device] = transport
+
     def report(self) -> str:
         with self._lock:
             calls = sorted(self._calls.items(), key=lambda item: -item[1].total)
             devices = sorted(self._devices.items())
+            links = sorted(self._links.items())
         total = sum(t.total for _, t in calls) or 1.0
         lines = ["rcuda: CUDA API summary (RCUDA_STATS=1)",
                  f"  {'Time (%)':>8}  {'Total (ms)':>11}  {'Calls':>8}  {'Avg (us)':>10}  {'Max (us)':>10}  Name"]
@@ -72,6 +79,9 @@ class Stats:
             for label, traffic in devices:
                 lines.append(f"  {label:34}" + "".join(f"{_size(traffic.moved[d]):>17}" for d in DIRECTIONS)
                              + f"{traffic.fast_launches:>12}")
+        if links:
+            lines.append("rcuda: links")
+            lines += [f"  {label:34}{transport}" for label, transport in links]
         return "\n".join(lines)
 
 

@@ -108,6 +108,9 @@ struct link_reply {
     int landed;
 };
 static int rcuda_link_open(int fd, int device, long long spin_max_ns, long long alive_until_ns);
+static int rcuda_link_seal(int handle, const unsigned char *send_key, uint64_t send_number,
+                           const unsigned char *receive_key, uint64_t receive_number);
+static int rcuda_seal_available(void);
 static int rcuda_link_wake_fd(int handle);
 static void rcuda_link_alive_until(int handle, long long deadline_ns);
 static void rcuda_link_watch_notices(int handle, int watch);
@@ -301,6 +304,7 @@ def make_ffi(extra_link_args: list[str], build_dir: Path) -> cffi.FFI:
         '#include "allocation_table.c"',
         '#include "async_fast_path.c"',
         '#include "msgpack_lite.c"',
+        '#include "sealed_records.c"',
         '#include "link.c"',
         '#include "sync_fast_path.c"',
         '#include "mapped_memory.c"',

@@ -61,7 +61,10 @@
  * payloads are read straight where they land. */
 #define LINK_READ_AHEAD (64u << 10)
 
-enum link_failure { LINK_IO_ERROR = 1, LINK_CLOSED, LINK_BAD_MESSAGE, LINK_SERVER_SILENT, LINK_SHUT, LINK_NO_MEMORY };
+enum link_failure {
+    LINK_IO_ERROR = 1, LINK_CLOSED, LINK_BAD_MESSAGE, LINK_SERVER_SILENT, LINK_SHUT, LINK_NO_MEMORY,
+    LINK_BAD_SEAL /* a sealed record failed its check (or the cipher failed) */
+};
 
 /* How a part of a message is held while it waits in the queue. */
 enum part_kind { PART_COPY = 0, PART_BORROWED = 1, PART_ADOPTED = 2 };
@@ -118,7 +121,8 @@ struct link {
     int device; /* whose launch batch goes out first (-1: none) */
     int closing, reading, notices;
     int failure, error_number;
-    unsigned char *ahead;  /* bytes read past what was asked (the reader's) */
+    unsigned char *ahead;  /* bytes read past what was asked (the reader's; opened ones on a sealed link) */
+    struct sealed *sealed; /* NULL: a plain lane */
     size_t ahead_start, ahead_end;
     struct waiter *waiting;
     struct waiter *inbox, *inbox_tail;
@@ -258,6 +262,89 @@ static int server_silent(struct link *l)
     return now_ns() > __atomic_load_n(&l->alive_until_ns, __ATOMIC_RELAXED);
 }
 
+/* One read of at most `max` bytes into `target`: how many came, or 0 with
+ * *failure set, or 0 and no failure when nothing came yet (try again).
+ * `spinning`: the read does not sleep (the server may share our CPU, so
+ * it yields); otherwise it sleeps a LINK_SLICE_MS slice at most and looks
+ * at the server's liveness. */
+static size_t receive_some(struct link *l, void *target, size_t max, int spinning, int *failure, int *error_number)
+{
+    ssize_t got = recv(l->fd, target, max, spinning ? MSG_DONTWAIT : 0);
+    if (got > 0)
+        return (size_t)got;
+    if (got == 0)
+        *failure = LINK_CLOSED;
+    else if (errno == EINTR)
+        ;
+    else if (errno != EAGAIN && errno != EWOULDBLOCK) {
+        *error_number = errno;
+        *failure = __atomic_load_n(&l->closing, __ATOMIC_RELAXED) ? LINK_SHUT : LINK_IO_ERROR;
+    } else if (spinning)
+        sched_yield();
+    else if (__atomic_load_n(&l->closing, __ATOMIC_RELAXED))
+        *failure = LINK_SHUT;
+    else if (server_silent(l))
+        *failure = LINK_SERVER_SILENT;
+    return 0;
+}
+
+/* (A sealed link's reader:) at least `needed` bytes of ciphertext read from
+ * raw_start on.  A large record is read to its end only; small ones read
+ * ahead. */
+static int fill_raw(struct link *l, size_t needed, long long spin_until, int *error_number)
+{
+    struct sealed *s = l->sealed;
+    if (s->raw_end - s->raw_start >= needed)
+        return 0;
+    if (s->raw_start + needed > SEALED_RAW_SIZE) { /* make room: what is left goes to the front */
+        memmove(s->raw, s->raw + s->raw_start, s->raw_end - s->raw_start);
+        s->raw_end -= s->raw_start;
+        s->raw_start = 0;
+    }
+    size_t limit = needed <= SEALED_READ_AHEAD ? SEALED_RAW_SIZE : s->raw_start + needed;
+    while (s->raw_end - s->raw_start < needed) {
+        int spinning = spin_until && s->raw_end == s->raw_start && now_ns() < spin_until, failure = 0;
+        s->raw_end += receive_some(l, s->raw + s->raw_end, limit - s->raw_end, spinning, &failure, error_number);
+        if (failure)
+            return failure;
+    }
+    return 0;
+}
+
+/* (A sealed link's reader:) open the next record into `into` when it wants
+ * all of it, else into the read-ahead buffer, from which `into` gets its
+ * `want` bytes.  *got: the bytes `into` received. */
+static int read_record(struct link *l, char *into, size_t want, long long spin_until, size_t *got, int *error_number)
+{
+    struct sealed *s = l->sealed;
+    int failure = fill_raw(l, WIRE_RECORD_HEAD_SIZE, spin_until, error_number);
+    if (failure)
+        return failure;
+    uint32_t size;
+    memcpy(&size, s->raw + s->raw_start, sizeof size);
+    if (size == 0 || size > WIRE_RECORD_MAX)
+        return LINK_BAD_SEAL;
+    size_t total = WIRE_RECORD_HEAD_SIZE + size + WIRE_SEAL_TAG;
+    if ((failure = fill_raw(l, total, 0, error_number)))
+        return failure;
+    unsigned char *record = s->raw + s->raw_start;
+    unsigned char *target = want >= size ? (unsigned char *)into : l->ahead;
+    if (!open_record(&s->in, record, record + WIRE_RECORD_HEAD_SIZE, size, target))
+        return LINK_BAD_SEAL;
+    s->raw_start += total;
+    if (s->raw_start == s->raw_end)
+        s->raw_start = s->raw_end = 0;
+    if (target == l->ahead) {
+        memcpy(into, l->ahead, want);
+        l->ahead_start = want;
+        l->ahead_end = size;
+        *got = want;
+    } else {
+        *got = size;
+    }
+    return 0;
+}
+
 /* Read exactly `size` bytes.  Until `spin_until` (for the first byte) the
  * reads do not sleep; then blocking reads in LINK_SLICE_MS slices, looking
  * at the server's liveness in between. */
@@ -269,45 +356,46 @@ static int read_exactly(struct link *l, void *into, size_t size, long long spin_
     memcpy(into, l->ahead + l->ahead_start, have);
     l->ahead_start += have;
     while (have < size) {
-        int spinning = spin_until && have == 0 && now_ns() < spin_until;
+        long long spin = have == 0 ? spin_until : 0;
+        int failure = 0;
+        if (l->sealed) {
+            size_t got = 0;
+            failure = read_record(l, (char *)into + have, size - have, spin, &got, error_number);
+            have += got;
+            if (failure)
+                return failure;
+            continue;
+        }
+        int spinning = spin && now_ns() < spin;
         /* Small reads go through the read-ahead buffer, large ones straight in. */
         int ahead = size - have < LINK_READ_AHEAD / 2;
         char *target = ahead ? (char *)l->ahead : (char *)into + have;
-        ssize_t got = recv(l->fd, target, ahead ? LINK_READ_AHEAD : size - have, spinning ? MSG_DONTWAIT : 0);
-        if (got > 0) {
-            if (ahead) {
-                size_t use = (size_t)got < size - have ? (size_t)got : size - have;
-                memcpy((char *)into + have, l->ahead, use);
-                l->ahead_start = use;
-                l->ahead_end = (size_t)got;
-                have += use;
-            } else {
-                have += (size_t)got;
-            }
-            continue;
+        size_t got = receive_some(l, target, ahead ? LINK_READ_AHEAD : size - have, spinning, &failure, error_number);
+        if (failure)
+            return failure;
+        if (ahead) {
+            size_t use = got < size - have ? got : size - have;
+            memcpy((char *)into + have, l->ahead, use);
+            l->ahead_start = use;
+            l->ahead_end = got;
+            have += use;
+        } else {
+            have += got;
         }
-        if (got == 0)
-            return LINK_CLOSED;
-        if (errno == EINTR)
-            continue;
-        if (errno != EAGAIN && errno != EWOULDBLOCK) {
-            *error_number = errno;
-            return __atomic_load_n(&l->closing, __ATOMIC_RELAXED) ? LINK_SHUT : LINK_IO_ERROR;
-        }
-        if (spinning)
-            sched_yield(); /* the server may share our CPU */
-        else if (__atomic_load_n(&l->closing, __ATOMIC_RELAXED))
-            return LINK_SHUT;
-        else if (server_silent(l))
-            return LINK_SERVER_SILENT;
     }
     return 0;
+}
+
+/* (The reader's:) whether bytes were read already that poll() cannot see. */
+static int read_already(struct link *l)
+{
+    return l->ahead_end > l->ahead_start || (l->sealed && l->sealed->raw_end > l->sealed->raw_start);
 }
 
 /* (The reader's:) whether a read would find bytes, read ahead or waiting. */
 static int readable_now(struct link *l)
 {
-    if (l->ahead_end > l->ahead_start)
+    if (read_already(l))
         return 1;
     struct pollfd p = {l->fd, POLLIN, 0};
     return poll(&p, 1, 0) > 0;
@@ -436,7 +524,7 @@ static int wait_writable(struct link *l, int *error_number)
     int reading = take_reading(l);
     pthread_mutex_unlock(&l->lock);
     struct pollfd p = {l->fd, POLLOUT | (reading ? POLLIN : 0), 0};
-    int ahead = reading && l->ahead_end > l->ahead_start;
+    int ahead = reading && read_already(l);
     int ready = poll(&p, 1, ahead ? 0 : LINK_SLICE_MS);
     int failure = 0;
     if (reading && (ahead || (ready > 0 && (p.revents & POLLIN))))
@@ -464,7 +552,7 @@ static int wait_writable(struct link *l, int *error_number)
 }
 
 /* With `send` held: write all of `parts` (modified as they go out). */
-static int write_all(struct link *l, struct iovec *parts, int count, int *error_number)
+static int write_plain(struct link *l, struct iovec *parts, int count, int *error_number)
 {
     while (count) {
         struct msghdr message = {0};
@@ -494,6 +582,28 @@ static int write_all(struct link *l, struct iovec *parts, int count, int *error_
         }
     }
     return 0;
+}
+
+/* With `send` held: write all of `parts` (modified as they go out), in
+ * sealed records on a sealed link. */
+static int write_all(struct link *l, struct iovec *parts, int count, int *error_number)
+{
+    if (!l->sealed)
+        return write_plain(l, parts, count, error_number);
+    for (;;) {
+        while (count && !parts->iov_len) {
+            parts++;
+            count--;
+        }
+        if (!count)
+            return 0;
+        struct iovec record = {l->sealed->record, seal_record(&l->sealed->out, &parts, &count, l->sealed->record)};
+        if (!record.iov_len)
+            return LINK_BAD_SEAL;
+        int failure = write_plain(l, &record, 1, error_number);
+        if (failure)
+            return failure;
+    }
 }
 
 /* A message's framing: u32 header length, u32 frame count, u64 per frame. */
@@ -781,6 +891,24 @@ static int rcuda_link_open(int fd, int device, long long spin_max_ns, long long 
     return handle;
 }
 
+/* Seal a link Python has just opened, whose lane's handshake and hello
+ * Python made (rcuda/sealed.py): from now on every byte goes in records
+ * sealed with these keys, from these record numbers.  0, or -1 when
+ * libcrypto is missing or failed. */
+static int rcuda_link_seal(int handle, const unsigned char *send_key, uint64_t send_number,
+                           const unsigned char *receive_key, uint64_t receive_number)
+{
+    struct link *l = link_at(handle);
+    if (!l || l->sealed)
+        return -1;
+    unsigned char *ahead = realloc(l->ahead, WIRE_RECORD_MAX); /* a whole record opens into it */
+    if (!ahead)
+        return -1;
+    l->ahead = ahead;
+    l->sealed = sealed_new(send_key, send_number, receive_key, receive_number);
+    return l->sealed ? 0 : -1;
+}
+
 /* The eventfd that wakes the link's service thread (launch_fast_path.c
  * writes it when a device's batch of launches starts). */
 static int rcuda_link_wake_fd(int handle)
@@ -991,7 +1119,7 @@ static int rcuda_link_service(int handle, int timeout_ms, struct link_reply *del
 
         long long left = deadline - now_ns();
         int wait_ms = left <= 0 ? 0 : (int)(left / 1000000LL) + 1;
-        int ahead = reading && l->ahead_end > l->ahead_start; /* poll() cannot see those */
+        int ahead = reading && read_already(l); /* poll() cannot see those */
         struct pollfd p[2] = {{l->wake_fd, POLLIN, 0}, {reading ? l->fd : -1, POLLIN, 0}};
         int ready = poll(p, 2, ahead ? 0 : wait_ms < LINK_SLICE_MS ? wait_ms : LINK_SLICE_MS);
         if (ahead) {
@@ -1058,6 +1186,7 @@ static void rcuda_link_release(int handle)
     close(l->fd);
     close(l->wake_fd);
     free(l->ahead);
+    sealed_free(l->sealed);
     while (l->queue) {
         struct queued *q = l->queue;
         l->queue = q->next;

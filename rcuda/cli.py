@@ -277,7 +277,29 @@ class ConfigCommand:
             if isinstance(value, list):
                 value = ",".join(map(str, value))
             print(f"  {setting.name:16} = {'' if value is None else value!s:40}  ({setting.source})")
+        if section == "client":
+            ConfigCommand.show_transports()
         return 0
+
+    @staticmethod
+    def show_transports() -> None:
+        """How this client's calls to each server travel: its link setting, and
+        whether it has a key for the server (then the server must run --auth)."""
+        from rcuda import protocol
+        from rcuda.auth import ClientKeys, KeyFileError
+        from rcuda.config import ClientConfig
+        config = ClientConfig.load()
+        try:
+            keys = ClientKeys.from_config(config)
+        except KeyFileError as exc:
+            print(f"transports: none: {exc}")
+            return
+        for address in config.servers:
+            try:
+                line = protocol.transport(config.link, keys.for_server(address) is not None)
+            except KeyFileError as exc:
+                line = f"none: {exc}"
+            print(f"{address}: {line}")
 
 
 class CoverageCommand:

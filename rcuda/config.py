@@ -15,6 +15,7 @@ environment; `rcuda run` turns its flags into the same variables.
     key = "~/.config/rcuda/keys/client.key_secret"   # CURVE key pair (rcuda keys); RCUDA_KEY
     server_key = ["gpu1:7777=~/keys/gpu1.key", "~/keys"]   # servers' public keys; RCUDA_SERVER_KEY
     spin_us = 300                           # busy-poll for a reply before sleeping; RCUDA_SPIN_US
+    link = "lane"                           # or "socket": each GPU's ZeroMQ socket, never its lane; RCUDA_LINK
     [server]
     listen = "tcp://127.0.0.1:7777"
     backend = "auto"
@@ -163,6 +164,13 @@ def parse_log_level(text) -> str:
     return value
 
 
+def _choice(value, name: str, choices: tuple) -> str:
+    text = str(value).strip().lower()
+    if text not in choices:
+        raise ConfigError(f"{name} must be {' or '.join(choices)}, got {value!r}")
+    return text
+
+
 def _servers(value) -> list[ServerAddress]:
     return parse_servers(",".join(value) if isinstance(value, list) else value)
 
@@ -194,6 +202,10 @@ CLIENT_SPECS = {
     # How long a call busy-polls for its reply before it sleeps: a wake-up
     # costs tens of microseconds on some machines, spinning costs a CPU.
     "spin_us": Spec(300.0, lambda v: _non_negative_float(v, "RCUDA_SPIN_US"), "RCUDA_SPIN_US"),
+    # A GPU's link (docs/design.md, Transport): its TCP lane where the server
+    # offers one and it connects (sealed on --auth servers), else its ZeroMQ
+    # socket; "socket" always takes the socket.
+    "link": Spec("lane", lambda v: _choice(v, "link", ("lane", "socket")), "RCUDA_LINK"),
     "key": Spec(None, _optional_path, "RCUDA_KEY"),
     "server_key": Spec([], _path_list, "RCUDA_SERVER_KEY"),
     "visible_devices": Spec(None, lambda v: None if v is None else str(v), "CUDA_VISIBLE_DEVICES"),
@@ -283,6 +295,7 @@ class ClientConfig:
     log: str = "warning"
     stats: bool = False
     spin_us: float = 300.0
+    link: str = "lane"
     key: str | None = None
     server_key: list[str] = field(default_factory=list)
 

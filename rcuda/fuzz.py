@@ -44,6 +44,9 @@ from rcuda.errors import ProtocolError
 from rcuda.launch_rules import MAX_PARAM_BYTES
 from rcuda.lane import PREFIX, Lane, LaneClosed, set_timeouts
 
+#: Share of lane messages sent as tampered records on a sealed lane (each
+#: ends the lane, and a new session carries on).
+TAMPER_SHARE = 0.002
 HOSTILE_INTS = [0, 1, -1, 2**31 - 1, 2**31, 2**32, 2**63 - 1, -(2**63), 2**64 - 1, 4096, 0x7000_0000_0000,
                 0x1000_0000_0000, 0x2000_0000_0000]
 
@@ -60,6 +63,9 @@ class FuzzReport:
     lane_timeouts: int = 0
     lane_resets: int = 0  # the lane broke (or the session ended) mid-run: a new session carried on
     lane_closed_on_garbage: bool | None = None  # None: the server offered no lane
+    lane_sealed: bool = False  # the lane was sealed (a --auth server): its records were attacked too
+    tampered_records: int = 0  # records altered, replayed or reordered on a sealed lane
+    tampered_answered: int = 0  # ... that the server answered instead of closing the lane: must stay 0
 
 
 class Fuzzer:
@@ -128,7 +134,12 @@ class Fuzzer:
         if not hello.get("lane_ports"):
             return None
         sock = socket.create_connection((self.address.host, hello["lane_ports"][0]), timeout=self.timeout)
-        lane = Lane(sock)
+        seal = None
+        if hello.get("lane_secret") is not None:  # a --auth server's sealed lane (rcuda/sealed.py)
+            from rcuda import sealed
+            seal = sealed.client_handshake(sock, hello["lane_secret"])
+            self.report.lane_sealed = True
+        lane = Lane(sock, seal=seal)
         lane.send({"op": "lane", "seq": 0, "token": hello["token"], "dev": 0})
         if lane.receive()[0].get("err"):
             raise RuntimeError("lane refused")
@@ -156,6 +167,9 @@ class Fuzzer:
         return header, frames
 
     def _send_on_lane(self) -> None:
+        if self.lane.seal is not None and self.rng.random() < TAMPER_SHARE:
+            self._tamper_on_lane()
+            return
         header, frames = self.lane_message()
         if isinstance(header, bytes):  # not a map: sent as it is
             self.lane.send_raw(header, frames)
@@ -173,6 +187,34 @@ class Fuzzer:
                 self.report.lane_replies += 1
             except (BlockingIOError, TimeoutError):
                 self.report.lane_timeouts += 1
+
+    def _tamper_on_lane(self) -> None:
+        """A well-formed request in records altered, replayed or reordered on
+        the way: the server must close the lane (LaneClosed, counted as a
+        reset by the caller), not answer."""
+        records = [bytes(r) for r in self.lane.seal.records([protocol.pack({"op": "mem_info", "seq": 7})])]
+        records += [bytes(r) for r in self.lane.seal.records([protocol.pack({"op": "mem_info", "seq": 8})])]
+        attack = self.rng.choice(["altered", "replayed", "reordered", "cut"])
+        if attack == "altered":  # in the ciphertext or the tag (a longer head would wait for more bytes)
+            flipped = bytearray(records[0])
+            flipped[self.rng.randrange(wire.RECORD_HEAD.size, len(flipped))] ^= 1 << self.rng.randrange(8)
+            sent = bytes(flipped) + records[1]
+        elif attack == "replayed":
+            sent = records[0] + records[0]
+        elif attack == "reordered":
+            sent = records[1] + records[0]
+        else:  # a record's head claiming nothing, or more than a record may hold
+            sent = wire.RECORD_HEAD.pack(self.rng.choice([0, wire.RECORD_MAX + 1, 2**32 - 1])) + records[0]
+        self.report.tampered_records += 1
+        self.lane.sock.sendall(sent)
+        try:
+            while True:
+                reply, _ = self.lane.receive()
+                if reply.get("seq") == 8 or (attack != "replayed" and reply.get("seq") == 7):
+                    self.report.tampered_answered += 1
+        except (BlockingIOError, TimeoutError):
+            self.report.tampered_answered += 1  # still open: it should have been closed
+            raise LaneClosed("the server kept a tampered lane open") from None
 
     def _garbage_on_lane(self) -> None:
         """Bad framing: the server must close the lane (and only the lane)."""

@@ -8,9 +8,10 @@ sends its request and reads its reply itself (native/link.c owns the
 client's side), and the server's GPU thread reads and answers, with no
 thread in between.
 
-The lane is offered only where the ZeroMQ socket is not CURVE-protected
-(servers run without --auth), since it carries no encryption of its own; a
-connection proves it belongs to the session with the session's token.
+On a server run with --auth the lane's bytes travel sealed, in records of
+authenticated encryption (rcuda/sealed.py; a Lane given a `seal`); a
+connection proves it belongs to the session with the session's token,
+sealed or not.
 
 Framing: a message is the same multipart as on the ZeroMQ socket, header
 and payload frames:
@@ -25,6 +26,7 @@ client's is C.
 from __future__ import annotations
 
 import os
+import select
 import socket
 import struct
 import time
@@ -139,10 +141,12 @@ class Lane:
     Not thread-safe: one thread uses it at a time (the client holds a lock,
     the server uses it from the GPU thread only)."""
 
-    def __init__(self, sock: socket.socket, max_payload: int | None = None):
+    def __init__(self, sock: socket.socket, max_payload: int | None = None, seal=None):
+        """`seal`: a sealed lane's rcuda.sealed.Seal (None: plain bytes)."""
         self.sock = sock
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.max_payload = max_payload  # None: trust the other side (a client reading its server)
+        self.seal = seal
         self._left = b""  # bytes read past the end of the last message
         self._peek = bytearray(1)
 
@@ -175,6 +179,15 @@ class Lane:
         return self._send_parts(_parts(protocol.pack(header), frames), wait_to_start=False)
 
     def _send_parts(self, parts: list, wait_to_start: bool = True) -> bool:
+        if self.seal is not None:
+            if not wait_to_start and not _writable_now(self.sock):
+                return False
+            for record in self.seal.records(parts):  # each sent before the next reuses its buffer
+                self._send_plain([record], True)
+            return True
+        return self._send_plain(parts, wait_to_start)
+
+    def _send_plain(self, parts: list, wait_to_start: bool) -> bool:
         parts = [memoryview(p) for p in parts if len(p)]
         # MSG_NOSIGNAL: a closed lane is an error here, not a SIGPIPE that kills the program.
         flags = SEND_FLAGS if wait_to_start else SEND_FLAGS_NOWAIT
@@ -217,11 +230,11 @@ class Lane:
     @property
     def buffered(self) -> bool:
         """Whether bytes of the next message have been read already."""
-        return bool(self._left)
+        return bool(self._left) or (self.seal is not None and self.seal.buffered)
 
     def readable(self) -> bool:
         """Whether a read would not block (bytes, or the end of the stream)."""
-        if self._left:
+        if self.buffered:
             return True
         try:
             self.sock.recv_into(self._peek, 1, MSG_PEEK_NOWAIT)
@@ -324,7 +337,13 @@ class Lane:
 
     def _recv_into(self, view: memoryview) -> int:
         """One read into `view`: how many bytes came.  The socket's timeouts
-        pass through; an end or a break of the stream is LaneClosed."""
+        pass through; an end or a break of the stream is LaneClosed (on a
+        sealed lane, a record that fails its check too)."""
+        if self.seal is not None:
+            return self.seal.read_into(view, self._recv_plain)
+        return self._recv_plain(view)
+
+    def _recv_plain(self, view: memoryview) -> int:
         try:
             got = self.sock.recv_into(view)
         except (BlockingIOError, TimeoutError, InterruptedError):
@@ -334,6 +353,12 @@ class Lane:
         if got == 0:
             raise LaneClosed("the lane was closed by the other side")
         return got
+
+
+def _writable_now(sock: socket.socket) -> bool:
+    poller = select.poll()
+    poller.register(sock, select.POLLOUT)
+    return bool(poller.poll(0))
 
 
 def _parts(head: bytes, frames) -> list:

@@ -3,9 +3,9 @@
 A client process talks to each server's daemon once (`hello`), which hands
 it a session worker; then each of the client's devices has ONE connection
 to the worker's thread for that GPU: its lane (a TCP connection, framed as
-rcuda/lane.py says; servers without --auth) or, with --auth or when the lane
-cannot be reached, its DEALER socket to the worker's ROUTER socket for that
-GPU.  One more socket per session carries heartbeats.  A device's requests
+rcuda/lane.py says, sealed as rcuda/sealed.py says on servers with --auth)
+or, when the lane cannot be reached, its DEALER socket to the worker's
+ROUTER socket for that GPU (CURVE-encrypted with --auth).  One more socket per session carries heartbeats.  A device's requests
 are served in the order they arrive on its connection; replies may come in
 any other order (a synchronisation is answered when its work is done), each
 echoing its request's `seq`.
@@ -25,14 +25,16 @@ the fields each header must carry (checked on receipt by `check_header`).
 
 Daemon (the `--listen` address):
     hello   {version, client}        -> {version, session, token, ports, control_port, devices, server,
-                                         peer_port, peer_token, peer_key, lane_ports}
+                                         peer_port, peer_token, peer_key, lane_ports, lane_secret}
             optional `progress: true`: while no worker is free the daemon
             sends {progress: true, queued: N} now and then (N: hellos ahead);
             the client keeps waiting while N goes down.  peer_key (servers
             with --auth): the secret half of the session's peer key
-            lane_ports (servers without --auth): a lane port per GPU; a lane
-            connection starts with {op: "lane", token, dev} -> {err}, then
-            carries the device's requests from `open` on
+            lane_ports: a lane port per GPU; a lane connection starts with
+            {op: "lane", token, dev} -> {err}, then carries the device's
+            requests from `open` on.  lane_secret (servers with --auth, 32
+            bytes): the lanes are sealed with keys made from it, and begin
+            with the sealing's handshake
     info    {version}                -> {version, devices, server, backend}
     status  {version}                -> {version, devices, server, backend, gpus, sessions}
                                         what `rcuda smi` shows: per GPU memory used and
@@ -201,7 +203,22 @@ import msgpack
 
 from rcuda.errors import ProtocolError
 
-PROTOCOL_VERSION = 11
+#: How a GPU's calls travel, as `rcuda devices` and `rcuda config` name it.
+TRANSPORT_LANE = "TCP lane, not encrypted"
+TRANSPORT_SEALED_LANE = "TCP lane sealed with AES-256-GCM, keyed over ZeroMQ CURVE (Curve25519)"
+TRANSPORT_SOCKET = "ZeroMQ socket, not encrypted"
+TRANSPORT_CURVE_SOCKET = "ZeroMQ socket under CURVE (Curve25519, XSalsa20-Poly1305)"
+
+
+def transport(link: str, authenticated: bool) -> str:
+    """What a session's calls travel on: `link` is the client's setting
+    ("lane" or "socket"), `authenticated` whether the server runs --auth."""
+    if link == "lane":
+        return TRANSPORT_SEALED_LANE if authenticated else TRANSPORT_LANE
+    return TRANSPORT_CURVE_SOCKET if authenticated else TRANSPORT_SOCKET
+
+
+PROTOCOL_VERSION = 12
 
 #: Bulk bytes on a ZeroMQ socket travel in frames of this size: ZeroMQ slows
 #: down on messages above ~32 MiB (fresh buffers page-fault).

@@ -54,3 +54,20 @@ RECORD_DTOD = 0xFFFFFFFD    # cudaMemcpyAsync within one device: DTOD_FIELDS
 MEMSET_FIELDS = struct.Struct("<QQI")  # ptr, size, value
 HTOD_FIELDS = struct.Struct("<Q")      # dst
 DTOD_FIELDS = struct.Struct("<QQQ")    # dst, src, size
+
+# ---------------------------------------------------------------- sealed lanes
+# Under --auth a lane's bytes travel in sealed records (rcuda/sealed.py):
+#     RECORD_HEAD (plaintext length), the ciphertext, SEAL_TAG bytes of tag;
+# AES-256-GCM, the record head as associated data, the record's number in
+# its direction as the nonce.  A new sealed lane starts with SEAL_SALT
+# random bytes from each side, in clear, the client's first.
+
+RECORD_HEAD = struct.Struct("<I")
+#: Most plaintext bytes in one record.
+RECORD_MAX = 256 << 10
+SEAL_TAG = 16
+SEAL_KEY = 32
+SEAL_NONCE = 12
+SEAL_SALT = 16
+#: Records sealed with one key before both sides move to the next.
+REKEY_RECORDS = 1 << 20

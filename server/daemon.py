@@ -28,11 +28,6 @@ from rcuda.log import RateLimitedLog
 from rcuda.server.status import StatusBoard
 from rcuda.server.worker import decode_line
 
-#: How a session's calls travel (`rcuda devices` shows it): a TCP lane per
-#: GPU, not encrypted, or, with --auth, ZeroMQ sockets under CurveZMQ.
-TRANSPORT_LANE = "TCP lane, not encrypted"
-TRANSPORT_CURVE = "ZeroMQ CURVE (Curve25519 keys, XSalsa20-Poly1305)"
-
 log = logging.getLogger(__name__)
 bad_requests = RateLimitedLog(log)
 
@@ -266,7 +261,7 @@ class Daemon:
 
     def _server_info(self) -> dict:
         return {"host": socket.gethostname(), "pid": os.getpid(), "version": __version__,
-                "transport": TRANSPORT_CURVE if self.auth is not None else TRANSPORT_LANE}
+                "transport": protocol.transport("lane", self.auth is not None)}
 
     def _assign_waiting(self) -> None:
         while self.waiting:
@@ -287,7 +282,7 @@ class Daemon:
             if not self._reply(peer, header, token=token, ports=d["ports"], control_port=d["control_port"],
                                devices=d["devices"], server=self._server_info(), peer_port=d.get("peer_port"),
                                peer_token=d.get("peer_token"), peer_key=d.get("peer_key"),
-                               lane_ports=d.get("lane_ports")):
+                               lane_ports=d.get("lane_ports"), lane_secret=d.get("lane_secret")):
                 log.info("the client of a queued hello went away before its worker was ready")
                 self.spares.insert(0, spare)
                 continue

@@ -37,7 +37,7 @@ from dataclasses import asdict, dataclass
 
 import zmq
 
-from rcuda import protocol, wire
+from rcuda import protocol, sealed, wire
 from rcuda.errors import CudaError, ProtocolError, cudaError, is_sticky
 from rcuda.lane import Lane, LaneClosed, SpinPolicy, UnreadFrame, set_timeouts
 from rcuda.launch_rules import MAX_PARAM_BYTES
@@ -108,7 +108,8 @@ class Later:
 
 class DeviceService:
     def __init__(self, context: zmq.Context, backend, index: int, bind_host: str, inbox=None,
-                 peer_token: str | None = None, protect=None, lane: bool = False, spin_us: float = 300.0):
+                 peer_token: str | None = None, protect=None, lane_secret: bytes | None = None,
+                 spin_us: float = 300.0):
         self.backend = backend
         self.index = index
         self.socket = context.socket(zmq.ROUTER)
@@ -119,9 +120,10 @@ class DeviceService:
             protect(self.socket)
         self.port = self.socket.bind_to_random_port(f"tcp://{bind_host}")
         # The lane: a TCP listener for the client's one lane connection,
-        # offered only without --auth (it is not encrypted).
+        # sealed with keys made from `lane_secret` under --auth (rcuda/sealed.py).
         self._lane: Lane | None = None
-        self._lane_listener: pysocket.socket | None = _lane_listener(bind_host) if lane else None
+        self._lane_secret = lane_secret
+        self._lane_listener: pysocket.socket | None = _lane_listener(bind_host)
         self.lane_port: int | None = self._lane_listener.getsockname()[1] if self._lane_listener else None
         self._poller: tuple | None = None  # (what it watches, zmq.Poller)
         # How long to busy-poll for the next request after answering on the
@@ -320,6 +322,8 @@ class DeviceService:
         set_timeouts(connection, LANE_READ_TIMEOUT, LANE_READ_TIMEOUT)
         lane = Lane(connection, max_payload=wire.MAX_BUFFERED_PAYLOAD)
         try:
+            if self._lane_secret is not None:
+                lane.seal = sealed.server_handshake(connection, self._lane_secret)
             hello, _ = lane.receive()
             token = hello.get("token")
             if (hello.get("op") != "lane" or not isinstance(token, str) or self.token is None
@@ -346,6 +350,10 @@ class DeviceService:
         started = time.perf_counter()
         try:
             head, lengths = lane.receive_head()
+        except sealed.SealBroken as exc:  # someone between us and the client
+            bad_requests.warning("GPU%d: lane closed: %s", self.index, exc)
+            self._close_lane()
+            return
         except LaneClosed:
             self._close_lane()  # the client has gone, or closed its device
             return

@@ -51,16 +51,21 @@ class SessionWorker:
         # and its session gets a peer key for copies from other servers (rcuda/auth.py).
         self.auth = ServerAuth(config["auth"]) if config.get("auth") else None
         self.peer_key = None
+        # --auth: the lanes are sealed with keys made from this secret, which
+        # the client gets in the CURVE-encrypted hello reply (rcuda/sealed.py).
+        self.lane_secret: bytes | None = None
         if self.auth is not None:
             self.auth.start(self.context)
             self.peer_key = self.auth.new_peer_key()
+            from rcuda import sealed
+            self.lane_secret = sealed.new_secret()
         protect = self.auth.protect if self.auth is not None else None
         # The peer socket: cudaMemcpyPeer bytes from other servers' workers.
         inbox = Inbox(buffer_limit(config.get("memory_limit"), config.get("peer_buffer")))
         self.peer_receiver = PeerReceiver(self.context, host, inbox, protect=protect)
         self.services = [DeviceService(self.context, self.backend, i, host, inbox=self.peer_receiver.inbox,
                                        peer_token=self.peer_receiver.token, protect=protect,
-                                       lane=self.auth is None, spin_us=config.get("spin_us", 300.0))
+                                       lane_secret=self.lane_secret, spin_us=config.get("spin_us", 300.0))
                          for i in range(count)]
         for service in self.services:
             service.peer_ops.require_curve = self.auth is not None
@@ -84,8 +89,10 @@ class SessionWorker:
         description = {"ports": [s.port for s in self.services], "control_port": self.control_port,
                        "devices": devices, "backend": self.backend.name,
                        "peer_port": self.peer_receiver.port, "peer_token": self.peer_receiver.token}
-        if all(s.lane_port is not None for s in self.services):  # no --auth: synchronous calls may take lanes
+        if all(s.lane_port is not None for s in self.services):
             description["lane_ports"] = [s.lane_port for s in self.services]
+            if self.lane_secret is not None:
+                description["lane_secret"] = self.lane_secret
         if self.peer_key is not None:
             description["peer_key"] = self.peer_key[1].decode()  # the secret half, for the client
         return description

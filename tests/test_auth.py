@@ -191,7 +191,8 @@ def test_client_with_a_key_against_a_server_without_auth(sim_server, keys, compi
 def test_rcuda_devices_and_smi_use_the_clients_keys(auth_server, keys):
     devices = rcuda("devices", "--servers", auth_server.address, env=keys.env())
     assert devices.returncode == 0 and "rcuda sim GPU 0" in devices.stdout, devices.stdout + devices.stderr
-    assert f"{auth_server.address}: ZeroMQ CURVE (Curve25519 keys, XSalsa20-Poly1305)" in devices.stdout
+    assert (f"{auth_server.address}: TCP lane sealed with AES-256-GCM, keyed over ZeroMQ CURVE (Curve25519)"
+            in devices.stdout)
     refused = rcuda("devices", "--servers", auth_server.address)
     assert refused.returncode == 1 and "requires a key" in refused.stdout, refused.stdout
     smi = rcuda("smi", "--servers", auth_server.address, env=keys.env())
@@ -233,7 +234,8 @@ def test_every_worker_socket_refuses_strangers(auth_server, keys):
     session = KeyedSession(auth_server.address, mine)
     hello = session.hello
     assert hello.get("peer_key") and len(hello["peer_key"]) == 40
-    assert hello.get("lane_ports") is None  # the lane (rcuda/lane.py) has no encryption: none beside CURVE
+    # Lanes, sealed with keys from a secret that only the CURVE-encrypted hello reply carries.
+    assert len(hello["lane_ports"]) == 1 and len(hello["lane_secret"]) == 32
     stranger_pair = auth.load_key_pair(keys.stranger_secret)
     stranger = auth.Curve(*stranger_pair, mine.server)
     messages = {

@@ -20,9 +20,9 @@ SECTIONS = ["copies", "large", "managed", "two_gpus", "bad_arguments", "default_
 LINK_DRIVER = (f"-L{dropin_dir()}", "-l:libcuda.so.1")
 
 
-def _run(compile_cuda, *sections, flags=(), auth_root=None):
+def _run(compile_cuda, *sections, flags=(), auth_root=None, env=None):
     return run_on_sim(compile_cuda, "batch_copies.cu", "sim_kernels.py", *sections, flags=(*LINK_DRIVER, *flags),
-                      auth_root=auth_root)
+                      auth_root=auth_root, env=env)
 
 
 @pytest.fixture(scope="module")
@@ -43,10 +43,13 @@ def test_whole_program_passes(result):
 
 
 @requires_nvcc
-def test_on_a_zeromq_link(compile_cuda, tmp_path):
-    """A --auth server: every message takes the Python link."""
-    result = _run(compile_cuda, "copies", "large", "bad_arguments", "driver", auth_root=tmp_path)
-    check_section(result, "copies", "large", "bad_arguments", "driver")
+@pytest.mark.parametrize("link", ["lane", "socket"])
+def test_on_a_auth_servers_links(compile_cuda, tmp_path, link):
+    """A --auth server: on its sealed lanes (records of every size, both
+    ways), and on its ZeroMQ link, where every message takes Python."""
+    sections = ("copies", "large", "bad_arguments", "driver", "three_d")
+    result = _run(compile_cuda, *sections, auth_root=tmp_path, env={"RCUDA_LINK": link})
+    check_section(result, *sections)
 
 
 @requires_nvcc

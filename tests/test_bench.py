@@ -59,8 +59,9 @@ def test_latency_quick(tmp_path):
     assert "micro/latency: round 1/1" in run.stderr  # progress is shown
     result = check_outputs(tmp_path, "latency")
     variants = result["variants"]
-    assert set(variants) == {"forwarded", "forwarded_dtoh4", "forwarded_auth", "local_call", "python_client",
-                             "pyzmq_tcp", "pyzmq_ipc", "raw_tcp"}
+    assert set(variants) == {"forwarded", "forwarded_dtoh4", "forwarded_auth", "forwarded_auth_dtoh4",
+                             "forwarded_auth_socket", "local_call", "python_client", "pyzmq_tcp", "pyzmq_ipc",
+                             "raw_tcp"}
     for stats in variants.values():
         assert stats["n"] == result["parameters"]["iterations_per_round"]
         assert 0 < stats["min"] <= stats["p50"] <= stats["p99"] <= stats["p99.9"] <= stats["max"]
@@ -76,15 +77,18 @@ def test_copy_quick(tmp_path):
     assert run.returncode == 0, run.stderr
     result = check_outputs(tmp_path, "copy")
     sizes = result["parameters"]["sizes"]
-    assert set(result["series"]) == {f"{who}_{direction}" for who in ("rcuda", "rcuda_auth") for direction in
-                                     ("htod", "dtoh")} | {"raw_tcp_upload", "raw_tcp_download", "pyzmq_upload",
-                                                           "pyzmq_download"}
+    assert set(result["series"]) == {f"{who}_{direction}" for who in ("rcuda", "rcuda_auth", "rcuda_auth_socket")
+                                     for direction in ("htod", "dtoh")} | {"raw_tcp_upload", "raw_tcp_download",
+                                                                           "pyzmq_upload", "pyzmq_download"}
     assert set(result["ratios"]["htod_auth_over_lane"]) == {str(s) for s in sizes}
+    assert set(result["ratios"]["dtoh_auth_over_raw_tcp"]) == {str(s) for s in sizes}
+    assert all(rate > 0 for rate in result["cipher_gb_per_s"].values())
     for series in result["series"].values():
         assert [p["bytes"] for p in series["points"]] == sizes
         assert all(p["gb_per_s"] > 0 and p["repeats"] >= 3 for p in series["points"])
-    assert {"htod: rcuda / raw socket, worst size >= 16 MiB",
-            "dtoh: rcuda / raw socket, worst size >= 16 MiB"} == set(result["goals"])
+    assert {"htod: rcuda / raw socket, worst size >= 16 MiB", "dtoh: rcuda / raw socket, worst size >= 16 MiB",
+            "htod: --auth sealed lane / raw socket, worst size >= 64 MiB",
+            "dtoh: --auth sealed lane / raw socket, worst size >= 64 MiB"} == set(result["goals"])
 
 
 @requires_nvcc

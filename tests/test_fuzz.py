@@ -1,13 +1,17 @@
 """The server under fuzzing: tens of thousands of malformed and mutated
 frames (rcuda.fuzz, bounded in count and time) on the daemon's socket, on a
-session's lane (its device's connection) and its GPU socket, then a normal
-client must run correctly.  The longer run (>= 100,000 frames) is
+session's lane (its device's connection; sealed, and its records attacked,
+on a --auth server) and its GPU socket, then a normal client must run
+correctly.  The longer run (>= 100,000 frames) is
 benchmarks/fuzz.py."""
 from __future__ import annotations
 
 import pytest
 
+from auth_helpers import make_keys
 from conftest import CUDA_SOURCES, requires_nvcc, run_program
+from rcuda.auth import ClientKeys
+from rcuda.config import parse_server
 from rcuda.errors import cudaError
 from rcuda.fuzz import Fuzzer
 
@@ -72,3 +76,23 @@ def test_a_broken_lane_is_counted_and_a_new_session_goes_on(server_factory, monk
     assert report.lane_resets == 1 and report.frames_sent == 2_000 and report.session_ok
     assert report.lane_frames_sent > 500 and report.lane_timeouts == 0
     assert server.process.poll() is None
+
+
+def test_a_sealed_lane_under_fuzzing_closes_on_every_tampered_record(server_factory, compile_cuda, tmp_path):
+    """Against a --auth server (with the accepted key) the fuzzed lane is
+    sealed: the requests inside valid records are refused as on a plain
+    lane, and every record altered, replayed, reordered or of an impossible
+    size closes the lane unanswered; a new session carries on each time."""
+    keys = make_keys(tmp_path)
+    server = server_factory("--backend", "sim", "--kernels", str(CUDA_SOURCES / "sim_kernels.py"),
+                            "--memory-limit", str(64 << 20), "--auth", str(keys.server_dir))
+    curve = ClientKeys(str(keys.client_secret), [str(keys.server_public)]).for_server(parse_server(server.address))
+    report = Fuzzer(server.address, seed=5, curve=curve).run(frames=12_000, seconds=120)
+    assert report.session_ok and report.lane_sealed and report.frames_sent == 12_000
+    assert report.lane_frames_sent > 5_000 and report.lane_replies > 2_500 and report.lane_timeouts == 0
+    assert report.tampered_records >= 3 and report.tampered_answered == 0
+    assert report.lane_resets == report.tampered_records  # each closed its lane, and nothing else did
+    assert report.lane_closed_on_garbage
+    assert server.process.poll() is None and "Traceback" not in server.stderr, server.stderr[-3000:]
+    result = run_program(compile_cuda("vector_add.cu"), server, "100000", env_extra=keys.env())
+    assert "PASSED vectorAdd n=100000" in result.stdout, result.stdout + result.stderr

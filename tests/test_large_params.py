@@ -43,9 +43,11 @@ def test_every_launch_path_on_the_lane(compile_cuda):
     _passed(_run(compile_cuda("large_params.cu")))
 
 
-def test_every_launch_path_on_the_zeromq_link(compile_cuda, tmp_path):
+@pytest.mark.parametrize("link", ["sealed-lane", "socket"])
+def test_every_launch_path_on_a_auth_servers_links(compile_cuda, tmp_path, link):
     keys = make_keys(tmp_path)
-    _passed(_run(compile_cuda("large_params.cu"), server_args=("--auth", str(keys.server_dir)), env=keys.env()))
+    env = {**keys.env(), "RCUDA_LINK": "lane" if link == "sealed-lane" else "socket"}
+    _passed(_run(compile_cuda("large_params.cu"), server_args=("--auth", str(keys.server_dir)), env=env))
 
 
 def test_launches_after_the_first_are_recorded_in_c(compile_cuda):

@@ -16,15 +16,17 @@ import numpy as np
 import pytest
 import zmq
 
-from rcuda import protocol
+from rcuda import protocol, sealed
 from rcuda.client.transport import native
 from rcuda.client.transport.lane import LaneLink
 from rcuda.client.transport.link import Gate
 from rcuda.client.transport.zmq_socket import SocketLink
 from rcuda.errors import ServerTimeout, TransportError
 from rcuda.lane import Lane, LaneClosed
+from rcuda.wire import REKEY_RECORDS
 
 NATIVE = native.load()
+SECRET = bytes(range(32))
 needs_native = pytest.mark.skipif(NATIVE is None, reason="the interposer library is not built")
 
 
@@ -71,10 +73,10 @@ class FakeDevice:
 
 
 class FakeLaneDevice(FakeDevice):
-    def __init__(self, connection: socket.socket):
+    def __init__(self, connection: socket.socket, seal=None):
         super().__init__()
         connection.settimeout(None)
-        self.lane = Lane(connection)
+        self.lane = Lane(connection, seal=seal)
 
     def send(self, reply_to, seq, reply: dict, frames=()) -> None:
         self.lane.send({"seq": seq, **reply}, frames)
@@ -116,15 +118,28 @@ class FakeSocketDevice(FakeDevice):
 
 
 @contextmanager
-def lane_link(timeout: float = 10.0):
+def lane_link(timeout: float = 10.0, sealed_from: int | None = None):
+    """A lane link to a fake device; sealed (rcuda/sealed.py, C carrying on
+    from Python's handshake) when `sealed_from` gives the record number
+    both directions start from."""
     listener = socket.create_server(("127.0.0.1", 0))
     ours = socket.create_connection(listener.getsockname())
     theirs, _ = listener.accept()
     listener.close()
-    device = FakeLaneDevice(theirs)
+    our_seal = their_seal = None
+    if sealed_from is not None:
+        handshake = threading.Thread(target=lambda: seals.append(sealed.server_handshake(theirs, SECRET)))
+        seals: list = []
+        handshake.start()
+        our_seal = sealed.client_handshake(ours, SECRET)
+        handshake.join(10)
+        their_seal = seals[0]
+        for direction in (our_seal.send, our_seal.receive, their_seal.send, their_seal.receive):
+            direction.number = sealed_from
+    device = FakeLaneDevice(theirs, their_seal)
     thread = threading.Thread(target=device.run, daemon=True)
     thread.start()
-    link = LaneLink(NATIVE, ours, "test GPU", timeout)
+    link = LaneLink(NATIVE, ours, "test GPU", timeout, seal=our_seal)
     try:
         yield link, device
     finally:
@@ -154,7 +169,15 @@ def socket_link(timeout: float = 10.0):
         context.term()
 
 
-LINKS = [pytest.param(lane_link, id="lane", marks=needs_native), pytest.param(socket_link, id="socket")]
+def sealed_lane_link(timeout: float = 10.0):
+    """A sealed lane whose records cross a change of keys early on."""
+    return lane_link(timeout, sealed_from=REKEY_RECORDS - 40)
+
+
+LINKS = [pytest.param(lane_link, id="lane", marks=needs_native),
+         pytest.param(sealed_lane_link, id="sealed-lane", marks=needs_native),
+         pytest.param(socket_link, id="socket")]
+LANES = [pytest.param(lane_link, id="lane"), pytest.param(sealed_lane_link, id="sealed-lane")]
 THREADS = 4
 ROUNDS = 200
 
@@ -265,11 +288,12 @@ def test_notices_reach_their_handler(make_link):
 
 
 @needs_native
-def test_a_large_upload_from_pinned_memory_returns_before_it_is_sent():
+@pytest.mark.parametrize("make_link", LANES)
+def test_a_large_upload_from_pinned_memory_returns_before_it_is_sent(make_link):
     """cudaMemcpyAsync from pinned memory returns at once: a large borrowed
     post is written by the link's service thread, and a call after it is
     answered after it."""
-    with lane_link() as (link, device):
+    with make_link() as (link, device):
         data = memoryview(np.ones(64 << 20, dtype=np.uint8))  # more than the socket buffers take
         device.paused.set()  # the device reads nothing for a while
         time.sleep(0.05)
@@ -283,10 +307,11 @@ def test_a_large_upload_from_pinned_memory_returns_before_it_is_sent():
 
 
 @needs_native
-def test_a_writer_reads_while_the_server_writes_to_it():
+@pytest.mark.parametrize("make_link", LANES)
+def test_a_writer_reads_while_the_server_writes_to_it(make_link):
     """A large upload and a large reply at once, with only the writer there to
     read: it reads while it waits to write, so neither side stalls."""
-    with lane_link() as (link, device):
+    with make_link() as (link, device):
         big = np.arange(48 << 20, dtype=np.uint8) % 251
         into = bytearray(len(big))
         landed = threading.Event()
@@ -294,6 +319,21 @@ def test_a_writer_reads_while_the_server_writes_to_it():
         link.post({"op": "launch", "tid": 6}, [big.tobytes()])  # written by this thread, as the echo comes back
         assert link.call({"op": "mem_info", "tid": 6})[0]["launched"] == 1
         assert landed.wait(30) and bytes(into) == big.tobytes()
+
+
+@needs_native
+def test_an_altered_record_fails_a_sealed_link_naming_the_call():
+    """Someone between client and server flips a bit of a reply: C's check
+    of its record fails the link, and the call says why."""
+    with sealed_lane_link() as (link, device):
+        assert link.call({"op": "mem_info", "tid": 8})[0]["err"] == 0
+        device.paused.set()
+        time.sleep(0.05)
+        record = bytearray(bytes(next(device.lane.seal.records([b"x" * 64]))))
+        record[10] ^= 0x01
+        device.lane.sock.sendall(record)
+        with pytest.raises(TransportError, match=r"mem_info.*sealed record failed its check"):
+            link.call({"op": "mem_info", "tid": 8})
 
 
 @needs_native

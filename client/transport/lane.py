@@ -3,7 +3,8 @@ interposer's C side owns (native/link.c); see client/transport/link.py for what 
 link offers.
 
 Python connects the lane and proves it is the session's (rcuda/lane.py's
-framing), then hands the connection to C and from then on calls into C with
+framing; on a --auth server's sealed lane, after the handshake that makes
+its keys, rcuda/sealed.py), then hands the connection to C (with the keys) and from then on calls into C with
 the GIL released: a call sends and reads its own reply as C's reader; a post
 returns once its bytes are written (or queued behind a gate).  The link's
 service thread here parks in C (`rcuda_link_service`), where it ships the
@@ -29,16 +30,20 @@ log = logging.getLogger(__name__)
 
 #: How a link failed (native/link.c, enum link_failure).
 FAILURES = {1: "cannot send or receive", 2: "closed by the server", 3: "malformed message", 4: "server silent",
-            5: "closed", 6: "out of memory"}
+            5: "closed", 6: "out of memory",
+            7: "a sealed record failed its check (altered, replayed or reordered on the way)"}
 SERVER_SILENT, SHUT, BAD_MESSAGE = 4, 5, 3
 
 #: How long the service thread stays in C before it looks at Python's side.
 SERVICE_SLICE_MS = 500
 
 
-def connect_lane(address: tuple[str, int], hello: dict, label: str, timeout: float) -> pysocket.socket | None:
-    """A lane connection that the server accepted as this session's, or None
-    (the device then uses its ZeroMQ socket)."""
+def connect_lane(address: tuple[str, int], hello: dict, label: str, timeout: float,
+                 secret: bytes | None = None):
+    """(a lane connection that the server accepted as this session's, its
+    rcuda.sealed.Seal or None), or None: the device then uses its ZeroMQ
+    socket.  `secret`: the session's lane secret, where the server seals
+    its lanes (--auth)."""
     host, port = address
     try:
         # An ASCII host as bytes: getaddrinfo() would otherwise load the IDNA
@@ -47,10 +52,16 @@ def connect_lane(address: tuple[str, int], hello: dict, label: str, timeout: flo
     except OSError as exc:
         log.info("%s: no lane to %s:%s (the device takes its ZeroMQ socket): %s", label, host, port, exc)
         return None
-    lane = Lane(sock)
     try:
+        seal = None
+        if secret is not None:
+            from rcuda import sealed  # only for --auth servers: `cryptography` is 20 ms of start-up
+            seal = sealed.client_handshake(sock, secret)
+        lane = Lane(sock, seal=seal)
         lane.send(dict(hello, op="lane", seq=0))
         reply, _ = lane.receive()
+        if lane.buffered:
+            raise ProtocolError("bytes after the lane's hello reply")
     except (OSError, ProtocolError) as exc:
         log.info("%s: the lane to %s:%s did not answer (the device takes its ZeroMQ socket): %s",
                  label, host, port, exc)
@@ -61,14 +72,16 @@ def connect_lane(address: tuple[str, int], hello: dict, label: str, timeout: flo
         sock.close()
         return None
     sock.settimeout(None)
-    return sock
+    return sock, seal
 
 
 class LaneLink(Link):
     def __init__(self, native, sock: pysocket.socket, label: str, timeout: float, batch_device: int = -1,
-                 spin_us: float = 300.0):
+                 spin_us: float = 300.0, seal=None):
         """`batch_device`: the device whose launches C records (its batches
-        go out first on this link); -1 outside the interposer."""
+        go out first on this link); -1 outside the interposer.  `seal`: a
+        sealed lane's rcuda.sealed.Seal after its hello, whose keys and
+        record numbers C carries on with."""
         super().__init__()
         self._ffi, self._lib = native
         self.label = label
@@ -79,6 +92,11 @@ class LaneLink(Link):
         if handle < 0:
             raise TransportError(f"{label}: no free link (too many devices open in this process)")
         sock.detach()  # the connection is C's now
+        if seal is not None and self._lib.rcuda_link_seal(handle, seal.send.key, seal.send.number,
+                                                          seal.receive.key, seal.receive.number):
+            self._lib.rcuda_link_release(handle)  # and the connection with it
+            raise TransportError(f"{label}: cannot seal the lane: OpenSSL's libcrypto (libcrypto.so.3) "
+                                 f"did not load or failed")
         self.handle = handle
         self.wake_fd = self._lib.rcuda_link_wake_fd(handle)
         self._seq = itertools.count(1)

@@ -82,6 +82,7 @@ class Link:
 
     label: str
     on_notice = None  # callable(header) for unsolicited server messages ({seq: null, notice: ...})
+    transport = ""  # what its calls travel on (protocol.TRANSPORT_*), set by whoever made it
 
     def __init__(self):
         self._failure: TransportError | None = None

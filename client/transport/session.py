@@ -114,14 +114,18 @@ class ServerSession:
             # With --auth: the secret half of the session's peer key, which
             # other servers' workers use to reach the peer socket (rcuda/auth.py).
             self.peer_key: str | None = reply.get("peer_key")
-            # Servers without --auth: a lane port per GPU (rcuda/lane.py).
+            # A lane port per GPU (rcuda/lane.py); with --auth the lanes are
+            # sealed with keys made from the session's lane secret (rcuda/sealed.py).
             self.lane_ports: list[int] | None = reply.get("lane_ports")
+            self.lane_secret: bytes | None = reply.get("lane_secret")
         except (KeyError, TypeError) as exc:
             raise ProtocolError(f"malformed hello reply from {address}: {exc}") from None
         if self.lane_ports is not None and (not isinstance(self.lane_ports, list)
                                             or len(self.lane_ports) != len(self.ports)):
             raise ProtocolError(f"hello reply from {address}: lane_ports {self.lane_ports!r:.60} does not "
                                 f"match its {len(self.ports)} device ports")
+        if self.lane_secret is not None and (not isinstance(self.lane_secret, bytes) or len(self.lane_secret) != 32):
+            raise ProtocolError(f"hello reply from {address}: a lane secret that is not 32 bytes")
         if len(self.ports) != len(self.devices):
             raise ProtocolError(f"hello reply from {address} lists {len(self.devices)} devices "
                                 f"but {len(self.ports)} ports")
