@@ -34,7 +34,7 @@ from __future__ import annotations
 import os
 import secrets
 import socket
-from dataclasses import dataclass
+import struct
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives import hashes
@@ -52,7 +52,7 @@ RECORD_WIRE_MAX = RECORD_HEAD.size + RECORD_MAX + SEAL_TAG
 #: (most replies and requests) then cost one recv for several.
 READ_AHEAD = 64 << 10
 _TO_SERVER, _TO_CLIENT = b"rcuda lane 1: client to server", b"rcuda lane 1: server to client"
-_REKEY_NONCE = bytes(4) + (2**64 - 1).to_bytes(8, "big")
+_REKEY_NONCE = b"\0" * 4 + b"\xff" * 8
 
 
 class SealBroken(LaneClosed):
@@ -65,8 +65,8 @@ def new_secret() -> bytes:
     return secrets.token_bytes(SEAL_KEY)
 
 
-def nonce(number: int) -> bytes:
-    return bytes(4) + number.to_bytes(8, "big")
+#: A record's nonce: four zero bytes, its number big-endian.
+NONCE = struct.Struct(">4xQ")
 
 
 def rekey(key: bytes) -> bytes:
@@ -79,32 +79,35 @@ def derive_key(secret: bytes, client_salt: bytes, server_salt: bytes, to_server:
                 info=_TO_SERVER if to_server else _TO_CLIENT).derive(secret)
 
 
-@dataclass
 class Direction:
     """One direction's cipher state: its key and the next record's number."""
-    key: bytes
-    number: int = 0
-    rekey_records: int = REKEY_RECORDS
 
-    def __post_init__(self):
-        self._aead = AESGCM(self.key)
+    __slots__ = ("key", "number", "rekey_records", "_aead")
+
+    def __init__(self, key: bytes, number: int = 0, rekey_records: int = REKEY_RECORDS):
+        self.key, self.number, self.rekey_records = key, number, rekey_records
+        self._aead = AESGCM(key)
 
     def next_nonce(self) -> bytes:
         """The nonce of the record now being sealed or opened; moves on."""
-        value = nonce(self.number)
-        self.number += 1
-        if self.number % self.rekey_records == 0:
+        number = self.number
+        self.number = number + 1
+        if (number + 1) % self.rekey_records == 0:
             self.key = rekey(self.key)
             self._aead = AESGCM(self.key)
-        return value
+        return NONCE.pack(number)
 
-    def seal_into(self, plaintext, head: memoryview, out: memoryview) -> None:
+    def seal(self, plaintext, head: bytes) -> bytes:
+        """Ciphertext and tag (a small record: `encrypt` allocates less
+        time than `encrypt_into` takes to parse its buffers)."""
+        return self._aead.encrypt(self.next_nonce(), plaintext, head)
+
+    def seal_into(self, plaintext, head, out: memoryview) -> None:
         self._aead.encrypt_into(self.next_nonce(), plaintext, head, out)
 
     def open_into(self, body: memoryview, head: memoryview, out: memoryview) -> None:
-        aead = self._aead
         try:
-            aead.decrypt_into(self.next_nonce(), body, head, out)
+            self._aead.decrypt_into(self.next_nonce(), body, head, out)
         except InvalidTag:
             raise SealBroken("a sealed record failed its check (altered, replayed, reordered, or sealed "
                              "with another session's key)") from None
@@ -115,24 +118,32 @@ class Seal:
 
     def __init__(self, send: Direction, receive: Direction):
         self.send, self.receive = send, receive
-        self._out = bytearray(RECORD_WIRE_MAX)
+        self._out_view = memoryview(bytearray(RECORD_WIRE_MAX))
         self._raw = bytearray(RECORD_WIRE_MAX + READ_AHEAD)  # ciphertext read, not yet opened
+        self._raw_view = memoryview(self._raw)
         self._raw_start = self._raw_end = 0
         self._plain = bytearray(RECORD_MAX)  # an opened record's bytes not yet asked for
+        self._plain_view = memoryview(self._plain)
         self._plain_start = self._plain_end = 0
 
     # -- sending
 
     def records(self, parts):
-        """The records carrying `parts` (buffers, in order), each a view of
-        one buffer that the next record reuses: send each before asking
-        for the next."""
-        out = memoryview(self._out)
+        """The records carrying `parts` (byte buffers, in order): bytes for
+        a message that fits one record (most), else views of one buffer
+        that the next record reuses: send each before asking for the next."""
+        if sum(map(len, parts)) <= RECORD_MAX:
+            plaintext = b"".join(parts)
+            if plaintext:
+                head = RECORD_HEAD.pack(len(plaintext))
+                yield head + self.send.seal(plaintext, head)
+            return
+        out = self._out_view
         for plaintext in _pieces([memoryview(p).cast("B") for p in parts if len(p)]):
             size = len(plaintext)
-            RECORD_HEAD.pack_into(out, 0, size)
+            out[:RECORD_HEAD.size] = head = RECORD_HEAD.pack(size)
             end = RECORD_HEAD.size + size + SEAL_TAG
-            self.send.seal_into(plaintext, out[:RECORD_HEAD.size], out[RECORD_HEAD.size:end])
+            self.send.seal_into(plaintext, head, out[RECORD_HEAD.size:end])
             yield out[:end]
 
     # -- receiving
@@ -151,25 +162,25 @@ class Seal:
             view[:count] = self._plain[self._plain_start:self._plain_start + count]
             self._plain_start += count
             return count
-        self._fill(RECORD_HEAD.size, recv)
-        raw = memoryview(self._raw)
-        start = self._raw_start
-        (size,) = RECORD_HEAD.unpack_from(raw, start)
+        if self._raw_end - self._raw_start < RECORD_HEAD.size:
+            self._fill(RECORD_HEAD.size, recv)
+        (size,) = RECORD_HEAD.unpack_from(self._raw, self._raw_start)
         if not 0 < size <= RECORD_MAX:
             raise SealBroken(f"a sealed record of {size} bytes (at most {RECORD_MAX})")
         total = RECORD_HEAD.size + size + SEAL_TAG
-        self._fill(total, recv)
-        start = self._raw_start  # _fill may have moved the record to the front
+        if self._raw_end - self._raw_start < total:
+            self._fill(total, recv)
+        start, raw = self._raw_start, self._raw_view
         head, body = raw[start:start + RECORD_HEAD.size], raw[start + RECORD_HEAD.size:start + total]
         if len(view) >= size:
             self.receive.open_into(body, head, view[:size])
             count = size
         else:
-            self.receive.open_into(body, head, memoryview(self._plain)[:size])
+            self.receive.open_into(body, head, self._plain_view[:size])
             count = len(view)
-            view[:] = self._plain[:count]
+            view[:] = self._plain_view[:count]
             self._plain_start, self._plain_end = count, size
-        self._raw_start += total
+        self._raw_start = start + total
         if self._raw_start == self._raw_end:
             self._raw_start = self._raw_end = 0
         return count
@@ -183,7 +194,7 @@ class Seal:
             left = self._raw_end - self._raw_start
             self._raw[:left] = self._raw[self._raw_start:self._raw_end]
             self._raw_start, self._raw_end = 0, left
-        view = memoryview(self._raw)
+        view = self._raw_view
         limit = len(self._raw) if needed <= READ_AHEAD else self._raw_start + needed
         while self._raw_end - self._raw_start < needed:
             self._raw_end += recv(view[self._raw_end:limit])
