@@ -3,10 +3,12 @@
 
 Runs, each against a fresh `rcuda server --backend sim --memory-limit 64MiB`:
 
-  plain-N     the fuzzer with a real session (daemon, GPU, heartbeat and peer
-              sockets), seeds 1..3, server without --auth
-  auth-N      the same through CURVE with an accepted key, seeds 4..5,
-              server with --auth
+  plain-N     the fuzzer with a real session (daemon, GPU and heartbeat
+              sockets, GPU0's lane, the peer port), seeds 1..3, server
+              without --auth
+  auth-N      the same with an accepted key, seeds 4..5, server with --auth:
+              the sockets under CURVE, the lane and the peer port sealed,
+              and records on the lane altered, replayed and reordered
   stranger    someone without an accepted key (no key, unknown keys, raw
               TCP bytes) against a --auth server's daemon and a session's
               worker ports: nothing may be answered
@@ -94,7 +96,7 @@ def one_run(name: str, seed: int, frames: int, keys: dict | None, stranger: bool
                     30.0, curve)
             finally:
                 context.term()
-            ports = [*hello["ports"], hello["control_port"], hello["peer_port"]]
+            ports = [*hello["ports"], hello["control_port"], hello["peer_port"], *hello.get("lane_ports", [])]
             report = fuzz.Stranger(address, seed, curve.server).run(frames, RUN_SECONDS, ports)
         else:
             report = fuzz.Fuzzer(address, seed, curve=curve).run(frames, RUN_SECONDS)

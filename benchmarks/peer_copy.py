@@ -8,6 +8,9 @@ same copy staged through the program (cudaMemcpy to a host buffer, then to
 GPU1).  Scenarios:
 
   loopback      both servers on 127.0.0.1
+  loopback-auth the same with --auth (one client key, each server its own
+                key pair): peer copies under CurveZMQ with the destination
+                session's peer key, staged copies on the sealed lanes
   netns         two network-namespace hosts joined by veth pairs, client in a
                 third namespace (needs root and iproute2)
   netns-RATE    the same with each host's link limited to RATE (tc tbf)
@@ -54,9 +57,9 @@ def build(workdir: Path) -> Path:
     return binary
 
 
-def start_loopback_server() -> tuple[subprocess.Popen, str]:
+def start_loopback_server(*args: str) -> tuple[subprocess.Popen, str]:
     process = subprocess.Popen([*RCUDA, "server", "--listen", "tcp://127.0.0.1:0", "--backend", "sim",
-                                "--kernels", str(KERNELS)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                "--kernels", str(KERNELS), *args], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                                text=True, start_new_session=True)
     lines: list[str] = []
     reader = threading.Thread(target=lambda: lines.append(process.stdout.readline()), daemon=True)
@@ -69,9 +72,11 @@ def start_loopback_server() -> tuple[subprocess.Popen, str]:
     return process, f"{match[1]}:{match[2]}"
 
 
-def run_program(binary: Path, servers: str, sizes: list[int], repeats: int, prefix=()) -> list[dict]:
+def run_program(binary: Path, servers: str, sizes: list[int], repeats: int, prefix=(),
+                env_extra=None) -> list[dict]:
     env = {k: v for k, v in os.environ.items() if k != "CUDA_VISIBLE_DEVICES"}
     env["RCUDA_TIMEOUT"] = "60"
+    env.update(env_extra or {})
     # SETTLE: after its untimed warm-up copies the program waits, so that the
     # servers' session start-up (each daemon starts a new spare worker, a
     # Python process, on a machine that may have two cores) is not measured.
@@ -106,6 +111,32 @@ def scenario_loopback(binary, sizes, repeats) -> dict:
         for process, _ in servers:
             process.terminate()
             process.wait(30)
+
+
+def scenario_loopback_auth(binary, sizes, repeats) -> dict:
+    from rcuda import auth
+
+    with tempfile.TemporaryDirectory() as root:
+        root = Path(root)
+        public, secret = auth.create_key_pair(root / "client", "client")
+        servers, server_keys = [], []
+        try:
+            for name in ("one", "two"):
+                server_dir = root / name
+                auth.create_key_pair(server_dir, "server")
+                (server_dir / "clients").mkdir(exist_ok=True)
+                shutil.copy(public, server_dir / "clients")
+                servers.append(start_loopback_server("--auth", str(server_dir)))
+                server_keys.append(f"{servers[-1][1]}={server_dir / 'server.key'}")
+            env = {"RCUDA_KEY": str(secret), "RCUDA_SERVER_KEY": ",".join(server_keys)}
+            return summarise("loopback-auth", run_program(binary, ",".join(a for _, a in servers), sizes, repeats,
+                                                          env_extra=env),
+                             {"description": "two --auth sim servers on 127.0.0.1: peer copies under CurveZMQ, "
+                                             "staged copies on the sealed lanes"})
+        finally:
+            for process, _ in servers:
+                process.terminate()
+                process.wait(30)
 
 
 def scenario_netns(binary, sizes, repeats, rate: str | None) -> dict:
@@ -167,7 +198,8 @@ def main() -> int:
 
     with tempfile.TemporaryDirectory() as workdir:
         binary = build(Path(workdir))
-        scenarios = [scenario_loopback(binary, sizes, args.repeats)]
+        scenarios = [scenario_loopback(binary, sizes, args.repeats),
+                     scenario_loopback_auth(binary, sizes, args.repeats)]
         reason = unavailable_reason()
         skipped = {}
         if reason is None:

@@ -11,15 +11,13 @@ A server run with `--auth DIR` uses
                             whenever it changes, so adding or removing a key
                             needs no restart
 
-and every socket a client can reach is a CURVE server: the daemon's, and each
-session worker's GPU, heartbeat and peer sockets.  Each of those processes
+and every ZeroMQ socket a client can reach is a CURVE server: the daemon's,
+and each session worker's GPU and heartbeat sockets.  Each of those processes
 runs its own ZAP handler (zmq.auth.ThreadAuthenticator), which asks
 `AllowedKeys` whether a key may connect; an unknown key never gets a byte
 through.  The ZAP domain of a socket says what it is for:
 
     session    daemon, GPU and heartbeat sockets: the keys in clients/
-    peer       a worker's peer socket: the keys in clients/, plus the peer key
-               of that worker's session (below)
     internal   the daemon's status socket, which the server's own workers
                report to: only the server's key
 
@@ -27,18 +25,9 @@ A client sets its key pair and the server's public key on every socket it
 opens (see `ClientKeys`): key from [client] key / RCUDA_KEY, servers' keys
 from [client] server_key / RCUDA_SERVER_KEY.
 
-Peer copies (server/peer.py).  A worker pushing a cudaMemcpyPeer to another
-server's worker connects to that worker's peer socket as a CURVE client.  It
-needs a key that destination accepts, and it must not need the client's
-secret key or any trust between servers set up by hand.  So each worker of a
---auth server makes a fresh key pair for its session (the *peer key*) and
-hands the secret half to its client in the hello reply, over the encrypted
-daemon socket.  The client passes it, with the destination's public server
-key, in `peer_push` to the source worker (again encrypted); the source worker
-authenticates with it, and its CURVE handshake also proves that the endpoint
-holds the destination server's secret key.  A peer key opens only that one
-session's peer socket, and only for the session's lifetime; the peer token
-inside the messages still names the session as before.
+The TCP connections a --auth server takes besides (each GPU's lane, each
+worker's peer port) are sealed with keys made from secrets that only the
+CURVE-encrypted hello reply carries (rcuda/sealed.py, server/peer.py).
 """
 from __future__ import annotations
 
@@ -67,7 +56,6 @@ SECRET_SUFFIX = ".key_secret"
 PLAIN = "none"
 
 SESSION_DOMAIN = "session"
-PEER_DOMAIN = "peer"
 INTERNAL_DOMAIN = "internal"
 
 KEY_HELP = "see `rcuda keys --help`"
@@ -378,7 +366,6 @@ class ServerAuth:
             raise KeyFileError(f"--auth {directory}: no {CLIENTS_DIR}/ folder in it: put the public keys "
                             f"(NAME.key) of the clients to accept there")
         self.clients = AllowedKeys(clients)
-        self.peer_keys: set[bytes] = set()  # this process's sessions' peer keys (PEER_DOMAIN only)
         self._authenticator = None
         self._refusals = None
 
@@ -390,7 +377,7 @@ class ServerAuth:
         self._refusals = RateLimitedLog(log)
         authenticator = ThreadAuthenticator(context, log=logging.getLogger("rcuda.auth.zap"))
         authenticator.start()
-        for domain in (SESSION_DOMAIN, PEER_DOMAIN, INTERNAL_DOMAIN):
+        for domain in (SESSION_DOMAIN, INTERNAL_DOMAIN):
             authenticator.configure_curve_callback(domain, credentials_provider=self)
         self._authenticator = authenticator
 
@@ -404,7 +391,7 @@ class ServerAuth:
         if domain == INTERNAL_DOMAIN:
             allowed = key == self.public
         else:
-            allowed = key in self.clients.keys() or (domain == PEER_DOMAIN and key in self.peer_keys)
+            allowed = key in self.clients.keys()
         if not allowed:
             self._refusals.warning("refused a connection with key %s to a %s socket: not in %s/",
                                    key.decode(errors="replace"), domain, self.clients.folder)
@@ -419,9 +406,3 @@ class ServerAuth:
     def as_own_client(self) -> Curve:
         """For the server's own processes reaching its internal sockets."""
         return Curve(self.public, self.secret, self.public)
-
-    def new_peer_key(self) -> tuple[bytes, bytes]:
-        """A session's peer key pair (see the module docstring)."""
-        public, secret = zmq.curve_keypair()
-        self.peer_keys.add(public)
-        return public, secret

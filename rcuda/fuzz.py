@@ -5,7 +5,8 @@ It opens a real session (hello, then `open` on device 0's lane where the
 server offers lanes, else on its socket, like a client), then sends, on
 that connection (well-framed messages on a lane: a framing error closes it,
 which the run does once at the end), the daemon's socket, the device's
-other socket, the session's heartbeat socket and its peer socket: random
+other socket, the session's heartbeat socket and its peer port (a lane,
+sealed on a --auth server, opened with the peer token): random
 bytes, msgpack
 values that are not maps, headers of every op in rcuda.protocol.OPS with
 fields of wrong types or hostile values (negative, huge, random pointers,
@@ -33,7 +34,7 @@ import random
 import socket
 import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 import msgpack
 import zmq
@@ -42,7 +43,7 @@ from rcuda import auth, protocol, wire
 from rcuda.config import parse_server
 from rcuda.errors import ProtocolError
 from rcuda.launch_rules import MAX_PARAM_BYTES
-from rcuda.lane import PREFIX, Lane, LaneClosed, set_timeouts
+from rcuda.lane import PREFIX, Lane, LaneClosed, dial, set_timeouts
 
 #: Share of lane messages sent as tampered records on a sealed lane (each
 #: ends the lane, and a new session carries on).
@@ -61,9 +62,12 @@ class FuzzReport:
     lane_frames_sent: int = 0
     lane_replies: int = 0
     lane_timeouts: int = 0
+    lane_timeout_ops: list = field(default_factory=list)  # what the unanswered lane requests were
     lane_resets: int = 0  # the lane broke (or the session ended) mid-run: a new session carried on
     lane_closed_on_garbage: bool | None = None  # None: the server offered no lane
     lane_sealed: bool = False  # the lane was sealed (a --auth server): its records were attacked too
+    peer_frames_sent: int = 0  # messages sent on the peer port's connection
+    peer_resets: int = 0  # ... after which it was closed (bad framing), and opened again
     tampered_records: int = 0  # records altered, replayed or reordered on a sealed lane
     tampered_answered: int = 0  # ... that the server answered instead of closing the lane: must stay 0
 
@@ -125,8 +129,8 @@ class Fuzzer:
         self.token = hello["token"]
         self.tokens = [hello["token"]] + ([hello["peer_token"]] if hello.get("peer_token") else [])
         self.control = self._socket(self.address.endpoint_for_port(hello["control_port"]))
-        self.peer = (self._socket(self.address.endpoint_for_port(hello["peer_port"]))
-                     if hello.get("peer_port") else None)
+        self.peer_hello = hello
+        self.peer = self._open_peer() if hello.get("peer_port") else None
         return daemon, device
 
     def _open_lane(self, hello: dict) -> Lane | None:
@@ -145,6 +149,36 @@ class Fuzzer:
             raise RuntimeError("lane refused")
         set_timeouts(sock, self.timeout, self.timeout)
         return lane
+
+    def _open_peer(self) -> Lane:
+        """A connection to the session's peer port, opened with the peer token
+        (a connection whose first message lacks it is closed)."""
+        hello = self.peer_hello
+        peer = dial(self.address.host, hello["peer_port"], self.timeout, hello.get("peer_secret"))
+        peer.send({"op": "peer_hello", "seq": 0, "token": hello["peer_token"]})
+        if peer.receive()[0].get("err"):
+            raise RuntimeError("peer_hello refused")
+        return peer
+
+    def _send_on_peer(self) -> None:
+        """A fuzzed message on the peer port, well framed (or, one time in
+        fifty, bytes that are not: the port closes the connection, and a new
+        one carries on); the answers it gets are read as they come."""
+        parts = self.message()
+        if not parts:
+            return
+        self.report.peer_frames_sent += 1
+        try:
+            if self.rng.random() < 0.02:
+                self.peer.sock.sendall(PREFIX.pack(1 << 30, 0) + self.rng.randbytes(32))
+                raise LaneClosed("framing broken on purpose")
+            self.peer.send_raw(parts[0], parts[1:])
+            while self.peer.readable():
+                self.peer.receive()
+        except (LaneClosed, OSError, ProtocolError):
+            self.report.peer_resets += 1
+            self.peer.close()
+            self.peer = self._open_peer()
 
     def _lane_call(self, header: dict) -> dict:
         self.lane.send(header)
@@ -187,6 +221,7 @@ class Fuzzer:
                 self.report.lane_replies += 1
             except (BlockingIOError, TimeoutError):
                 self.report.lane_timeouts += 1
+                self.report.lane_timeout_ops.append(str(header.get("op") if isinstance(header, dict) else "?"))
 
     def _tamper_on_lane(self) -> None:
         """A well-formed request in records altered, replayed or reordered on
@@ -350,6 +385,9 @@ class Fuzzer:
         try:
             while self.report.frames_sent < frames and time.monotonic() - started < seconds:
                 self.report.frames_sent += 1
+                if self.peer is not None and self.rng.random() < 0.05:
+                    self._send_on_peer()
+                    continue
                 if self.lane is not None and self.rng.random() < 0.5:
                     self._release_waits()  # a peer_wait holds the GPU thread, and the lane's reply with it
                     try:
@@ -375,6 +413,8 @@ class Fuzzer:
         finally:
             for sock in sockets:
                 sock.close(linger=0)
+            if self.peer is not None:
+                self.peer.close()
             self.context.term()
         self.report.seconds = time.monotonic() - started
         return self.report
@@ -384,16 +424,16 @@ class Fuzzer:
         session opened.  (daemon, device, every socket to fuzz)."""
         for sock in set(sockets):
             sock.close(linger=0)
-        if self.lane is not None:
-            with contextlib.suppress(OSError):
-                self.lane.sock.close()
+        for lane in (self.lane, self.peer):
+            if lane is not None:
+                lane.close()
         self.wait_sources.clear()
         daemon, device = self.open_session()
         return daemon, device, self._targets(daemon, device)
 
     def _targets(self, daemon: zmq.Socket, device: zmq.Socket) -> list:
         """The sockets fuzzed frames go to, the device's thrice as often."""
-        return [device, device, device, daemon, self.control] + ([self.peer] if self.peer is not None else [])
+        return [device, device, device, daemon, self.control]
 
     def _note_wait(self, header: dict) -> bool:
         """Remember the source a well-formed peer_wait names, on the device's
@@ -410,8 +450,8 @@ class Fuzzer:
         if self.peer is None or len(self.tokens) < 2:
             return
         for source in self.wait_sources:
-            self.peer.send(protocol.pack({"op": "peer_abort", "seq": 0, "token": self.tokens[1], "xfer": None,
-                                          "source": source, "upto": 2**64 - 1, "msg": "fuzzing over"}))
+            self.peer.send({"op": "peer_abort", "seq": 0, "token": self.tokens[1], "xfer": None,
+                            "source": source, "upto": 2**64 - 1, "msg": "fuzzing over"})
         self.wait_sources.clear()  # later waits for these sources fail at once (upto)
 
     def _settle(self, daemon: zmq.Socket, device: zmq.Socket) -> None:

@@ -54,6 +54,35 @@ def set_timeouts(sock: socket.socket, receive_seconds: float, send_seconds: floa
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, _timeval(send_seconds))
 
 
+def listen(bind_host: str, backlog: int = 4) -> socket.socket:
+    """A TCP listener on a free port of the ZeroMQ bind host's interface
+    ("*": all of them).  OSError if there cannot be one."""
+    host = bind_host.strip("[]")
+    host = "" if host == "*" else host
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    return socket.create_server((host, 0), family=family, backlog=backlog)
+
+
+def dial(host: str, port: int, timeout: float, secret: bytes | None = None,
+         max_payload: int | None = None) -> "Lane":
+    """A lane to host:port, sealed with keys made from `secret`
+    (rcuda/sealed.py) when one is given; every wait bounded by `timeout`
+    (the kernel's timeouts, set_timeouts).  OSError if it cannot be made."""
+    # An ASCII host as bytes: getaddrinfo() would otherwise load the IDNA
+    # codec first, 2 ms of a program's start-up.
+    sock = socket.create_connection((host.encode() if host.isascii() else host, port), timeout=timeout)
+    try:
+        set_timeouts(sock, timeout, timeout)
+        seal = None
+        if secret is not None:
+            from rcuda import sealed  # only for --auth servers: `cryptography` is 20 ms of start-up
+            seal = sealed.client_handshake(sock, secret)
+        return Lane(sock, max_payload=max_payload, seal=seal)
+    except BaseException:
+        sock.close()
+        raise
+
+
 def _timeval(seconds: float) -> bytes:
     whole = int(seconds)
     return struct.pack("ll", whole, int((seconds - whole) * 1e6))

@@ -25,11 +25,12 @@ the fields each header must carry (checked on receipt by `check_header`).
 
 Daemon (the `--listen` address):
     hello   {version, client}        -> {version, session, token, ports, control_port, devices, server,
-                                         peer_port, peer_token, peer_key, lane_ports, lane_secret}
+                                         peer_port, peer_token, peer_secret, lane_ports, lane_secret}
             optional `progress: true`: while no worker is free the daemon
             sends {progress: true, queued: N} now and then (N: hellos ahead);
-            the client keeps waiting while N goes down.  peer_key (servers
-            with --auth): the secret half of the session's peer key
+            the client keeps waiting while N goes down.  peer_secret
+            (servers with --auth, 32 bytes): seals connections to the peer
+            port, see server/peer.py
             lane_ports: a lane port per GPU; a lane connection starts with
             {op: "lane", token, dev} -> {err}, then carries the device's
             requests from `open` on.  lane_secret (servers with --auth, 32
@@ -129,13 +130,13 @@ the legacy default stream):
     close         {}                                  -> {}
     peer_push     {xfer, src, size, endpoint, token, dest, timeout}  (never answered)
                   read [src, src+size) once every earlier op on this GPU is
-                  done, and send it to the peer socket `endpoint` (another
+                  done, and send it to the peer port `endpoint` (another
                   worker's, or this one's) as transfer `xfer`; optional
-                  peer_key + dest_key (Z85) to connect with CURVE, required
-                  by a server with --auth (see rcuda/auth.py)
+                  peer_secret (the destination session's) to seal the
+                  connection with, required by a server with --auth
     peer_wait     {xfer, dst, size, source}           (never answered)
                   wait for transfer `xfer` (from server `source`) on this
-                  worker's peer socket and write it to [dst, dst+size): later
+                  worker's peer port and write it to [dst, dst+size): later
                   ops on this GPU see the bytes
     peer_access   {peer, enable}                      -> {}        cudaDeviceEnable/DisablePeerAccess
                                                                    between two GPUs of this server
@@ -176,11 +177,12 @@ the legacy default stream):
                   asynchronous error (the next reply does)
 Ops in MAY_BE_ASYNC take `"async": true` to be sent without waiting: then no
 reply comes at all.  Ops in ALWAYS_ASYNC are never answered.
-Session worker, peer socket (one per worker, port and token in the hello
-reply): bytes of cudaMemcpyPeer between servers, never through the client.
+Session worker, peer port (one per worker, port and token in the hello
+reply; connections framed as lanes, sealed under --auth): bytes of
+cudaMemcpyPeer between servers, never through the client.
     peer_hello {token}               -> peer_welcome {err, msg}  first, on a new
                                         connection: no data goes to an endpoint
-                                        that is not a peer socket taking `token`
+                                        that is not a peer port taking `token`
     peer_data  {token, xfer, offset, total} + one frame (<= CHUNK_SIZE bytes)
                                      -> peer_ack {xfer, err, msg} after the last
                                         chunk (or at once, refusing)
@@ -324,6 +326,7 @@ OPTIONAL_FIELDS: dict[str, dict[str, type | tuple]] = {
     "launch": {"cluster": _LIST},
     "memset": {"elem": _INT},
     "memset3d": {"elem": _INT},
+    "peer_push": {"peer_secret": bytes},
 }
 
 #: Ops that are never answered: their errors surface in a later reply.

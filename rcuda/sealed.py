@@ -196,8 +196,15 @@ class Seal:
             self._raw_start, self._raw_end = 0, left
         view = self._raw_view
         limit = len(self._raw) if needed <= READ_AHEAD else self._raw_start + needed
-        while self._raw_end - self._raw_start < needed:
-            self._raw_end += recv(view[self._raw_end:limit])
+        try:
+            while self._raw_end - self._raw_start < needed:
+                self._raw_end += recv(view[self._raw_end:limit])
+        except SealBroken:
+            raise
+        except LaneClosed as exc:
+            if self._raw_end > self._raw_start:  # cut inside a record: not a clean end of the stream
+                raise SealBroken(f"the stream ended inside a sealed record ({exc})") from None
+            raise
 
 
 def _pieces(views: list[memoryview]):

@@ -281,7 +281,7 @@ class Daemon:
             # sends the worker before its assignment below waits in the worker's sockets.)
             if not self._reply(peer, header, token=token, ports=d["ports"], control_port=d["control_port"],
                                devices=d["devices"], server=self._server_info(), peer_port=d.get("peer_port"),
-                               peer_token=d.get("peer_token"), peer_key=d.get("peer_key"),
+                               peer_token=d.get("peer_token"), peer_secret=d.get("peer_secret"),
                                lane_ports=d.get("lane_ports"), lane_secret=d.get("lane_secret")):
                 log.info("the client of a queued hello went away before its worker was ready")
                 self.spares.insert(0, spare)

@@ -39,7 +39,7 @@ import zmq
 
 from rcuda import protocol, sealed, wire
 from rcuda.errors import CudaError, ProtocolError, cudaError, is_sticky
-from rcuda.lane import Lane, LaneClosed, SpinPolicy, UnreadFrame, set_timeouts
+from rcuda.lane import Lane, LaneClosed, SpinPolicy, UnreadFrame, listen, set_timeouts
 from rcuda.launch_rules import MAX_PARAM_BYTES
 from rcuda.log import RateLimitedLog
 from rcuda.server.backends.arrays import ArraySpec, Place, extent_from_wire
@@ -169,7 +169,7 @@ class DeviceService:
         }
         # Server-to-server copies (server/peer.py): `inbox` holds the worker's
         # incoming transfers, `peer_token` authorises them.
-        self.peer_ops = PeerOps(self, context, inbox, peer_token)
+        self.peer_ops = PeerOps(self, inbox, peer_token)
         self._handlers.update(self.peer_ops.handlers())
         self._thread = threading.Thread(target=self._run, name=f"rcuda GPU{index}", daemon=True)
 
@@ -1009,13 +1009,10 @@ class DeviceService:
 
 
 def _lane_listener(bind_host: str) -> pysocket.socket | None:
-    """A TCP listener on the socket's interface (ZeroMQ's "*": all of them),
-    or None if there cannot be one: then calls take the ZeroMQ socket."""
-    host = bind_host.strip("[]")
-    host = "" if host == "*" else host
-    family = pysocket.AF_INET6 if ":" in host else pysocket.AF_INET
+    """The lane's listener, or None if there cannot be one: then calls take
+    the ZeroMQ socket."""
     try:
-        return pysocket.create_server((host, 0), family=family, backlog=4)
+        return listen(bind_host)
     except OSError as exc:
         log.warning("no lane on %s (synchronous calls take the ZeroMQ socket): %s", bind_host, exc)
         return None

@@ -4,15 +4,18 @@ The bytes go from the source server's worker straight to the destination
 server's worker; the client only posts two ops, in one client-wide order
 (see client/transport/peer.py for why that order cannot deadlock):
 
-    source GPU socket       peer_push {xfer, src, size, endpoint, token, ...}
-    destination GPU socket  peer_wait {xfer, dst, size, source}
+    source GPU              peer_push {xfer, src, size, endpoint, token, ...}
+    destination GPU         peer_wait {xfer, dst, size, source}
 
-Each session worker has one more ROUTER socket, the *peer socket*, whose port
-and token (`peer_token`, distinct from the session token) the client learns
-in the hello reply.  A `PeerReceiver` thread owns it and files incoming
-chunks in the worker's `Inbox` by transfer id, whether or not the destination
-GPU has reached its `peer_wait` yet (early transfers are buffered), and acks
-a transfer to its sender once all of it has arrived.
+Each session worker has a *peer port*, whose port and token (`peer_token`,
+distinct from the session token) the client learns in the hello reply: a
+TCP listener whose connections are lanes (rcuda/lane.py's framing), sealed
+under --auth as a GPU's lane is (rcuda/sealed.py), with keys made from the
+session's *peer secret*.  A `PeerReceiver` serves each connection in a thread
+of its own, files incoming chunks in the worker's `Inbox` by transfer id,
+whether or not the destination GPU has reached its `peer_wait` yet (early
+transfers are buffered), and acks a transfer to its sender once all of it
+has arrived.
 
 The destination GPU's thread, on reaching `peer_wait`, writes the chunks to
 device memory as they come, so later ops on that GPU see the bytes.  It does
@@ -28,10 +31,15 @@ for the ack (bounded by the client's RCUDA_TIMEOUT).
 
 The client chooses the endpoint, so the source is careful where it sends: a
 new connection must first pass the peer handshake (`peer_hello` answered
-by `peer_welcome` from a peer socket holding the token) before any of the
-session's bytes go out; with --auth the connection is CURVE with the
-destination session's peer key (rcuda/auth.py), and a --auth server pushes
-only to peers that authenticate.  The destination bounds what it holds:
+by `peer_welcome` from a peer port holding the token) before any of the
+session's bytes go out.  With --auth each worker makes a fresh peer secret
+for its session and hands it to its client in the (CURVE-encrypted) hello
+reply; the client passes it in `peer_push` to the source worker (encrypted
+again, on its sealed lane), which seals the connection with it: the
+welcome opens only if the endpoint holds that session's secret, and no one
+without it can read or alter the bytes.  A peer secret opens only that one
+session's peer port, for the session's lifetime; servers need no keys of
+each other.  A --auth server pushes only to peers that authenticate.  The destination bounds what it holds:
 bytes that arrived and wait for the GPU (`Inbox.limit`: --peer-buffer, else
 --memory-limit, else 1 GiB; beyond it the transfer fails with
 cudaErrorMemoryAllocation) and the transfers open at once.  A transfer between two
@@ -41,20 +49,21 @@ the worker.
 from __future__ import annotations
 
 import collections
+import contextlib
 import logging
 import re
 import secrets
+import socket
+import sys
 import threading
 import time
 
-import zmq
-from zmq.utils import z85
-
-from rcuda import auth, protocol
+from rcuda import protocol, sealed
 from rcuda._generated.cuda_enums import ENUMS
-from rcuda.auth import PEER_DOMAIN, Curve
 from rcuda.errors import CudaError, ProtocolError, cudaError
+from rcuda.lane import Lane, LaneClosed, dial, listen, set_timeouts
 from rcuda.log import RateLimitedLog
+from rcuda.wire import SEAL_KEY
 
 log = logging.getLogger(__name__)
 bad_messages = RateLimitedLog(log)  # what strangers send must not flood the log
@@ -62,9 +71,6 @@ failed_pushes = RateLimitedLog(log)  # nor what a client makes fail on purpose
 
 #: How often a waiting GPU thread checks whether its session is ending.
 WAIT_SLICE = 0.2
-#: Chunks a sender may have queued towards one destination before `send`
-#: blocks: keeps memory bounded while the network stays busy.
-SEND_HIGH_WATER = 8
 #: The longest a client may ask a source worker to wait for a destination.
 MAX_TIMEOUT = 3600.0
 #: Completed transfer ids remembered, so that a late abort for one is ignored.
@@ -77,8 +83,13 @@ DEFAULT_BUFFER_LIMIT = 1 << 30
 MAX_OPEN_TRANSFERS = 4096
 #: Sources remembered as gone (peer_abort for a whole server).
 MAX_SOURCES_GONE = 1024
-#: Connections a GPU thread keeps open to destinations' peer sockets.
+#: Connections a GPU thread keeps open to destinations' peer ports.
 MAX_SENDERS = 16
+#: Connections a peer port serves at once (a thread each).
+MAX_PEER_CONNECTIONS = 64
+#: How long a peer connection may take for its handshake, or to finish a
+#: message it began.
+PEER_READ_TIMEOUT = 5.0
 #: cudaMemAccessFlags: none, read, read-write.
 ACCESS_FLAGS = frozenset(ENUMS["cudaMemAccessFlags"].values())
 
@@ -286,67 +297,113 @@ class Inbox:
 
 
 class PeerReceiver:
-    """The worker's peer socket and the thread that files what arrives."""
+    """The worker's peer port: a TCP listener whose connections are lanes
+    (rcuda/lane.py framing; sealed with the session's peer secret under
+    --auth, rcuda/sealed.py), each read by a thread of its own, which files
+    what arrives in the inbox and answers on that connection.  A
+    connection that stalls or breaks costs only its own thread."""
 
-    def __init__(self, context: zmq.Context, bind_host: str, inbox: Inbox, protect=None):
+    def __init__(self, bind_host: str, inbox: Inbox, secret: bytes | None = None):
         self.inbox = inbox
         self.token = secrets.token_hex(16)
-        self.socket = context.socket(zmq.ROUTER)
-        self.socket.setsockopt(zmq.LINGER, 0)
-        self.socket.setsockopt(zmq.RCVHWM, 0)  # never block a sender: chunks are wanted
-        if protect is not None:  # --auth: CURVE, client keys and this session's peer key (rcuda/auth.py)
-            protect(self.socket, PEER_DOMAIN)
-        self.port = self.socket.bind_to_random_port(f"tcp://{bind_host}")
+        self.secret = secret
+        self._listener = listen(bind_host, backlog=16)
+        self.port = self._listener.getsockname()[1]
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="rcuda peer receiver", daemon=True)
+        self._lock = threading.Lock()
+        self._connections: set[socket.socket] = set()
+        self._thread = threading.Thread(target=self._accept_loop, name="rcuda peer port", daemon=True)
 
     def start(self) -> None:
         self._thread.start()
 
     def stop(self) -> None:
         self._stop.set()
+        with self._lock:
+            for connection in self._connections:
+                with contextlib.suppress(OSError):
+                    connection.shutdown(socket.SHUT_RDWR)  # wakes its thread's read
         if self._thread.is_alive():
             self._thread.join(timeout=5)
-        else:
-            self.socket.close(linger=0)
+        self._listener.close()
 
-    def _run(self) -> None:
+    def _accept_loop(self) -> None:
+        self._listener.settimeout(WAIT_SLICE)
+        while not self._stop.is_set():
+            try:
+                connection, _ = self._listener.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            with self._lock:
+                if len(self._connections) >= MAX_PEER_CONNECTIONS:
+                    bad_messages.warning("peer port: %d connections open, one more refused", MAX_PEER_CONNECTIONS)
+                    connection.close()
+                    continue
+                self._connections.add(connection)
+            threading.Thread(target=self._serve, args=(connection,), name="rcuda peer connection",
+                             daemon=True).start()
+
+    def _serve(self, connection: socket.socket) -> None:
+        """One connection, until it closes, breaks or the session ends.  Its
+        first message must carry the session's peer token (a peer_hello
+        from a source, a peer_abort from the client), within
+        PEER_READ_TIMEOUT: strangers do not get to hold a thread."""
         try:
+            set_timeouts(connection, PEER_READ_TIMEOUT, PEER_READ_TIMEOUT)
+            seal = sealed.server_handshake(connection, self.secret) if self.secret is not None else None
+            lane = Lane(connection, max_payload=protocol.CHUNK_SIZE, seal=seal)
+            authorised = False
             while not self._stop.is_set():
-                if self.socket.poll(int(WAIT_SLICE * 1000), zmq.POLLIN):
-                    self._handle(self.socket.recv_multipart(copy=False))
-        except Exception:  # a bug must not go unnoticed: waits then end with the session
-            log.exception("peer receiver stopped")
+                try:
+                    head, frames = lane.receive_raw()
+                except (BlockingIOError, TimeoutError):
+                    if not authorised:
+                        raise ProtocolError(f"no message with the session's peer token within "
+                                            f"{PEER_READ_TIMEOUT:g}s") from None
+                    continue  # an idle source, keeping its connection for its next copy
+                try:
+                    header = protocol.unpack(head)
+                    op = protocol.check_header(header)
+                    if op not in protocol.PEER_SOCKET_OPS:
+                        raise ProtocolError(f"{op} is not a peer-port message")
+                except ProtocolError:
+                    if not authorised:
+                        raise
+                    bad_messages.warning("peer port: %s", sys.exc_info()[1])
+                    continue
+                if self._handle(lane, header, op, frames):
+                    authorised = True
+                elif not authorised:
+                    return  # refused, and told so
+        except LaneClosed as exc:
+            if isinstance(exc, sealed.SealBroken):
+                bad_messages.warning("peer port: connection closed: %s", exc)
+        except (OSError, ProtocolError) as exc:
+            bad_messages.warning("peer port: connection closed: %s", exc)
         finally:
-            self.socket.close(linger=0)
+            with self._lock:
+                self._connections.discard(connection)
+            connection.close()
 
-    def _handle(self, parts: list) -> None:
-        if len(parts) < 2:
-            return
-        sender, payload = parts[0].bytes, parts[2:]
-        try:
-            header = protocol.unpack(parts[1].buffer)
-            op = protocol.check_header(header)
-            if op not in protocol.PEER_SOCKET_OPS:
-                raise ProtocolError(f"{op} is not a peer-socket message")
-        except ProtocolError as exc:
-            bad_messages.warning("peer socket: %s", exc)
-            return
+    def _handle(self, lane: Lane, header: dict, op: str, payload: list) -> bool:
+        """One message; False if its token is not the session's."""
         xfer = header.get("xfer")
         if not secrets.compare_digest(header["token"].encode(), self.token.encode()):
-            bad_messages.warning("peer socket: %s for transfer %s with a wrong token refused", op, xfer)
-            self._answer(sender, op, xfer, cudaError.cudaErrorDevicesUnavailable,
+            bad_messages.warning("peer port: %s for transfer %s with a wrong token refused", op, xfer)
+            self._answer(lane, op, xfer, cudaError.cudaErrorDevicesUnavailable,
                          "the destination refused the transfer: wrong peer token")
-            return
+            return False
         if op == "peer_hello":
-            self._answer(sender, op, None, 0, "")
-            return
+            self._answer(lane, op, None, 0, "")
+            return True
         if op == "peer_abort":
             if xfer is None:
                 self.inbox.abort_source(header["source"], header["upto"], header["msg"])
             else:
                 self.inbox.abort(xfer, header["msg"], _status(header.get("err")))
-            return
+            return True
         problem = None
         if len(payload) != 1 or len(payload[0].buffer) > protocol.CHUNK_SIZE:
             problem = CudaError(cudaError.cudaErrorInvalidValue, f"transfer {xfer}: a peer_data message carries "
@@ -356,41 +413,41 @@ class PeerReceiver:
         else:
             complete, problem = self.inbox.deliver(xfer, header["offset"], header["total"], payload[0].buffer)
             if complete:
-                self._answer(sender, op, xfer, 0, "")
+                self._answer(lane, op, xfer, 0, "")
         if problem:
-            bad_messages.warning("peer socket: %s", problem.message)
+            bad_messages.warning("peer port: %s", problem.message)
             self.inbox.abort(xfer, problem.message, problem.status)
-            self._answer(sender, op, xfer, problem.status, problem.message)
+            self._answer(lane, op, xfer, problem.status, problem.message)
+        return True
 
-    def _answer(self, sender: bytes, op: str, xfer, status: int, message: str) -> None:
+    @staticmethod
+    def _answer(lane: Lane, op: str, xfer, status: int, message: str) -> None:
         """peer_welcome to a peer_hello, peer_ack to anything else."""
         reply = "peer_welcome" if op == "peer_hello" else "peer_ack"
-        self.socket.send_multipart([sender, protocol.pack({"op": reply, "seq": 0, "xfer": xfer,
-                                                           "err": int(status), "msg": message})])
+        lane.send({"op": reply, "seq": 0, "xfer": xfer, "err": int(status), "msg": message})
 
 
 class PeerOps:
     """The peer ops of one GPU's DeviceService, run in its thread.  Owns
     that thread's sockets towards other workers' peer sockets."""
 
-    def __init__(self, service, context: zmq.Context, inbox: Inbox | None, own_token: str | None):
+    def __init__(self, service, inbox: Inbox | None, own_token: str | None):
         self.service = service
-        self.context = context
         self.inbox = inbox
         self.own_token = own_token
-        #: (endpoint, token, CURVE keys) -> a DEALER that passed the peer handshake
-        self._senders: collections.OrderedDict[tuple, zmq.Socket] = collections.OrderedDict()
+        #: (endpoint, token, peer secret) -> a lane that passed the peer handshake
+        self._senders: collections.OrderedDict[tuple, Lane] = collections.OrderedDict()
         self.bytes_sent = 0
-        #: With --auth: push only to peers that authenticate (dest_key, peer_key).
-        self.require_curve = False
+        #: With --auth: push only to peers that authenticate (peer_secret).
+        self.require_sealed = False
 
     def handlers(self) -> dict:
         return {"peer_push": self.push, "peer_wait": self.wait, "peer_access": self.access, "mem_access": self.allocation_access,
                 "peer_data": self._wrong_socket, "peer_abort": self._wrong_socket, "peer_hello": self._wrong_socket}
 
     def close(self) -> None:
-        for socket in self._senders.values():
-            socket.close(linger=0)
+        for lane in self._senders.values():
+            lane.close()
         self._senders.clear()
 
     # ---------------------------------------------------------- destination
@@ -454,146 +511,118 @@ class PeerOps:
                 if problem:
                     raise problem
         else:
-            curve = self._curve(header)
-            self._send(device, xfer, src, size, endpoint, header["token"], curve, dest, timeout)
+            secret = self._secret(header)
+            self._send(device, xfer, src, size, endpoint, header["token"], secret, dest, timeout)
         self.bytes_sent += size
         log.info("GPU%d: peer copy %d: sent %d bytes to %s (%s) in %.3fs", self.service.index, xfer, size, dest,
                  "inside this worker" if local else endpoint, time.monotonic() - started)
 
-    def _curve(self, header) -> Curve | None:
-        """The keys to reach the destination with (peer_key: the secret half
-        of the destination session's peer key; dest_key: its server's public
-        key; see rcuda/auth.py), or None for a plain connection."""
-        peer_key, dest_key = header.get("peer_key"), header.get("dest_key")
-        if peer_key is None and dest_key is None:
-            if self.require_curve:
+    def _secret(self, header) -> bytes | None:
+        """The destination session's peer secret, which seals the connection
+        (rcuda/sealed.py), or None for a plain one."""
+        secret = header.get("peer_secret")
+        if secret is None:
+            if self.require_sealed:
                 raise CudaError(cudaError.cudaErrorNotPermitted,
                                 f"peer copy to {header['dest']}: this server runs with --auth and sends peer copies "
                                 f"only to servers that authenticate; the destination has no key (run it with "
                                 f"--auth too, or copy through the client: RCUDA_PEER_COPY=client)")
             return None
-        if not (_is_z85_key(peer_key) and _is_z85_key(dest_key)):
-            raise CudaError(cudaError.cudaErrorInvalidValue, "peer_push: peer_key and dest_key must be Z85 CURVE "
-                                                             "keys (40 characters)")
-        secret = peer_key.encode()
-        return Curve(zmq.curve_public(secret), secret, dest_key.encode())
+        if not isinstance(secret, bytes) or len(secret) != SEAL_KEY:
+            raise CudaError(cudaError.cudaErrorInvalidValue, f"peer_push: peer_secret must be {SEAL_KEY} bytes")
+        return secret
 
-    def _send(self, device, xfer, src, size, endpoint, token, curve, dest, timeout) -> None:
-        key = (endpoint, token, curve)
-        socket = self._sender(key, dest, timeout)
+    def _send(self, device, xfer, src, size, endpoint, token, secret, dest, timeout) -> None:
+        key = (endpoint, token, secret)
+        lane = self._sender(key, dest, timeout)
         try:
             acknowledged = False
             for offset in range(0, size, protocol.CHUNK_SIZE):
                 chunk = _read(device, src + offset, min(protocol.CHUNK_SIZE, size - offset))
-                head = protocol.pack({"op": "peer_data", "seq": 0, "token": token, "xfer": xfer, "offset": offset,
-                                      "total": size})
-                socket.send_multipart([head, chunk], copy=False)
-                while socket.poll(0, zmq.POLLIN):  # a refusal stops us early
-                    acknowledged |= self._read_ack(socket, xfer, dest)
+                lane.send({"op": "peer_data", "seq": 0, "token": token, "xfer": xfer, "offset": offset,
+                           "total": size}, [chunk])
+                while lane.readable():  # a refusal stops us early
+                    acknowledged |= self._read_ack(lane, xfer, dest)
             if not acknowledged:
-                self._await_ack(socket, xfer, dest, timeout)
-        except zmq.Again:
-            self._drop_sender(key)
-            raise CudaError(cudaError.cudaErrorDevicesUnavailable,
-                            f"cannot send to server {dest} ({endpoint}) within {timeout:g}s: is it reachable "
-                            f"from this server at the address the client uses?") from None
+                self._await_ack(lane, xfer, dest, timeout)
         except CudaError:
             self._drop_sender(key)
             raise
+        except (OSError, ProtocolError) as exc:
+            self._drop_sender(key)
+            raise CudaError(cudaError.cudaErrorDevicesUnavailable,
+                            f"peer copy {xfer} to server {dest} ({endpoint}) broke off: {exc}") from None
 
     @staticmethod
-    def _read_ack(socket, xfer: int, dest: str) -> bool:
+    def _read_ack(lane: Lane, xfer: int, dest: str) -> bool:
         """One message from the destination: True if it confirms `xfer`,
         CudaError if it refuses it; False for anything else (a late ack)."""
-        try:
-            ack = protocol.unpack(socket.recv())
-        except ProtocolError:
-            return False
+        ack, _ = lane.receive()
         if ack.get("xfer") != xfer or ack.get("op") != "peer_ack":
             return False
         if ack.get("err"):
             raise CudaError(_status(ack["err"]), f"server {dest}: {ack.get('msg', '')}")
         return True
 
-    def _await_ack(self, socket, xfer: int, dest: str, timeout: float) -> None:
+    def _await_ack(self, lane: Lane, xfer: int, dest: str, timeout: float) -> None:
         deadline = time.monotonic() + timeout
         while (left := deadline - time.monotonic()) > 0:
-            if not socket.poll(int(left * 1000) + 1, zmq.POLLIN):
+            set_timeouts(lane.sock, left, timeout)
+            try:
+                if self._read_ack(lane, xfer, dest):
+                    return
+            except (BlockingIOError, TimeoutError):
                 break
-            if self._read_ack(socket, xfer, dest):
-                return
         raise CudaError(cudaError.cudaErrorDevicesUnavailable,
                         f"server {dest} did not confirm transfer {xfer} within {timeout:g}s")
 
-    def _sender(self, key: tuple, dest: str, timeout: float) -> zmq.Socket:
-        """A connection to a destination's peer socket.  A new one must pass
+    def _sender(self, key: tuple, dest: str, timeout: float) -> Lane:
+        """A connection to a destination's peer port.  A new one must pass
         the peer handshake first: the endpoint answers `peer_hello` with the
-        token as an rcuda peer socket (and, with CURVE, holds the
-        destination server's key) before any of the session's bytes go
-        there, so a client cannot make this server pour data into some other
-        ZeroMQ service."""
-        socket = self._senders.get(key)
-        if socket is not None:
+        token as an rcuda peer port (sealed: with the records only the
+        holder of the destination session's peer secret can make) before
+        any of the session's bytes go there, so a client cannot make this
+        server pour data into some other service."""
+        lane = self._senders.get(key)
+        if lane is not None:
             self._senders.move_to_end(key)
-            socket.setsockopt(zmq.SNDTIMEO, int(timeout * 1000))
-            return socket
-        endpoint, token, curve = key
-        socket = self.context.socket(zmq.DEALER)
-        socket.setsockopt(zmq.LINGER, 0)
-        socket.setsockopt(zmq.IMMEDIATE, 1)  # queue only on a live connection: no silent loss
-        socket.setsockopt(zmq.SNDHWM, SEND_HIGH_WATER)
-        socket.setsockopt(zmq.SNDTIMEO, int(timeout * 1000))
-        auth.apply(socket, curve)
-        watch = auth.HandshakeWatch(socket)
+            set_timeouts(lane.sock, timeout, timeout)
+            return lane
+        endpoint, token, secret = key
+        host, port = _host_port(endpoint)
         try:
-            socket.connect(endpoint)
-            self._handshake(socket, watch, endpoint, token, curve, dest, timeout)
-        except BaseException:
-            watch.close()
-            socket.close(linger=0)
-            raise
-        watch.close()
-        self._senders[key] = socket
-        while len(self._senders) > MAX_SENDERS:
-            self._senders.popitem(last=False)[1].close(linger=0)
-        return socket
-
-    @staticmethod
-    def _handshake(socket, watch, endpoint: str, token: str, curve, dest: str, timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        try:
-            socket.send(protocol.pack({"op": "peer_hello", "seq": 0, "token": token}))
-            while (left := deadline - time.monotonic()) > 0:
-                if not socket.poll(int(left * 1000) + 1, zmq.POLLIN):
-                    break
-                try:
-                    welcome = protocol.unpack(socket.recv())
-                except ProtocolError:
-                    continue
-                if welcome.get("op") != "peer_welcome":
-                    continue
-                if welcome.get("err"):
-                    raise CudaError(_status(welcome["err"]), f"server {dest} ({endpoint}): {welcome.get('msg', '')}")
-                return
-        except zmq.Again:
-            pass  # the hello found no connection within the timeout
-        failure = watch.read()
-        if failure is not None and not watch.succeeded:
+            lane = dial(host, port, timeout, secret)
+        except OSError as exc:
             raise CudaError(cudaError.cudaErrorDevicesUnavailable,
-                            f"peer copy to server {dest} ({endpoint}): "
-                            f"{auth.explain_handshake_failure(failure, endpoint, curve)}")
-        if watch.succeeded:
+                            f"cannot send to server {dest} ({endpoint}) within {timeout:g}s: is it reachable from "
+                            f"this server at the address the client uses? ({exc})") from None
+        try:
+            lane.send({"op": "peer_hello", "seq": 0, "token": token})
+            welcome, _ = lane.receive()
+        except sealed.SealBroken:
+            lane.close()
+            raise CudaError(cudaError.cudaErrorDevicesUnavailable,
+                            f"peer copy to server {dest} ({endpoint}): its answer was not sealed with the "
+                            f"destination session's peer secret: not that session's peer port") from None
+        except (OSError, ProtocolError):
+            lane.close()
             raise CudaError(cudaError.cudaErrorDevicesUnavailable,
                             f"{endpoint} did not answer the rcuda peer handshake within {timeout:g}s: it is not "
-                            f"the peer socket of server {dest}'s session")
-        raise CudaError(cudaError.cudaErrorDevicesUnavailable,
-                        f"cannot send to server {dest} ({endpoint}) within {timeout:g}s: is it reachable from this "
-                        f"server at the address the client uses?")
+                            f"the peer port of server {dest}'s session") from None
+        if welcome.get("op") != "peer_welcome" or welcome.get("err"):
+            lane.close()
+            status = _status(welcome.get("err")) if welcome.get("op") == "peer_welcome" else \
+                cudaError.cudaErrorDevicesUnavailable
+            raise CudaError(status, f"server {dest} ({endpoint}): {welcome.get('msg') or 'no peer_welcome'}")
+        self._senders[key] = lane
+        while len(self._senders) > MAX_SENDERS:
+            self._senders.popitem(last=False)[1].close()
+        return lane
 
     def _drop_sender(self, key: tuple) -> None:
-        socket = self._senders.pop(key, None)
-        if socket is not None:
-            socket.close(linger=0)
+        lane = self._senders.pop(key, None)
+        if lane is not None:
+            lane.close()
 
     # ---------------------------------------------------------- peer access
 
@@ -621,7 +650,7 @@ class PeerOps:
         return peer
 
     def _wrong_socket(self, header, payload):
-        raise ProtocolError(f"{header['op']} belongs on the worker's peer socket, not a GPU socket")
+        raise ProtocolError(f"{header['op']} belongs on the worker's peer port, not a GPU socket")
 
 
 def _status(value) -> cudaError:
@@ -632,14 +661,10 @@ def _status(value) -> cudaError:
         return cudaError.cudaErrorDevicesUnavailable
 
 
-def _is_z85_key(value) -> bool:
-    if not isinstance(value, str) or len(value) != 40:
-        return False
-    try:
-        z85.decode(value.encode())
-    except (ValueError, KeyError, UnicodeEncodeError):
-        return False
-    return True
+def _host_port(endpoint: str) -> tuple[str, int]:
+    """(host, port) of a checked tcp://HOST:PORT endpoint."""
+    host, port = endpoint[len("tcp://"):].rsplit(":", 1)
+    return host.strip("[]"), int(port)
 
 
 def _read(device, ptr: int, size: int) -> bytes:

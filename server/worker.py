@@ -50,25 +50,27 @@ class SessionWorker:
         # --auth: this process checks the keys of whoever connects to its sockets,
         # and its session gets a peer key for copies from other servers (rcuda/auth.py).
         self.auth = ServerAuth(config["auth"]) if config.get("auth") else None
-        self.peer_key = None
-        # --auth: the lanes are sealed with keys made from this secret, which
-        # the client gets in the CURVE-encrypted hello reply (rcuda/sealed.py).
+        # --auth: the lanes are sealed with keys made from these secrets,
+        # which the client gets in the CURVE-encrypted hello reply
+        # (rcuda/sealed.py): the GPUs' lanes with the lane secret, the peer
+        # port's with the peer secret, which the client hands to other
+        # servers' workers that copy to this session (server/peer.py).
         self.lane_secret: bytes | None = None
+        self.peer_secret: bytes | None = None
         if self.auth is not None:
             self.auth.start(self.context)
-            self.peer_key = self.auth.new_peer_key()
             from rcuda import sealed
-            self.lane_secret = sealed.new_secret()
+            self.lane_secret, self.peer_secret = sealed.new_secret(), sealed.new_secret()
         protect = self.auth.protect if self.auth is not None else None
         # The peer socket: cudaMemcpyPeer bytes from other servers' workers.
         inbox = Inbox(buffer_limit(config.get("memory_limit"), config.get("peer_buffer")))
-        self.peer_receiver = PeerReceiver(self.context, host, inbox, protect=protect)
+        self.peer_receiver = PeerReceiver(host, inbox, secret=self.peer_secret)
         self.services = [DeviceService(self.context, self.backend, i, host, inbox=self.peer_receiver.inbox,
                                        peer_token=self.peer_receiver.token, protect=protect,
                                        lane_secret=self.lane_secret, spin_us=config.get("spin_us", 300.0))
                          for i in range(count)]
         for service in self.services:
-            service.peer_ops.require_curve = self.auth is not None
+            service.peer_ops.require_sealed = self.auth is not None
         self.control = self.context.socket(zmq.ROUTER)
         self.control.setsockopt(zmq.LINGER, 0)
         if protect is not None:
@@ -93,8 +95,8 @@ class SessionWorker:
             description["lane_ports"] = [s.lane_port for s in self.services]
             if self.lane_secret is not None:
                 description["lane_secret"] = self.lane_secret
-        if self.peer_key is not None:
-            description["peer_key"] = self.peer_key[1].decode()  # the secret half, for the client
+        if self.peer_secret is not None:
+            description["peer_secret"] = self.peer_secret
         return description
 
     def serve(self, token: str, client: dict) -> None:

@@ -1,6 +1,6 @@
-"""Helpers for the tests of --auth and of the peer socket (test_auth.py,
+"""Helpers for the tests of --auth and of the peer port (test_auth.py,
 test_peer_security.py): key folders laid out as `rcuda keys` makes them,
-and a session driven by hand with raw ZeroMQ sockets."""
+and a session driven by hand with raw ZeroMQ sockets and lanes."""
 from __future__ import annotations
 
 import shutil
@@ -10,6 +10,7 @@ from pathlib import Path
 import zmq
 
 from rcuda import auth, protocol
+from rcuda.lane import Lane, dial
 
 
 @dataclass
@@ -79,8 +80,11 @@ class KeyedSession:
         self.send(header, frames)
         return self.receive()
 
-    def peer_socket(self, curve="mine") -> zmq.Socket:
-        return self.socket(self.hello["peer_port"], curve)
+    def peer_lane(self, secret="mine") -> Lane:
+        """A connection to the session's peer port, sealed with the session's
+        peer secret (or `secret`) where the server runs --auth."""
+        return dial(self.host, self.hello["peer_port"], 10,
+                    self.hello.get("peer_secret") if secret == "mine" else secret)
 
     @property
     def peer_endpoint(self) -> str:

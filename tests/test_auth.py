@@ -22,6 +22,7 @@ from rcuda import auth, protocol
 from rcuda.auth import ClientKeys, KeyFileError
 from rcuda.config import ClientConfig, parse_server
 from rcuda.errors import ProtocolError
+from rcuda.lane import LaneClosed
 
 SIM_KERNELS = str(CUDA_SOURCES / "sim_kernels.py")
 
@@ -228,20 +229,21 @@ def test_client_keys_are_read_again_without_a_restart(auth_server, keys, tmp_pat
 
 def test_every_worker_socket_refuses_strangers(auth_server, keys):
     """A raw ZeroMQ client without an accepted key gets nothing from any
-    socket of a session worker (GPU, heartbeat, peer), even knowing the
-    session's tokens; with the accepted key the same messages are answered."""
+    socket of a session worker (GPU, heartbeat), even knowing the session's
+    tokens, and a connection to its peer port without the session's peer
+    secret opens nothing; with the accepted key (and the secret) the same
+    messages are answered."""
     mine = ClientKeys(str(keys.client_secret), [str(keys.server_public)]).for_server(parse_server(auth_server.address))
     session = KeyedSession(auth_server.address, mine)
     hello = session.hello
-    assert hello.get("peer_key") and len(hello["peer_key"]) == 40
-    # Lanes, sealed with keys from a secret that only the CURVE-encrypted hello reply carries.
-    assert len(hello["lane_ports"]) == 1 and len(hello["lane_secret"]) == 32
+    # Lanes and the peer port, sealed with keys from secrets that only the
+    # CURVE-encrypted hello reply carries.
+    assert len(hello["lane_ports"]) == 1 and len(hello["lane_secret"]) == 32 and len(hello["peer_secret"]) == 32
     stranger_pair = auth.load_key_pair(keys.stranger_secret)
     stranger = auth.Curve(*stranger_pair, mine.server)
     messages = {
         hello["ports"][0]: protocol.pack({"op": "mem_info", "seq": 7}),
         hello["control_port"]: protocol.pack({"op": "ping", "seq": 7, "token": hello["token"]}),
-        hello["peer_port"]: protocol.pack({"op": "peer_hello", "seq": 0, "token": hello["peer_token"]}),
     }
     try:
         for port, message in messages.items():
@@ -255,29 +257,31 @@ def test_every_worker_socket_refuses_strangers(auth_server, keys):
                     assert not sock.poll(1500), \
                         f"port {port} answered a client with {'a stranger' if who else 'no'} key"
                 sock.close()
-        # The accepted key is answered on the heartbeat and peer sockets (the
-        # GPU socket answers only its own connection: shown by the open above).
-        for port in (hello["control_port"], hello["peer_port"]):
-            sock = session.socket(port)
-            sock.send(messages[port])
-            assert sock.poll(10000), f"port {port} did not answer the accepted key"
-            sock.close()
-        # The session's peer key opens its peer socket, and only that one.
-        peer_secret = hello["peer_key"].encode()
-        peer_curve = auth.Curve(zmq.curve_public(peer_secret), peer_secret, mine.server)
-        for port, answered in ((hello["peer_port"], True), (hello["control_port"], False)):
-            sock = session.socket(port, curve=peer_curve)
-            sock.send(messages[port])
-            assert bool(sock.poll(1500 if not answered else 10000)) == answered, port
-            sock.close()
+        # The accepted key is answered on the heartbeat socket (the GPU socket
+        # answers only its own connection: shown by the open above).
+        sock = session.socket(hello["control_port"])
+        sock.send(messages[hello["control_port"]])
+        assert sock.poll(10000), "the heartbeat socket did not answer the accepted key"
+        sock.close()
+        # The peer port: its session's secret opens it, a made-up one does not.
+        peer_hello = {"op": "peer_hello", "seq": 0, "token": hello["peer_token"]}
+        for secret, answered in ((bytes(32), False), ("mine", True)):
+            lane = session.peer_lane(secret)
+            lane.send(peer_hello)
+            if answered:
+                assert lane.receive()[0]["op"] == "peer_welcome"
+            else:
+                with pytest.raises(LaneClosed):
+                    lane.receive()
+            lane.close()
     finally:
         session.close()
 
 
-def test_plain_server_hands_out_no_peer_key(sim_server):
+def test_plain_server_hands_out_no_secrets(sim_server):
     session = KeyedSession(sim_server.address, None)
     try:
-        assert "peer_key" not in session.hello or session.hello["peer_key"] is None
+        assert session.hello.get("peer_secret") is None and session.hello.get("lane_secret") is None
     finally:
         session.close()
 
@@ -288,8 +292,8 @@ def test_plain_server_hands_out_no_peer_key(sim_server):
 @requires_nvcc
 def test_peer_copies_between_auth_servers_go_server_to_server(tmp_path, server_factory, compile_cuda):
     """Two --auth servers with their own key pairs, neither knowing the
-    other: the copy still goes server to server, authenticated with the
-    destination session's peer key."""
+    other: the copy still goes server to server, sealed with the
+    destination session's peer secret."""
     first, second = make_keys(tmp_path / "one"), make_keys(tmp_path / "two")
     shutil.copy(first.client_public, second.server_dir / "clients")  # one client, known to both
     servers = [server_factory("--backend", "sim", "--kernels", str(MULTI_KERNELS), "--auth", str(k.server_dir))

@@ -27,7 +27,8 @@ def test_server_survives_malformed_frames_and_serves_a_normal_client(seed, serve
     assert report.replies > 5_000 and report.error_replies < report.replies  # answered, mostly refused
     # Half the frames went on the lane, well-framed: each one the server
     # answers is answered in time; bad framing then closed the lane.
-    assert report.lane_frames_sent > 10_000 and report.lane_replies > 5_000 and report.lane_timeouts == 0
+    assert report.lane_frames_sent > 10_000 and report.lane_replies > 5_000 and report.lane_timeouts == 0, \
+        report.lane_timeout_ops
     assert report.lane_closed_on_garbage
     assert server.process.poll() is None, server.stderr
     assert "Traceback" not in server.stderr, server.stderr[server.stderr.index("Traceback") - 500:][:3000]
@@ -74,7 +75,7 @@ def test_a_broken_lane_is_counted_and_a_new_session_goes_on(server_factory, monk
     monkeypatch.setattr(fuzzer, "_send_on_lane", breaks_once)
     report = fuzzer.run(frames=2_000, seconds=60)
     assert report.lane_resets == 1 and report.frames_sent == 2_000 and report.session_ok
-    assert report.lane_frames_sent > 500 and report.lane_timeouts == 0
+    assert report.lane_frames_sent > 500 and report.lane_timeouts == 0, report.lane_timeout_ops
     assert server.process.poll() is None
 
 
@@ -89,7 +90,8 @@ def test_a_sealed_lane_under_fuzzing_closes_on_every_tampered_record(server_fact
     curve = ClientKeys(str(keys.client_secret), [str(keys.server_public)]).for_server(parse_server(server.address))
     report = Fuzzer(server.address, seed=5, curve=curve).run(frames=12_000, seconds=120)
     assert report.session_ok and report.lane_sealed and report.frames_sent == 12_000
-    assert report.lane_frames_sent > 5_000 and report.lane_replies > 2_500 and report.lane_timeouts == 0
+    assert report.lane_frames_sent > 5_000 and report.lane_replies > 2_500 and report.lane_timeouts == 0, \
+        report.lane_timeout_ops
     assert report.tampered_records >= 3 and report.tampered_answered == 0
     assert report.lane_resets == report.tampered_records  # each closed its lane, and nothing else did
     assert report.lane_closed_on_garbage

@@ -20,6 +20,7 @@ from conftest import RCUDA, requires_nvcc, run_program
 from multi_helpers import (addresses, devices_json, free_port, json_lines, listed_count, listed_devices,
                            rcuda_devices, start_sim_servers, stop_all)
 from rcuda import protocol
+from rcuda.lane import LaneClosed, dial
 
 pytestmark = requires_nvcc
 
@@ -385,11 +386,8 @@ class RawSession:
         self.send(header, frames)
         return self.receive()
 
-    def peer_socket(self):
-        sock = self.context.socket(zmq.DEALER)
-        sock.setsockopt(zmq.LINGER, 0)
-        sock.connect(f"tcp://{self.address.rsplit(':', 1)[0]}:{self.hello['peer_port']}")
-        return sock
+    def peer_lane(self):
+        return dial(self.address.rsplit(":", 1)[0], self.hello["peer_port"], 10)
 
     def close(self) -> None:
         self.context.destroy(linger=0)
@@ -438,39 +436,39 @@ def test_peer_push_arguments_are_checked(raw_session, fields, complaint):
     assert notice["notice"] == "peer_failed" and complaint in notice["msg"], notice
 
 
-def test_peer_socket_refuses_a_wrong_token_and_malformed_chunks(raw_session):
-    sock = raw_session.peer_socket()
-    sock.send_multipart([protocol.pack({"op": "peer_data", "seq": 0, "token": "wrong", "xfer": 1, "offset": 0,
-                                        "total": 4}), b"abcd"])
-    assert sock.poll(10000)
-    ack = protocol.unpack(sock.recv())
+def test_peer_port_refuses_a_wrong_token_and_malformed_chunks(raw_session):
+    lane = raw_session.peer_lane()
+    lane.send({"op": "peer_data", "seq": 0, "token": "wrong", "xfer": 1, "offset": 0, "total": 4}, [b"abcd"])
+    ack, _ = lane.receive()
     assert ack["op"] == "peer_ack" and ack["err"] == 46 and "wrong peer token" in ack["msg"]
+    with pytest.raises(LaneClosed):  # a connection without the token ends there
+        lane.receive()
+    lane = raw_session.peer_lane()
     token = raw_session.hello["peer_token"]
-    sock.send_multipart([protocol.pack({"op": "peer_data", "seq": 0, "token": token, "xfer": 2, "offset": 8,
-                                        "total": 4}), b"abcd"])
-    assert sock.poll(10000)
-    ack = protocol.unpack(sock.recv())
+    lane.send({"op": "peer_data", "seq": 0, "token": token, "xfer": 2, "offset": 8, "total": 4}, [b"abcd"])
+    ack, _ = lane.receive()
     assert ack["err"] == 1 and "does not follow" in ack["msg"]
-    # A peer-socket message on a GPU socket is refused too.
+    lane.send_raw(b"\xc1 not msgpack")  # a bad header after the token: refused, the connection goes on
+    lane.send({"op": "peer_hello", "seq": 0, "token": token})
+    assert lane.receive()[0]["op"] == "peer_welcome"
+    lane.close()
+    # A peer-port message on a GPU socket is refused too.
     reply = raw_session.call({"op": "peer_abort", "token": token, "xfer": 1, "source": "", "upto": 0, "msg": ""})
-    assert reply["err"] == 1 and "peer socket" in reply["msg"]
-    sock.close()
+    assert reply["err"] == 1 and "peer port" in reply["msg"]
 
 
 def test_bytes_from_a_peer_arrive_in_device_memory(raw_session):
     """The destination half, driven by hand: data that arrives before the
     wait is buffered, then written where the wait says."""
     ptr = raw_session.call({"op": "malloc", "size": 8})["ptr"]
-    sock = raw_session.peer_socket()
+    lane = raw_session.peer_lane()
     token = raw_session.hello["peer_token"]
     for offset, chunk in ((0, b"abcd"), (4, b"efgh")):
-        sock.send_multipart([protocol.pack({"op": "peer_data", "seq": 0, "token": token, "xfer": 5,
-                                            "offset": offset, "total": 8}), chunk])
-    assert sock.poll(10000)
-    assert protocol.unpack(sock.recv())["err"] == 0  # the ack: all of it arrived
+        lane.send({"op": "peer_data", "seq": 0, "token": token, "xfer": 5, "offset": offset, "total": 8}, [chunk])
+    assert lane.receive()[0]["err"] == 0  # the ack: all of it arrived
     raw_session.send({"op": "peer_wait", "xfer": 5, "dst": ptr, "size": 8, "source": "test:1"})
     raw_session.send({"op": "dtoh", "src": ptr, "size": 8, "stream": 0})
     assert raw_session.gpu.poll(10000)
     parts = raw_session.gpu.recv_multipart()
     assert protocol.unpack(parts[0])["err"] == 0 and b"".join(parts[1:]) == b"abcdefgh"
-    sock.close()
+    lane.close()

@@ -1,8 +1,9 @@
 """The peer-copy path under hostile use: a client chooses the endpoint a
 worker pushes to, and anyone holding a session's peer token can send it
 bytes.  Pushes go only to endpoints that pass the rcuda peer handshake
-(with --auth: only to peers that authenticate); what arrives before the
-destination GPU asks for it is bounded."""
+(with --auth: only to peers holding the destination session's peer secret,
+over a sealed connection); what arrives before the destination GPU asks for
+it is bounded."""
 from __future__ import annotations
 
 import socket
@@ -14,10 +15,11 @@ import zmq
 
 from auth_helpers import KeyedSession, make_keys
 from multi_helpers import MULTI_KERNELS
-from rcuda import auth, protocol
+from rcuda import protocol
 from rcuda.auth import ClientKeys
 from rcuda.config import parse_server
-from rcuda.errors import CudaError, cudaError
+from rcuda.errors import CudaError, ProtocolError, cudaError
+from rcuda.lane import Lane, LaneClosed, set_timeouts
 from rcuda.server import peer
 from rcuda.server.peer import Inbox
 
@@ -42,9 +44,9 @@ def push(session: KeyedSession, endpoint: str, size: int = MIB, token: str = "t"
     return notice
 
 
-def test_no_data_goes_to_a_zeromq_socket_that_is_not_a_peer_socket(session):
-    """Some other ZeroMQ service reachable from the server gets one small
-    peer_hello and nothing of the session's memory."""
+def test_no_data_goes_to_a_zeromq_socket_that_is_not_a_peer_port(session):
+    """Some other ZeroMQ service reachable from the server gets not even a
+    message: the peer handshake is not ZeroMQ."""
     context = zmq.Context.instance()
     stranger = context.socket(zmq.ROUTER)
     stranger.setsockopt(zmq.LINGER, 0)
@@ -52,16 +54,12 @@ def test_no_data_goes_to_a_zeromq_socket_that_is_not_a_peer_socket(session):
     try:
         notice = push(session, f"tcp://127.0.0.1:{port}", size=4 * MIB)
         assert "did not answer the rcuda peer handshake" in notice["msg"], notice
-        received = []
-        while stranger.poll(500):
-            received.append(stranger.recv_multipart())
-        assert len(received) == 1, received
-        assert protocol.unpack(received[0][1])["op"] == "peer_hello" and len(received[0]) == 2
+        assert not stranger.poll(500)
     finally:
         stranger.close()
 
 
-def test_a_tcp_service_that_is_not_zeromq_gets_no_data(session):
+def test_a_tcp_service_that_is_not_a_peer_port_gets_only_the_handshake(session):
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
     listener.listen()
@@ -86,12 +84,12 @@ def test_a_tcp_service_that_is_not_zeromq_gets_no_data(session):
     try:
         started = time.monotonic()
         notice = push(session, f"tcp://127.0.0.1:{listener.getsockname()[1]}", size=4 * MIB)
-        assert "cannot send to server GPU9 (elsewhere)" in notice["msg"], notice
+        assert "did not answer the rcuda peer handshake" in notice["msg"], notice
         assert time.monotonic() - started < 15
     finally:
         listener.close()
         thread.join(10)
-    assert len(received) < 1024, f"{len(received)} bytes reached a plain TCP service"  # the ZMTP greeting only
+    assert len(received) < 1024, f"{len(received)} bytes reached a plain TCP service"  # the peer_hello only
 
 
 def test_a_wrong_token_is_refused_before_any_data(server_factory, session):
@@ -119,16 +117,19 @@ def test_a_wrong_token_is_refused_before_any_data(server_factory, session):
         other.close()
 
 
-def send_transfer(sock, token: str, xfer: int, total: int, chunk: int = MIB) -> list[dict]:
-    """Send `total` bytes as transfer `xfer` to a peer socket; the acks."""
+def send_transfer(lane: Lane, token: str, xfer: int, total: int, chunk: int = MIB) -> list[dict]:
+    """Send `total` bytes as transfer `xfer` to a peer port; the acks."""
     for offset in range(0, total, chunk):
         size = min(chunk, total - offset)
-        sock.send_multipart([protocol.pack({"op": "peer_data", "seq": 0, "token": token, "xfer": xfer,
-                                            "offset": offset, "total": total}), bytes([xfer]) * size])
+        lane.send({"op": "peer_data", "seq": 0, "token": token, "xfer": xfer, "offset": offset, "total": total},
+                  [bytes([xfer]) * size])
     acks = []
-    while sock.poll(2000):
-        acks.append(protocol.unpack(sock.recv()))
-    return acks
+    set_timeouts(lane.sock, 2, 2)
+    try:
+        while True:
+            acks.append(lane.receive()[0])
+    except (BlockingIOError, TimeoutError):
+        return acks
 
 
 def test_bytes_arriving_before_the_wait_are_bounded(session):
@@ -136,15 +137,15 @@ def test_bytes_arriving_before_the_wait_are_bounded(session):
     at 5 MiB with cudaErrorMemoryAllocation, and its wait fails saying why;
     what it held is freed, so a 3 MiB transfer then works."""
     token = session.hello["peer_token"]
-    sock = session.peer_socket()
-    acks = send_transfer(sock, token, 9, 6 * MIB)
+    lane = session.peer_lane()
+    acks = send_transfer(lane, token, 9, 6 * MIB)
     assert acks and acks[0]["err"] == int(cudaError.cudaErrorMemoryAllocation), acks
     assert "may hold in transit (4194304 bytes" in acks[0]["msg"]
     big = session.call({"op": "malloc", "size": 6 * MIB})["ptr"]
     session.send({"op": "peer_wait", "xfer": 9, "dst": big, "size": 6 * MIB, "source": "test"})
     reply = session.call({"op": "sync"})
     assert reply["err"] == int(cudaError.cudaErrorMemoryAllocation) and "peer copy 9" in reply["msg"], reply
-    acks = send_transfer(sock, token, 10, 3 * MIB)
+    acks = send_transfer(lane, token, 10, 3 * MIB)
     assert [a["err"] for a in acks] == [0], acks
     small = session.call({"op": "malloc", "size": 3 * MIB})["ptr"]
     session.send({"op": "peer_wait", "xfer": 10, "dst": small, "size": 3 * MIB, "source": "test"})
@@ -152,7 +153,7 @@ def test_bytes_arriving_before_the_wait_are_bounded(session):
     assert session.gpu.poll(20000)
     parts = session.gpu.recv_multipart()
     assert protocol.unpack(parts[0])["err"] == 0 and b"".join(parts[1:]) == b"\x0a" * (3 * MIB)
-    sock.close()
+    lane.close()
 
 
 def test_inbox_accounting_and_open_transfer_limit(monkeypatch):
@@ -196,7 +197,7 @@ def test_abandoned_and_gone_sources_are_remembered_within_bounds(monkeypatch):
 
 @pytest.mark.parametrize("extra, complaint", [
     ({}, "runs with --auth and sends peer copies only to servers that authenticate"),
-    ({"peer_key": "x", "dest_key": 5}, "must be Z85 CURVE keys"),
+    ({"peer_secret": b"x"}, "peer_secret must be 32 bytes"),
 ])
 def test_auth_server_pushes_only_to_authenticated_peers(tmp_path, server_factory, extra, complaint):
     keys = make_keys(tmp_path)
@@ -215,22 +216,28 @@ def test_auth_server_pushes_only_to_authenticated_peers(tmp_path, server_factory
         plain.close()
 
 
-def test_a_peer_key_from_another_session_is_refused(tmp_path, server_factory):
-    """With --auth, a source worker reaches a destination peer socket only
-    with that session's own peer key and the right server key."""
+def test_a_peer_secret_from_another_session_opens_nothing(tmp_path, server_factory):
+    """With --auth, a source worker's connection to a destination's peer
+    port is sealed with the destination session's peer secret: another
+    session's secret gets no welcome, and a connection without any secret
+    nothing at all; the session's own secret gets through."""
     keys = make_keys(tmp_path)
     server = server_factory("--backend", "sim", "--kernels", str(MULTI_KERNELS), "--auth", str(keys.server_dir))
     curve = ClientKeys(str(keys.client_secret), [str(keys.server_public)]).for_server(parse_server(server.address))
     source, target, bystander = (KeyedSession(server.address, curve) for _ in range(3))
     try:
-        server_key = curve.server.decode()
-        notice = push(source, target.peer_endpoint, token=target.hello["peer_token"],
-                      peer_key=bystander.hello["peer_key"], dest_key=server_key)
-        assert "does not accept this client's key" in notice["msg"], notice
-        wrong_server = auth.load_public_key(keys.client_public).decode()
-        notice = push(source, target.peer_endpoint, token=target.hello["peer_token"],
-                      peer_key=target.hello["peer_key"], dest_key=wrong_server)
-        assert "encrypted handshake" in notice["msg"], notice
+        token = target.hello["peer_token"]
+        notice = push(source, target.peer_endpoint, token=token, peer_secret=bystander.hello["peer_secret"])
+        assert "did not answer the rcuda peer handshake" in notice["msg"], notice
+        for secret in (bystander.hello["peer_secret"], None):
+            lane = target.peer_lane(secret)
+            lane.send({"op": "peer_hello", "seq": 0, "token": token})
+            with pytest.raises((LaneClosed, ProtocolError)):  # closed; or, plain, the server's salt
+                lane.receive()
+        lane = target.peer_lane()
+        lane.send({"op": "peer_hello", "seq": 0, "token": token})
+        assert lane.receive()[0] == {"op": "peer_welcome", "seq": 0, "xfer": None, "err": 0, "msg": ""}
+        lane.close()
     finally:
         for s in (source, target, bystander):
             s.close()

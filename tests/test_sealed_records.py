@@ -124,13 +124,20 @@ def test_a_tampered_stream_breaks_the_lane(attack):
         server.seal.read_into(memoryview(bytearray(300)), server._recv_plain)
 
 
-def test_a_stream_cut_inside_a_record_is_a_closed_lane_not_a_message():
+def test_a_stream_cut_inside_a_record_breaks_the_lane_and_a_clean_end_closes_it():
     client, server = sealed_pair()
     [record] = records_of(client.seal, b"c" * 500)
     raw(client).sendall(record[:200])
     raw(client).close()
-    with pytest.raises(LaneClosed):
+    with pytest.raises(sealed.SealBroken, match="ended inside a sealed record"):
         server.receive()
+    client, server = sealed_pair()
+    client.send({"seq": 1})
+    raw(client).close()
+    assert server.receive()[0] == {"seq": 1}
+    with pytest.raises(LaneClosed) as closed:
+        server.receive()
+    assert not isinstance(closed.value, sealed.SealBroken)
 
 
 def test_another_sessions_secret_opens_nothing():

@@ -22,7 +22,7 @@ import time
 
 from rcuda import protocol
 from rcuda.errors import ProtocolError, TransportError
-from rcuda.lane import Lane, LaneFrame
+from rcuda.lane import LaneFrame, dial
 
 from .link import Gate, Link, failed_call, server_silent
 
@@ -46,18 +46,11 @@ def connect_lane(address: tuple[str, int], hello: dict, label: str, timeout: flo
     its lanes (--auth)."""
     host, port = address
     try:
-        # An ASCII host as bytes: getaddrinfo() would otherwise load the IDNA
-        # codec first, 2 ms of every program's start-up.
-        sock = pysocket.create_connection((host.encode() if host.isascii() else host, port), timeout=timeout)
+        lane = dial(host, port, timeout, secret)
     except OSError as exc:
         log.info("%s: no lane to %s:%s (the device takes its ZeroMQ socket): %s", label, host, port, exc)
         return None
     try:
-        seal = None
-        if secret is not None:
-            from rcuda import sealed  # only for --auth servers: `cryptography` is 20 ms of start-up
-            seal = sealed.client_handshake(sock, secret)
-        lane = Lane(sock, seal=seal)
         lane.send(dict(hello, op="lane", seq=0))
         reply, _ = lane.receive()
         if lane.buffered:
@@ -65,14 +58,13 @@ def connect_lane(address: tuple[str, int], hello: dict, label: str, timeout: flo
     except (OSError, ProtocolError) as exc:
         log.info("%s: the lane to %s:%s did not answer (the device takes its ZeroMQ socket): %s",
                  label, host, port, exc)
-        sock.close()
+        lane.close()
         return None
     if reply.get("err"):
         log.warning("%s: lane refused by the server: %s", label, reply.get("msg"))
-        sock.close()
+        lane.close()
         return None
-    sock.settimeout(None)
-    return sock, seal
+    return lane.sock, lane.seal
 
 
 class LaneLink(Link):

@@ -5,7 +5,7 @@ with cudaMemcpyDefault or DeviceToDevice across devices) never passes
 through this process.  The client posts two asynchronous ops:
 
     to B (destination): peer_wait {xfer, dst, size, source}
-    to A (source):      peer_push {xfer, src, size, endpoint + token of B's peer socket}
+    to A (source):      peer_push {xfer, src, size, endpoint + token of B's peer port}
 
 A's server sends the bytes straight to B's (server/peer.py).  Each GPU's
 server thread runs its ops in the order they were posted, so the push reads
@@ -34,10 +34,10 @@ the destination fails with cudaErrorDevicesUnavailable naming both, never
 hangs.
 
 With --auth on the destination, `peer_push` also carries the destination
-session's peer key and its server's public key, with which the source worker
-authenticates (rcuda/auth.py).  A source with --auth pushes only to servers
-that authenticate, so copies from it to a server without --auth go through
-this process.
+session's peer secret, with which the source worker seals its connection
+(server/peer.py).  A source with --auth pushes only to servers that
+authenticate, so copies from it to a server without --auth go through this
+process.
 
 Set RCUDA_PEER_COPY=client to stage copies through this process instead
 (a server that cannot reach another at the address the client uses, e.g.
@@ -50,10 +50,8 @@ import logging
 import os
 import threading
 
-import zmq
-
-from rcuda import auth, protocol
 from rcuda.errors import CudaError, RcudaError, cudaError
+from rcuda.lane import dial
 
 log = logging.getLogger(__name__)
 
@@ -104,7 +102,7 @@ class PeerCopies:
             try:
                 src_device.post("peer_push", xfer=xfer, src=src, size=size, endpoint=dst_session.peer_endpoint,
                                 token=dst_session.peer_token, dest=dst_device.label,
-                                timeout=src_device.session.timeout, **self._peer_keys(dst_session))
+                                timeout=src_device.session.timeout, **self._peer_secret(dst_session))
             except RcudaError as exc:  # the wait is posted: it must not wait for nothing
                 self._abort(dst_device, xfer, f"{call} from {src_device.label}: {exc}", exc.status)
                 raise
@@ -128,12 +126,10 @@ class PeerCopies:
         return False
 
     @staticmethod
-    def _peer_keys(dst_session) -> dict:
-        """With --auth on the destination: what the source worker needs to
-        reach its peer socket (rcuda/auth.py)."""
-        if dst_session.curve is None or not dst_session.peer_key:
-            return {}
-        return {"peer_key": dst_session.peer_key, "dest_key": dst_session.curve.server.decode()}
+    def _peer_secret(dst_session) -> dict:
+        """With --auth on the destination: the secret the source worker
+        seals its connection to the peer port with (server/peer.py)."""
+        return {} if dst_session.peer_secret is None else {"peer_secret": dst_session.peer_secret}
 
     @staticmethod
     def _copy_through_client(dst_device, dst, src_device, src, size) -> None:
@@ -186,15 +182,23 @@ class PeerCopies:
 
     @staticmethod
     def _send(session, header: dict) -> None:
-        """One message to a worker's peer socket (which never replies to aborts)."""
-        socket = session.context.socket(zmq.DEALER)
-        socket.setsockopt(zmq.LINGER, int(session.timeout * 1000))  # close() returns; delivery goes on
-        auth.apply(socket, session.curve)
-        try:
-            socket.connect(session.peer_endpoint)
-            socket.send(protocol.pack(dict(header, seq=0, token=session.peer_token)))
-        finally:
-            socket.close()
+        """One message to a worker's peer port (which never answers aborts),
+        from a thread of its own: the caller (a link's or the heartbeat's
+        thread) does not wait for a connection."""
+        def send() -> None:
+            try:
+                lane = dial(session.address.host, session.peer_port, session.timeout, session.peer_secret)
+            except OSError as exc:
+                log.warning("%s to %s's peer port failed: %s", header["op"], session.address, exc)
+                return
+            try:
+                lane.send(dict(header, seq=0, token=session.peer_token))
+            except OSError as exc:
+                log.warning("%s to %s's peer port failed: %s", header["op"], session.address, exc)
+            finally:
+                lane.close()
+
+        threading.Thread(target=send, name="rcuda peer abort", daemon=True).start()
 
     # ---------------------------------------------------------- peer access
 

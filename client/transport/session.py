@@ -108,12 +108,12 @@ class ServerSession:
             self.devices: list[dict] = list(reply["devices"])
             self.server: dict = dict(reply.get("server", {}))
             control_port: int = reply["control_port"]
-            # The worker's peer socket, for copies from other servers (server/peer.py).
+            # The worker's peer port, for copies from other servers (server/peer.py).
             self.peer_port: int | None = reply.get("peer_port")
             self.peer_token: str | None = reply.get("peer_token")
-            # With --auth: the secret half of the session's peer key, which
-            # other servers' workers use to reach the peer socket (rcuda/auth.py).
-            self.peer_key: str | None = reply.get("peer_key")
+            # With --auth: the secret that seals connections to the peer port,
+            # which other servers' workers copying to this session are given.
+            self.peer_secret: bytes | None = reply.get("peer_secret")
             # A lane port per GPU (rcuda/lane.py); with --auth the lanes are
             # sealed with keys made from the session's lane secret (rcuda/sealed.py).
             self.lane_ports: list[int] | None = reply.get("lane_ports")
@@ -124,8 +124,10 @@ class ServerSession:
                                             or len(self.lane_ports) != len(self.ports)):
             raise ProtocolError(f"hello reply from {address}: lane_ports {self.lane_ports!r:.60} does not "
                                 f"match its {len(self.ports)} device ports")
-        if self.lane_secret is not None and (not isinstance(self.lane_secret, bytes) or len(self.lane_secret) != 32):
-            raise ProtocolError(f"hello reply from {address}: a lane secret that is not 32 bytes")
+        for name in ("lane_secret", "peer_secret"):
+            secret = getattr(self, name)
+            if secret is not None and (not isinstance(secret, bytes) or len(secret) != 32):
+                raise ProtocolError(f"hello reply from {address}: a {name} that is not 32 bytes")
         if len(self.ports) != len(self.devices):
             raise ProtocolError(f"hello reply from {address} lists {len(self.devices)} devices "
                                 f"but {len(self.ports)} ports")
@@ -162,7 +164,7 @@ class ServerSession:
 
     @property
     def peer_endpoint(self) -> str | None:
-        """Where other servers send this session's incoming peer copies."""
+        """Where other servers send this session's incoming peer copies (its peer port)."""
         return None if self.peer_port is None else self.address.endpoint_for_port(self.peer_port)
 
     def liveness(self) -> float:
