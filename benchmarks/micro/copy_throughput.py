@@ -4,8 +4,10 @@
 cudaMemcpy calls through rcuda against a sim server over loopback TCP,
 made in C on the device's lane (native/sync_fast_path.c, native/link.c);
 `rcuda_auth_*` the same program against a server with --auth, where the
-device's link is its CURVE-encrypted ZeroMQ socket.  In the same run, in
-interleaved rounds, the same sizes moved:
+lane is sealed (AES-256-GCM records, rcuda/sealed.py), and
+`rcuda_auth_socket_*` with RCUDA_LINK=socket there: the device's
+CURVE-encrypted ZeroMQ socket, what --auth servers used before.  In the
+same run, in interleaved rounds, the same sizes moved:
 
     raw_tcp_*      by a raw TCP socket stream between two Python processes
                    (sendall / recv_into straight into a preallocated buffer;
@@ -17,7 +19,10 @@ interleaved rounds, the same sizes moved:
                    ZeroMQ's own cost for bulk data, without rcuda
 
 Rates are GB/s (10^9 bytes per second), the median over repeats.  Host
-buffers are ordinary pageable memory, touched before use.
+buffers are ordinary pageable memory, touched before use.  Beside them, the
+cipher's own rate on one core: AES-256-GCM on whole records, as the server
+runs it (the `cryptography` package's OpenSSL) and as the interposer does
+(the system's libcrypto.so.3).
 """
 from __future__ import annotations
 
@@ -39,14 +44,18 @@ KIB, MIB = 1 << 10, 1 << 20
 FULL_SIZES = [4 * KIB << (2 * i) for i in range(9)]  # 4 KiB, 16 KiB, ... 256 MiB
 QUICK_SIZES = [4 * KIB, 256 * KIB, 4 * MIB, 16 * MIB, 64 * MIB]
 GOAL_FROM_BYTES = 16 * MIB
+#: Sealed lanes (--auth) are held to 70% of a raw stream from here on.
+AUTH_GOAL_FROM_BYTES = 64 * MIB
 
 LABELS = {
     "rcuda_htod": ("htod", "rcuda cudaMemcpy host→device"),
-    "rcuda_auth_htod": ("htod", "rcuda, --auth server (ZeroMQ, CURVE)"),
+    "rcuda_auth_htod": ("htod", "rcuda, --auth server (sealed lane, AES-256-GCM)"),
+    "rcuda_auth_socket_htod": ("htod", "rcuda, --auth server, RCUDA_LINK=socket (ZeroMQ, CURVE)"),
     "raw_tcp_upload": ("htod", "raw TCP socket stream, upload"),
     "pyzmq_upload": ("htod", "bare pyzmq, CHUNK_SIZE frames, upload"),
     "rcuda_dtoh": ("dtoh", "rcuda cudaMemcpy device→host"),
-    "rcuda_auth_dtoh": ("dtoh", "rcuda, --auth server (ZeroMQ, CURVE)"),
+    "rcuda_auth_dtoh": ("dtoh", "rcuda, --auth server (sealed lane, AES-256-GCM)"),
+    "rcuda_auth_socket_dtoh": ("dtoh", "rcuda, --auth server, RCUDA_LINK=socket (ZeroMQ, CURVE)"),
     "raw_tcp_download": ("dtoh", "raw TCP socket stream, download"),
     "pyzmq_download": ("dtoh", "bare pyzmq, CHUNK_SIZE frames, download"),
 }
@@ -182,6 +191,9 @@ def run(ctx: Context) -> dict:
             "rcuda": lambda: time_rcuda(binary, server, repeats, params["warmup_ms"], Path(scratch)),
             "rcuda, --auth server": lambda: time_rcuda(binary, auth_server, repeats, params["warmup_ms"],
                                                        Path(scratch), "rcuda_auth", auth_server.client_env),
+            "rcuda, --auth server, ZeroMQ socket": lambda: time_rcuda(
+                binary, auth_server, repeats, params["warmup_ms"], Path(scratch), "rcuda_auth_socket",
+                dict(auth_server.client_env, RCUDA_LINK="socket")),
             "raw TCP stream": lambda: time_raw_tcp(tcp_peer.address, repeats),
             "bare pyzmq": lambda: time_pyzmq(zmq_peer.address, repeats, params["chunk_size"]),
         }
@@ -195,10 +207,53 @@ def run(ctx: Context) -> dict:
     series = {name: {"direction": LABELS[name][0], "label": LABELS[name][1],
                      "points": [_point(size, collected[name][size]) for size in params["sizes"]]}
               for name in LABELS}
-    ctx.progress("host memcpy rate")
+    ctx.progress("host memcpy rate; AES-256-GCM's own rate")
     return {"parameters": {**params, "repeats": {str(k): v for k, v in repeats.items()}},
             "series": series, "host_memcpy_gb_per_s": round(host_memcpy_gb_per_s(), 2),
-            **ratios_and_goals(series)}
+            "cipher_gb_per_s": cipher_gb_per_s(), **ratios_and_goals(series)}
+
+
+def cipher_gb_per_s(seconds: float = 0.3) -> dict:
+    """AES-256-GCM on whole records (rcuda.wire.RECORD_MAX), one core:
+    sealing and opening as the server does (the `cryptography` package's
+    OpenSSL) and as the interposer does (the system's libcrypto.so.3,
+    through ctypes: a few microseconds a record beside tens)."""
+    import ctypes
+    import os
+
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+    from rcuda.wire import RECORD_MAX, SEAL_TAG
+
+    plain = bytearray(os.urandom(RECORD_MAX))
+    sealed = bytearray(RECORD_MAX + SEAL_TAG)
+    aead, key, nonce, head = AESGCM(os.urandom(32)), os.urandom(32), bytes(12), bytes(4)
+
+    def rate(step) -> float:
+        count, started = 0, time.perf_counter()
+        while (elapsed := time.perf_counter() - started) < seconds:
+            step()
+            count += 1
+        return round(count * RECORD_MAX / elapsed / 1e9, 2)
+
+    crypto = ctypes.CDLL("libcrypto.so.3")
+    crypto.EVP_CIPHER_CTX_new.restype = crypto.EVP_aes_256_gcm.restype = ctypes.c_void_p
+    ctx, cipher = ctypes.c_void_p(crypto.EVP_CIPHER_CTX_new()), ctypes.c_void_p(crypto.EVP_aes_256_gcm())
+    out, tag, n = (ctypes.c_char * len(sealed))(), (ctypes.c_char * SEAL_TAG)(), ctypes.c_int()
+    source = (ctypes.c_char * RECORD_MAX).from_buffer(plain)
+
+    def client_seal():
+        crypto.EVP_EncryptInit_ex(ctx, None, None, None, nonce)
+        crypto.EVP_EncryptUpdate(ctx, None, ctypes.byref(n), head, len(head))
+        crypto.EVP_EncryptUpdate(ctx, out, ctypes.byref(n), source, RECORD_MAX)
+        crypto.EVP_EncryptFinal_ex(ctx, out, ctypes.byref(n))
+        crypto.EVP_CIPHER_CTX_ctrl(ctx, 0x10, SEAL_TAG, tag)  # EVP_CTRL_AEAD_GET_TAG
+
+    crypto.EVP_EncryptInit_ex(ctx, cipher, None, key, None)
+    result = {"record_bytes": RECORD_MAX, "client_libcrypto_seal": rate(client_seal)}
+    crypto.EVP_CIPHER_CTX_free(ctx)
+    result["server_cryptography_seal"] = rate(lambda: aead.encrypt_into(nonce, plain, head, sealed))
+    result["server_cryptography_open"] = rate(lambda: aead.decrypt_into(nonce, sealed, head, plain))
+    return result
 
 
 def _point(size: int, seconds: list) -> dict:
@@ -217,11 +272,17 @@ def ratios_and_goals(series: dict) -> dict:
         ours, theirs, zmq_rates = rate(rcuda), rate(raw), rate(zmq_)
         ratios[f"{direction}_rcuda_over_raw_tcp"] = {str(s): round(ours[s] / theirs[s], 3) for s in ours}
         ratios[f"{direction}_pyzmq_over_raw_tcp"] = {str(s): round(zmq_rates[s] / theirs[s], 3) for s in ours}
-        auth = rate(f"rcuda_auth_{direction}")
+        auth, auth_socket = rate(f"rcuda_auth_{direction}"), rate(f"rcuda_auth_socket_{direction}")
         ratios[f"{direction}_auth_over_lane"] = {str(s): round(auth[s] / ours[s], 3) for s in ours}
+        ratios[f"{direction}_auth_over_raw_tcp"] = {str(s): round(auth[s] / theirs[s], 3) for s in ours}
+        ratios[f"{direction}_auth_socket_over_raw_tcp"] = {str(s): round(auth_socket[s] / theirs[s], 3) for s in ours}
         big = [ours[s] / theirs[s] for s in ours if s >= GOAL_FROM_BYTES]
         if big:
             goals[f"{direction}: rcuda / raw socket, worst size >= 16 MiB"] = goal(min(big), ">=", 0.9)
+        big_sealed = [auth[s] / theirs[s] for s in ours if s >= AUTH_GOAL_FROM_BYTES]
+        if big_sealed:
+            goals[f"{direction}: --auth sealed lane / raw socket, worst size >= 64 MiB"] = \
+                goal(min(big_sealed), ">=", 0.7)
     return {"ratios": ratios, "goals": goals}
 
 
@@ -239,10 +300,14 @@ def headline(result: dict) -> list[str]:
         ratios = result["ratios"][f"{direction}_rcuda_over_raw_tcp"]
         lines.append(f"{direction} rcuda / raw TCP by size: " +
                      ", ".join(f"{int(s) // KIB} KiB {r:.2f}" for s, r in ratios.items()))
-        auth = result["ratios"].get(f"{direction}_auth_over_lane", {})
-        if auth:
-            lines.append(f"{direction} --auth (ZeroMQ, CURVE) / lane: " +
-                         ", ".join(f"{int(s) // KIB} KiB {r:.2f}" for s, r in auth.items()))
+        for key, what in (("auth_over_raw_tcp", "--auth sealed lane / raw TCP"),
+                          ("auth_socket_over_raw_tcp", "--auth ZeroMQ CURVE socket / raw TCP")):
+            ratios = result["ratios"].get(f"{direction}_{key}", {})
+            if ratios:
+                lines.append(f"{direction} {what}: " +
+                             ", ".join(f"{int(s) // KIB} KiB {r:.2f}" for s, r in ratios.items()))
     lines += [f"{name}: {g['value']:.2f} ({g['goal']}, {'met' if g['met'] else 'not met'})"
               for name, g in result["goals"].items()]
+    if "cipher_gb_per_s" in result:
+        lines.append(f"AES-256-GCM on one core, GB/s: {result['cipher_gb_per_s']}")
     return lines

@@ -5,9 +5,11 @@ The headline figure is `forwarded`: an unmodified CUDA program
 through the interposer and an rcuda sim server over loopback TCP, on the
 device's link (its lane; native/link.c), made in C
 (native/sync_fast_path.c).  `forwarded_dtoh4` is the same program timing
-4-byte cudaMemcpy downloads; `forwarded_auth` its cudaMemGetInfo against a
-server with --auth, where the link is the device's CURVE-encrypted ZeroMQ
-socket.  In the same run, in interleaved rounds (these machines are shared
+4-byte cudaMemcpy downloads; `forwarded_auth` and `forwarded_auth_dtoh4`
+the same against a server with --auth, where the lane is sealed (AES-256-GCM
+records, rcuda/sealed.py), and `forwarded_auth_socket` its cudaMemGetInfo
+on the device's CURVE-encrypted ZeroMQ socket (RCUDA_LINK=socket: what
+--auth servers used before their lanes were sealed).  In the same run, in interleaved rounds (these machines are shared
 and noisy), with the same message sizes:
 
     raw_tcp        a raw TCP socket ping-pong between two Python processes
@@ -50,7 +52,10 @@ TITLE = "Synchronous call latency"
 LABELS = {
     "forwarded": "CUDA program via rcuda (cudaMemGetInfo, sim server, lane)",
     "forwarded_dtoh4": "CUDA program via rcuda (4-byte cudaMemcpy to the host, lane)",
-    "forwarded_auth": "CUDA program via rcuda (cudaMemGetInfo, --auth server: ZeroMQ, CURVE)",
+    "forwarded_auth": "CUDA program via rcuda (cudaMemGetInfo, --auth server: sealed lane)",
+    "forwarded_auth_dtoh4": "CUDA program via rcuda (4-byte cudaMemcpy to the host, --auth server: sealed lane)",
+    "forwarded_auth_socket": "CUDA program via rcuda (cudaMemGetInfo, --auth server, RCUDA_LINK=socket: ZeroMQ, "
+                             "CURVE)",
     "local_call": "CUDA program via rcuda, cudaGetDevice (no message)",
     "python_client": "rcuda client from Python (cffi into the C link) -> sim server",
     "pyzmq_tcp": "bare pyzmq DEALER/ROUTER, tcp",
@@ -248,6 +253,8 @@ def run(ctx: Context) -> dict:
                 "forwarded": forwarded,
                 "forwarded_dtoh4": lambda: forwarded("dtoh4"),
                 "forwarded_auth": lambda: forwarded(on=auth_server),
+                "forwarded_auth_dtoh4": lambda: forwarded("dtoh4", on=auth_server),
+                "forwarded_auth_socket": lambda: forwarded(on=auth_server, env={"RCUDA_LINK": "socket"}),
                 "local_call": lambda: time_forwarded(binary, server.address, n, 0, scratch, "getdevice"),
                 "python_client": python_client,
                 "pyzmq_tcp": lambda: with_cpu("pyzmq_tcp", zmq_tcp, lambda: time_pyzmq(zmq_tcp.address, request, n,
@@ -333,7 +340,9 @@ def ratios_and_goals(v: dict) -> dict:
         "forwarded_p50_over_raw_tcp_p50": ratio("forwarded", "raw_tcp"),
         "dtoh4_p50_over_raw_tcp_p50": ratio("forwarded_dtoh4", "raw_tcp"),
         "auth_p50_over_lane_p50": ratio("forwarded_auth", "forwarded"),
-        "auth_p50_over_pyzmq_p50": ratio("forwarded_auth", "pyzmq_tcp"),
+        "auth_dtoh4_p50_over_lane_dtoh4_p50": ratio("forwarded_auth_dtoh4", "forwarded_dtoh4"),
+        "auth_socket_p50_over_lane_p50": ratio("forwarded_auth_socket", "forwarded"),
+        "auth_socket_p50_over_auth_p50": ratio("forwarded_auth_socket", "forwarded_auth"),
         "pyzmq_p50_over_raw_tcp_p50": ratio("pyzmq_tcp", "raw_tcp"),
         "python_client_p50_over_forwarded_p50": ratio("python_client", "forwarded"),
         "pyzmq_ipc_p50_over_pyzmq_tcp_p50": ratio("pyzmq_ipc", "pyzmq_tcp"),
@@ -345,7 +354,8 @@ def ratios_and_goals(v: dict) -> dict:
         "zeromq_over_raw_tcp": best["pyzmq_tcp"] - best["raw_tcp"],
         "forwarded_over_raw_tcp": best["forwarded"] - best["raw_tcp"],
         "python_client_over_c_program": best["python_client"] - best["forwarded"],
-        "zeromq_and_curve_over_lane": best["forwarded_auth"] - best["forwarded"],
+        "sealing_over_lane": best["forwarded_auth"] - best["forwarded"],
+        "zeromq_and_curve_over_lane": best["forwarded_auth_socket"] - best["forwarded"],
     }
     return {
         "ratios": ratios,
@@ -357,6 +367,10 @@ def ratios_and_goals(v: dict) -> dict:
             "4-byte cudaMemcpy to the host p50 / raw TCP p50 (best rounds)":
                 goal(ratios["dtoh4_p50_over_raw_tcp_p50"]["best_rounds"], "<=", 2.0),
             "forwarded p99 / forwarded p50 (pooled)": goal(ratios["forwarded_p99_over_forwarded_p50"], "<=", 3.0),
+            "--auth (sealed lane) p50 / lane p50 (best rounds)":
+                goal(ratios["auth_p50_over_lane_p50"]["best_rounds"], "<=", 1.3),
+            "--auth (sealed lane) 4-byte dtoh p50 / lane's (best rounds)":
+                goal(ratios["auth_dtoh4_p50_over_lane_dtoh4_p50"]["best_rounds"], "<=", 1.3),
         },
     }
 
@@ -379,7 +393,9 @@ def headline(result: dict) -> list[str]:
             f"forwarded/pyzmq p50 {fz['best_rounds']:.2f} best rounds, {fz['paired_median']:.2f} paired median "
             f"(goal <= 1.2); p99/p50 {r['forwarded_p99_over_forwarded_p50']:.2f} (goal <= 3); "
             f"forwarded/raw TCP {ft['best_rounds']:.2f}; 4-byte dtoh/raw TCP {d4['best_rounds']:.2f} (goal <= 2); "
-            f"--auth (ZeroMQ)/lane {r['auth_p50_over_lane_p50']['best_rounds']:.2f}",
+            f"--auth sealed lane/lane {r['auth_p50_over_lane_p50']['best_rounds']:.2f} (goal <= 1.3), 4-byte dtoh "
+            f"{r['auth_dtoh4_p50_over_lane_dtoh4_p50']['best_rounds']:.2f}; --auth ZeroMQ CURVE socket/lane "
+            f"{r['auth_socket_p50_over_lane_p50']['best_rounds']:.2f}",
             f"server time per call (us): {result['server_us_per_call']}",
             f"CPU us per call (client, far side): {result['cpu_us_per_call'] or 'not measured in quick mode'}",
             f"pipe round trip between two processes (us): {result['pipe_round_trip_us']}"]
