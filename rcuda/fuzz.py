@@ -296,9 +296,9 @@ class Fuzzer:
         op = self.rng.choice([o for o in protocol.OPS if o != "close"] + ["", "nope", "launch\x00"])
         header = {"op": op, "seq": self.rng.choice([self.rng.randrange(1 << 30), None, "x", -5])}
         optional = protocol.OPTIONAL_FIELDS.get(op, {}).items()
-        for field, kind in [*protocol.OPS.get(op, {}).items(), *optional]:
+        for name, kind in [*protocol.OPS.get(op, {}).items(), *optional]:
             if self.rng.random() < 0.9:
-                header[field] = self._plausible(kind) if self.rng.random() < 0.6 else self._value()
+                header[name] = self._plausible(kind) if self.rng.random() < 0.6 else self._value()
         if self.rng.random() < 0.2:
             header["async"] = self._value() if self.rng.random() < 0.5 else True
         if self.rng.random() < 0.1:
@@ -447,11 +447,19 @@ class Fuzzer:
         """Abort every transfer from the sources our peer_waits named (as a
         client does when a source server is lost), so that the GPU thread,
         blocked in a wait for bytes no one sends, carries on."""
-        if self.peer is None or len(self.tokens) < 2:
+        if self.peer is None or len(self.tokens) < 2 or not self.wait_sources:
             return
-        for source in self.wait_sources:
-            self.peer.send({"op": "peer_abort", "seq": 0, "token": self.tokens[1], "xfer": None,
-                            "source": source, "upto": 2**64 - 1, "msg": "fuzzing over"})
+        # On a connection of their own, answered (a peer_hello after them):
+        # the fuzzed one may be about to be closed for what was fuzzed on it.
+        releaser = self._open_peer()
+        try:
+            for source in self.wait_sources:
+                releaser.send({"op": "peer_abort", "seq": 0, "token": self.tokens[1], "xfer": None,
+                               "source": source, "upto": 2**64 - 1, "msg": "fuzzing over"})
+            releaser.send({"op": "peer_hello", "seq": 0, "token": self.tokens[1]})
+            releaser.receive()  # the aborts before it were handled
+        finally:
+            releaser.close()
         self.wait_sources.clear()  # later waits for these sources fail at once (upto)
 
     def _settle(self, daemon: zmq.Socket, device: zmq.Socket) -> None:

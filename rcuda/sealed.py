@@ -42,7 +42,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 from rcuda.lane import LaneClosed
-from rcuda.wire import RECORD_HEAD, RECORD_MAX, REKEY_RECORDS, SEAL_KEY, SEAL_NONCE, SEAL_SALT, SEAL_TAG
+from rcuda.wire import RECORD_HEAD, RECORD_MAX, REKEY_RECORDS, SEAL_KEY, SEAL_SALT, SEAL_TAG
 
 #: What `rcuda devices` and the daemon's info reply name the cipher.
 CIPHER = "AES-256-GCM"
