@@ -83,6 +83,10 @@ class AuthenticationError(TransportError):
     """The CURVE handshake with a server failed (see rcuda/auth.py)."""
 
 
+class LaneClosed(ConnectionError):
+    """The other side closed a lane (rcuda/lane.py), or it broke."""
+
+
 class ProtocolError(RcudaError):
     """A message that does not follow rcuda's protocol."""
 

@@ -32,7 +32,7 @@ import struct
 import time
 
 from rcuda import protocol
-from rcuda.errors import ProtocolError
+from rcuda.errors import LaneClosed, ProtocolError
 from rcuda.wire import FRAME_LENGTH, MAX_FRAMES, MAX_HEADER, PREFIX, SPIN_SHRINK_BELOW
 
 #: First read of a message: most replies and requests fit.
@@ -132,10 +132,6 @@ class LaneFrame:
 
     def __len__(self) -> int:
         return len(self.buffer)
-
-
-class LaneClosed(ConnectionError):
-    """The other side closed the lane (or it broke)."""
 
 
 class UnreadFrame:

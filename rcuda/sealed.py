@@ -41,7 +41,7 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
-from rcuda.lane import LaneClosed
+from rcuda.errors import LaneClosed
 from rcuda.wire import RECORD_HEAD, RECORD_MAX, REKEY_RECORDS, SEAL_KEY, SEAL_SALT, SEAL_TAG
 
 #: What `rcuda devices` and the daemon's info reply name the cipher.
