@@ -188,12 +188,12 @@ class Runtime:
         """The device's link (client/transport/link.py): its lane, where the server
         offers one and it connects; else its ZeroMQ socket."""
         native = self.fast.native()
-        lane_address = session.lane_address(local_index) if config.link == "lane" else None
-        if native is not None and lane_address is not None and session.lane_secret is not None and not native[1].rcuda_seal_available():
+        lane_address = session.lane_address(local_index) if config.link == "lane" and native is not None else None
+        if lane_address is not None and session.lane_secret is not None and not native[1].rcuda_seal_available():
             log.warning("%s: OpenSSL's libcrypto (libcrypto.so.3) did not load: the device takes its ZeroMQ "
                         "socket, not the server's sealed lane", label)
             lane_address = None
-        if native is not None and lane_address is not None:
+        if lane_address is not None:
             connected = connect_lane(lane_address, {"token": session.token, "dev": local_index}, label,
                                      config.timeout, session.lane_secret)
             if connected is not None:

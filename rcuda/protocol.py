@@ -5,10 +5,11 @@ it a session worker; then each of the client's devices has ONE connection
 to the worker's thread for that GPU: its lane (a TCP connection, framed as
 rcuda/lane.py says, sealed as rcuda/sealed.py says on servers with --auth)
 or, when the lane cannot be reached, its DEALER socket to the worker's
-ROUTER socket for that GPU (CURVE-encrypted with --auth).  One more socket per session carries heartbeats.  A device's requests
-are served in the order they arrive on its connection; replies may come in
-any other order (a synchronisation is answered when its work is done), each
-echoing its request's `seq`.
+ROUTER socket for that GPU (CURVE-encrypted with --auth).  One more
+socket per session carries heartbeats.  A device's requests are served
+in the order they arrive on its connection; replies may come in any other
+order (a synchronisation is answered when its work is done), each echoing
+its request's `seq`.
 
 Every message is a multipart:
     frame 0     msgpack map, the header: {"op": str, "seq": int, ...}

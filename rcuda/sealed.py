@@ -44,8 +44,6 @@ from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from rcuda.errors import LaneClosed
 from rcuda.wire import RECORD_HEAD, RECORD_MAX, REKEY_RECORDS, SEAL_KEY, SEAL_SALT, SEAL_TAG
 
-#: What `rcuda devices` and the daemon's info reply name the cipher.
-CIPHER = "AES-256-GCM"
 #: The most a record takes on the wire.
 RECORD_WIRE_MAX = RECORD_HEAD.size + RECORD_MAX + SEAL_TAG
 #: Ciphertext read ahead beyond the record being opened: small records
@@ -233,17 +231,21 @@ def client_handshake(sock: socket.socket, secret: bytes, rekey_records: int = RE
     """The client's side of a new sealed lane: salts exchanged, keys made."""
     client_salt = os.urandom(SEAL_SALT)
     sock.sendall(client_salt)
-    server_salt = _receive_exactly(sock, SEAL_SALT)
-    return Seal(Direction(derive_key(secret, client_salt, server_salt, True), rekey_records=rekey_records),
-                Direction(derive_key(secret, client_salt, server_salt, False), rekey_records=rekey_records))
+    return _seal(secret, client_salt, _receive_exactly(sock, SEAL_SALT), rekey_records, client=True)
 
 
 def server_handshake(sock: socket.socket, secret: bytes, rekey_records: int = REKEY_RECORDS) -> Seal:
     client_salt = _receive_exactly(sock, SEAL_SALT)
     server_salt = os.urandom(SEAL_SALT)
     sock.sendall(server_salt)
-    return Seal(Direction(derive_key(secret, client_salt, server_salt, False), rekey_records=rekey_records),
-                Direction(derive_key(secret, client_salt, server_salt, True), rekey_records=rekey_records))
+    return _seal(secret, client_salt, server_salt, rekey_records, client=False)
+
+
+def _seal(secret: bytes, client_salt: bytes, server_salt: bytes, rekey_records: int, client: bool) -> Seal:
+    """One side's Seal: it sends with the key of its own direction."""
+    to_server, to_client = (Direction(derive_key(secret, client_salt, server_salt, towards_server), 0, rekey_records)
+                            for towards_server in (True, False))
+    return Seal(to_server, to_client) if client else Seal(to_client, to_server)
 
 
 def _receive_exactly(sock: socket.socket, count: int) -> bytes:

@@ -81,7 +81,8 @@ def test_devices_from_the_client_namespace(hosts, compile_cuda):
     rows = [line.split() for line in lines[1:5]]
     assert [(r[0], r[1]) for r in rows] == [(str(i), f"10.77.0.{i + 1}:7777") for i in range(4)]
     # Then how each server's sessions travel: these servers run with --auth.
-    assert lines[5:] == [f"10.77.0.{i + 1}:7777: TCP lane sealed with AES-256-GCM, keyed over ZeroMQ CURVE (Curve25519)" for i in range(4)]
+    assert lines[5:] == [f"10.77.0.{i + 1}:7777: TCP lane sealed with AES-256-GCM, keyed over ZeroMQ CURVE "
+                         f"(Curve25519)" for i in range(4)]
 
 
 def test_servers_refuse_a_client_without_the_key(hosts, compile_cuda):

@@ -10,10 +10,10 @@ import zmq
 
 from auth_helpers import make_keys
 from conftest import CUDA_SOURCES, requires_nvcc, run_program
-from rcuda import auth, protocol, sealed
+from rcuda import auth, protocol
 from rcuda.auth import ClientKeys
 from rcuda.config import parse_server
-from rcuda.lane import Lane, LaneClosed, set_timeouts
+from rcuda.lane import Lane, LaneClosed, dial
 from rcuda.wire import RECORD_HEAD
 
 
@@ -48,10 +48,7 @@ def hello(server, keys) -> dict:
 def connect(server, reply: dict, dev: int, secret: bytes | None = None) -> Lane:
     """A lane to GPU `dev`, sealed with `secret` (the session's by default)."""
     host = server.address.rsplit(":", 1)[0]
-    sock = socket.create_connection((host, reply["lane_ports"][dev]), timeout=10)
-    seal = sealed.client_handshake(sock, reply["lane_secret"] if secret is None else secret)
-    set_timeouts(sock, 10, 10)
-    return Lane(sock, seal=seal)
+    return dial(host, reply["lane_ports"][dev], 10, reply["lane_secret"] if secret is None else secret)
 
 
 def closed_unanswered(lane: Lane) -> bool:

@@ -4,8 +4,8 @@ link offers.
 
 Python connects the lane and proves it is the session's (rcuda/lane.py's
 framing; on a --auth server's sealed lane, after the handshake that makes
-its keys, rcuda/sealed.py), then hands the connection to C (with the keys) and from then on calls into C with
-the GIL released: a call sends and reads its own reply as C's reader; a post
+its keys, rcuda/sealed.py), then hands the connection (and the keys) to C
+and from then on calls into C with the GIL released: a call sends and reads its own reply as C's reader; a post
 returns once its bytes are written (or queued behind a gate).  The link's
 service thread here parks in C (`rcuda_link_service`), where it ships the
 launches C recorded and reads replies nobody waits for; it comes back to

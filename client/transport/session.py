@@ -28,6 +28,7 @@ from rcuda import auth, protocol
 from rcuda.auth import Curve
 from rcuda.config import ServerAddress
 from rcuda.errors import AuthenticationError, ProtocolError, TransportError, VersionMismatch, CudaError
+from rcuda.wire import SEAL_KEY
 
 log = logging.getLogger(__name__)
 
@@ -126,8 +127,8 @@ class ServerSession:
                                 f"match its {len(self.ports)} device ports")
         for name in ("lane_secret", "peer_secret"):
             secret = getattr(self, name)
-            if secret is not None and (not isinstance(secret, bytes) or len(secret) != 32):
-                raise ProtocolError(f"hello reply from {address}: a {name} that is not 32 bytes")
+            if secret is not None and (not isinstance(secret, bytes) or len(secret) != SEAL_KEY):
+                raise ProtocolError(f"hello reply from {address}: a {name} that is not {SEAL_KEY} bytes")
         if len(self.ports) != len(self.devices):
             raise ProtocolError(f"hello reply from {address} lists {len(self.devices)} devices "
                                 f"but {len(self.ports)} ports")
