@@ -43,6 +43,10 @@ NOT_REMOTELY_ATTRIBUTES = {
     "cudaDevAttrMemoryPoolsSupported": 1, "cudaDevAttrMemoryPoolSupportedHandleTypes": 0,
 }
 
+#: Ops sent with a stream that are not work in it: a capture lets them pass (client/capture.py).
+NOT_STREAM_WORK = frozenset({"stream_create", "stream_destroy", "stream_attr"})
+
+
 def _check_length(frames, size: int, label: str) -> None:
     if sum(len(f.buffer) for f in frames) != size:
         raise CudaError(cudaError.cudaErrorUnknown, f"dtoh on {label}: short reply")
@@ -70,6 +74,11 @@ class RemoteDevice:
         self._clean_lock = threading.Lock()  # a leaf: C's word on synchronous calls, kept consistent
         self._pools_pending = False  # a synchronisation has memory pool work (client/memory/pools.py)
         self._fast_lock = threading.Lock()  # a kernel's attributes and its keys in C, consistent
+        # Stream capture and graph nodes (client/capture.py): stream id -> what
+        # takes the requests sent with it instead of the link, and the rules
+        # a device with a capture enforces on its other calls.
+        self.sinks: dict = {}
+        self.capture_rules = None
         self._forget_state()
 
     def _forget_state(self) -> None:
@@ -130,6 +139,8 @@ class RemoteDevice:
         (its own, or an earlier asynchronous one reported with it).  A reply
         payload of exactly len(into) bytes lands in `into`."""
         self._check_usable(op)
+        if self.sinks or self.capture_rules is not None:
+            self._before_request(op, fields)
         fields["op"] = op
         started = time.perf_counter()
         # A synchronisation: mapped memory may then need the device's writes.
@@ -140,6 +151,15 @@ class RemoteDevice:
         if mirrors is not None and reply.get("ready", True):  # (a query: once it says the work is done)
             self.refresh_mirrors(mirrors)
         return reply, payload
+
+    def _before_request(self, op: str, fields: dict) -> None:
+        """A call that waits for its reply cannot go into a capture or a
+        graph node; with a capture on the device, CUDA forbids some more."""
+        sink = self.sinks.get(fields.get("stream"))
+        if sink is not None:
+            sink.refuse(op)
+        if self.capture_rules is not None:
+            self.capture_rules(self, op, fields)
 
     def mirror_token(self, op: str, **fields):
         """Before synchronising request `op` (a host function's marker, say)
@@ -174,6 +194,14 @@ class RemoteDevice:
         fields["op"] = op
         if op in protocol.MAY_BE_ASYNC:
             fields["async"] = True
+        if self.sinks or self.capture_rules is not None:
+            stream = fields.get("stream")
+            sink = self.sinks.get(stream)
+            if sink is not None and op not in NOT_STREAM_WORK:  # recorded into a graph, not sent
+                sink(fields, [memoryview(bytes(f)) for f in frames] if borrowed else list(frames))
+                return
+            if stream == 0 and self.capture_rules is not None:
+                self.capture_rules(self, op, fields)
         self.link.post(fields, frames, borrowed)
         self._account(op, fields, frames, (), None)
 
@@ -183,6 +211,8 @@ class RemoteDevice:
         lands in `into` first); a failure is kept for the next synchronous
         call.  `finally_()` runs after either."""
         self._check_usable(op)
+        if self.sinks or self.capture_rules is not None:
+            self._before_request(op, fields)
         fields["op"] = op
 
         def receive(reply, payload, error):

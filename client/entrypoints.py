@@ -36,7 +36,7 @@ from .driver import dispatch as driver_dispatch
 from .libraries import dispatch as library_dispatch
 from .libraries import registry as library_registry
 from .runtime import core as runtime_core
-from .runtime import (arrays, boxes, capture, driver_access, ipc, library_management, logs,  # noqa: F401 - register
+from .runtime import (arrays, boxes, capture, driver_access, graphs, ipc, library_management, logs,  # noqa: F401 - register
                       managed, memory, notifications, pools, queries, streams, textures)
 from .callbacks import in_host_function
 from .transport.fast_path import FastPath

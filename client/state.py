@@ -25,6 +25,8 @@ from rcuda.protocol import VA_WINDOW_SIZE
 from .memory.allocations import AllocationMap
 from .memory.arrays import ArrayTable, SamplerTable
 from .callbacks import HostCallbacks
+from .capture import Captures
+from .graphs import GraphTable
 from .driver.context_stacks import Contexts
 from .libraries.objects import objects as library_objects
 from .device import RemoteDevice
@@ -75,6 +77,8 @@ class Runtime:
         self.streams = StreamTable(new_id=self.new_id)
         self.contexts = self._new_contexts()  # CUcontexts; the current one is the current device's
         self.callbacks = HostCallbacks()
+        self.graphs = GraphTable()      # CUDA graphs, their nodes, executable graphs (client/graphs.py)
+        self.captures = Captures()      # stream capture (client/capture.py)
         self.limits: dict[str, int] = {}  # cudaDeviceSetLimit, per process as in CUDA
         self.fast = NullFastPath()  # the C launch path, when running inside the interposer
         self.stats = None           # client/stats.py Stats, with RCUDA_STATS=1
@@ -328,6 +332,8 @@ class Runtime:
         finally:
             for allocation in self.allocations.of_device(device):
                 self.allocations.remove(allocation.base)
+            self.captures.forget_device(device)
+            self.graphs.forget_device(device)
             self.streams.forget_device(device)
             self.peer_copies.forget_device(device)
             self.pools.forget_device(device)
@@ -354,6 +360,8 @@ class Runtime:
         self.mapped.forget_after_fork()  # C made their pages plain memory
         self.managed.forget_all()
         self.streams.clear()
+        self.captures.clear()
+        self.graphs.clear()
         self.contexts = self._new_contexts()
         self.fast.set_driver_context(False)  # the forking thread's, in C
         self.callbacks = HostCallbacks()

@@ -52,6 +52,7 @@ class Event:
     id: int
     flags: int = 0
     frees_before: tuple | None = None  # (stream, stream-ordered frees) at its last record: client/memory/pools.py
+    captured: tuple | None = None  # (capture, nodes) when last recorded in a capturing stream: client/capture.py
 
 
 class StreamTable:

@@ -122,6 +122,19 @@ the legacy default stream):
     event_elapsed {start, end}                        -> {ms}
     marker        {stream}                            -> {}        answered once the stream's
                                                                    earlier work is done
+    stream_mem_ops {stream, ops}                     (never answered)   cuStreamWriteValue32/64,
+                  cuStreamWaitValue32/64 and cuStreamBatchMemOp: `ops`, 1 to 255
+                  operations [kind, address, value, flags] (rcuda/stream_memops.py:
+                  a CUstreamBatchMemOpType and its flags), run in order in `stream`
+    graph_create  {graph} + work                      -> {}        an executable CUDA graph's work
+                  (client/graphs.py, server/graphs.py): one msgpack list, in
+                  frames of at most CHUNK_SIZE, of [header, [frame, ...]]
+                  pairs: requests a graph may hold, each sent without a reply;
+                  replaces the graph's earlier work
+    graph_launch  {graph, stream, first, count}       (never answered)   run requests
+                  first..first+count of the graph in `stream`, each with that
+                  stream in place of its own
+    graph_destroy {graph}                             -> {}
     stream_attr   {stream, attr, value}               -> {}        cudaStreamSetAttribute, checked
                   by the client: attr a cudaLaunchAttributeID name, value an
                   int or a list (client/stream_attributes.py); a hint the
@@ -221,7 +234,7 @@ def transport(link: str, authenticated: bool) -> str:
     return TRANSPORT_CURVE_SOCKET if authenticated else TRANSPORT_SOCKET
 
 
-PROTOCOL_VERSION = 12
+PROTOCOL_VERSION = 13
 
 #: Bulk bytes on a ZeroMQ socket travel in frames of this size: ZeroMQ slows
 #: down on messages above ~32 MiB (fresh buffers page-fault).
@@ -295,6 +308,7 @@ OPS: dict[str, dict[str, type | tuple]] = {
     "event_query": {"event": _INT},
     "event_elapsed": {"start": _INT, "end": _INT},
     "marker": {"stream": _INT},
+    "stream_mem_ops": {"stream": _INT, "ops": _LIST},
     "stream_attr": {"stream": _INT, "attr": _STR, "value": (_INT, *_LIST)},
     "reset_persisting_l2": {},
     "reset": {},
@@ -312,6 +326,10 @@ OPS: dict[str, dict[str, type | tuple]] = {
     "vmm_release": {"handle": _INT},
     "vmm_map": {"ptr": _INT, "size": _INT, "offset": _INT, "handle": _INT},
     "vmm_unmap": {"ptr": _INT},
+    # -- executable CUDA graphs, see client/graphs.py and server/graphs.py
+    "graph_create": {"graph": _INT},
+    "graph_launch": {"graph": _INT, "stream": _INT, "first": _INT, "count": _INT},
+    "graph_destroy": {"graph": _INT},
     # -- mapped host memory, see client/memory/mapped.py and native/mapped_memory.c
     "lib": {"call": _STR, "obj": _INT, "args": _LIST, "stream": _INT},
     "mirror_htod": {"runs": _LIST},
@@ -331,14 +349,15 @@ OPTIONAL_FIELDS: dict[str, dict[str, type | tuple]] = {
 }
 
 #: Ops that are never answered: their errors surface in a later reply.
-ALWAYS_ASYNC = frozenset({"launch", "launches", "peer_push", "peer_wait", "mirror_htod"})
+ALWAYS_ASYNC = frozenset({"launch", "launches", "peer_push", "peer_wait", "mirror_htod", "graph_launch",
+                          "stream_mem_ops"})
 
 #: Ops that may carry `"async": true` (sent without waiting, no reply).
 MAY_BE_ASYNC = frozenset({
     "htod", "dtod", "copy_batch", "memset", "htod3d", "dtod3d", "memset3d",
     "array_destroy", "texture_destroy", "surface_destroy",
     "stream_create", "stream_destroy", "stream_wait", "stream_attr",
-    "event_create", "event_destroy", "event_record", "lib",
+    "event_create", "event_destroy", "event_record", "lib", "graph_create", "graph_destroy",
 })
 
 

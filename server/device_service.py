@@ -37,7 +37,7 @@ from dataclasses import asdict, dataclass
 
 import zmq
 
-from rcuda import protocol, sealed, wire
+from rcuda import protocol, sealed, stream_memops, wire
 from rcuda.errors import CudaError, ProtocolError, cudaError, is_sticky
 from rcuda.lane import Lane, LaneClosed, SpinPolicy, UnreadFrame, listen, set_timeouts
 from rcuda.launch_rules import MAX_PARAM_BYTES
@@ -46,6 +46,7 @@ from rcuda.server.backends.arrays import ArraySpec, Place, extent_from_wire
 from rcuda.server.backends.base import Completion, ParamLayout
 from rcuda.server import ipc
 from rcuda.server.library_calls import LibraryCalls
+from rcuda.server.graphs import GraphOps
 from rcuda.server.peer import PeerOps
 
 log = logging.getLogger(__name__)
@@ -143,11 +144,12 @@ class DeviceService:
         self._output: list[str] = []
         self._box_staging = bytearray()  # land_box's, kept for the next
         self.usage = Usage()
+        self.graph_ops = GraphOps(self)  # executable CUDA graphs (server/graphs.py)
         self._forget_session_state()
         self._handlers = {
             "open": self._open, "malloc": self._malloc, "free": self._free, "mem_info": self._mem_info,
             "htod": self._htod, "dtoh": self._dtoh, "dtod": self._dtod, "copy_batch": self._copy_batch,
-            "memset": self._memset,
+            "memset": self._memset, "stream_mem_ops": self._stream_mem_ops,
             "htod3d": self._htod3d, "dtoh3d": self._dtoh3d, "dtod3d": self._dtod3d, "memset3d": self._memset3d,
             "array_create": self._array_create, "array_destroy": self._array_destroy,
             "texture_create": self._texture_create, "texture_destroy": self._texture_destroy,
@@ -171,6 +173,7 @@ class DeviceService:
         # incoming transfers, `peer_token` authorises them.
         self.peer_ops = PeerOps(self, inbox, peer_token)
         self._handlers.update(self.peer_ops.handlers())
+        self._handlers.update(self.graph_ops.handlers())
         self._thread = threading.Thread(target=self._run, name=f"rcuda GPU{index}", daemon=True)
 
     def _forget_session_state(self) -> None:
@@ -180,6 +183,7 @@ class DeviceService:
         self._streams: set[int] = {LEGACY_STREAM}
         self._events: set[int] = set()
         self._libraries = LibraryCalls()  # cuBLAS handles, cuFFT plans, cuRAND generators
+        self.graph_ops.forget()
         for token in getattr(self, "_ipc_tokens", {}).values():
             ipc.exports().withdraw(token)
         self._ipc_tokens: dict[int, str] = {}  # exported allocations: start -> token
@@ -573,6 +577,14 @@ class DeviceService:
             raise CudaError(cudaError.cudaErrorInvalidResourceHandle, f"{header['op']}: unknown event {event}")
         return event
 
+    def stream_id(self, header: dict) -> int:
+        """The request's stream, checked (for server/graphs.py)."""
+        return self._stream(header)
+
+    @property
+    def request_handlers(self) -> dict:
+        return self._handlers
+
     def _function_entry(self, header: dict) -> tuple:
         entry = self._functions.get(header["fn"])
         if entry is None:
@@ -709,6 +721,17 @@ class DeviceService:
             raise CudaError(cudaError.cudaErrorInvalidValue, f"memset: {size} bytes are not a whole number of "
                                                              f"{elem}-byte values")
         self.device.memset(header["ptr"], header["value"], size, self._stream(header), elem)
+
+    def _stream_mem_ops(self, header, payload):
+        """cuStreamWriteValue*/WaitValue*/BatchMemOp: operations in order, in one stream."""
+        ops = header["ops"]
+        if not 0 < len(ops) <= stream_memops.MAX_OPS:
+            raise ProtocolError(f"stream_mem_ops: {len(ops)} operations, not 1 to {stream_memops.MAX_OPS}")
+        for op in ops:
+            problem = stream_memops.problem(op)
+            if problem is not None:
+                raise ProtocolError(f"stream_mem_ops: {problem}")
+        self.device.stream_mem_ops([tuple(op) for op in ops], self._stream(header))
 
     # -- boxes of bytes (cudaMemcpy2D/3D, arrays): server/backends/arrays.py
 

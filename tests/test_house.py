@@ -118,6 +118,7 @@ CLIENT_LAYERS = {
     "rcuda.client.memory": ("rcuda.client.transport",),
     "rcuda.client.runtime": ("rcuda.client.transport", "rcuda.client.memory", "rcuda.client.device",
                              "rcuda.client.streams", "rcuda.client.stream_attributes", "rcuda.client.modules",
+                             "rcuda.client.graphs", "rcuda.client.capture",
                              "rcuda.client.callbacks", "rcuda.client.interposer", "rcuda.client.registry",
                              "rcuda.client.proc_address", "rcuda.client.driver.handles",
                              "rcuda.client.driver.context_stacks", "rcuda.client.driver.loading"),

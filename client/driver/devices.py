@@ -5,10 +5,10 @@ Every answer comes from what the runtime reports for the same device
 is opened), so the two APIs never disagree.  CUdevice_attribute and
 cudaDeviceAttr number the same attributes alike (the runtime's enum is made
 from the driver's), so an attribute is looked up by its value; the driver's
-attributes the runtime has no name for (stream memory operations, IPC and
-fabric handle types, multicast, decompression, ...) are capabilities rcuda
-does not forward and read 0, but for those DRIVER_ONLY names, which rcuda
-has.
+attributes the runtime has no name for (IPC and fabric handle types,
+multicast, decompression, ...) are capabilities rcuda does not forward and
+read 0, but for those DRIVER_ONLY names, which rcuda has (virtual memory
+management, stream memory operations).
 """
 from __future__ import annotations
 
@@ -40,9 +40,15 @@ INT_MAX = 2**31 - 1
 #: The runtime's placeholders for driver-only attributes (cudaDevAttrReserved92, ...).
 RESERVED = re.compile(r"cudaDevAttrReserved\d+")
 #: Driver-only attributes rcuda offers: virtual memory management
-#: (client/driver/vmm.py).
+#: (client/driver/vmm.py), stream memory operations, 64-bit ones and the NOR
+#: condition included, in both APIs (client/driver/stream_memops.py).
 DRIVER_ONLY = {"CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED": 1,
-               "CU_DEVICE_ATTRIBUTE_VIRTUAL_ADDRESS_MANAGEMENT_SUPPORTED": 1}  # the same, by its old name
+               "CU_DEVICE_ATTRIBUTE_VIRTUAL_ADDRESS_MANAGEMENT_SUPPORTED": 1,  # the same, by its old name
+               "CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_MEM_OPS_V1": 1,
+               "CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS_V1": 1,
+               "CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_WAIT_VALUE_NOR_V1": 1,
+               "CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS": 1,
+               "CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_WAIT_VALUE_NOR": 1}
 
 
 @driver()

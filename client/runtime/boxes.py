@@ -26,7 +26,8 @@ from rcuda import copy_kinds
 from rcuda._generated.cuda_enums import ENUMS
 from rcuda.errors import CudaError, cudaError
 
-from .. import interposer
+from .. import graphs, interposer
+from ..capture import Recording
 from ..memory.arrays import CudaArray
 from .core import SUCCESS, cuda
 from .memory import (DEFAULT, DEVICE_TO_DEVICE, DEVICE_TO_HOST, HOST_TO_DEVICE, MEMCPY_FLAGS,
@@ -181,6 +182,10 @@ def copy_box(dst: Side, src: Side, extent, stream=None, asynchronous: bool = Fal
     `dst`, in `stream` (None: the legacy stream), as cudaMemcpy3D(Async)."""
     if not all(extent):
         return
+    capture = rt().captures.of(stream) if stream is not None and asynchronous else None
+    if capture is not None:  # a memcpy node (client/capture.py)
+        capture.add(stream, graphs.MEMCPY, box_node_params(dst, src, extent), box_work(stream.device, dst, src, extent, call))
+        return
     width, height, depth = extent
     fields = {"extent": [width, height, depth]}
     if dst.device is None and src.device is None:
@@ -235,6 +240,25 @@ def copy_box(dst: Side, src: Side, extent, stream=None, asynchronous: bool = Fal
         dst.device.request("htod3d", [packed], dst=dst.wire(), stream=_stream_on(dst.device, stream), **fields)
     if dst.mirrored:
         _device_wrote(dst.ptr, dst.span(extent), stream, asynchronous)
+
+
+def box_node_params(dst: Side, src: Side, extent) -> dict:
+    return {"box": (dst, src, tuple(extent)), "summary": "{} x {} x {} B".format(*extent)}
+
+
+def box_work(device, dst: Side, src: Side, extent, call: str) -> graphs.Work:
+    """What a graph's memcpy node of a box does when the graph runs: a copy
+    within one GPU is a request the server keeps; one touching host memory
+    is made here, at each launch (client/graphs.py)."""
+    if dst.device is not None and dst.device is src.device and not dst.mirrored and not src.mirrored:
+        with Recording(dst.device) as recording:
+            copy_box(dst, src, extent, recording.stream, True, call)
+        return recording.work()
+    if dst.device is not None and src.device is not None:
+        raise CudaError(cudaError.cudaErrorInvalidValue, f"{call}: a graph memcpy node between GPUs")
+    return graphs.Work(dst.device or src.device or device,
+                       run=lambda stream: copy_box(dst, src, extent, stream, True, call),
+                       writes_host=dst.device is None)
 
 
 def _parts(extent):
@@ -400,6 +424,11 @@ def _side_3d(array_handle, pos, pitched, extent_bytes, on_device, what: str) -> 
 def copy_3d(p, stream=None, asynchronous: bool = False, call: str = "cudaMemcpy3D", kind: int | None = None) -> None:
     """cudaMemcpy3D's parameters: the extent counts elements when an array
     takes part, bytes otherwise."""
+    copy_box(*sides_3d(p, call, kind), stream, asynchronous, call)
+
+
+def sides_3d(p, call: str, kind: int | None = None) -> tuple[Side, Side, tuple]:
+    """(destination, source, extent in bytes) of a cudaMemcpy3DParms."""
     kind = p.kind if kind is None else kind
     _check_kind_value(kind)
     if address(p.srcArray) and address(p.srcPtr.ptr) or address(p.dstArray) and address(p.dstPtr.ptr):
@@ -413,7 +442,7 @@ def copy_3d(p, stream=None, asynchronous: bool = False, call: str = "cudaMemcpy3
     dst_device, src_device = _DEVICE_SIDES.get(kind, (None, None))
     dst = _side_3d(p.dstArray, p.dstPos, p.dstPtr, extent, dst_device, f"{call}: destination")
     src = _side_3d(p.srcArray, p.srcPos, p.srcPtr, extent, src_device, f"{call}: source")
-    copy_box(dst, src, extent, stream, asynchronous, call)
+    return dst, src, extent
 
 
 @cuda("cudaMemcpy3D", "cudaMemcpy3D_ptds")

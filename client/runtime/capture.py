@@ -1,34 +1,66 @@
-"""Stream capture, as far as rcuda has it: the queries, while no stream can
-capture (cudaStreamBeginCapture answers cudaErrorNotSupported until rcuda
-has CUDA graphs).
+"""CUDA runtime functions: stream capture (the model: client/capture.py).
 
-Frameworks ask on every allocation whether a stream is capturing (PyTorch's
-caching allocator, cudaStreamIsCapturing): the answer, "none", is the
-client's own, with no round trip.  A thread's capture interaction mode
-(cudaThreadExchangeStreamCaptureMode) is kept as CUDA keeps it, though with
-no capture it forbids nothing yet.
+Every query is answered by the client, without a round trip: frameworks
+ask on every allocation whether a stream is capturing (PyTorch's caching
+allocator, cudaStreamIsCapturing).
 """
 from __future__ import annotations
-
-import threading
 
 from rcuda._generated.cuda_enums import ENUMS
 from rcuda.errors import CudaError, cudaError
 
+from .. import capture as captures_model
+from .. import interposer
 from ..interposer import out_pointer, stream_of
 from .core import SUCCESS, cuda
 
-NOT_CAPTURING = ENUMS["cudaStreamCaptureStatus"]["cudaStreamCaptureStatusNone"]
 CAPTURE_MODES = set(ENUMS["cudaStreamCaptureMode"].values())
+ADD_DEPENDENCIES, SET_DEPENDENCIES = 0, 1  # cudaStreamAddCaptureDependencies, cudaStreamSetCaptureDependencies
 
-_thread = threading.local()
+
+def rt():
+    return interposer.rt
 
 
 def capture_status(stream_handle, per_thread: bool) -> int:
     """The capture status of the program's stream `stream_handle` (checked: a
     destroyed or unknown stream is an error, as in CUDA)."""
-    stream_of(stream_handle, per_thread)
-    return NOT_CAPTURING
+    return rt().captures.status(stream_of(stream_handle, per_thread))
+
+
+@cuda(stream_variants=True)
+def cudaStreamBeginCapture(stream, mode, per_thread=False):
+    rt().captures.begin(stream_of(stream, per_thread), mode)
+    return SUCCESS
+
+
+@cuda(stream_variants=True)
+def cudaStreamBeginCaptureToGraph(stream, graph, dependencies, dependencyData, numDependencies, mode,
+                                  per_thread=False):
+    """Capture into an existing graph, after `dependencies` (nodes of it)."""
+    from .graphs import _check_edge_data, _graph, _nodes
+    g = _graph(graph)
+    _check_edge_data(dependencyData, numDependencies)
+    deps = g.own_nodes(_nodes(dependencies, numDependencies, "dependency"), "dependency")
+    rt().captures.begin(stream_of(stream, per_thread), mode, g, deps)
+    return SUCCESS
+
+
+@cuda(stream_variants=True)
+def cudaStreamEndCapture(stream, pGraph, per_thread=False):
+    out_pointer(pGraph, "pGraph")
+    s = stream_of(stream, per_thread)
+    capture = rt().captures.of(s)
+    try:
+        graph = rt().captures.end(s)
+    except CudaError:
+        if capture is not None and capture.origin is s:
+            pGraph[0] = interposer.ffi.NULL
+        raise
+    if capture.owns_graph:
+        rt().graphs.add_graph(graph)
+    pGraph[0] = interposer.ffi.cast("cudaGraph_t", graph.handle)
+    return SUCCESS
 
 
 @cuda(stream_variants=True)
@@ -41,8 +73,51 @@ def cudaStreamIsCapturing(stream, pCaptureStatus, per_thread=False):
 def cudaStreamGetCaptureInfo(stream, captureStatus_out, id_out, graph_out, dependencies_out, edgeData_out,
                              numDependencies_out, per_thread=False):
     """Of a stream that is not capturing only the status is defined; the
-    other outputs are left as they are, as CUDA leaves them."""
-    out_pointer(captureStatus_out, "captureStatus_out")[0] = capture_status(stream, per_thread)
+    other outputs are left as they are, as CUDA leaves them.  The
+    dependency list stays valid until the stream's next capture call."""
+    s = stream_of(stream, per_thread)
+    out_pointer(captureStatus_out, "captureStatus_out")[0] = rt().captures.status(s)
+    capture = rt().captures.of(s)
+    if capture is None:
+        return SUCCESS
+    ffi = interposer.ffi
+    if id_out != ffi.NULL:
+        id_out[0] = capture.id
+    if graph_out != ffi.NULL:
+        graph_out[0] = ffi.cast("cudaGraph_t", capture.graph.handle)
+    deps = capture.deps.get(s, [])
+    if dependencies_out != ffi.NULL:
+        listed = ffi.new("cudaGraphNode_t[]", [ffi.cast("cudaGraphNode_t", n.handle) for n in deps] or 1)
+        capture.listed = listed  # kept alive with the capture
+        dependencies_out[0] = listed
+    if edgeData_out != ffi.NULL:
+        edges = ffi.new("cudaGraphEdgeData[]", max(len(deps), 1))
+        capture.listed_edges = edges
+        edgeData_out[0] = edges
+    if numDependencies_out != ffi.NULL:
+        numDependencies_out[0] = len(deps)
+    return SUCCESS
+
+
+@cuda(stream_variants=True)
+def cudaStreamUpdateCaptureDependencies(stream, dependencies, dependencyData, numDependencies, flags,
+                                        per_thread=False):
+    """Add to (0) or replace (cudaStreamSetCaptureDependencies) the nodes the
+    stream's next captured operation depends on."""
+    from .graphs import _check_edge_data, _nodes
+    s = stream_of(stream, per_thread)
+    capture = rt().captures.of(s)
+    if capture is None:
+        raise CudaError(cudaError.cudaErrorIllegalState, "cudaStreamUpdateCaptureDependencies: the stream is not "
+                                                         "capturing")
+    if flags not in (ADD_DEPENDENCIES, SET_DEPENDENCIES):
+        raise CudaError(cudaError.cudaErrorInvalidValue, f"cudaStreamUpdateCaptureDependencies flags {flags:#x}")
+    _check_edge_data(dependencyData, numDependencies)
+    nodes = capture.graph.own_nodes(_nodes(dependencies, numDependencies, "dependency"), "dependency")
+    if flags == SET_DEPENDENCIES:
+        capture.deps[s] = list(dict.fromkeys(nodes))
+    else:
+        capture.deps[s] = capture.deps[s] + [n for n in dict.fromkeys(nodes) if n not in capture.deps[s]]
     return SUCCESS
 
 
@@ -52,7 +127,7 @@ def cudaThreadExchangeStreamCaptureMode(mode):
     out_pointer(mode, "mode")
     if mode[0] not in CAPTURE_MODES:
         raise CudaError(cudaError.cudaErrorInvalidValue, f"cudaThreadExchangeStreamCaptureMode: mode {mode[0]}")
-    previous = getattr(_thread, "mode", ENUMS["cudaStreamCaptureMode"]["cudaStreamCaptureModeGlobal"])
-    _thread.mode = int(mode[0])
-    mode[0] = previous
+    mode[0] = captures_model.exchange_thread_mode(int(mode[0]))
     return SUCCESS
+
+

@@ -20,7 +20,8 @@ from rcuda._generated.cuda_enums import ENUMS
 from rcuda._generated.cudart_api import CUDART_VERSION, FUNCTIONS
 from rcuda.errors import CudaError, cudaError
 
-from .. import interposer
+from .. import graphs, interposer
+from ..capture import Recording
 from ..driver.loading import kernel_on
 from ..interposer import address, fill_struct, out_pointer, stream_of
 from ..registry import registrar
@@ -131,16 +132,45 @@ def launch_kernel(kernel, grid: tuple, block: tuple, shared_mem: int, stream_han
     if stream.device is not device:
         raise CudaError(cudaError.cudaErrorInvalidResourceHandle,
                         f"launch on {device.label} into a stream of {stream.device.label}")
+    capture = interposer.rt.captures.of(stream)
+    if capture is not None:  # a kernel node, not a launch (client/capture.py)
+        fn, work = kernel_work(device, kernel, grid, block, shared_mem, pack(kernel.params), cooperative, cluster)
+        capture.add(stream, graphs.KERNEL, kernel_node_params(kernel, grid, block, shared_mem, work), work)
+        return device, fn
+    fn = launch_on(device, stream, kernel, grid, block, shared_mem, pack(kernel.params), cooperative, cluster)
+    return device, fn
+
+
+def launch_on(device, stream, kernel, grid: tuple, block: tuple, shared_mem: int, params: bytes,
+              cooperative: bool, cluster=None) -> int:
+    """Check and send a launch of `kernel` into `stream` of `device`; its function id."""
     device.check_launch_configuration(grid, block, shared_mem)
     fn = device.function_id(kernel)
     device.check_kernel_limits(kernel, block, shared_mem)
     cluster = device.launch_cluster(kernel, grid, block, shared_mem, cluster)
     if cooperative:
         device.check_cooperative_grid(kernel, grid, block, shared_mem)
-    device.launch(fn, grid, block, shared_mem, stream.id, pack(kernel.params), cooperative, cluster)
+    device.launch(fn, grid, block, shared_mem, stream.id, params, cooperative, cluster)
     if device.mirrored:  # the kernel may write mapped memory (client/memory/mapped.py)
         interposer.rt.fast.mirror_written(device, stream.id)
-    return device, fn
+    return fn
+
+
+def kernel_work(device, kernel, grid: tuple, block: tuple, shared_mem: int, params: bytes, cooperative: bool,
+                cluster=None):
+    """A kernel node's work: its launch, checked as a launch is, recorded
+    (client/capture.py's Recording).  (function id, graphs.Work)."""
+    with Recording(device) as recording:
+        fn = launch_on(device, recording.stream, kernel, grid, block, shared_mem, params, cooperative, cluster)
+    return fn, recording.work()
+
+
+def kernel_node_params(kernel, grid: tuple, block: tuple, shared_mem: int, work) -> dict:
+    """What a kernel node's queries answer (cudaGraphKernelNodeGetParams)."""
+    header, frames = work.requests[0]
+    return {"kernel": kernel, "name": kernel.name, "grid": tuple(grid), "block": tuple(block),
+            "shmem": shared_mem, "args": bytes(frames[0]), "cooperative": bool(header["cooperative"]),
+            "cluster": header.get("cluster"), "attributes": {}}
 
 
 @cuda(stream_variants=True)

@@ -29,7 +29,8 @@ from rcuda import copy_kinds
 from rcuda.protocol import MAX_BATCH_COPIES
 from rcuda.errors import CudaError, cudaError
 
-from .. import interposer
+from .. import graphs, interposer
+from ..capture import Recording
 from ..memory import pointers
 from ..streams import LEGACY_STREAM_ID
 from .core import SUCCESS, cuda
@@ -67,6 +68,7 @@ def ffi():
 @cuda()
 def cudaMalloc(devPtr, size):
     out_pointer(devPtr, "devPtr")
+    rt().captures.check_unsafe("cudaMalloc")
     devPtr[0] = ffi().cast("void *", allocate(rt().device(), size))
     return SUCCESS
 
@@ -77,6 +79,23 @@ def allocate(device, size: int) -> int:
     if ptr:
         rt().allocations.add(ptr, size, device)
     return ptr
+
+
+def graph_memory(device, size: int, call: str) -> graphs.GraphMemory:
+    """Memory of a graph's alloc node (client/graphs.py, GraphMemory)."""
+    if size <= 0:
+        raise CudaError(cudaError.cudaErrorInvalidValue, f"{call}: a graph allocation of {size} bytes")
+    table = rt().graphs
+
+    def last_release(block):
+        table.memory.pop(block.ptr, None)
+        if rt().allocations.find(block.ptr) is not None and not block.device.link.failed:
+            block.device.free(block.ptr)
+            rt().allocations.remove(block.ptr)
+
+    block = graphs.GraphMemory(allocate(device, size), size, device, last_release)
+    table.memory[block.ptr] = block
+    return block
 
 
 @cuda()
@@ -92,6 +111,8 @@ def cudaFree(devPtr):
         return SUCCESS
     if rt().pools.owner(ptr) is not None:
         rt().pools.free(ptr)
+        return SUCCESS
+    if ptr in rt().graphs.memory:  # a graph's: its use ends, the memory stays for the graph's next launch
         return SUCCESS
     mirror = rt().mapped.find(ptr)
     if mirror is not None:
@@ -231,6 +252,11 @@ def _check_kind_value(kind: int) -> None:
 def memcpy(dst: int, src: int, count: int, kind: int, stream=None, asynchronous: bool = False) -> None:
     """cudaMemcpy and cudaMemcpyAsync.  `stream` None means the legacy
     default stream of the devices involved."""
+    capture = rt().captures.of(stream) if stream is not None and asynchronous else None
+    if capture is not None:  # a memcpy node (client/capture.py)
+        capture.add(stream, graphs.MEMCPY, copy_node_params(dst, src, count, kind),
+                    copy_work(stream.device, dst, src, count, kind))
+        return
     if count and _mapped_involved((dst, count), (src, count)):
         # Mapped memory is on both sides of the bus: its device copy is used,
         # whatever the kind says (with unified addressing, CUDA goes by the pointers).
@@ -289,6 +315,31 @@ def _memcpy(dst: int, src: int, count: int, kind: int, stream=None, asynchronous
         else:
             copy_between_devices(dst_device, dst, src_device, src, count, stream, asynchronous,
                                  "cudaMemcpyAsync" if asynchronous else "cudaMemcpy")
+
+
+def copy_node_params(dst: int, src: int, count: int, kind: int) -> dict:
+    """A 1-D memcpy node's parameters, as cudaGraphMemcpyNodeGetParams gives
+    them (a box one row high)."""
+    return {"dst": dst, "src": src, "count": count, "kind": kind, "summary": f"{count} B {src:#x} -> {dst:#x}"}
+
+
+def copy_work(device, dst: int, src: int, count: int, kind: int) -> graphs.Work:
+    """What a graph's 1-D memcpy node does when the graph runs: a copy
+    within `device` is a request the server keeps; one touching host memory
+    is made here, at each launch, in the launch's stream (client/graphs.py)."""
+    direction = _check_kind(kind, dst, src, count)
+    if count == 0:
+        return graphs.Work(device)
+    if direction == DEVICE_TO_DEVICE and not _mapped_involved((dst, count), (src, count)):
+        for ptr, what in ((dst, "destination"), (src, "source")):
+            if _device_of(ptr, count, what) is not device:
+                raise CudaError(cudaError.cudaErrorInvalidValue,
+                                f"a graph memcpy node between GPUs ({what} {ptr:#x} is not on {device.label})")
+        with Recording(device) as recording:
+            memcpy(dst, src, count, kind, recording.stream, asynchronous=True)
+        return recording.work()
+    return graphs.Work(device, run=lambda stream: memcpy(dst, src, count, kind, stream, asynchronous=True),
+                       writes_host=direction in (DEVICE_TO_HOST, HOST_TO_HOST))
 
 
 def copy_between_devices(dst_device, dst: int, src_device, src: int, count: int, stream=None,

@@ -20,10 +20,10 @@ from __future__ import annotations
 from rcuda._generated.cuda_enums import ENUMS
 from rcuda.errors import CudaError, cudaError
 
-from .. import interposer
+from .. import graphs, interposer
 from .core import SUCCESS, cuda
 from ..interposer import address, out_pointer, stream_of
-from .memory import cudaFree
+from .memory import cudaFree, graph_memory
 
 ATTRS = ENUMS["cudaMemPoolAttr"]
 LOCATIONS = ENUMS["cudaMemLocationType"]
@@ -83,6 +83,13 @@ def _location_device(location, call: str):
 def _allocate(devPtr, size: int, pool, stream, call: str) -> int:
     out_pointer(devPtr, "devPtr")
     pool.device._check_usable(call)  # a reused block needs no round trip: a sticky error must still tell
+    capture = rt().captures.of(stream)
+    if capture is not None:  # a memory alloc node (client/capture.py)
+        block = graph_memory(stream.device, size, call)
+        capture.graph.memory.append(block)
+        capture.add(stream, graphs.MEM_ALLOC, {"ptr": block.ptr, "size": size, "device": stream.device})
+        devPtr[0] = interposer.ffi.cast("void *", block.ptr)
+        return SUCCESS
     devPtr[0] = interposer.ffi.cast("void *", rt().pools.allocate(pool, size, stream) if size else 0)
     return SUCCESS
 
@@ -106,6 +113,15 @@ def cudaFreeAsync(devPtr, hStream, per_thread=False):
     cudaMalloc is freed by the server after the work sent before it."""
     stream = stream_of(hStream, per_thread)
     ptr = address(devPtr)
+    capture = rt().captures.of(stream)
+    if capture is not None:  # a memory free node (client/capture.py)
+        if ptr not in rt().graphs.memory:
+            raise CudaError(cudaError.cudaErrorInvalidValue,
+                            f"cudaFreeAsync of {ptr:#x} in a capture: not memory a graph allocated")
+        capture.add(stream, graphs.MEM_FREE, {"ptr": ptr})
+        return SUCCESS
+    if ptr in rt().graphs.memory:  # its use ends; the memory stays for the graph's next launch
+        return SUCCESS
     if rt().pools.owner(ptr) is None:
         return cudaFree(devPtr)
     rt().pools.free(ptr, stream)

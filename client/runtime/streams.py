@@ -17,8 +17,9 @@ import logging
 from rcuda._generated.cuda_enums import MACROS
 from rcuda.errors import CudaError, cudaError
 
-from .. import interposer
+from .. import graphs, interposer
 from .. import stream_attributes
+from ..capture import ACTIVE, Recording
 from .core import SUCCESS, cuda
 from ..interposer import address, out_pointer, stream_of
 from ..stream_attributes import PRIORITY
@@ -74,7 +75,9 @@ def cudaStreamDestroy(stream):
     handle = address(stream)
     if handle in (0, MACROS["cudaStreamLegacy"], MACROS["cudaStreamPerThread"]):
         raise CudaError(cudaError.cudaErrorInvalidResourceHandle, "a default stream cannot be destroyed")
-    rt().managed.stream_destroyed(rt().streams.resolve(handle, rt().device()))
+    stream = rt().streams.resolve(handle, rt().device())
+    rt().managed.stream_destroyed(stream)
+    rt().captures.stream_gone(stream)
     rt().streams.destroy(handle)
     return SUCCESS
 
@@ -98,12 +101,42 @@ def cudaStreamQuery(stream, per_thread=False):
 def cudaStreamWaitEvent(stream, event, flags, per_thread=False):
     s = stream_of(stream, per_thread)
     e = rt().streams.event(address(event))
+    if wait_in_capture(s, e, flags):
+        return SUCCESS
     if e.device is s.device:
         s.device.post("stream_wait", stream=s.id, event=e.id)
     else:  # across GPUs: wait here for the event (see the module docstring)
         e.device.request("event_sync", event=e.id)
     rt().pools.event_waited(s, e)  # pool memory freed before the event may go to this stream now
     return SUCCESS
+
+
+def wait_in_capture(stream, event, flags: int) -> bool:
+    """cudaStreamWaitEvent where a capture is involved (client/capture.py):
+    on an event recorded in a capture, the stream joins it (or adds the
+    event's nodes to its dependencies); a capturing stream waiting on an
+    event recorded outside gets a wait node.  False: no capture involved."""
+    captures = rt().captures
+    recorded = event.captured
+    if recorded is not None and recorded[0].status == ACTIVE and captures.of(recorded[1]) is recorded[0]:
+        captures.join(stream, recorded[0], recorded[2])
+        return True
+    capture = captures.of(stream)
+    if capture is None:
+        return False
+    if event.device is not stream.device:
+        capture.invalidate("a wait on another GPU's event")
+        raise CudaError(cudaError.cudaErrorStreamCaptureIsolation,
+                        "cudaStreamWaitEvent: a capturing stream cannot wait on another GPU's event")
+    capture.add(stream, graphs.WAIT_EVENT, {"event": event}, event_work(event, "stream_wait"))
+    return True
+
+
+def event_work(event, op: str) -> graphs.Work:
+    """An event record or wait node's work: the request, to run in the launch's stream."""
+    with Recording(event.device) as recording:
+        event.device.post(op, event=event.id, stream=recording.stream.id)
+    return recording.work()
 
 
 @cuda(stream_variants=True)
@@ -201,6 +234,10 @@ def cudaLaunchHostFunc(stream, fn, userData, per_thread=False):
         raise CudaError(cudaError.cudaErrorInvalidValue, "cudaLaunchHostFunc: fn is NULL")
     s = stream_of(stream, per_thread)
     s.device._check_usable("cudaLaunchHostFunc")
+    capture = rt().captures.of(s)
+    if capture is not None:  # a host node (client/capture.py)
+        capture.add(s, graphs.HOST, {"fn": fn, "userData": userData}, host_work(s.device, fn, userData))
+        return SUCCESS
 
     def run(status):
         if not status:  # CUDA does not run host functions in a failed context
@@ -208,6 +245,15 @@ def cudaLaunchHostFunc(stream, fn, userData, per_thread=False):
 
     rt().callbacks.enqueue(s.device, s.id, run)
     return SUCCESS
+
+
+def host_work(device, fn, user_data) -> graphs.Work:
+    """A host node's work: `fn(user_data)` on the client, in the launch's
+    stream, as a host function (client/callbacks.py)."""
+    def run(stream):
+        stream.device._check_usable("a graph's host node")
+        rt().callbacks.enqueue(stream.device, stream.id, lambda status: None if status else fn(user_data))
+    return graphs.Work(device, run=run)
 
 
 @cuda(stream_variants=True)
@@ -223,6 +269,10 @@ def add_callback(stream, callback, userData, flags, per_thread: bool, call: str,
         raise CudaError(cudaError.cudaErrorInvalidValue, f"{call}: NULL callback or flags != 0")
     s = stream_of(stream, per_thread)
     s.device._check_usable(call)
+    capture = rt().captures.of(s)
+    if capture is not None:
+        capture.invalidate(f"{call} during the capture")
+        raise CudaError(cudaError.cudaErrorStreamCaptureUnsupported, f"{call} cannot be captured (cudaLaunchHostFunc can)")
     handle = interposer.ffi.cast("cudaStream_t", address(stream))
     rt().callbacks.enqueue(s.device, s.id, lambda status: callback(handle, status_of(status), userData))
     return SUCCESS
@@ -272,6 +322,11 @@ def cudaEventRecord(event, stream, per_thread=False):
     if s.device is not e.device:
         raise CudaError(cudaError.cudaErrorInvalidResourceHandle,
                         f"cudaEventRecord: the event belongs to {e.device.label}, the stream to {s.device.label}")
+    capture = rt().captures.of(s)
+    if capture is not None:  # the event stands for the stream's place in the capture (client/capture.py)
+        e.captured = (capture, s, list(capture.deps[s]))
+        return SUCCESS
+    e.captured = None
     e.device.post("event_record", event=e.id, stream=s.id)
     rt().pools.event_recorded(e, s)
     return SUCCESS
@@ -279,8 +334,16 @@ def cudaEventRecord(event, stream, per_thread=False):
 
 @cuda(stream_variants=True)
 def cudaEventRecordWithFlags(event, stream, flags, per_thread=False):
+    """cudaEventRecordExternal in a capture makes an event record node."""
     if flags & ~MACROS["cudaEventRecordExternal"]:
         raise CudaError(cudaError.cudaErrorInvalidValue, f"cudaEventRecordWithFlags flags {flags:#x}")
+    if flags:
+        e = rt().streams.event(address(event))
+        s = stream_of(stream, per_thread, e.device)
+        capture = rt().captures.of(s)
+        if capture is not None:
+            capture.add(s, graphs.EVENT_RECORD, {"event": e}, event_work(e, "event_record"))
+            return SUCCESS
     return cudaEventRecord(event, stream, per_thread=per_thread)
 
 

@@ -338,6 +338,29 @@ class Device(abc.ABC):
     def stream_wait_event(self, stream: int, event: int) -> None:
         """Later work on `stream` waits for the event's last record."""
 
+    def stream_mem_ops(self, ops: list[tuple[int, int, int, int]], stream: int) -> None:
+        """cuStreamBatchMemOp: `ops` ([kind, address, value, flags] each,
+        checked by rcuda/stream_memops.py's `problem`) in order in `stream`:
+        a write puts a 4- or 8-byte little-endian value at its address, a
+        wait holds the stream's later work until the word there meets its
+        condition.  Every address is checked against the session's
+        allocations (cudaErrorInvalidValue) before anything runs."""
+        raise CudaError(cudaError.cudaErrorNotSupported, f"{type(self).__name__}: no stream memory operations")
+
+    def graph_capture(self, stream: int, run) -> object:
+        """A CUDA graph of the device's own made from the work `run()` issues
+        into `stream` (stream capture), instantiated: what graph_launch runs
+        (server/graphs.py).  A backend without graphs raises
+        NotImplementedError, and the work is then run request by request."""
+        raise NotImplementedError
+
+    def graph_launch(self, graph: object, stream: int) -> None:
+        """Launch a graph graph_capture made into `stream`."""
+        raise NotImplementedError
+
+    def graph_release(self, graph: object) -> None:
+        """Free a graph graph_capture made."""
+
     @abc.abstractmethod
     def event_create(self, event: int, flags: int) -> None:
         """Create event `event` (cudaEventDisableTiming etc. in `flags`)."""

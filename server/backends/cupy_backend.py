@@ -27,7 +27,7 @@ import threading
 
 import numpy as np
 
-from rcuda import fatbin
+from rcuda import fatbin, stream_memops
 from rcuda._generated.cuda_enums import ENUMS
 from rcuda.device_attributes import DEVICE_ATTRIBUTES
 from rcuda.errors import CudaError, cudaError
@@ -787,6 +787,39 @@ class CupyDevice(Device):
         with self._cuda("cudaStreamCreate"):
             self._streams[stream] = self._runtime.streamCreateWithPriority(flags, priority)
 
+    # -- CUDA graphs: a run of a client graph's requests captured once from
+    # the stream it is first launched in (relaxed mode: the service's other
+    # work goes on), then launched as one graph of the driver's.
+
+    def graph_capture(self, stream: int, run) -> object:
+        handle = self._streams[stream]
+        if not handle:
+            raise NotImplementedError("the legacy stream cannot capture")
+        runtime = self._runtime
+        with self._cuda("cudaStreamBeginCapture"):
+            runtime.streamBeginCapture(handle, runtime.streamCaptureModeRelaxed)
+        try:
+            run()
+        except BaseException:
+            with contextlib.suppress(Exception):
+                runtime.graphDestroy(runtime.streamEndCapture(handle))
+            raise
+        with self._cuda("cudaStreamEndCapture"):
+            graph = runtime.streamEndCapture(handle)
+        try:
+            with self._cuda("cudaGraphInstantiate"):
+                return runtime.graphInstantiate(graph)
+        finally:
+            runtime.graphDestroy(graph)
+
+    def graph_launch(self, graph: object, stream: int) -> None:
+        with self._cuda("cudaGraphLaunch"):
+            self._runtime.graphLaunch(graph, self._streams[stream])
+
+    def graph_release(self, graph: object) -> None:
+        with contextlib.suppress(Exception):  # the context may be gone already
+            self._runtime.graphExecDestroy(graph)
+
     def stream_destroy(self, stream: int) -> None:
         with self._cuda("cudaStreamDestroy"):
             self._runtime.streamDestroy(self._streams.pop(stream))
@@ -800,6 +833,29 @@ class CupyDevice(Device):
     def stream_wait_event(self, stream: int, event: int) -> None:
         with self._cuda("cudaStreamWaitEvent"):
             self._runtime.streamWaitEvent(self._streams[stream], self._events[event], 0)
+
+    def stream_mem_ops(self, ops: list[tuple[int, int, int, int]], stream: int) -> None:
+        """One cuStreamBatchMemOp_v2 call (through ctypes: CuPy binds none of
+        them).  A write's NO_MEMORY_BARRIER, which the v2 API does not take,
+        is dropped: the write keeps its barrier, which is always allowed."""
+        for kind, address, _, _ in ops:
+            if kind in stream_memops.WIDTH:
+                self._memory.require(address, stream_memops.WIDTH[kind], "cuStreamBatchMemOp")
+        params = (CUstreamBatchMemOpParams * len(ops))()
+        for param, (kind, address, value, flags) in zip(params, ops):
+            if kind in stream_memops.WRITES:
+                fields = param.writeValue
+                flags &= ~stream_memops.WRITE_NO_MEMORY_BARRIER
+            elif kind in stream_memops.WAITS:
+                fields = param.waitValue
+            else:  # a flush or a barrier: {operation, flags}
+                param.memoryBarrier.operation, param.memoryBarrier.flags = kind, flags
+                continue
+            fields.operation, fields.address, fields.value64, fields.flags = kind, address, value, flags
+        with self._cuda("cuStreamBatchMemOp"):
+            status = _cu_stream_batch_mem_op()(ctypes.c_void_p(self._streams[stream]), len(ops), params, 0)
+        if status:
+            raise CudaError(driver_status(status), f"cuStreamBatchMemOp on GPU {self.index}: CUresult {status}")
 
     def event_create(self, event: int, flags: int) -> None:
         with self._cuda("cudaEventCreate"):
@@ -1077,6 +1133,34 @@ def _cu_launch_cooperative_kernel():
     sharedMemBytes, hStream, kernelParams), through ctypes."""
     function = ctypes.CDLL("libcuda.so.1").cuLaunchCooperativeKernel
     function.argtypes = [ctypes.c_void_p, *[ctypes.c_uint] * 7, ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p)]
+    function.restype = ctypes.c_int
+    return function
+
+
+# cuda.h: CUstreamBatchMemOpParams (48 bytes), as cuStreamBatchMemOp takes it.
+class _MemOpValueParams(ctypes.Structure):
+    """CUstreamMemOpWaitValueParams_st and ...WriteValueParams_st: `value64`
+    is the union of value and value64 (a 32-bit value is its low bytes)."""
+    _fields_ = [("operation", ctypes.c_int), ("address", ctypes.c_uint64), ("value64", ctypes.c_uint64),
+                ("flags", ctypes.c_uint), ("alias", ctypes.c_uint64)]
+
+
+class _MemOpFlagParams(ctypes.Structure):
+    """CUstreamMemOpFlushRemoteWritesParams_st and ...MemoryBarrierParams_st."""
+    _fields_ = [("operation", ctypes.c_int), ("flags", ctypes.c_uint)]
+
+
+class CUstreamBatchMemOpParams(ctypes.Union):
+    _fields_ = [("operation", ctypes.c_int), ("waitValue", _MemOpValueParams), ("writeValue", _MemOpValueParams),
+                ("flushRemoteWrites", _MemOpFlagParams), ("memoryBarrier", _MemOpFlagParams),
+                ("pad", ctypes.c_uint64 * 6)]
+
+
+@functools.cache
+def _cu_stream_batch_mem_op():
+    """The driver's cuStreamBatchMemOp_v2(stream, count, paramArray, flags), through ctypes."""
+    function = ctypes.CDLL("libcuda.so.1").cuStreamBatchMemOp_v2
+    function.argtypes = [ctypes.c_void_p, ctypes.c_uint, ctypes.POINTER(CUstreamBatchMemOpParams), ctypes.c_uint]
     function.restype = ctypes.c_int
     return function
 

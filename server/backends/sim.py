@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from rcuda import fatbin, launch_rules
+from rcuda import fatbin, launch_rules, stream_memops
 from rcuda._generated.cuda_enums import ENUMS, MACROS
 from rcuda.device_attributes import attributes_from_properties
 from rcuda.errors import CudaError, cudaError
@@ -80,6 +80,11 @@ MAX_CONCURRENT_KERNELS = 128
 
 #: The legacy default stream's id.
 LEGACY_STREAM = 0
+
+#: What each stream memory operation is called in a message.
+_MEMOP_CALLS = {stream_memops.WAIT_VALUE_32: "cuStreamWaitValue32", stream_memops.WAIT_VALUE_64: "cuStreamWaitValue64",
+                stream_memops.WRITE_VALUE_32: "cuStreamWriteValue32",
+                stream_memops.WRITE_VALUE_64: "cuStreamWriteValue64"}
 
 #: Where allocations start: a multiple of the sim's texture alignment, as a
 #: GPU's cudaMalloc memory may back any texture (more than CUDA's promised 256).
@@ -252,6 +257,7 @@ class SimDevice(Device):
         if self._max_concurrent < 1:
             raise ValueError(f"max_concurrent_kernels must be at least 1, not {max_concurrent_kernels}")
         self._kernel_ends: list[float] = []  # sorted: when each running or queued modelled kernel ends
+        self._value_written: dict[int, float] = {}  # stream_mem_ops: address -> when a write there happens
         # Peer access: the sim GPUs of one server share its memory, so a
         # kernel here may use the memory of the GPUs this one enabled.
         self._open_devices = {} if open_devices is None else open_devices  # the worker's, by index
@@ -869,6 +875,42 @@ class SimDevice(Device):
             return  # already happened, and the GPU is idle
         at = max(now, self._start(stream), recorded)
         self._ends(stream, at)
+
+    # Stream memory operations.  Work runs in arrival order, so when a wait
+    # arrives every write issued before it, on any stream, has been made, and
+    # nothing issued after it can run first: a wait whose condition does not
+    # hold then would wait forever.  It fails at once instead, with
+    # cudaErrorNotSupported (reported by the next reply, as an asynchronous
+    # error; the operations after it in its batch do not run).  A wait that
+    # holds happens, in modelled time, no earlier than the write-value op that
+    # last wrote its word.
+
+    def stream_mem_ops(self, ops: list[tuple[int, int, int, int]], stream: int) -> None:
+        words = [self._bytes(address, stream_memops.WIDTH[kind], _MEMOP_CALLS[kind])
+                 if kind in stream_memops.WIDTH else None for kind, address, _, _ in ops]  # all checked first
+        for (kind, address, value, flags), word in zip(ops, words):
+            if kind in stream_memops.WRITES:
+                word[:] = np.frombuffer(value.to_bytes(word.size, "little"), np.uint8)
+                now = time.perf_counter()
+                at = self._op(stream, now)
+                if at > now:
+                    self._value_written[address] = at
+                else:
+                    self._value_written.pop(address, None)
+            elif kind in stream_memops.WAITS:
+                found = int.from_bytes(word.tobytes(), "little")
+                if not stream_memops.satisfied(found, value, flags, word.size):
+                    raise CudaError(cudaError.cudaErrorNotSupported,
+                                    f"{_MEMOP_CALLS[kind]} on stream {stream}: the word at {address:#x} is "
+                                    f"{found:#x}, the wait is for {stream_memops.condition(value, flags)}; the "
+                                    f"sim runs work in arrival order, so only work issued before a wait can "
+                                    f"satisfy it (a GPU would wait here)")
+                now, written = time.perf_counter(), self._value_written.get(address, 0.0)
+                if written > now:
+                    self._ends(stream, max(now, self._start(stream), written))
+                else:
+                    self._op(stream, now)
+            # A flush of remote writes and a memory barrier: writes are made in order already.
 
     def event_create(self, event: int, flags: int) -> None:
         self._events[event] = SimEvent(flags)
