@@ -95,6 +95,7 @@ class ServerCommand:
         setup_server_logging(settings["log_level"])
         listen = settings["listen"]
         host, _ = _split_listen(listen)
+        listen = listen if listen.startswith("tcp://") else "tcp://" + listen.strip()  # HOST:PORT, as --servers takes
         if not is_loopback(host) and not settings["insecure"] and not settings["auth"]:
             raise CommandError(
                 f"refusing to listen on {host} without authentication: anyone who can reach it could run code "
@@ -130,8 +131,8 @@ class ServerCommand:
 
 
 def _split_listen(listen: str) -> tuple[str, int]:
-    if not listen.startswith("tcp://"):
-        raise CommandError(f"--listen {listen!r}: only tcp://HOST:PORT is supported")
+    if "://" in listen and not listen.startswith("tcp://"):
+        raise CommandError(f"--listen {listen!r}: only tcp://HOST:PORT (or HOST:PORT) is supported")
     address = parse_server(listen, allow_any_port=True)
     return address.host, address.port
 

@@ -91,11 +91,12 @@ def test_a_program_gets_the_version_mismatch_as_a_cuda_error(compile_cuda):
 def test_a_server_started_beside_a_folder_named_rcuda_still_starts_its_workers(compile_cuda, tmp_path):
     """Started from a clone of this repository (or any folder holding one
     named `rcuda`), the daemon's session workers must import the installed
-    rcuda, not the folder: they used to fail to start, every session refused."""
+    rcuda, not the folder: they used to fail to start, every session refused.
+    Its --listen is a bare HOST:PORT, as `rcuda run --servers` takes one."""
     (tmp_path / "rcuda").mkdir()
     (tmp_path / "rcuda" / "__init__.py").write_text("raise ImportError('the wrong rcuda')\n")
     rcuda = Path(sys.executable).with_name("rcuda")  # the console script, as a user runs it
-    process = subprocess.Popen([str(rcuda), "server", "--listen", "tcp://127.0.0.1:0", "--backend", "sim",
+    process = subprocess.Popen([str(rcuda), "server", "--listen", "127.0.0.1:0", "--backend", "sim",
                                 "--kernels", str(CUDA_SOURCES / "sim_kernels.py")], cwd=tmp_path,
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
