@@ -230,20 +230,13 @@ class Captures:
         unjoined = [s for s, deps in capture.deps.items() if s is not stream and not set(deps) <= joined]
         self._leave(capture)
         if capture.status != ACTIVE:
-            self._discard(capture)
             raise failure(cudaError.cudaErrorStreamCaptureInvalidated,
                           f"cudaStreamEndCapture: the capture was invalidated: {capture.problem}")
         if unjoined:
-            self._discard(capture)
             raise failure(cudaError.cudaErrorStreamCaptureUnjoined,
                           f"cudaStreamEndCapture: {len(unjoined)} stream(s) forked from the capture were not "
                           f"joined back into its origin stream")
         return capture.graph
-
-    @staticmethod
-    def _discard(capture: Capture) -> None:
-        if capture.owns_graph:
-            capture.graph.release()
 
     def _leave(self, capture: Capture) -> None:
         devices = set()
@@ -257,10 +250,19 @@ class Captures:
             self._device_changed(device)
 
     def stream_gone(self, stream) -> None:
-        """A capturing stream was destroyed: its capture is invalidated."""
+        """A capturing stream was destroyed: the origin's capture is
+        invalidated; a stream forked into a capture leaves it (what it
+        captured stays, and must have been joined back by the end)."""
         capture = self.of(stream)
-        if capture is not None:
-            capture.invalidate("a capturing stream was destroyed")
+        if capture is None:
+            return
+        if stream is capture.origin:
+            capture.invalidate("the capture's origin stream was destroyed")
+            return
+        with self._lock:
+            del self._by_stream[stream]
+        stream.device.sinks.pop(stream.id, None)
+        self._device_changed(stream.device)
 
     def _device_changed(self, device) -> None:
         """C's fast paths leave a device with a capture to Python."""

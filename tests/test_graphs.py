@@ -47,6 +47,12 @@ def test_stream_capture_with_fork_and_join(program, server):
     run(program, server, "capture")
 
 
+def test_capture_patterns_of_nvidias_samples(program, server):
+    """A forked stream destroyed after joining back, nodes added to the
+    capturing graph, capture into an existing graph, cudaGraphAddNode."""
+    run(program, server, "capture_patterns")
+
+
 def test_memory_nodes_explicit_and_captured(program, server):
     run(program, server, "memory")
 
@@ -57,3 +63,26 @@ def test_capture_and_graph_misuse_gets_cuda_errors(program, server):
 
 def test_user_objects_live_as_long_as_their_graphs(program, server):
     run(program, server, "user_objects")
+
+
+def test_driver_api_graphs_and_capture(compile_cuda, build_dir, server_factory, tmp_path):
+    """tests/cuda/driver_graphs.cu, a program linked to libcuda.so.1 only:
+    cuGraph* on the same graphs (kernel nodes from a module's CUfunction and
+    a library's CUkernel, kernelParams and `extra`, memcpy, memset, host,
+    child and batch memory operation nodes), cuStreamBeginCapture with a
+    fork and join, relaunches after updates, the older ABIs, misuse."""
+    import subprocess
+    from conftest import nvcc_path
+    from rcuda.binaries import dropin_dir
+    fatbin = build_dir / "driver_graph_kernels.fatbin"
+    subprocess.run([nvcc_path(), "-fatbin", "-o", str(fatbin), str(CUDA_SOURCES / "driver_module_kernels.cu")],
+                   check=True, capture_output=True, text=True, timeout=300)
+    program = compile_cuda("driver_graphs.cu", "-x", "c++", f"-L{dropin_dir()}", "-l:libcuda.so.1", cudart="none")
+    server = server_factory("--backend", "sim", "--kernels", str(CUDA_SOURCES / "driver_module_kernels.py"))
+    dot = tmp_path / "driver_graph.dot"
+    result = run_program(program, server, str(fatbin), str(dot))
+    assert result.returncode == 0 and "PASSED driver_graphs" in result.stdout, result.stdout + result.stderr[-3000:]
+    for section in ("explicit", "batch", "capture", "misuse"):
+        assert f"ok {section}\n" in result.stdout, result.stdout
+    assert "digraph" in dot.read_text()
+    assert "not supported" not in result.stderr, result.stderr[-3000:]

@@ -30,7 +30,10 @@ def capture_status(stream_handle, per_thread: bool) -> int:
 
 @cuda(stream_variants=True)
 def cudaStreamBeginCapture(stream, mode, per_thread=False):
-    rt().captures.begin(stream_of(stream, per_thread), mode)
+    """The capture's graph is a graph of the program's at once: nodes may be
+    added to it during the capture (cudaStreamGetCaptureInfo gives it)."""
+    capture = rt().captures.begin(stream_of(stream, per_thread), mode)
+    rt().graphs.add_graph(capture.graph)
     return SUCCESS
 
 
@@ -48,18 +51,23 @@ def cudaStreamBeginCaptureToGraph(stream, graph, dependencies, dependencyData, n
 
 @cuda(stream_variants=True)
 def cudaStreamEndCapture(stream, pGraph, per_thread=False):
-    out_pointer(pGraph, "pGraph")
+    """pGraph may be NULL for a capture into a graph of the program's
+    (cudaStreamBeginCaptureToGraph)."""
     s = stream_of(stream, per_thread)
     capture = rt().captures.of(s)
+    if pGraph == interposer.ffi.NULL and (capture is None or capture.owns_graph):
+        raise CudaError(cudaError.cudaErrorInvalidValue, "cudaStreamEndCapture: pGraph is NULL")
     try:
         graph = rt().captures.end(s)
     except CudaError:
         if capture is not None and capture.origin is s:
-            pGraph[0] = interposer.ffi.NULL
+            if capture.owns_graph and capture.graph.handle in rt().graphs.graphs:
+                rt().graphs.destroy_graph(capture.graph.handle)
+            if pGraph != interposer.ffi.NULL:
+                pGraph[0] = interposer.ffi.NULL
         raise
-    if capture.owns_graph:
-        rt().graphs.add_graph(graph)
-    pGraph[0] = interposer.ffi.cast("cudaGraph_t", graph.handle)
+    if pGraph != interposer.ffi.NULL:
+        pGraph[0] = interposer.ffi.cast("cudaGraph_t", graph.handle)
     return SUCCESS
 
 

@@ -732,6 +732,60 @@ def cudaDeviceSetGraphMemAttribute(device, attr, value):
     return SUCCESS
 
 
+# -- any node type (cudaGraphNodeParams)
+
+
+def _from_node_params(p, call: str) -> tuple[int, dict, graphs.Work | None]:
+    """(type, parameters, work) of a cudaGraphNodeParams, for the types rcuda has."""
+    out_pointer(p, "nodeParams")
+    type_ = p.type
+    if type_ == graphs.KERNEL:
+        return (type_, *_runtime_kernel_node(ffi().addressof(p.kernel), call))
+    if type_ == graphs.MEMCPY:
+        return (type_, *_memcpy_3d_node(ffi().addressof(p.memcpy.copyParams), call))
+    if type_ == graphs.MEMSET:
+        return (type_, *_runtime_memset_node(ffi().addressof(p.memset), call))
+    if type_ == graphs.HOST:
+        return (type_, *_host_node(ffi().addressof(p.host), call))
+    if type_ == graphs.EMPTY:
+        return type_, {}, None
+    if type_ in (graphs.EVENT_RECORD, graphs.WAIT_EVENT):
+        event = p.eventRecord.event if type_ == graphs.EVENT_RECORD else p.eventWait.event
+        return (type_, *_event_node(type_, event))
+    if type_ == graphs.CHILD:
+        return type_, {"graph": _graph(p.graph.graph, "childGraph").clone()}, None
+    if type_ == graphs.MEM_FREE:
+        ptr = address(p.free.dptr)
+        if ptr not in rt().graphs.memory:
+            raise CudaError(cudaError.cudaErrorInvalidValue, f"{call}: {ptr:#x} is not graph memory")
+        return type_, {"ptr": ptr}, None
+    raise CudaError(cudaError.cudaErrorNotSupported, f"{call}: nodes of type {graphs.TYPE_NAMES.get(type_, type_)} "
+                                                     "are not supported by rcuda")
+
+
+@cuda()
+def cudaGraphAddNode(pGraphNode, graph, pDependencies, dependencyData, numDependencies, nodeParams):
+    out_pointer(nodeParams, "nodeParams")
+    _check_edge_data(dependencyData, numDependencies)
+    if nodeParams.type == graphs.MEM_ALLOC:
+        return cudaGraphAddMemAllocNode(pGraphNode, graph, pDependencies, numDependencies,
+                                        ffi().cast("struct cudaMemAllocNodeParams *", ffi().addressof(nodeParams.alloc)))
+    add_node(pGraphNode, graph, pDependencies, numDependencies, *_from_node_params(nodeParams, "cudaGraphAddNode"))
+    return SUCCESS
+
+
+@cuda()
+def cudaGraphNodeSetParams(node, nodeParams):
+    n = _node(node)
+    type_, params, work = _from_node_params(nodeParams, "cudaGraphNodeSetParams")
+    if type_ != n.type:
+        raise CudaError(cudaError.cudaErrorInvalidValue, f"cudaGraphNodeSetParams: the node is a {n.name} node")
+    if type_ == graphs.CHILD:
+        n.params["graph"].release()
+    _set(n, params, work)
+    return SUCCESS
+
+
 # ------------------------------------------------------------------ executable graphs
 
 
@@ -973,6 +1027,17 @@ def cudaGraphExecChildGraphNodeSetParams(hGraphExec, node, childGraph):
         if mine.type != graphs.CHILD:
             mine.params, mine.work = dict(theirs.params), theirs.work
     graph_exec.plan()
+    return SUCCESS
+
+
+@cuda()
+def cudaGraphExecNodeSetParams(graphExec, node, nodeParams):
+    graph_exec = _exec(graphExec)
+    type_, params, work = _from_node_params(nodeParams, "cudaGraphExecNodeSetParams")
+    if type_ == graphs.CHILD:
+        raise CudaError(cudaError.cudaErrorNotSupported, "cudaGraphExecNodeSetParams of a child graph node (use "
+                                                         "cudaGraphExecChildGraphNodeSetParams)")
+    exec_set(graph_exec, _node(node), type_, params, work, "cudaGraphExecNodeSetParams")
     return SUCCESS
 
 

@@ -271,6 +271,93 @@ static int captured()
     return 0;
 }
 
+// Capture patterns NVIDIA's samples use: a forked stream destroyed once
+// joined back, nodes added to the capturing graph by hand, capture into a
+// graph of the program's, cudaGraphAddNode.
+static int capture_patterns()
+{
+    int *counter;
+    CHECK(cudaMalloc(&counter, sizeof(int)));
+    CHECK(cudaMemset(counter, 0, sizeof(int)));
+    cudaStream_t stream;
+    CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    cudaEvent_t fork, join;
+    CHECK(cudaEventCreate(&fork));
+    CHECK(cudaEventCreate(&join));
+
+    CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+    cudaStream_t side;
+    CHECK(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking));
+    CHECK(cudaEventRecord(fork, stream));
+    CHECK(cudaStreamWaitEvent(side, fork, 0));
+    bump<<<1, 1, 0, side>>>(counter);
+    CHECK(cudaEventRecord(join, side));
+    CHECK(cudaStreamWaitEvent(stream, join, 0));
+    CHECK(cudaStreamDestroy(side));  // joined back: it just leaves the capture
+
+    // A node added by hand to the capturing graph, after the stream's place.
+    cudaStreamCaptureStatus status;
+    cudaGraph_t capturing = nullptr;
+    const cudaGraphNode_t *deps = nullptr;
+    size_t count = 0;
+    CHECK(cudaStreamGetCaptureInfo(stream, &status, nullptr, &capturing, &deps, nullptr, &count));
+    REQUIRE(status == cudaStreamCaptureStatusActive && capturing != nullptr && count == 1);
+    cudaGraphNode_t by_hand;
+    void *args[] = {&counter};
+    cudaKernelNodeParams kernel = {};
+    kernel.func = (void *)bump;
+    kernel.gridDim = dim3(1);
+    kernel.blockDim = dim3(1);
+    kernel.kernelParams = args;
+    CHECK(cudaGraphAddKernelNode(&by_hand, capturing, deps, count, &kernel));
+    CHECK(cudaStreamUpdateCaptureDependencies(stream, &by_hand, nullptr, 1, cudaStreamSetCaptureDependencies));
+    bump<<<1, 1, 0, stream>>>(counter);
+    cudaGraph_t graph;
+    CHECK(cudaStreamEndCapture(stream, &graph));
+    REQUIRE(graph == capturing);
+    CHECK(cudaGraphGetNodes(graph, nullptr, &count));
+    REQUIRE(count == 3);
+    cudaGraphExec_t exec;
+    CHECK(cudaGraphInstantiate(&exec, graph, 0));
+    CHECK(cudaGraphLaunch(exec, stream));
+    int total = 0;
+    CHECK(cudaStreamSynchronize(stream));
+    CHECK(cudaMemcpy(&total, counter, sizeof(int), cudaMemcpyDeviceToHost));
+    REQUIRE(total == 3);
+    CHECK(cudaGraphExecDestroy(exec));
+
+    // Capture into that graph again (no graph handed back), then a node of
+    // any type through cudaGraphAddNode.
+    cudaGraphNode_t last[1];
+    size_t roots = 0;
+    CHECK(cudaGraphGetNodes(graph, nullptr, &roots));
+    CHECK(cudaStreamBeginCaptureToGraph(stream, graph, nullptr, nullptr, 0, cudaStreamCaptureModeRelaxed));
+    bump<<<1, 1, 0, stream>>>(counter);
+    CHECK(cudaStreamGetCaptureInfo(stream, &status, nullptr, nullptr, &deps, nullptr, &count));
+    last[0] = deps[0];
+    CHECK(cudaStreamEndCapture(stream, nullptr));
+    cudaGraphNodeParams any = {};
+    any.type = cudaGraphNodeTypeKernel;
+    any.kernel.func = (void *)bump;
+    any.kernel.gridDim = dim3(1);
+    any.kernel.blockDim = dim3(1);
+    any.kernel.kernelParams = args;
+    cudaGraphNode_t added;
+    CHECK(cudaGraphAddNode(&added, graph, last, nullptr, 1, &any));
+    CHECK(cudaGraphGetNodes(graph, nullptr, &count));
+    REQUIRE(count == roots + 2);
+    CHECK(cudaGraphInstantiate(&exec, graph, 0));
+    CHECK(cudaMemset(counter, 0, sizeof(int)));
+    CHECK(cudaGraphLaunch(exec, stream));
+    CHECK(cudaStreamSynchronize(stream));
+    CHECK(cudaMemcpy(&total, counter, sizeof(int), cudaMemcpyDeviceToHost));
+    REQUIRE(total == 5);
+    CHECK(cudaGraphExecDestroy(exec));
+    CHECK(cudaGraphDestroy(graph));
+    printf("ok capture_patterns\n");
+    return 0;
+}
+
 static int memory_nodes()
 {
     cudaStream_t stream;
@@ -470,6 +557,7 @@ int main(int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "explicit")) explicit_graph(argv[++i]);
         else if (!strcmp(argv[i], "capture")) captured();
+        else if (!strcmp(argv[i], "capture_patterns")) capture_patterns();
         else if (!strcmp(argv[i], "memory")) memory_nodes();
         else if (!strcmp(argv[i], "misuse")) misuse();
         else if (!strcmp(argv[i], "user_objects")) user_objects();
