@@ -117,6 +117,7 @@ def markdown(table: dict[str, str], driver: dict[str, str], libraries: dict[str,
              "answers, and where that C is written, is `native/routes.ini`.", "",
              "| function | implementation |", "|---|---|"]
     lines += [f"| `{name}` | {group} |" for name, group in table.items()]
+    lines += ["", "### CUDA graphs: what is left out", "", *GRAPHS_LEFT_OUT]
     lines += ["", "## The driver API (libcuda.so.1)", "", driver_summary(driver) + ".", "",
               "Every name libcuda.so.1 exports, legacy and per-thread variants included.  `core`:",
               "`client/driver/core.py`; `<group>`: `client/driver/<group>.py`; `unsupported`: returns",
@@ -139,6 +140,20 @@ def markdown(table: dict[str, str], driver: dict[str, str], libraries: dict[str,
     return "\n".join(lines) + "\n"
 
 
+#: The parts of CUDA graphs rcuda does not have (docs/design.md, "CUDA graphs and stream capture").
+GRAPHS_LEFT_OUT = [
+    "Both APIs' graphs, stream capture, graph memory nodes, user objects and executable updates work",
+    "(`client/graphs.py`).  Not supported, answering `cudaErrorNotSupported` / `CUDA_ERROR_NOT_SUPPORTED`:",
+    "",
+    "| what | calls |",
+    "|---|---|",
+    "| conditional nodes (if, while, switch) | `cudaGraphConditionalHandleCreate`, `cudaGraphAddNode` of a conditional node, `cudaGraphSetConditional` in kernels |",
+    "| graphs launched from the device | `cudaGraphInstantiate` with `cudaGraphInstantiateFlagDeviceLaunch`, `cudaGraphLaunch` in kernels |",
+    "| external semaphore nodes | `cudaGraphAdd/ExecExternalSemaphores*Node*` (rcuda has no external semaphores) |",
+    "| programmatic dependencies | edge data other than the default (`cudaGraphEdgeData` ports and types) |",
+    "| a graph whose work spans GPUs | `cudaGraphInstantiate` of it |",
+]
+
 #: What PyTorch does through rcuda, and the map to the rest of it (tests/test_pytorch.py runs the first part).
 PYTORCH = [
     "Runs on sim servers (`tests/test_pytorch.py`, torch 2.14): `is_available`, `device_count`, properties,",
@@ -154,7 +169,7 @@ PYTORCH = [
     "| cuDNN (`torch.nn.Conv*`, RNNs) | it is not forwarded; NVIDIA's library asks the driver for private tables (`cuGetExportTable`) |",
     "| NCCL (`torch.distributed`) | not forwarded; private driver tables and IPC |",
     "| cuSPARSE, cuSOLVER (`torch.sparse`, `torch.linalg`) | not forwarded: no drop-ins; NVIDIA's libraries link their own runtime |",
-    "| CUDA graphs (`torch.cuda.graphs`, `torch.compile`'s `mode=\"reduce-overhead\"`) | stream capture is not implemented: no stream is ever capturing |",
+    "| CUDA graphs (`torch.cuda.graphs`, `torch.compile`'s `mode=\"reduce-overhead\"`) | stream capture works; not yet tried with PyTorch, whose kernels need a GPU server |",
     "| `torch.compile` (Triton) | not tried: Triton loads cubins through the driver API, which rcuda serves |",
     "| IPC (`torch.multiprocessing` sharing CUDA tensors) | `cudaIpc*` are not implemented |",
 ]
