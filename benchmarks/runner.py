@@ -23,12 +23,12 @@ import time
 from pathlib import Path
 
 from . import common, paper
-from .micro import (copy_throughput, driver_api, latency, launch_throughput, libraries, pitched, pools, startup,
-                    streams, torch_startup)
+from .micro import (copy_throughput, driver_api, graph_launch, latency, launch_throughput, libraries, pitched, pools,
+                    startup, streams, torch_startup)
 
 SUITES = {
     "micro": [latency, copy_throughput, launch_throughput, startup, streams, pools, driver_api, libraries,
-              torch_startup, pitched],
+              torch_startup, pitched, graph_launch],
     "paper": paper.BENCHMARKS,
 }
 

@@ -219,6 +219,19 @@ def test_pitched_quick(tmp_path):
 
 
 @requires_nvcc
+def test_graph_launch_quick(tmp_path):
+    run = run_bench("micro", "--quick", "--only", "graph_launch", "--out", str(tmp_path))
+    assert run.returncode == 0, run.stderr
+    result = check_outputs(tmp_path, "graph_launch")
+    assert set(result["variants"]) == {"graph", "plain"}
+    assert result["nodes"] == result["parameters"]["launches"]
+    assert result["checks"]["one_step_same"] and result["checks"]["every_launch_ran"]
+    for v in result["variants"].values():
+        assert v["step_us"]["n"] == result["parameters"]["steps"] * result["parameters"]["runs"]
+        assert 0 < v["issue_us"]["p50"] <= v["median_step_us"] <= v["p90_step_us"] and v["launches_per_s"] > 0
+
+
+@requires_nvcc
 def test_driver_api_quick(tmp_path):
     run = run_bench("micro", "--quick", "--only", "driver_api", "--out", str(tmp_path))
     assert run.returncode == 0, run.stderr

@@ -32,20 +32,21 @@ def test_run_sh_is_valid_bash():
 def test_run_sh_dry_run_records_every_step(tmp_path):
     out = tmp_path / "out"
     env = dict(os.environ, OUT=str(out), RCUDA_GPU_DRY_RUN="1", RCUDA_GPU_PYTHON=sys.executable,
-               RCUDA_GPU_STEPS="machine venv cupy tests-gpu calibrate launch tests",
+               RCUDA_GPU_STEPS="machine venv cupy tests-gpu calibrate launch graphs tests",
                RCUDA_GPU_PYTEST_ARGS="tests/no_such_test_file.py")
     run = subprocess.run(["bash", str(RUN_SH)], env=env, capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert run.returncode == 0, run.stdout + run.stderr
     lines = (out / "steps.tsv").read_text().splitlines()
     status = {name: state for name, state, _ in (line.split("\t") for line in lines[1:])}
-    assert list(status) == ["machine", "venv", "cupy", "tests-gpu", "demo", "calibrate", "launch", "paper", "micro",
-                            "tests", "summary"]
+    assert list(status) == ["machine", "venv", "cupy", "tests-gpu", "demo", "calibrate", "launch", "graphs", "paper",
+                            "micro", "tests", "summary"]
     assert status["machine"] == "ok" and (out / "machine" / "uname.txt").is_file()
     assert status["venv"] == f"skipped: using RCUDA_GPU_PYTHON={sys.executable}"
     assert status["cupy"] == status["tests-gpu"] == "skipped: dry run: no GPU"
     assert status["calibrate"].startswith("skipped: dry run")
     assert status["demo"] == status["paper"] == "skipped: not selected (RCUDA_GPU_STEPS)"
     assert status["launch"] == "ok", (out / "logs" / "launch.log").read_text()
+    assert status["graphs"] == "ok", (out / "logs" / "graphs.log").read_text()
     assert status["tests"].startswith("failed (exit"), "a failing step is recorded and the run goes on"
     assert status["summary"] == "ok"
     assert "done, with failures: tests" in run.stdout
@@ -54,7 +55,11 @@ def test_run_sh_dry_run_records_every_step(tmp_path):
     assert launch["local"].startswith("skipped")
     for kernel in ("empty", "params", "memset", "upload", "step"):
         assert launch["kernels"][kernel]["remote"]["total_us_per_launch"] > 0
+    graphs = json.loads((out / "graph_step.json").read_text())
+    assert graphs["local"].startswith("skipped")
+    assert graphs["remote"]["checks"]["one_step_same"] and graphs["remote"]["checks"]["every_launch_ran"]
+    assert all(v["median_step_us"] > 0 for v in graphs["remote"]["variants"].values())
     summary = json.loads((out / "summary.json").read_text())
     assert summary["dry_run"] is True and summary["steps"]["tests"]["status"].startswith("failed")
-    assert "launch_loop.json" in summary["files"]
+    assert "launch_loop.json" in summary["files"] and "graph_step.json" in summary["files"]
     assert "DRY RUN" in (out / "summary.md").read_text()

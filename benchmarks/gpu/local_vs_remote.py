@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The same unmodified binaries on this machine's GPU and through rcuda, side
-by side (benchmarks/gpu/run.sh runs both):
+by side (benchmarks/gpu/run.sh runs them):
 
     local_vs_remote.py demo --out FILE.json [--epochs N] [--sim]
         examples/mnist_dp trained on the local GPU (no rcuda, --devices 1),
@@ -14,6 +14,13 @@ by side (benchmarks/gpu/run.sh runs both):
         server on loopback.  Goal: remote <= 1.2x local.  Also its loops of
         4 KiB cudaMemsetAsync, 4 KiB cudaMemcpyAsync uploads, and memset +
         upload + launch steps, remote over local (no goal).
+
+    local_vs_remote.py graphs --out FILE.json
+        benchmarks/cuda/graph_step.cu (rcuda bench micro's graph_launch): a
+        step of 100 tiny kernels as a CUDA graph and as 100 launches, each
+        step then cudaStreamSynchronize, interleaved in one run; locally and
+        through rcuda on one cupy server on loopback.  Goal: through rcuda,
+        the graph step >= 5x faster than the launches one by one.
 
 --sim (for checking the script on a machine without a GPU): the rcuda runs
 use a sim server instead of cupy ones and the local-GPU run is skipped, said
@@ -141,6 +148,35 @@ def launch(out: Path, sim: bool, launches: int = 20000, repeats: int = 5) -> dic
     return report
 
 
+def graph_steps(out: Path, sim: bool, steps: int = 500, runs: int = 3) -> dict:
+    from rcuda.benchmarks.micro import graph_launch
+
+    binary = common.compile_cuda("graph_step.cu")
+    params = {**graph_launch.parameters(False), "steps": steps, "runs": runs}
+    report = {"what": "a step of tiny kernels as a CUDA graph against the same launches one by one "
+                      "(benchmarks/cuda/graph_step.cu), each step then cudaStreamSynchronize, steps interleaved",
+              "machine": common.describe_machine(), "parameters": params}
+    if sim:
+        report["local"] = "skipped: --sim (no GPU)"
+    else:
+        report["local"] = graph_launch.summarise([graph_launch.run_program(binary, params, None)
+                                                  for _ in range(runs)], params["launches"])
+    with servers(sim, 1, graph_launch.KERNELS) as (address, description):
+        report["remote_server"] = description
+        env = common.rcuda_environment(address)
+        report["remote"] = graph_launch.summarise([graph_launch.run_program(binary, params, env)
+                                                   for _ in range(runs)], params["launches"])
+    speedup = report["remote"]["ratios"]["plain_over_graph_median_step"]
+    report["goals"] = {f"through rcuda, a step of {params['launches']} launches: one by one / as a graph "
+                       "(median, end to end)": common.goal(speedup, ">=", graph_launch.GOAL_SPEEDUP)}
+    if not sim:
+        remote, local = report["remote"]["variants"], report["local"]["variants"]
+        report["remote_over_local"] = {kind: remote[kind]["median_step_us"] / local[kind]["median_step_us"]
+                                       for kind in ("graph", "plain")}
+    common.write_json(out, report)
+    return report
+
+
 def _launch_times(result: dict, launches: int) -> dict:
     loops = [loop for loop, _ in result["loop_s"]]
     totals = [total for _, total in result["loop_s"]]
@@ -159,11 +195,21 @@ def main(argv=None) -> int:
     la.add_argument("--out", type=Path, required=True)
     la.add_argument("--launches", type=int, default=20000)
     la.add_argument("--sim", action="store_true")
+    g = actions.add_parser("graphs")
+    g.add_argument("--out", type=Path, required=True)
+    g.add_argument("--steps", type=int, default=500)
+    g.add_argument("--sim", action="store_true")
     args = parser.parse_args(argv)
     try:
         if args.action == "demo":
             report = demo(args.out, args.epochs, args.sim)
             print(json.dumps({"accuracies": report["accuracies"], "comparisons": report["comparisons"]}, indent=1))
+        elif args.action == "graphs":
+            report = graph_steps(args.out, args.sim, args.steps)
+            print(json.dumps({where: {kind: {k: v[k] for k in ("median_step_us", "p90_step_us", "launches_per_s")}
+                                      for kind, v in report[where]["variants"].items()}
+                              for where in ("local", "remote") if isinstance(report[where], dict)}, indent=1))
+            print(json.dumps(report["goals"], indent=1))
         else:
             report = launch(args.out, args.sim, args.launches)
             print(json.dumps(report["kernels"], indent=1))

@@ -13,6 +13,8 @@
 #               reference: accuracies and loss curves compared
 #   calibrate   the sim cost model fitted to this GPU's kernel times
 #   launch      launch-bound loop, local vs remote (goal <= 1.2x)
+#   graphs      a step of 100 tiny kernels as a CUDA graph vs one by one,
+#               local and through rcuda on a cupy server (goal >= 5x remote)
 #   paper       rcuda bench paper: local-GPU row, cupy rows, emulated testbeds
 #   micro       rcuda bench micro
 #   tests       the whole test suite, with the time that is left
@@ -152,6 +154,12 @@ step_launch() {
     "$PY" benchmarks/gpu/local_vs_remote.py launch --out "$OUT/launch_loop.json" "${extra[@]}"
 }
 
+step_graphs() {
+    local extra=()
+    [[ $DRY_RUN == 1 ]] && extra=(--sim --steps 50)
+    "$PY" benchmarks/gpu/local_vs_remote.py graphs --out "$OUT/graph_step.json" "${extra[@]}"
+}
+
 step_paper() {
     local extra=()
     [[ $DRY_RUN == 1 ]] && extra=(--quick)
@@ -229,6 +237,7 @@ step tests-gpu 300 step_tests_gpu
 step demo 300 step_demo
 step calibrate 240 step_calibrate
 step launch 180 step_launch
+step graphs 120 step_graphs
 step paper 720 step_paper
 step micro 360 step_micro
 step tests 900 step_tests
