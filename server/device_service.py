@@ -585,6 +585,10 @@ class DeviceService:
     def request_handlers(self) -> dict:
         return self._handlers
 
+    def function(self, fn: int, op: str) -> tuple:
+        """(handle, layout) of the session's function `fn` (for server/graphs.py)."""
+        return self._function_entry({"op": op, "fn": fn})
+
     def _function_entry(self, header: dict) -> tuple:
         entry = self._functions.get(header["fn"])
         if entry is None:

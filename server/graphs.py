@@ -41,6 +41,21 @@ _UNCAPTURED = object()
 MAX_GRAPH_REQUESTS = 1 << 20
 
 
+def _prepared_launch(request: dict, frames: list) -> tuple:
+    """A `launch` request's arguments, checked as the launch handler checks
+    them, once: (fn, grid, block, shmem, params, cooperative, cluster)."""
+    dims = [request["grid"], request["block"], *([request["cluster"]] if "cluster" in request else [])]
+    for value in dims:
+        if len(value) != 3 or not all(isinstance(v, int) and 0 < v < 2**32 for v in value):
+            raise ProtocolError("graph_create: a launch's grid, block and cluster must be three positive 32-bit "
+                                "integers")
+    if len(frames) != 1 or request["cooperative"] not in (0, 1) or request["shmem"] < 0:
+        raise ProtocolError("graph_create: a launch needs one parameter frame, cooperative 0 or 1, shmem >= 0")
+    cluster = tuple(request["cluster"]) if "cluster" in request else None
+    return (request["fn"], tuple(request["grid"]), tuple(request["block"]), request["shmem"],
+            bytes(frames[0].buffer), request["cooperative"] == 1, cluster)
+
+
 def _joined(payload) -> bytes:
     return b"".join(bytes(frame.buffer) for frame in payload)
 
@@ -63,7 +78,7 @@ class GraphOps:
 
     def __init__(self, service):
         self._service = service
-        self._graphs: dict[int, list] = {}  # graph id -> [(header, frames)]
+        self._graphs: dict[int, list] = {}  # graph id -> [(header, frames, a launch's arguments or None)]
         self._captured: dict[tuple, object] = {}  # (graph id, first, count) -> the device's graph, or _UNCAPTURED
 
     def handlers(self) -> dict:
@@ -95,7 +110,8 @@ class GraphOps:
                 raise ProtocolError(f"graph_create: a graph cannot hold a {op} request")
             if protocol.expects_reply(request):
                 raise ProtocolError(f"graph_create: a {op} request in a graph must be sent without a reply")
-            kept.append((request, [_Kept(frame) for frame in item[1]]))
+            frames = [_Kept(frame) for frame in item[1]]
+            kept.append((request, frames, _prepared_launch(request, frames) if op == "launch" else None))
         self._release(header["graph"])  # an update: the device's graphs of the old work go
         self._graphs[header["graph"]] = kept
 
@@ -117,11 +133,21 @@ class GraphOps:
         self._run(part, stream)
 
     def _run(self, part: list, stream: int) -> None:
-        """The requests one by one, as if each came alone."""
-        handlers, first_error = self._service.request_handlers, None
-        for request, frames in part:
+        """The requests one by one, as if each came alone (a launch checked
+        when the graph was made: only what may have changed since)."""
+        service, first_error = self._service, None
+        handlers, device = service.request_handlers, service.device
+        for request, frames, launch in part:
             try:
-                handlers[request["op"]](dict(request, stream=stream), frames)
+                if launch is None:
+                    handlers[request["op"]](dict(request, stream=stream), frames)
+                    continue
+                fn, grid, block, shmem, params, cooperative, cluster = launch
+                handle, layout = service.function(fn, "graph_launch")
+                if len(params) != layout.buffer_size:
+                    raise ProtocolError(f"graph_launch: {len(params)} parameter bytes for function {fn} (needs "
+                                        f"{layout.buffer_size})")
+                device.launch(handle, grid, block, params, shmem, stream, cooperative=cooperative, cluster=cluster)
             except CudaError as exc:
                 if is_sticky(exc.status):
                     raise
@@ -138,7 +164,7 @@ class GraphOps:
         captured = self._captured.get(key)
         if captured is not None:
             return None if captured is _UNCAPTURED else captured
-        if len(part) < 2 or not all(request["op"] in CAPTURED_OPS for request, _ in part):
+        if len(part) < 2 or not all(request["op"] in CAPTURED_OPS for request, _, _ in part):
             self._captured[key] = _UNCAPTURED
             return None
         try:
