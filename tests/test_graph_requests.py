@@ -1,0 +1,90 @@
+"""The server's side of CUDA graphs (server/graphs.py), spoken to directly:
+a graph's work runs in the launch's stream through the same handlers as
+each request alone, and a malformed graph gets an error and changes
+nothing."""
+from __future__ import annotations
+
+import msgpack
+import pytest
+
+from auth_helpers import KeyedSession
+from rcuda import protocol
+from rcuda.errors import cudaError
+
+
+@pytest.fixture
+def session(sim_server):
+    session = KeyedSession(sim_server.address, None)
+    yield session
+    session.close()
+
+
+def _read(session, ptr: int, size: int) -> bytes:
+    session.send({"op": "dtoh", "src": ptr, "size": size, "stream": 0})
+    assert session.gpu.poll(20000)
+    return b"".join(session.gpu.recv_multipart()[1:])
+
+
+def _work(*requests) -> list:
+    """graph_create's payload: one msgpack list of [header, [frame, ...]]."""
+    return [msgpack.packb([[header, list(frames)] for header, frames in requests], use_bin_type=True)]
+
+
+def _memset(ptr: int, value: int, size: int, **extra) -> tuple:
+    return {"op": "memset", "ptr": ptr, "value": value, "size": size, "stream": 999, "async": True, **extra}, ()
+
+
+def test_a_graph_runs_its_requests_in_the_launch_stream_as_often_as_launched(session):
+    ptr = session.call({"op": "malloc", "size": 128})["ptr"]
+    session.call({"op": "stream_create", "stream": 5, "flags": 0, "priority": 0})
+    copy = {"op": "dtod", "dst": ptr + 64, "src": ptr, "size": 64, "stream": 999, "async": True}
+    assert session.call({"op": "graph_create", "graph": 1}, _work(_memset(ptr, 7, 64), (copy, ())))["err"] == 0
+    session.send({"op": "graph_launch", "graph": 1, "stream": 5, "first": 0, "count": 2})
+    assert session.call({"op": "stream_sync", "stream": 5})["err"] == 0
+    assert _read(session, ptr, 128) == bytes([7]) * 128
+    # Only the second request, after the first part of the memory changed.
+    session.call({"op": "memset", "ptr": ptr, "value": 1, "size": 64, "stream": 0})
+    session.send({"op": "graph_launch", "graph": 1, "stream": 0, "first": 1, "count": 1})
+    assert _read(session, ptr + 64, 64) == bytes([1]) * 64
+    # Work given again under the same id replaces it; destroyed, it is gone.
+    assert session.call({"op": "graph_create", "graph": 1}, _work(_memset(ptr, 3, 8)))["err"] == 0
+    session.send({"op": "graph_launch", "graph": 1, "stream": 0, "first": 0, "count": 1})
+    assert _read(session, ptr, 9) == bytes([3]) * 8 + bytes([1])
+    assert session.call({"op": "graph_destroy", "graph": 1})["err"] == 0
+    reply = session.call({"op": "graph_destroy", "graph": 1})
+    assert reply["err"] == int(cudaError.cudaErrorInvalidResourceHandle)
+
+
+@pytest.mark.parametrize("payload, error", [
+    ([b"\xc1 not msgpack"], "undecodable"),
+    (_work(({"op": "malloc", "size": 64}, ())), "cannot hold a malloc"),
+    (_work(({"op": "memset", "ptr": 1, "value": 0, "size": 1, "stream": 0}, ())), "without a reply"),
+    (_work(({"op": "memset", "ptr": 1, "value": 0, "stream": 0, "async": True}, ())), "size"),
+    ([msgpack.packb([["not a header", []]])], "[header, [bytes"),
+    ([msgpack.packb({"a": 1})], "must be a list"),
+    (_work(({"op": "launch", "fn": 1, "grid": [0, 1, 1], "block": [1, 1, 1], "shmem": 0, "stream": 0,
+             "cooperative": 0}, (b"",))), "three positive"),
+    (_work(({"op": "launch", "fn": 1, "grid": [1, 1, 1], "block": [1, 1, 1], "shmem": 0, "stream": 0,
+             "cooperative": 0}, ())), "one parameter frame"),
+])
+def test_a_malformed_graph_is_refused_and_the_session_goes_on(session, payload, error):
+    reply = session.call({"op": "graph_create", "graph": 4}, payload)
+    assert reply["err"] and error in reply["msg"], reply
+    session.send({"op": "graph_launch", "graph": 4, "stream": 0, "first": 0, "count": 1})
+    reply = session.call({"op": "sync"})  # the launch of a graph that was never made: reported here
+    assert reply["err"] == int(cudaError.cudaErrorInvalidResourceHandle) and "unknown graph" in reply["msg"]
+    assert session.call({"op": "sync"})["err"] == 0
+
+
+def test_a_launch_outside_the_graph_or_into_an_unknown_stream_is_refused(session):
+    ptr = session.call({"op": "malloc", "size": 8})["ptr"]
+    assert session.call({"op": "graph_create", "graph": 2}, _work(_memset(ptr, 9, 8)))["err"] == 0
+    for fields, status in [({"first": 0, "count": 2}, cudaError.cudaErrorInvalidValue),
+                           ({"first": -1, "count": 1}, cudaError.cudaErrorInvalidValue),
+                           ({"stream": 77}, cudaError.cudaErrorInvalidResourceHandle)]:
+        session.send(dict({"op": "graph_launch", "graph": 2, "stream": 0, "first": 0, "count": 1}, **fields))
+        reply = session.call({"op": "sync"})
+        assert reply["err"] == int(status), (fields, reply)
+    assert _read(session, ptr, 8) == bytes(8)  # none of them ran
+    assert protocol.expects_reply({"op": "graph_create", "graph": 1})
+    assert not protocol.expects_reply({"op": "graph_launch", "graph": 1, "stream": 0, "first": 0, "count": 1})
