@@ -317,8 +317,10 @@ class GraphExec:
     graph do not reach it), its work for one device in dependency order,
     and the id the server keeps that work under."""
 
-    def __init__(self, graph: Graph, flags: int, new_id):
+    def __init__(self, graph: Graph, flags: int, new_id, fast=None):
         self.handle = next(_handles["exec"])
+        self.fast = fast             # C's fast path: it records launches of a graph that is one run on its server
+        self.in_c = False
         self.flags = flags
         self.graph = graph.clone()   # nodes know their originals: per-node updates find them
         self.id = new_id()
@@ -350,6 +352,7 @@ class GraphExec:
     def plan(self) -> None:
         """Order the nodes and cut the work into steps (see the module
         docstring).  Graph memory nodes and empty ones do nothing here."""
+        self.forget_in_c()
         requests, steps, devices = [], [], set()
         current = Step()
         for node in _flattened(self.graph):
@@ -379,6 +382,18 @@ class GraphExec:
         self.device = self.device or device
         self.requests, self.steps = requests, steps
         self.on_server = False
+
+
+    @property
+    def one_run(self) -> bool:
+        """Whether a launch is one run of server work, the whole of it."""
+        return len(self.steps) == 1 and self.steps[0].run is None and self.steps[0].count == len(self.requests)
+
+    def forget_in_c(self) -> None:
+        """C no longer records its launches (its work changes, or it goes)."""
+        if self.in_c:
+            self.in_c = False
+            self.fast.graph_gone(self)
 
 
 def _flattened(graph: Graph) -> list[Node]:
@@ -480,6 +495,7 @@ class GraphTable:
         server; they are sent again at their next launch."""
         for graph_exec in list(self.execs.values()):
             if graph_exec.device is device:
+                graph_exec.forget_in_c()
                 graph_exec.on_server = False
 
     def clear(self) -> None:

@@ -38,6 +38,7 @@
 #define RECORD_MEMSET ((uint32_t)WIRE_RECORD_MEMSET) /* ptr u64, size u64, value u32 */
 #define RECORD_HTOD ((uint32_t)WIRE_RECORD_HTOD)     /* dst u64, then the bytes */
 #define RECORD_DTOD ((uint32_t)WIRE_RECORD_DTOD)     /* dst u64, src u64, size u64 */
+#define RECORD_GRAPH ((uint32_t)WIRE_RECORD_GRAPH)   /* graph id u64 */
 
 /* Larger uploads take Python's path, which sends them from where they are
  * instead of copying them into the batch first. */
@@ -178,6 +179,30 @@ static int memcpy_async_in_c(const char *name, void *dst, const void *src, size_
     return 0;
 }
 
+/* cudaGraphLaunch of an executable graph the client taught C
+ * (rcuda_fast_graph): one record naming the graph, in the program's stream,
+ * like a launch; the server runs all of the graph's work there
+ * (server/graphs.py).  Any other graph (host nodes, copies of host memory,
+ * work not yet on the server), or a stream C does not know: Python's. */
+struct graph_fields {
+    uint64_t graph;
+} __attribute__((packed));
+_Static_assert(sizeof(struct graph_fields) == WIRE_GRAPH_FIELDS_SIZE, "rcuda/wire.py GRAPH_FIELDS");
+
+static int graph_launch_in_c(cudaGraphExec_t exec, void *stream, int per_thread)
+{
+    int device, stream_device;
+    uint64_t stream_id;
+    struct graph_fields head;
+    if (!find_handle((uintptr_t)exec, HANDLE_GRAPH, &device, &head.graph) ||
+        !resolve_stream(stream, per_thread, &stream_device, &stream_id) || stream_device != device)
+        return 0;
+    if (!record_op_in(device, stream_id, RECORD_GRAPH, &head, sizeof head, NULL, 0))
+        return 0;
+    mirror_note_write(device, stream_id); /* its kernels may write mapped memory (native/mapped_memory.c) */
+    return 1;
+}
+
 /* ------------------------------------------------------------ the exports' C side */
 
 /* Each returns 1 with *status set when C recorded the call; 0 sends it to
@@ -218,4 +243,16 @@ static int rcuda_c_cudaMemcpyAsync_ptsz(void *dst, const void *src, size_t count
                                         cudaStream_t stream, cudaError_t *status)
 {
     return memcpy_async_in_c("cudaMemcpyAsync", dst, src, count, kind, stream, 1, status);
+}
+
+static int rcuda_c_cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream, cudaError_t *status)
+{
+    *status = cudaSuccess;
+    return graph_launch_in_c(exec, stream, 0);
+}
+
+static int rcuda_c_cudaGraphLaunch_ptsz(cudaGraphExec_t exec, cudaStream_t stream, cudaError_t *status)
+{
+    *status = cudaSuccess;
+    return graph_launch_in_c(exec, stream, 1);
 }

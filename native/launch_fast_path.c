@@ -218,9 +218,14 @@ static void rcuda_fast_free(char *data)
 
 /* ------------------------------------------------------------ streams */
 
-/* Streams the program created: handle -> (device, id), a small open table. */
+/* Streams and executable graphs the program created: handle -> (device,
+ * id on the device's server), a small open table.  Their handles come from
+ * ranges that never meet (client/streams.py, client/graphs.py); the kind
+ * keeps a graph's handle passed as a stream from being taken for one. */
+enum handle_kind { HANDLE_STREAM = 1, HANDLE_GRAPH = 2 };
 struct fast_stream {
     uintptr_t handle;
+    int kind;
     int device;
     uint64_t id;
 };
@@ -229,13 +234,13 @@ static struct fast_stream streams[FAST_STREAMS];
 static pthread_rwlock_t streams_lock = PTHREAD_RWLOCK_INITIALIZER;
 static const uintptr_t STREAM_TOMBSTONE = 1;  /* a removed entry (handles are never 1 here) */
 
-static void rcuda_fast_stream(uintptr_t handle, int device, uint64_t id, int add)
+static void set_handle(uintptr_t handle, int kind, int device, uint64_t id, int add)
 {
     pthread_rwlock_wrlock(&streams_lock);
     size_t i = slot_of((const void *)handle, FAST_STREAMS);
     for (size_t probes = 0; probes < FAST_STREAMS; probes++, i = (i + 1) & (FAST_STREAMS - 1)) {
         if (add && (streams[i].handle == 0 || streams[i].handle == STREAM_TOMBSTONE)) {
-            streams[i] = (struct fast_stream){handle, device, id};
+            streams[i] = (struct fast_stream){handle, kind, device, id};
             break;
         }
         if (!add && streams[i].handle == handle) {
@@ -248,21 +253,39 @@ static void rcuda_fast_stream(uintptr_t handle, int device, uint64_t id, int add
     pthread_rwlock_unlock(&streams_lock);  /* a full table just means slow launches */
 }
 
-static int find_stream(uintptr_t handle, int *device, uint64_t *id)
+static int find_handle(uintptr_t handle, int kind, int *device, uint64_t *id)
 {
     int found = 0;
     pthread_rwlock_rdlock(&streams_lock);
     size_t i = slot_of((const void *)handle, FAST_STREAMS);
     for (size_t probes = 0; probes < FAST_STREAMS && streams[i].handle; probes++, i = (i + 1) & (FAST_STREAMS - 1)) {
         if (streams[i].handle == handle) {
+            found = streams[i].kind == kind;
             *device = streams[i].device;
             *id = streams[i].id;
-            found = 1;
             break;
         }
     }
     pthread_rwlock_unlock(&streams_lock);
     return found;
+}
+
+static void rcuda_fast_stream(uintptr_t handle, int device, uint64_t id, int add)
+{
+    set_handle(handle, HANDLE_STREAM, device, id, add);
+}
+
+/* An executable graph whose whole work is one run of server requests under
+ * id `id` on `device`'s server, already there (client/runtime/graphs.py):
+ * its launches are records (async_fast_path.c). */
+static void rcuda_fast_graph(uintptr_t handle, int device, uint64_t id, int add)
+{
+    set_handle(handle, HANDLE_GRAPH, device, id, add);
+}
+
+static int find_stream(uintptr_t handle, int *device, uint64_t *id)
+{
+    return find_handle(handle, HANDLE_STREAM, device, id);
 }
 
 /* This thread's default stream on each device (--default-stream per-thread). */

@@ -923,6 +923,9 @@ class DeviceService:
         elif kind == wire.RECORD_DTOD and len(fields) == wire.DTOD_FIELDS.size:
             dst, src, size = wire.DTOD_FIELDS.unpack(fields)
             self.device.memcpy_dtod(dst, src, size, stream)
+        elif kind == wire.RECORD_GRAPH and len(fields) == wire.GRAPH_FIELDS.size:
+            (graph,) = wire.GRAPH_FIELDS.unpack(fields)
+            self.graph_ops.launch_whole(graph, stream)
         elif kind == wire.RECORD_HTOD and len(fields) >= wire.HTOD_FIELDS.size:
             (dst,) = wire.HTOD_FIELDS.unpack_from(fields)
             data = memoryview(fields)[wire.HTOD_FIELDS.size:]

@@ -116,14 +116,20 @@ class GraphOps:
         self._graphs[header["graph"]] = kept
 
     def launch(self, header, payload):
-        graph_id = header["graph"]
+        self._launch(header["graph"], header["first"], header["count"], self._service.stream_id(header))
+
+    def launch_whole(self, graph_id: int, stream: int) -> None:
+        """All of a graph's work, in `stream` (a graph launch C recorded
+        among the launches: server/device_service.py, `launches`)."""
+        graph = self._graphs.get(graph_id)
+        self._launch(graph_id, 0, len(graph) if graph is not None else 0, stream)
+
+    def _launch(self, graph_id: int, first: int, count: int, stream: int) -> None:
         graph = self._graphs.get(graph_id)
         if graph is None:
             raise CudaError(cudaError.cudaErrorInvalidResourceHandle, f"graph_launch: unknown graph {graph_id}")
-        first, count = header["first"], header["count"]
         if first < 0 or count < 0 or first + count > len(graph):
             raise ProtocolError(f"graph_launch: requests {first}..+{count} of a graph of {len(graph)}")
-        stream = self._service.stream_id(header)
         part = graph[first:first + count]
         self._service.usage.calls += max(count - 1, 0)  # each node is a call (the message counted one)
         captured = self._captured_graph(graph_id, first, part, stream)

@@ -794,7 +794,7 @@ def instantiate(graph: Graph, flags: int) -> GraphExec:
         raise CudaError(cudaError.cudaErrorInvalidValue, f"cudaGraphInstantiate flags {flags:#x}")
     if flags & DEVICE_LAUNCH:
         raise CudaError(cudaError.cudaErrorNotSupported, "graphs launched from the device are not supported by rcuda")
-    graph_exec = GraphExec(graph, flags, rt().new_id)
+    graph_exec = GraphExec(graph, flags, rt().new_id, rt().fast)
     return rt().graphs.add_exec(graph_exec)
 
 
@@ -858,6 +858,9 @@ def launch(graph_exec: GraphExec, stream) -> None:
         raise CudaError(cudaError.cudaErrorInvalidValue, f"cudaGraphLaunch: the graph's work is on "
                                                          f"{graph_exec.device.label}, the stream on {stream.device.label}")
     upload(graph_exec)
+    if graph_exec.one_run and not graph_exec.in_c and graph_exec.on_server:  # C records the next launches
+        graph_exec.in_c = True
+        rt().fast.graph_ready(graph_exec)
     for step in graph_exec.steps:
         if step.run is not None:
             step.run(stream)
@@ -882,6 +885,7 @@ def cudaGraphUpload(graphExec, stream, per_thread=False):
 
 def destroy_exec(handle: int) -> None:
     graph_exec = rt().graphs.pop_exec(handle)
+    graph_exec.forget_in_c()
     if graph_exec.sent and graph_exec.device is not None and not graph_exec.device.link.failed:
         graph_exec.device.post("graph_destroy", graph=graph_exec.id)
     graph_exec.graph.release()

@@ -65,6 +65,8 @@ class NullFastPath:
     def stream_created(self, stream) -> None: ...
     def stream_destroyed(self, stream) -> None: ...
     def per_thread_stream(self, stream) -> None: ...
+    def graph_ready(self, graph_exec) -> None: ...
+    def graph_gone(self, graph_exec) -> None: ...
     def device_clean(self, device, clean: bool) -> None: ...
 
     def batch_source(self, ordinal: int):
@@ -185,6 +187,15 @@ class FastPath(NullFastPath):
     def per_thread_stream(self, stream) -> None:
         """Called in the thread whose default stream it is (C keeps it per thread)."""
         self._lib.rcuda_fast_per_thread_stream(stream.device.ordinal, stream.id, stream.device.generation)
+
+    def graph_ready(self, graph_exec) -> None:
+        """An executable graph whose work is one run on its server, sent
+        there: C records its launches (native/async_fast_path.c)."""
+        self._lib.rcuda_fast_graph(graph_exec.handle, graph_exec.device.ordinal, graph_exec.id, 1)
+
+    def graph_gone(self, graph_exec) -> None:
+        """Its work changed, or it was destroyed: its launches are Python's."""
+        self._lib.rcuda_fast_graph(graph_exec.handle, graph_exec.device.ordinal, graph_exec.id, 0)
 
     def device_clean(self, device, clean: bool) -> None:
         """Whether C may make the device's synchronous calls: no asynchronous

@@ -426,6 +426,8 @@ static cudaError_t rcuda_after_exit_cudaStreamIsCapturing(cudaStream_t stream, e
 static cudaError_t rcuda_after_exit_cudaStreamIsCapturing_ptsz(cudaStream_t stream, enum cudaStreamCaptureStatus * pCaptureStatus);  /* native/after_exit.c */
 
 static int rcuda_c_cudaDeviceSynchronize(cudaError_t *status);  /* native/sync_fast_path.c */
+static int rcuda_c_cudaGraphLaunch(cudaGraphExec_t graphExec, cudaStream_t stream, cudaError_t *status);  /* native/async_fast_path.c */
+static int rcuda_c_cudaGraphLaunch_ptsz(cudaGraphExec_t graphExec, cudaStream_t stream, cudaError_t *status);  /* native/async_fast_path.c */
 static int rcuda_c_cudaMemGetInfo(size_t * free, size_t * total, cudaError_t *status);  /* native/sync_fast_path.c */
 static int rcuda_c_cudaMemcpy(void * dst, const void * src, size_t count, enum cudaMemcpyKind kind, cudaError_t *status);  /* native/sync_fast_path.c */
 static int rcuda_c_cudaMemcpyAsync(void * dst, const void * src, size_t count, enum cudaMemcpyKind kind, cudaStream_t stream, cudaError_t *status);  /* native/async_fast_path.c */
@@ -1635,6 +1637,9 @@ RCUDA_EXPORT cudaError_t cudaGraphLaunch(cudaGraphExec_t graphExec, cudaStream_t
 {
     if (!rcuda_enter())
         return cudaErrorCudartUnloading;
+    cudaError_t status;
+    if (rcuda_c_cudaGraphLaunch(graphExec, stream, &status))
+        return status;
     return rcuda_py_cudaGraphLaunch(graphExec, stream);
 }
 
@@ -1642,6 +1647,9 @@ RCUDA_EXPORT cudaError_t cudaGraphLaunch_ptsz(cudaGraphExec_t graphExec, cudaStr
 {
     if (!rcuda_enter())
         return cudaErrorCudartUnloading;
+    cudaError_t status;
+    if (rcuda_c_cudaGraphLaunch_ptsz(graphExec, stream, &status))
+        return status;
     return rcuda_py_cudaGraphLaunch_ptsz(graphExec, stream);
 }
 

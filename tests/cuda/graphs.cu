@@ -265,7 +265,32 @@ static int captured()
     CHECK(cudaMemcpyAsync(&total, counter, sizeof(int), cudaMemcpyDeviceToHost, main_stream));
     CHECK(cudaStreamSynchronize(main_stream));
     REQUIRE(total == 500);
+
+    // The executable changed after launches C made (a graph that is one run
+    // of server work is launched from C after its first launch): the next
+    // launch runs the new work, and a destroyed executable is refused.
+    int *other;
+    CHECK(cudaMalloc(&other, sizeof(int)));
+    CHECK(cudaMemset(other, 0, sizeof(int)));
+    cudaGraphNode_t first;
+    size_t one = 1;
+    CHECK(cudaGraphGetRootNodes(graph, &first, &one));
+    void *args[] = {&other};
+    cudaKernelNodeParams kernel = {};
+    kernel.func = (void *)bump;
+    kernel.gridDim = dim3(1);
+    kernel.blockDim = dim3(32);
+    kernel.kernelParams = args;
+    CHECK(cudaGraphExecKernelNodeSetParams(exec, first, &kernel));
+    CHECK(cudaGraphLaunch(exec, main_stream));
+    CHECK(cudaGraphLaunch(exec, main_stream));
+    int moved = 0;
+    CHECK(cudaMemcpyAsync(&total, counter, sizeof(int), cudaMemcpyDeviceToHost, main_stream));
+    CHECK(cudaMemcpyAsync(&moved, other, sizeof(int), cudaMemcpyDeviceToHost, main_stream));
+    CHECK(cudaStreamSynchronize(main_stream));
+    REQUIRE(moved == 2 && total == 500 + 2 * 99);
     CHECK(cudaGraphExecDestroy(exec));
+    EXPECT_AND_CLEAR(cudaGraphLaunch(exec, main_stream), cudaErrorInvalidResourceHandle);
     CHECK(cudaGraphDestroy(graph));
     printf("ok capture\n");
     return 0;
