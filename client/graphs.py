@@ -30,6 +30,7 @@ overlap run in turn.
 """
 from __future__ import annotations
 
+import heapq
 import itertools
 import threading
 import weakref
@@ -92,6 +93,7 @@ class Node:
     work: Work | None = None      # None: nothing to run (empty, memory nodes, a child graph)
     deps: list = field(default_factory=list)     # the nodes it depends on, in the order given
     origin: "Node | None" = None  # the node it was cloned from (cudaGraphNodeFindInClone)
+    removed: bool = False         # cudaGraphDestroyNode
 
     @property
     def name(self) -> str:
@@ -125,7 +127,7 @@ class Graph:
 
     def own_nodes(self, nodes, what: str) -> list[Node]:
         for node in nodes:
-            if node.graph is not self or node not in self.nodes:
+            if node.graph is not self or node.removed:
                 raise invalid(f"{what} node {node.handle:#x} belongs to another graph (or was destroyed)")
         return list(nodes)
 
@@ -157,6 +159,7 @@ class Graph:
     def remove(self, node: Node) -> None:
         self.own_nodes((node,), "destroyed")
         self.nodes.remove(node)
+        node.removed = True
         for other in self.nodes:
             if node in other.deps:
                 other.deps.remove(node)
@@ -171,16 +174,16 @@ class Graph:
         for node in self.nodes:
             for dep in node.deps:
                 dependents[dep].append(node)
-        ready = sorted((n for n in self.nodes if not n.deps), key=position.get)
+        ready = [position[n] for n in self.nodes if not n.deps]  # a heap of positions
+        heapq.heapify(ready)
         order = []
         while ready:
-            node = ready.pop(0)
+            node = self.nodes[heapq.heappop(ready)]
             order.append(node)
             for after in dependents[node]:
                 waiting[after] -= 1
                 if waiting[after] == 0:
-                    ready.append(after)
-            ready.sort(key=position.get)
+                    heapq.heappush(ready, position[after])
         if len(order) != len(self.nodes):
             raise invalid(f"the graph has a cycle through {len(self.nodes) - len(order)} of its nodes")
         return order
@@ -448,7 +451,7 @@ class GraphTable:
 
     def node(self, handle: int, what: str = "node") -> Node:
         node = _nodes.get(handle)
-        if node is not None and node in node.graph.nodes and not node.graph.destroyed:
+        if node is not None and not node.removed and not node.graph.destroyed:
             return node
         raise invalid(f"{what} {handle:#x} is not a graph node (destroyed, or not a cudaGraphNode_t)")
 
