@@ -37,7 +37,7 @@ def test_driver_program_runs_through_rcuda_run(driver_program, sim_server):
     assert result.returncode == 0, result.stdout + result.stderr
     assert "FAILED" not in result.stdout and "PASSED driver_basics" in result.stdout, result.stdout
     # What rcuda does not implement yet is said once, and the program went on.
-    assert result.stderr.count("cuGraphCreate is not supported by rcuda yet") == 1, result.stderr
+    assert result.stderr.count("cuGraphicsUnregisterResource is not supported by rcuda yet") == 1, result.stderr
 
 
 def test_driver_program_needs_rcuda_to_start(driver_program):

@@ -65,24 +65,28 @@ def test_user_objects_live_as_long_as_their_graphs(program, server):
     run(program, server, "user_objects")
 
 
-def test_driver_api_graphs_and_capture(compile_cuda, build_dir, server_factory, tmp_path):
+@pytest.mark.parametrize("flags", [(), ("-DCUDA_API_PER_THREAD_DEFAULT_STREAM",)], ids=["legacy", "per_thread"])
+def test_driver_api_graphs_and_capture(compile_cuda, server_factory, tmp_path, flags):
     """tests/cuda/driver_graphs.cu, a program linked to libcuda.so.1 only:
     cuGraph* on the same graphs (kernel nodes from a module's CUfunction and
     a library's CUkernel, kernelParams and `extra`, memcpy, memset, host,
-    child and batch memory operation nodes), cuStreamBeginCapture with a
-    fork and join, relaunches after updates, the older ABIs, misuse."""
+    child, event, memory and batch memory operation nodes), uploads,
+    cuStreamBeginCapture with a fork and join, relaunches after updates,
+    the older ABIs, misuse; built for per-thread default streams too (the
+    _ptsz exports)."""
     import subprocess
     from conftest import nvcc_path
     from rcuda.binaries import dropin_dir
-    fatbin = build_dir / "driver_graph_kernels.fatbin"
+    fatbin = tmp_path / "driver_module_kernels.fatbin"
     subprocess.run([nvcc_path(), "-fatbin", "-o", str(fatbin), str(CUDA_SOURCES / "driver_module_kernels.cu")],
                    check=True, capture_output=True, text=True, timeout=300)
-    program = compile_cuda("driver_graphs.cu", "-x", "c++", f"-L{dropin_dir()}", "-l:libcuda.so.1", cudart="none")
+    program = compile_cuda("driver_graphs.cu", "-x", "c++", f"-L{dropin_dir()}", "-l:libcuda.so.1", *flags,
+                           cudart="none")
     server = server_factory("--backend", "sim", "--kernels", str(CUDA_SOURCES / "driver_module_kernels.py"))
     dot = tmp_path / "driver_graph.dot"
     result = run_program(program, server, str(fatbin), str(dot))
     assert result.returncode == 0 and "PASSED driver_graphs" in result.stdout, result.stdout + result.stderr[-3000:]
-    for section in ("explicit", "batch", "capture", "misuse"):
+    for section in ("explicit", "batch", "memory", "capture", "misuse"):
         assert f"ok {section}\n" in result.stdout, result.stdout
     assert "digraph" in dot.read_text()
     assert "not supported" not in result.stderr, result.stderr[-3000:]

@@ -1,8 +1,8 @@
 """The CUDA driver API (libcuda.so.1): one Python function per export,
 registered with @driver() (registry.py), in a module per group (core.py,
 contexts.py, devices.py, memory.py, modules.py, link.py, launch.py,
-functions.py, pointers.py, streams.py, vmm.py).  These load at a program's
-first driver call (dispatch.py).  A CUmodule, CUfunction or CUcontext is a
+functions.py, pointers.py, streams.py, graphs.py, vmm.py).  These load at a
+program's first driver call (dispatch.py).  A CUmodule, CUfunction or CUcontext is a
 view of the runtime's own objects (handles.py, context_stacks.py: models
 the client state holds, loaded in every program).
 

@@ -49,6 +49,7 @@ def cuMemAlloc_v2(dptr, bytesize):
     out_pointer(dptr, "dptr")
     if bytesize == 0:
         raise _invalid("cuMemAlloc", "bytesize is 0")
+    rt().captures.check_unsafe("cuMemAlloc")  # as cudaMalloc: refused while a global capture runs
     dptr[0] = runtime_memory.allocate(rt().device(), bytesize)
     return SUCCESS
 

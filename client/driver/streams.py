@@ -1,4 +1,4 @@
-"""CUDA driver API: streams, events and host functions in streams.
+"""CUDA driver API: streams, events, host functions in streams, stream capture.
 
 A CUstream is a cudaStream_t and a CUevent a cudaEvent_t (the same handle
 values, client/streams.py), so these are the runtime's functions
@@ -18,6 +18,7 @@ from ..interposer import address, out_pointer, stream_of
 from .registry import SUCCESS, driver, from_runtime, require_initialized
 from .contexts import contexts, current_context, handle_of
 from ..streams import LEGACY_HANDLE, PER_THREAD_HANDLE
+from ..capture import GLOBAL as GLOBAL_CAPTURE
 
 #: cuStreamWaitEvent's flags: CU_EVENT_WAIT_DEFAULT, CU_EVENT_WAIT_EXTERNAL (graphs only; a plain wait here).
 WAIT_FLAGS = (0, 1)
@@ -181,6 +182,35 @@ def cuEventElapsedTime_v2(pMilliseconds, hStart, hEnd):
 
 
 # ------------------------------------------------------------------ capture (client/runtime/capture.py)
+# Work a capturing stream takes becomes nodes of the capture's graph
+# (client/capture.py), the driver's as the runtime's: CUstreamCaptureMode,
+# CUstreamCaptureStatus and the dependency update flags are numbered as the
+# runtime's, and the thread's capture mode is one per thread for both APIs.
+
+
+@driver(stream_variants=True)
+def cuStreamBeginCapture_v2(hStream, mode, per_thread=False):
+    return _forward("cuStreamBeginCapture", runtime_capture.cudaStreamBeginCapture, hStream, mode,
+                    per_thread=per_thread)
+
+
+@driver(stream_variants=True)
+def cuStreamBeginCapture(hStream, per_thread=False):
+    """CUDA 10.0's, without a mode: a global capture."""
+    return cuStreamBeginCapture_v2(hStream, GLOBAL_CAPTURE, per_thread=per_thread)
+
+
+@driver(stream_variants=True)
+def cuStreamBeginCaptureToGraph(hStream, hGraph, dependencies, dependencyData, numDependencies, mode,
+                                per_thread=False):
+    return _forward("cuStreamBeginCaptureToGraph", runtime_capture.cudaStreamBeginCaptureToGraph, hStream, hGraph,
+                    dependencies, dependencyData, numDependencies, mode, per_thread=per_thread)
+
+
+@driver(stream_variants=True)
+def cuStreamEndCapture(hStream, phGraph, per_thread=False):
+    return _forward("cuStreamEndCapture", runtime_capture.cudaStreamEndCapture, hStream, phGraph,
+                    per_thread=per_thread)
 
 
 @driver(stream_variants=True)
@@ -189,30 +219,61 @@ def cuStreamIsCapturing(hStream, captureStatus, per_thread=False):
                     per_thread=per_thread)
 
 
-def _capture_info(call: str, hStream, captureStatus_out, per_thread: bool) -> int:
-    check_stream(hStream, call)
-    out_pointer(captureStatus_out, "captureStatus_out")[0] = runtime_capture.capture_status(hStream, per_thread)
-    return SUCCESS
+def _capture_info(hStream, captureStatus_out, id_out, graph_out, dependencies_out, edgeData_out,
+                  numDependencies_out, per_thread: bool) -> int:
+    """Of a stream that is not capturing only the status is written.  The
+    edge data (all default edges) is a CUgraphEdgeData array kept with the
+    capture, as the runtime keeps its own."""
+    ffi = interposer.ffi
+    null = ffi.NULL
+    status = _forward("cuStreamGetCaptureInfo", runtime_capture.cudaStreamGetCaptureInfo, hStream, captureStatus_out,
+                      id_out, null if graph_out is None else graph_out,
+                      null if dependencies_out is None else dependencies_out, null,
+                      null if numDependencies_out is None else numDependencies_out, per_thread=per_thread)
+    if edgeData_out is not None and edgeData_out != null:
+        stream = stream_of(hStream, per_thread)
+        capture = interposer.rt.captures.of(stream)
+        if capture is not None:
+            capture.driver_edges = ffi.new("CUgraphEdgeData[]", max(len(capture.deps.get(stream, [])), 1))
+            edgeData_out[0] = capture.driver_edges
+    return status
 
 
 @driver(stream_variants=True)
 def cuStreamGetCaptureInfo(hStream, captureStatus_out, id_out, per_thread=False):
-    return _capture_info("cuStreamGetCaptureInfo", hStream, captureStatus_out, per_thread)
+    """CUDA 10.1's: the status and the capture's id."""
+    return _capture_info(hStream, captureStatus_out, id_out, None, None, None, None, per_thread)
 
 
 @driver(stream_variants=True)
 def cuStreamGetCaptureInfo_v2(hStream, captureStatus_out, id_out, graph_out, dependencies_out, numDependencies_out,
                               per_thread=False):
-    return _capture_info("cuStreamGetCaptureInfo", hStream, captureStatus_out, per_thread)
+    return _capture_info(hStream, captureStatus_out, id_out, graph_out, dependencies_out, None, numDependencies_out,
+                         per_thread)
 
 
 @driver(stream_variants=True)
 def cuStreamGetCaptureInfo_v3(hStream, captureStatus_out, id_out, graph_out, dependencies_out, edgeData_out,
                               numDependencies_out, per_thread=False):
-    return _capture_info("cuStreamGetCaptureInfo", hStream, captureStatus_out, per_thread)
+    return _capture_info(hStream, captureStatus_out, id_out, graph_out, dependencies_out, edgeData_out,
+                         numDependencies_out, per_thread)
+
+
+@driver(stream_variants=True)
+def cuStreamUpdateCaptureDependencies_v2(hStream, dependencies, dependencyData, numDependencies, flags,
+                                         per_thread=False):
+    return _forward("cuStreamUpdateCaptureDependencies", runtime_capture.cudaStreamUpdateCaptureDependencies,
+                    hStream, dependencies, dependencyData, numDependencies, flags, per_thread=per_thread)
+
+
+@driver(stream_variants=True)
+def cuStreamUpdateCaptureDependencies(hStream, dependencies, numDependencies, flags, per_thread=False):
+    return cuStreamUpdateCaptureDependencies_v2(hStream, dependencies, interposer.ffi.NULL, numDependencies, flags,
+                                                per_thread=per_thread)
 
 
 @driver()
 def cuThreadExchangeStreamCaptureMode(mode):
+    """The calling thread's mode, the one cudaThreadExchangeStreamCaptureMode swaps."""
     require_initialized()
     return from_runtime(runtime_capture.cudaThreadExchangeStreamCaptureMode(mode))
