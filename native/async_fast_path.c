@@ -192,11 +192,11 @@ _Static_assert(sizeof(struct graph_fields) == WIRE_GRAPH_FIELDS_SIZE, "rcuda/wir
 static int graph_launch_in_c(cudaGraphExec_t exec, void *stream, int per_thread)
 {
     int device, stream_device;
-    uint64_t stream_id;
-    struct graph_fields head;
-    if (!find_handle((uintptr_t)exec, HANDLE_GRAPH, &device, &head.graph) ||
+    uint64_t stream_id, graph;
+    if (!find_handle((uintptr_t)exec, HANDLE_GRAPH, &device, &graph) ||
         !resolve_stream(stream, per_thread, &stream_device, &stream_id) || stream_device != device)
         return 0;
+    struct graph_fields head = {graph};
     if (!record_op_in(device, stream_id, RECORD_GRAPH, &head, sizeof head, NULL, 0))
         return 0;
     mirror_note_write(device, stream_id); /* its kernels may write mapped memory (native/mapped_memory.c) */
@@ -255,4 +255,18 @@ static int rcuda_c_cudaGraphLaunch_ptsz(cudaGraphExec_t exec, cudaStream_t strea
 {
     *status = cudaSuccess;
     return graph_launch_in_c(exec, stream, 1);
+}
+
+/* The driver's cuGraphLaunch: the same record, with a context current (its
+ * device is the current device C resolves the stream on). */
+static int rcuda_c_cuGraphLaunch(CUgraphExec exec, CUstream stream, CUresult *status)
+{
+    *status = CUDA_SUCCESS;
+    return driver_context_current && graph_launch_in_c((cudaGraphExec_t)exec, stream, 0);
+}
+
+static int rcuda_c_cuGraphLaunch_ptsz(CUgraphExec exec, CUstream stream, CUresult *status)
+{
+    *status = CUDA_SUCCESS;
+    return driver_context_current && graph_launch_in_c((cudaGraphExec_t)exec, stream, 1);
 }

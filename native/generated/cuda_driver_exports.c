@@ -684,6 +684,8 @@ static CUresult rcuda_after_exit_cuGetErrorName(CUresult error, const char ** pS
 static CUresult rcuda_after_exit_cuGetErrorString(CUresult error, const char ** pStr);  /* native/after_exit.c */
 
 static int rcuda_c_cuCtxSynchronize(CUresult *status);  /* native/sync_fast_path.c */
+static int rcuda_c_cuGraphLaunch(CUgraphExec hGraph, CUstream hStream, CUresult *status);  /* native/async_fast_path.c */
+static int rcuda_c_cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream, CUresult *status);  /* native/async_fast_path.c */
 static int rcuda_c_cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream, void ** kernelParams, void ** extra, CUresult *status);  /* native/launch_fast_path.c */
 static int rcuda_c_cuLaunchKernel_ptsz(CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream, void ** kernelParams, void ** extra, CUresult *status);  /* native/launch_fast_path.c */
 static int rcuda_c_cuMemGetInfo_v2(size_t * free, size_t * total, CUresult *status);  /* native/sync_fast_path.c */
@@ -2277,6 +2279,9 @@ RCUDA_EXPORT CUresult cuGraphLaunch(CUgraphExec hGraph, CUstream hStream)
 {
     if (!rcuda_enter())
         return CUDA_ERROR_DEINITIALIZED;
+    CUresult status;
+    if (rcuda_c_cuGraphLaunch(hGraph, hStream, &status))
+        return status;
     return rcuda_py_cuGraphLaunch(hGraph, hStream);
 }
 
@@ -2284,6 +2289,9 @@ RCUDA_EXPORT CUresult cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStrea
 {
     if (!rcuda_enter())
         return CUDA_ERROR_DEINITIALIZED;
+    CUresult status;
+    if (rcuda_c_cuGraphLaunch_ptsz(hGraphExec, hStream, &status))
+        return status;
     return rcuda_py_cuGraphLaunch_ptsz(hGraphExec, hStream);
 }
 
