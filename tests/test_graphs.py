@@ -86,7 +86,7 @@ def test_driver_api_graphs_and_capture(compile_cuda, server_factory, tmp_path, f
     dot = tmp_path / "driver_graph.dot"
     result = run_program(program, server, str(fatbin), str(dot))
     assert result.returncode == 0 and "PASSED driver_graphs" in result.stdout, result.stdout + result.stderr[-3000:]
-    for section in ("explicit", "batch", "memory", "capture", "misuse"):
+    for section in ("explicit", "batch", "memory", "capture", "any", "misuse"):
         assert f"ok {section}\n" in result.stdout, result.stdout
     assert "digraph" in dot.read_text()
     assert "not supported" not in result.stderr, result.stderr[-3000:]

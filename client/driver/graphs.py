@@ -820,3 +820,66 @@ def cuGraphRetainUserObject(graph, object, count, flags):
 @driver()
 def cuGraphReleaseUserObject(graph, object, count):
     return _forward(rg.cudaGraphReleaseUserObject, graph, object, count)
+
+
+# ------------------------------------------------------------------ any node type (CUgraphNodeParams)
+
+
+def _from_node_params(p, call: str) -> tuple[int, dict, graphs.Work | None]:
+    """(type, parameters, work) of a CUgraphNodeParams: the driver's kinds
+    read here (a kernel v3, a memcpy or memset with its context, a batch of
+    memory operations), the others, laid out as the runtime's, by the
+    runtime's reader."""
+    require_initialized()
+    out_pointer(p, "nodeParams")
+    type_ = p.type
+    if type_ == graphs.KERNEL:
+        return (type_, *_kernel_node(ffi().addressof(p.kernel), call, True))
+    if type_ == graphs.MEMCPY:
+        return (type_, *_copy_node(ffi().addressof(p.memcpy.copyParams), p.memcpy.copyCtx, call))
+    if type_ == graphs.MEMSET:
+        m = p.memset
+        with _running_on(_context_device(m.ctx, call), call):
+            return (type_, *rg.memset_node(int(m.dst), m.pitch, m.value, m.elementSize, m.width, m.height, call))
+    if type_ == graphs.BATCH_MEM_OP:
+        return (type_, *_batch_node(ffi().addressof(p.memOp), call))
+    return rg._from_node_params(ffi().cast("struct cudaGraphNodeParams *", p), call)
+
+
+@driver()
+def cuGraphAddNode_v2(phGraphNode, hGraph, dependencies, dependencyData, numDependencies, nodeParams):
+    require_initialized()
+    out_pointer(nodeParams, "nodeParams")
+    rg._check_edge_data(ffi().cast("cudaGraphEdgeData *", dependencyData), numDependencies)
+    if nodeParams.type == graphs.MEM_ALLOC:
+        return _forward(rg.cudaGraphAddMemAllocNode, phGraphNode, hGraph, dependencies, numDependencies,
+                        _alloc_params(ffi().addressof(nodeParams.alloc)))
+    rg.add_node(phGraphNode, hGraph, dependencies, numDependencies, *_from_node_params(nodeParams, "cuGraphAddNode"))
+    return SUCCESS
+
+
+@driver()
+def cuGraphAddNode(phGraphNode, hGraph, dependencies, numDependencies, nodeParams):
+    return cuGraphAddNode_v2(phGraphNode, hGraph, dependencies, ffi().NULL, numDependencies, nodeParams)
+
+
+@driver()
+def cuGraphNodeSetParams(hNode, nodeParams):
+    node = rg._node(hNode)
+    type_, params, work = _from_node_params(nodeParams, "cuGraphNodeSetParams")
+    if type_ != node.type:
+        raise _invalid("cuGraphNodeSetParams", f"the node is a {node.name} node")
+    if type_ == graphs.CHILD:
+        node.params["graph"].release()
+    node.params, node.work = params, work
+    return SUCCESS
+
+
+@driver()
+def cuGraphExecNodeSetParams(hGraphExec, hNode, nodeParams):
+    type_, params, work = _from_node_params(nodeParams, "cuGraphExecNodeSetParams")
+    if type_ == graphs.CHILD:
+        raise CudaError(cudaError.cudaErrorNotSupported, "cuGraphExecNodeSetParams of a child graph node (use "
+                                                         "cuGraphExecChildGraphNodeSetParams)")
+    rg.exec_set(rg._exec(hGraphExec), rg._node(hNode), type_, params, work, "cuGraphExecNodeSetParams")
+    return SUCCESS

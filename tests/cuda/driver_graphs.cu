@@ -677,6 +677,60 @@ static void misuse()
     printf("ok misuse\n");
 }
 
+// ------------------------------------------------------------------ any node type (cuGraphAddNode)
+
+static void any_nodes()
+{
+    CUgraph graph;
+    DRV(cuGraphCreate(&graph, 0));
+    CUgraphNodeParams params = {};
+    params.type = CU_GRAPH_NODE_TYPE_MEMSET;
+    params.memset.dst = x;
+    params.memset.value = bits_of(2.0f);
+    params.memset.elementSize = 4;
+    params.memset.width = N;
+    params.memset.height = 1;
+    params.memset.ctx = context;
+    CUgraphNode set, scaled, copied;
+    DRV(cuGraphAddNode(&set, graph, nullptr, nullptr, 0, &params));
+    float factor = 3.0f;
+    int n = N;
+    void *args[] = {&x, &factor, &n};
+    CUgraphNodeParams kernel = {};
+    kernel.type = CU_GRAPH_NODE_TYPE_KERNEL;
+    kernel.kernel.func = scale_fn;
+    kernel.kernel.gridDimX = (N + 255) / 256;
+    kernel.kernel.gridDimY = kernel.kernel.gridDimZ = 1;
+    kernel.kernel.blockDimX = 256;
+    kernel.kernel.blockDimY = kernel.kernel.blockDimZ = 1;
+    kernel.kernel.kernelParams = args;
+    DRV(cuGraphAddNode(&scaled, graph, &set, nullptr, 1, &kernel));
+    CUgraphNodeParams copy = {};
+    copy.type = CU_GRAPH_NODE_TYPE_MEMCPY;
+    copy.memcpy.copyCtx = context;
+    copy.memcpy.copyParams = linear_copy(CU_MEMORYTYPE_HOST, host_out, CU_MEMORYTYPE_DEVICE, (void *)x, BYTES);
+    // CUDA 12.2's cuGraphAddNode, without edge data.
+    typedef CUresult(CUDAAPI * AddNodeV1)(CUgraphNode *, CUgraph, const CUgraphNode *, size_t, CUgraphNodeParams *);
+    DRV(legacy<AddNodeV1>("cuGraphAddNode", 12020)(&copied, graph, &scaled, 1, &copy));
+    CUgraphExec exec;
+    DRV(cuGraphInstantiate(&exec, graph, 0));
+    DRV(cuGraphLaunch(exec, 0));
+    DRV(cuCtxSynchronize());
+    REQUIRE(host_out[0] == 6.0f && host_out[N - 1] == 6.0f);
+
+    // Set through the generic calls: in the graph, then in the executable.
+    factor = 5.0f;
+    DRV(cuGraphNodeSetParams(scaled, &kernel));
+    DRV(cuGraphExecNodeSetParams(exec, scaled, &kernel));
+    DRV(cuGraphLaunch(exec, 0));
+    DRV(cuCtxSynchronize());
+    REQUIRE(host_out[7] == 10.0f);
+    DRV_EXPECT(cuGraphNodeSetParams(set, &kernel), CUDA_ERROR_INVALID_VALUE);  // a memset node given a kernel
+    DRV(cuGraphExecDestroy(exec));
+    DRV(cuGraphDestroy(graph));
+    printf("ok any\n");
+}
+
 int main(int argc, char **argv)
 {
     REQUIRE(argc == 3);
@@ -704,6 +758,7 @@ int main(int argc, char **argv)
     batch_nodes();
     memory_nodes();
     capture();
+    any_nodes();
     misuse();
 
     DRV(cuLibraryUnload(library));
