@@ -9,7 +9,7 @@ import pytest
 
 from auth_helpers import KeyedSession
 from rcuda import protocol
-from rcuda.errors import cudaError
+from rcuda.errors import CudaError, cudaError
 
 
 @pytest.fixture
@@ -88,3 +88,101 @@ def test_a_launch_outside_the_graph_or_into_an_unknown_stream_is_refused(session
     assert _read(session, ptr, 8) == bytes(8)  # none of them ran
     assert protocol.expects_reply({"op": "graph_create", "graph": 1})
     assert not protocol.expects_reply({"op": "graph_launch", "graph": 1, "stream": 0, "first": 0, "count": 1})
+
+
+# ---------------------------------------------------------------- a GPU's own graphs, with a stand-in device
+
+
+class _Device:
+    """Records what server/graphs.py asks of a backend device: the work
+    it runs (`ran`) and the graphs it captures, launches and frees."""
+
+    def __init__(self, capture_fails: bool = False):
+        self.ran, self.captured, self.launched, self.released = [], [], [], []
+        self.capturing = False
+        self.capture_fails = capture_fails
+
+    def memset(self, ptr, value, size, stream, elem=1):
+        self.ran.append(("memset", ptr, stream, self.capturing))
+
+    def graph_capture(self, stream, run):
+        self.capturing = True
+        try:
+            run()
+            if self.capture_fails:
+                raise CudaError(cudaError.cudaErrorStreamCaptureUnsupported, "not capturable")
+        finally:
+            self.capturing = False
+        graph = f"graph{len(self.captured)}"
+        self.captured.append((graph, stream))
+        return graph
+
+    def graph_launch(self, graph, stream):
+        self.launched.append((graph, stream))
+
+    def graph_release(self, graph):
+        self.released.append(graph)
+
+
+class _Service:
+    """What GraphOps needs of server/device_service.py."""
+
+    def __init__(self, device):
+        from rcuda.server.device_service import Usage
+        self.device, self.index, self.usage = device, 0, Usage()
+        self.request_handlers = {"memset": self._memset, "event_record": self._event_record}
+
+    def _memset(self, header, payload):
+        self.device.memset(header["ptr"], header["value"], header["size"], header["stream"])
+
+    def _event_record(self, header, payload):
+        self.device.ran.append(("event_record", header["event"], header["stream"], self.device.capturing))
+
+    def stream_id(self, header):
+        return header["stream"]
+
+
+def _graph_ops(device):
+    from rcuda.server.graphs import GraphOps
+    return GraphOps(_Service(device))
+
+
+def _frames(payload):
+    from rcuda.lane import LaneFrame
+    return [LaneFrame(memoryview(frame)) for frame in payload]
+
+
+def test_a_gpu_captures_a_run_once_and_launches_its_graph_after():
+    device = _Device()
+    ops = _graph_ops(device)
+    ops.create({"graph": 1}, _frames(_work(_memset(0x100, 1, 8), _memset(0x200, 2, 8))))
+    for stream in (3, 4, 3):
+        ops.launch({"graph": 1, "first": 0, "count": 2, "stream": stream}, [])
+    # The first launch ran the handlers once, under capture, then launched the graph.
+    assert device.ran == [("memset", 0x100, 3, True), ("memset", 0x200, 3, True)]
+    assert device.captured == [("graph0", 3)]
+    assert device.launched == [("graph0", 3), ("graph0", 4), ("graph0", 3)]
+    # New work under the same id frees the old graph; destroying the graph frees its new one.
+    ops.create({"graph": 1}, _frames(_work(_memset(0x300, 3, 8), _memset(0x400, 4, 8))))
+    assert device.released == ["graph0"]
+    ops.launch({"graph": 1, "first": 0, "count": 2, "stream": 5}, [])
+    ops.destroy({"graph": 1}, [])
+    assert device.released == ["graph0", "graph1"]
+
+
+def test_a_gpu_runs_request_by_request_what_it_cannot_capture():
+    device = _Device()
+    ops = _graph_ops(device)
+    record = {"op": "event_record", "event": 7, "stream": 999, "async": True}
+    ops.create({"graph": 1}, _frames(_work(_memset(0x100, 1, 8), (record, ()))))
+    ops.launch({"graph": 1, "first": 0, "count": 2, "stream": 3}, [])
+    ops.launch({"graph": 1, "first": 0, "count": 1, "stream": 3}, [])  # a single request: nothing to gain
+    assert device.captured == [] and device.launched == []
+    assert device.ran == [("memset", 0x100, 3, False), ("event_record", 7, 3, False), ("memset", 0x100, 3, False)]
+    # A capture the device refuses: the run goes request by request, now and later.
+    device = _Device(capture_fails=True)
+    ops = _graph_ops(device)
+    ops.create({"graph": 2}, _frames(_work(_memset(0x100, 1, 8), _memset(0x200, 2, 8))))
+    ops.launch({"graph": 2, "first": 0, "count": 2, "stream": 3}, [])
+    ops.launch({"graph": 2, "first": 0, "count": 2, "stream": 3}, [])
+    assert device.launched == [] and [r[3] for r in device.ran] == [True, True, False, False, False, False]
