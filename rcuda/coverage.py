@@ -14,7 +14,9 @@ Every function libcuda.so.1 exports is too, each either in a group
 libcublasLt.so.13, libcufft.so.12 and libcurand.so.10: implemented by
 client/libraries/<library>.py, `forwarded` (a cuBLAS computation sent by
 the generic forwarder of client/libraries/cublas.py), or
-`unsupported` (the library's "not supported" status).
+`unsupported` (the library's "not supported" status; some answer it by
+design, each with its reason: client/libraries/registry.py LIBRARY_REFUSED,
+listed in docs/coverage.md).
 docs/coverage.md is generated from this (`rcuda coverage --markdown`); a test
 fails when it is stale.
 """
@@ -81,7 +83,9 @@ def classify_libraries() -> dict[str, dict[str, str]]:
     dispatch.load_modules()
     tables: dict[str, dict[str, str]] = {name: {} for name in LIBRARIES}
     for name, row in sorted(LIBRARY_FUNCTIONS.items()):
-        if name in registry.LIBRARY_IMPLEMENTED:
+        if name in registry.LIBRARY_REFUSED:
+            group = "unsupported"  # by design, answered by name with the reason
+        elif name in registry.LIBRARY_IMPLEMENTED:
             group = group_of(registry.LIBRARY_IMPLEMENTED[name])
         elif row.get("roles"):
             group = "forwarded" if name in sim_blas else "forwarded, GPU only"
@@ -132,12 +136,37 @@ def markdown(table: dict[str, str], driver: dict[str, str], libraries: dict[str,
               "(`server/backends/sim_cublas.py`); `forwarded, GPU only`: the sim answers",
               "`CUBLAS_STATUS_NOT_SUPPORTED`;",
               "`unsupported`: returns the library's \"not supported\" status and logs its name once."]
+    lines += ["", "### The libraries: what is left out", "", *libraries_left_out()]
     lines += ["", "## PyTorch", "", *PYTORCH]
     for library, rows in libraries.items():
         lines += ["", f"### {LIBRARIES[library]['soname']}", "", library_summary(library, rows) + ".", "",
                   "| function | implementation |", "|---|---|"]
         lines += [f"| `{name}` | {group} |" for name, group in rows.items()]
     return "\n".join(lines) + "\n"
+
+
+def libraries_left_out() -> list[str]:
+    """The cuFFT and cuRAND exports that stay unsupported, and why: those
+    refused by design (their reasons, from client/libraries/), then the rest."""
+    from rcuda.client.libraries import dispatch, registry
+    dispatch.load_modules()
+    by_reason: dict[str, list[str]] = {}
+    for name, reason in sorted(registry.LIBRARY_REFUSED.items()):
+        by_reason.setdefault(reason, []).append(name)
+    rows = [f"| {', '.join(f'`{n}`' for n in names)} | {reason} |" for reason, names in by_reason.items()]
+    return ["cuFFT and cuRAND (cuBLAS and cuBLASLt aside, whose tables below say what is forwarded).  Answered by",
+            "name, with the reason in the log:", "", "| calls | why |", "|---|---|", *rows, "",
+            "The rest of libcufft.so.12's `unsupported` exports answer `CUFFT_NOT_SUPPORTED`:", "",
+            "| calls | why |", "|---|---|", *CUFFT_LEFT_OUT]
+
+
+#: cuFFT's exports that stay unsupported, not refused by design (docs/design.md, the libraries).
+CUFFT_LEFT_OUT = [
+    "| `cufftXtExecDescriptorR2C`, `C2R`, `D2Z`, `Z2D` | rcuda's multi-GPU plans (`client/libraries/cufft_xt.py`) are complex-to-complex; cuFFT's real multi-GPU descriptors have padded, shuffled layouts of their own |",
+    "| `cufftSetPlanPropertyInt64`, `cufftGetPlanPropertyInt64`, `cufftResetPlanProperty`, `cufftXtSetWorkAreaPolicy`, `cufftXtQueryPlan` | not yet forwarded: tuning of a plan's JIT, host threads and work area, and multi-GPU 1-D factors |",
+    "| `cufftDescription*`, `cufftDevice*` | cuFFT's database of device functions for cuFFTDx (`cufft_device.h`, a C++ header `native/gen_libraries.py` does not read): code for the program's own kernels, not transforms cuFFT runs |",
+    "| `cufftXtMakePlanGuru64`, `cufftDebug` | exported by libcufft.so.12 but declared by none of its headers: no signature to forward |",
+]
 
 
 #: The parts of CUDA graphs rcuda does not have (docs/design.md, "CUDA graphs and stream capture").

@@ -9,7 +9,10 @@ client named, in the order calls arrive.
 
 A call answers {results: [...]}: the values of its host outputs, in order
 (a scalar result in host pointer mode, a plan's work size, a host
-generator's numbers as a frame).  A library status other than success
+generator's numbers as a frame).  cuRAND's host tables (direction vectors,
+scramble constants: rcuda/curand_calls.py TABLES) belong to no object: a
+request for one names object 0 and is answered with the whole table as a
+frame.  A library status other than success
 answers {status: NAME, msg}; sent asynchronously, it becomes the device's
 next reported error instead (cudaErrorInvalidValue, the status named in
 the message), as the call's own status can no longer reach the program.
@@ -20,7 +23,7 @@ import math
 
 import numpy as np
 
-from rcuda import blas_rules
+from rcuda import blas_rules, curand_calls
 from rcuda.errors import CudaError, ProtocolError, cudaError
 from rcuda.library_errors import LibraryError
 
@@ -44,6 +47,10 @@ class LibraryCalls:
         _check_arguments(call, args)
         provider = device.libraries()
         try:
+            if call in curand_calls.TABLES:
+                if obj_id != 0 or not answered:
+                    raise ProtocolError(f"lib: {call} is a table: a request of object 0 that expects its reply")
+                return {"results": []}, [memoryview(provider.table(call, args))]
             if call in CREATES:
                 if not isinstance(obj_id, int) or not 0 < obj_id < MAX_OBJECT_ID or obj_id in self._objects:
                     raise ProtocolError(f"lib: {call} names object {obj_id!r}, which is in use or not a valid id")

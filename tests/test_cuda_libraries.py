@@ -77,3 +77,65 @@ def test_cublas_without_a_gpu_is_not_initialized(provider):
     with pytest.raises(LibraryError) as error:
         provider.create("cublasCreate_v2", [])
     assert error.value.library_status == "CUBLAS_STATUS_NOT_INITIALIZED"
+
+
+def _frames(provider, name, *args) -> bytes:
+    return provider.table(name, list(args))
+
+
+def test_host_tables_are_nvidias_and_the_sims_plain_ones_equal_them(provider):
+    """curandGetDirectionVectors*/curandGetScrambleConstants* copied out of
+    NVIDIA's cuRAND, whole; its Joe-Kuo sets are bit for bit the sim's (so
+    the sim's plain Sobol' is cuRAND's); its scrambled sets are its own data,
+    shaped as the sim's are (each vector keeps its leading bit, the 32-bit
+    tables are the 64-bit ones' upper halves)."""
+    from rcuda import curand_calls
+    from rcuda.server.backends import sim_curand
+    for name, (fmt, per, sets) in curand_calls.TABLES.items():
+        for which in sets or (None,):
+            args = [] if which is None else [which]
+            data = _frames(provider, name, *args)
+            assert len(data) == curand_calls.table_bytes(name)
+            if which in (101, 103):
+                assert data == sim_curand.table(name, args), name
+    s32 = np.frombuffer(_frames(provider, "curandGetDirectionVectors32", 102), np.uint32).reshape(-1, 32)
+    s64 = np.frombuffer(_frames(provider, "curandGetDirectionVectors64", 104), np.uint64).reshape(-1, 64)
+    c32 = np.frombuffer(_frames(provider, "curandGetScrambleConstants32"), np.uint32)
+    c64 = np.frombuffer(_frames(provider, "curandGetScrambleConstants64"), np.uint64)
+    assert ((s64[:, :32] >> np.uint64(32)).astype(np.uint32) == s32).all()
+    assert ((c64 >> np.uint64(32)).astype(np.uint32) == c32).all()
+    assert s32[0].tolist() != [1 << (31 - j) for j in range(32)]
+    assert all(int(s32[0, j]).bit_length() == 32 - j for j in range(32))
+    with pytest.raises(LibraryError) as error:
+        provider.table("curandGetDirectionVectors32", [103])
+    assert error.value.library_status == "CURAND_STATUS_OUT_OF_RANGE"
+
+
+def test_scrambled_host_generator_follows_nvidias_tables(provider):
+    """What the sim's scrambled Sobol' copies: cuRAND's starts each dimension
+    at its scramble constant and XORs in the scrambled vectors in Gray-code order."""
+    s32 = np.frombuffer(_frames(provider, "curandGetDirectionVectors32", 102), np.uint32).reshape(-1, 32)
+    c32 = np.frombuffer(_frames(provider, "curandGetScrambleConstants32"), np.uint32)
+    generator = provider.create("curandCreateGeneratorHost", [202])
+    try:
+        provider.run("curandSetQuasiRandomGeneratorDimensions", generator, [2], 0, True)
+        points = numbers(provider, generator, "curandGenerate", 8, dtype=np.uint32).reshape(2, 4)
+        for d in range(2):
+            assert points[d].tolist() == [c32[d], c32[d] ^ s32[d, 0], c32[d] ^ s32[d, 0] ^ s32[d, 1],
+                                          c32[d] ^ s32[d, 1]]
+    finally:
+        provider.destroy(generator)
+
+
+def test_poisson_method_passes_its_method_as_an_int(provider):
+    generator = provider.create("curandCreateGeneratorHost", [161])
+    try:
+        provider.run("curandSetPseudoRandomGeneratorSeed", generator, [5], 0, True)
+        for method in (0, 9, 11):
+            x = numbers(provider, generator, "curandGeneratePoissonMethod", 100_000, 7.5, method, dtype=np.uint32)
+            assert abs(x.mean() - 7.5) < 0.05 and abs(x.var() - 7.5) < 0.2
+        with pytest.raises(LibraryError) as error:
+            numbers(provider, generator, "curandGeneratePoissonMethod", 100, 7.5, 1, dtype=np.uint32)
+        assert error.value.library_status == "CURAND_STATUS_OUT_OF_RANGE"
+    finally:
+        provider.destroy(generator)

@@ -1,6 +1,7 @@
 """cuFFT programs (tests/cuda/cufft_transforms.cu): plans of every kind,
 every exec type in 1-3 dimensions, advanced layouts, work areas, an FFT
-convolution and cuFFT's errors, run unmodified through rcuda against a sim
+convolution, the typed and 64-bit plan forms, cuFFT's errors and its
+callbacks refused by name, run unmodified through rcuda against a sim
 server, where rcuda's drop-in libcufft.so.12 and no real one serves them;
 and on the cupy backend (the real cuFFT) when a GPU is usable."""
 from __future__ import annotations
@@ -14,7 +15,7 @@ from program_paths import check_passed, check_section, run_on_sim
 pytestmark = requires_nvcc
 
 SECTIONS = ["plan1d_c2c", "r2c_c2r_1d", "double_1d", "plan2d", "plan3d", "plan_many", "make_plans", "convolution",
-            "errors", "xt_plans"]
+            "errors", "xt_plans", "plans64", "callbacks"]
 
 
 @pytest.fixture(scope="module")

@@ -61,3 +61,19 @@ def test_objects_are_freed_with_the_session(device):
     calls.release(device)
     assert call(calls, device, "cufftMakePlanMany64", 1,
                 [1, [8], None, 1, 0, None, 1, 0, 0x29, 1])["status"] == "CUFFT_INVALID_PLAN"
+
+
+def test_curand_tables_belong_to_no_object(device):
+    """A table is asked of object 0 and answered whole, as one frame; a
+    wrong set is cuRAND's status; a table asked of an object, or without
+    expecting the reply, is not a request the client makes."""
+    calls = LibraryCalls()
+    reply, frames = call(calls, device, "curandGetScrambleConstants32", 0, [])
+    assert reply == {"results": []} and len(frames) == 1 and len(frames[0]) == 20000 * 4
+    reply, frames = call(calls, device, "curandGetDirectionVectors64", 0, [103])
+    assert np.frombuffer(frames[0], np.uint64)[:3].tolist() == [1 << 63, 1 << 62, 1 << 61]
+    assert call(calls, device, "curandGetDirectionVectors64", 0, [101])["status"] == "CURAND_STATUS_OUT_OF_RANGE"
+    with pytest.raises(ProtocolError):
+        call(calls, device, "curandGetScrambleConstants32", 3, [])
+    with pytest.raises(ProtocolError):
+        call(calls, device, "curandGetScrambleConstants32", 0, [], answered=False)

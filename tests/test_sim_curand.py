@@ -1,19 +1,23 @@
 """The sim's cuRAND generators (server/backends/sim_curand.py): Philox's
 known answers, moments of every distribution, repeatability, offsets that
-jump, Sobol' points, and cuRAND's error statuses."""
+jump, Sobol' points, the host tables and scrambled Sobol' built on them,
+and cuRAND's error statuses."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
+from rcuda import curand_calls
 from rcuda.library_errors import LibraryError
+from rcuda.server.backends import sim_curand
 from rcuda.server.backends.sim_curand import (CURAND_ORDERING_PSEUDO_BEST, CURAND_ORDERING_PSEUDO_LEGACY,
                                         CURAND_ORDERING_QUASI_DEFAULT, CURAND_RNG_PSEUDO_DEFAULT,
                                         CURAND_RNG_PSEUDO_MRG32K3A, CURAND_RNG_PSEUDO_MT19937,
                                         CURAND_RNG_PSEUDO_MTGP32, CURAND_RNG_PSEUDO_PHILOX4_32_10,
                                         CURAND_RNG_PSEUDO_XORWOW, CURAND_RNG_QUASI_DEFAULT,
                                         CURAND_RNG_QUASI_SCRAMBLED_SOBOL32, CURAND_RNG_QUASI_SOBOL32,
-                                        CURAND_RNG_QUASI_SOBOL64, SimGenerator, philox4x32_10)
+                                        CURAND_RNG_QUASI_SCRAMBLED_SOBOL64, CURAND_RNG_QUASI_SOBOL64, SimGenerator,
+                                        philox4x32_10)
 
 PSEUDO = [CURAND_RNG_PSEUDO_XORWOW, CURAND_RNG_PSEUDO_MRG32K3A, CURAND_RNG_PSEUDO_MTGP32, CURAND_RNG_PSEUDO_MT19937,
           CURAND_RNG_PSEUDO_PHILOX4_32_10]
@@ -175,3 +179,83 @@ def test_failed_call_does_not_advance():
     g, h = seeded(CURAND_RNG_PSEUDO_MTGP32), seeded(CURAND_RNG_PSEUDO_MTGP32)
     status_of(g.normal, 3, 0.0, 1.0)
     assert (g.generate(8) == h.generate(8)).all()
+
+
+def _leading_bit(x: np.ndarray) -> np.ndarray:
+    """Each element's most significant set bit, alone."""
+    y = x.copy()
+    for shift in (1, 2, 4, 8, 16, 32):
+        y |= y >> np.uint64(shift)
+    return y ^ (y >> np.uint64(1))
+
+
+def _table(name, *args, dtype, per):
+    return np.frombuffer(sim_curand.table(name, list(args)), dtype).reshape(curand_calls.TABLE_DIMENSIONS, per)
+
+
+def test_tables_are_joe_kuo_and_scrambled_as_curand_scrambles():
+    """The plain tables are Joe and Kuo's vectors (scipy's new-joe-kuo-6.21201,
+    which are cuRAND's); the scrambled ones keep each vector's leading bit (a
+    unit lower-triangular matrix); the 32-bit tables are the 64-bit ones' upper halves."""
+    v32 = _table("curandGetDirectionVectors32", 101, dtype=np.uint32, per=32)
+    s32 = _table("curandGetDirectionVectors32", 102, dtype=np.uint32, per=32)
+    v64 = _table("curandGetDirectionVectors64", 103, dtype=np.uint64, per=64)
+    s64 = _table("curandGetDirectionVectors64", 104, dtype=np.uint64, per=64)
+    c32 = _table("curandGetScrambleConstants32", dtype=np.uint32, per=1)[:, 0]
+    c64 = _table("curandGetScrambleConstants64", dtype=np.uint64, per=1)[:, 0]
+    from scipy.stats import qmc
+    assert (v32[:50] == qmc.Sobol(50, scramble=False, bits=32)._sv).all()
+    assert v32[0].tolist() == [1 << (31 - j) for j in range(32)]
+    assert v32[2, :6].tolist() == [0x80000000, 0xC0000000, 0x60000000, 0x90000000, 0xE8000000, 0x5C000000]
+    assert ((v64[:, :32] >> np.uint64(32)).astype(np.uint32) == v32).all()
+    assert ((s64[:, :32] >> np.uint64(32)).astype(np.uint32) == s32).all()
+    assert ((c64 >> np.uint64(32)).astype(np.uint32) == c32).all()
+    assert ((s64 ^ v64) < _leading_bit(v64)).all()  # each keeps its plain vector's leading bit, mixes the rest
+    assert (s32 != v32).mean() > 0.9 and len(set(c32.tolist())) == len(c32)
+    assert (s32[0] == sim_curand.scrambled_directions(3, 32)[0]).all()  # a generator's rows are the table's
+
+
+@pytest.mark.parametrize("name, args", [("curandGetDirectionVectors32", [103]), ("curandGetDirectionVectors64", [101]),
+                                        ("curandGetDirectionVectors32", [7])])
+def test_a_wrong_direction_vector_set_is_out_of_range(name, args):
+    assert status_of(sim_curand.table, name, args) == "CURAND_STATUS_OUT_OF_RANGE"
+
+
+@pytest.mark.parametrize("rng_type, bits", [(CURAND_RNG_QUASI_SCRAMBLED_SOBOL32, 32),
+                                            (CURAND_RNG_QUASI_SCRAMBLED_SOBOL64, 64)])
+def test_scrambled_sobol_follows_the_tables_and_stays_stratified(rng_type, bits):
+    """Point i of dimension d: the constant XOR the scrambled vectors of
+    gray(i)'s bits; the first 2^k points of a dimension lie one in each
+    interval of width 2^-k, and dimensions 0 and 1 form a (0, m, 2)-net."""
+    dims, per, m = 5, 1024, 10
+    g = SimGenerator(rng_type)
+    g.set_dimensions(dims)
+    points = (g.generate_long_long if bits == 64 else g.generate)(dims * per).reshape(dims, per)
+    vectors, constants = sim_curand.scrambled_directions(dims, bits), sim_curand.scramble_constants(dims, bits)
+    for i in (0, 1, 2, 3, 100, 1023):
+        gray, want = i ^ (i >> 1), constants.copy()
+        for b in range(bits):
+            if gray >> b & 1:
+                want ^= vectors[:, b]
+        assert (points[:, i] == want).all()
+    top = [(points[d] >> np.uint64(bits - m)).astype(np.int64) for d in range(dims)]
+    assert all(len(set(t.tolist())) == per for t in top)
+    for a in range(m + 1):
+        cells = {(x >> (m - a), y >> a) for x, y in zip(top[0].tolist(), top[1].tolist())}
+        assert len(cells) == per
+    u = (SimGenerator(rng_type).uniform_double(4096) if bits == 64 else SimGenerator(rng_type).uniform(4096))
+    assert abs(u.mean() - 0.5) < 1e-3 and 0 < u.min() and u.max() <= 1
+
+
+def test_poisson_method():
+    g, h = seeded(CURAND_RNG_PSEUDO_PHILOX4_32_10), seeded(CURAND_RNG_PSEUDO_PHILOX4_32_10)
+    for method in curand_calls.POISSON_METHODS:  # the method is cuRAND's way of computing: the same numbers
+        assert (g.poisson_method(N, 7.5, method) == h.poisson(N, 7.5)).all()
+    x = g.poisson(N, 7.5)
+    assert abs(x.mean() - 7.5) < 0.05 and abs(x.var() - 7.5) < 0.15
+    for method in (1, 5, 12, 99):
+        assert status_of(g.poisson_method, 4, 7.5, method) == "CURAND_STATUS_OUT_OF_RANGE"
+    assert status_of(g.poisson_method, 4, 400001.0, 0) == "CURAND_STATUS_OUT_OF_RANGE"
+    assert set(curand_calls.PARAMETERS) <= set(curand_calls.GENERATES)
+    for name, (_, count, _) in curand_calls.GENERATES.items():
+        assert len(curand_calls.PARAMETERS.get(name, "")) == count, name

@@ -16,7 +16,7 @@ from rcuda.library_errors import LibraryError
 from .. import interposer
 from ..runtime import core as runtime_core
 from .objects import LibraryObject, objects
-from .registry import library, required
+from .registry import library, refused, required
 
 SUCCESS = 0
 VERSION = LIBRARIES["cufft"]["version"]
@@ -348,3 +348,34 @@ def cufftXtGetSizeMany(plan, rank, n, inembed, istride, idist, inputtype, onembe
 def cufftXtExec(plan, input, output, direction):
     """Any made plan's transform; the direction counts for complex-to-complex ones only."""
     return execute(plan, input, output, direction, None, "cufftXtExec")
+
+
+# ---------------------------------------------------------------- callbacks: refused
+
+#: Why cufftXtSetCallback and its kin answer CUFFT_NOT_SUPPORTED.
+CALLBACKS = ("cuFFT callbacks are device functions of the program's, linked into cuFFT's own kernels (the "
+             "static cuFFT's, or LTO-IR for cufftXtSetJITCallback); rcuda's cuFFT runs on the server, with no "
+             "program code to link: transform, then run a kernel of the program's on the result")
+# A bad plan is still CUFFT_INVALID_PLAN; any other call is refused.  (NVIDIA's shared libcufft answers
+# CUFFT_NOT_IMPLEMENTED to cufftXtSetCallback for any plan: its legacy callbacks need the static cuFFT.)
+
+
+@refused("CUFFT_NOT_SUPPORTED", CALLBACKS)
+def cufftXtSetCallback(plan, callback_routine, cbType, caller_info):
+    plan_of(plan, "cufftXtSetCallback")
+
+
+@refused("CUFFT_NOT_SUPPORTED", CALLBACKS)
+def cufftXtClearCallback(plan, cbType):
+    plan_of(plan, "cufftXtClearCallback")
+
+
+@refused("CUFFT_NOT_SUPPORTED", CALLBACKS)
+def cufftXtSetCallbackSharedSize(plan, cbType, sharedSize):
+    plan_of(plan, "cufftXtSetCallbackSharedSize")
+
+
+@refused("CUFFT_NOT_SUPPORTED", CALLBACKS)
+def cufftXtSetJITCallback(plan, lto_callback_symbol_name, lto_callback_fatbin, lto_callback_fatbin_size, type,
+                          caller_info):
+    plan_of(plan, "cufftXtSetJITCallback")

@@ -25,6 +25,29 @@ log = logging.getLogger(__name__)
 
 LIBRARY_IMPLEMENTED: dict[str, callable] = {}
 library = registrar(LIBRARY_FUNCTIONS, LIBRARY_IMPLEMENTED, "cuBLAS, cuFFT or cuRAND export")
+#: Exports rcuda refuses by design (@refused), each with its reason: `rcuda
+#: coverage` counts them unsupported and docs/coverage.md gives the reasons.
+LIBRARY_REFUSED: dict[str, str] = {}
+
+
+def refused(status: str, reason: str):
+    """Register an export that rcuda cannot serve by its nature: the
+    decorated function checks the arguments as the library would (a bad
+    handle is still the library's status for it), then the call answers
+    `status`, naming itself and `reason` in the log."""
+
+    def register(check):
+        name = check.__name__
+
+        def refuse(*args):
+            check(*args)
+            raise LibraryError(status, f"{name}: {reason}")
+
+        refuse.__name__, refuse.__module__, refuse.__doc__ = name, check.__module__, check.__doc__
+        LIBRARY_REFUSED[name] = reason
+        return library()(refuse)
+
+    return register
 
 
 def status(library_name: str, name: str) -> int:

@@ -8,7 +8,9 @@ device pointers as addresses, host scalars as pointers to a local copy
 (the handle in CUBLAS_POINTER_MODE_HOST), device scalars and results as
 device addresses (CUBLAS_POINTER_MODE_DEVICE).  cuFFT plans are made with
 cufftMakePlanMany64, cuRAND generators (device and host ones) with their
-own calls, so a host generator runs the same library as a device one.
+own calls, so a host generator runs the same library as a device one;
+cuRAND's host tables (direction vectors, scramble constants) are copied
+from the library's.
 
 The libraries are found as the program's would be (the loader's path),
 else in the nvidia-* wheels' folder."""
@@ -91,6 +93,20 @@ class CudaLibraries:
             handle = ctypes.c_void_p() if library == "cublas" else ctypes.c_int()
             check(library, call, getattr(lib, call)(ctypes.byref(handle)))
         return CudaObject(library, handle)
+
+    def table(self, call: str, args: list) -> bytes:
+        """One of cuRAND's host tables (curandGetDirectionVectors32/64 of a
+        set, curandGetScrambleConstants32/64), whole: NVIDIA's own, copied
+        from the library's host memory.  No GPU work: no context needed."""
+        _, _, sets = curand_calls.TABLES[call]
+        if len(args) != (1 if sets else 0) or not all(isinstance(a, int) for a in args):
+            raise ProtocolError(f"lib: {call} takes {'a direction vector set' if sets else 'no arguments'}")
+        lib = load("curand")
+        pointer = ctypes.c_void_p()
+        check("curand", call, getattr(lib, call)(ctypes.byref(pointer), *(ctypes.c_int(a) for a in args)))
+        if not pointer.value:
+            raise LibraryError("CURAND_STATUS_INTERNAL_ERROR", f"{call} gave a NULL table")
+        return ctypes.string_at(pointer.value, curand_calls.table_bytes(call))
 
     def destroy(self, obj: CudaObject) -> None:
         name = {"cublas": "cublasDestroy_v2", "cufft": "cufftDestroy", "curand": "curandDestroyGenerator"}
@@ -199,10 +215,9 @@ class CudaLibraries:
             raise ProtocolError(f"lib: {call} takes a pointer, a count and {expected} parameters")
         host = np.empty(count, np.dtype(fmt)) if obj.host else None
         target = ctypes.c_void_p(host.ctypes.data if obj.host else ptr)
-        # mean and stddev are floats for the float forms (ctypes would pass a double where a float is read);
-        # Poisson's lambda is a double
-        single = fmt == "f"
-        extra = [(ctypes.c_float if single else ctypes.c_double)(p) for p in parameters]
+        # each parameter as the C call reads it (ctypes would pass a double where a float is read): the
+        # float forms' mean and stddev are floats, Poisson's lambda a double, its method an int
+        extra = [CTYPES[kind](p) for kind, p in zip(curand_calls.PARAMETERS.get(call, ""), parameters)]
         check("curand", call, getattr(lib, call)(generator, target, ctypes.c_size_t(count), *extra))
         return [], ([memoryview(host.tobytes())] if obj.host else [])
 

@@ -14,14 +14,27 @@ distributions, ranges, lengths, errors and repeatability:
     offset is a jump, not a replay.  cuRAND spreads its sequences over many
     GPU threads in an order of its own; the sim's is the plain stream.
   - Quasi-random types are the Sobol' sequence in Gray-code order from
-    Joe and Kuo's direction numbers (scipy.stats.qmc's, the set cuRAND's
-    CURAND_DIRECTION_VECTORS_*_JOEKUO6 are), dimension-major as
-    CURAND_ORDERING_QUASI_DEFAULT lays them out; the scrambled types XOR
-    each dimension with a constant of its own (cuRAND's scrambling).
+    Joe and Kuo's direction numbers (new-joe-kuo-6.21201, as scipy.stats.qmc
+    has them: bit for bit cuRAND's CURAND_DIRECTION_VECTORS_32_JOEKUO6 and
+    _64_JOEKUO6, checked against libcurand 10.4), dimension-major as
+    CURAND_ORDERING_QUASI_DEFAULT lays them out.  The scrambled types
+    scramble as cuRAND does, with tables of rcuda's own (cuRAND's are
+    NVIDIA's data): each dimension's direction vectors multiplied by a
+    random unit lower-triangular bit matrix (Matousek's linear scrambling:
+    a vector keeps its leading bit, its lower bits are mixed), and every
+    point XORed with the dimension's scramble constant (a digital shift),
+    so point 0 is the constant.  Both keep the Sobol' sequence's
+    stratification (each of the first 2^k points of a dimension in its own
+    interval of width 2^-k).  These are the tables curandGetDirectionVectors*
+    (the SCRAMBLED sets) and curandGetScrambleConstants* answer on the sim
+    (`table`), so a kernel that starts cuRAND's device-API scrambled Sobol'
+    from them follows the host API's sequence; the 32-bit tables are the
+    64-bit ones' upper halves, as cuRAND's are.
   - Conversions are cuRAND's: uniform floats x * 2^-32 + 2^-33 in float32,
     so in (0, 1]; uniform doubles from 53 bits of two words; normals by
     Box-Muller from pairs (pseudo, hence even lengths) or the inverse normal
-    CDF (quasi); log-normals exp(normal); Poisson by the inverse CDF.
+    CDF (quasi); log-normals exp(normal); Poisson by the inverse CDF,
+    whatever method curandGeneratePoissonMethod names.
 
 Position: pseudo generators count 32-bit words (a double takes two), quasi
 generators count points per dimension.  As with cuRAND (checked against
@@ -31,9 +44,12 @@ dimensions restart a quasi-random sequence at the offset.  Ordering does
 not change the sim's numbers."""
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 from scipy import special, stats
 
+from rcuda import curand_calls
 from rcuda.library_errors import LibraryError
 
 CURAND_RNG_PSEUDO_DEFAULT = 100
@@ -91,6 +107,84 @@ def _sobol_directions(dimensions: int, bits: int) -> np.ndarray:
     """Joe-Kuo direction numbers, (dimensions, bits), as scipy computes
     them (its Sobol engine's _sv: no public accessor gives 64-bit ones)."""
     return stats.qmc.Sobol(dimensions, scramble=False, bits=bits)._sv.copy()
+
+
+#: Philox keys of the sim's scrambling: its matrices' and its constants'.
+_MATRIX_KEY, _CONSTANT_KEY = (0x5C0B01, 0x4D41), (0x5C0B01, 0x5348)
+
+
+def _random64(dimensions: int, per_dimension: int, key: tuple[int, int]) -> np.ndarray:
+    """(dimensions, per_dimension) uint64 from Philox: entry (d, i) is block
+    (d, i) of the key's stream, so a dimension's are the same in any table."""
+    d, i = np.meshgrid(np.arange(dimensions, dtype=np.uint32), np.arange(per_dimension, dtype=np.uint32),
+                       indexing="ij")
+    counters = np.zeros((d.size, 4), np.uint32)
+    counters[:, 0], counters[:, 1] = d.ravel(), i.ravel()
+    words = philox4x32_10(counters, key).astype(np.uint64)
+    return ((words[:, 0] << np.uint64(32)) | words[:, 1]).reshape(dimensions, per_dimension)
+
+
+def _narrow(table64: np.ndarray, bits: int) -> np.ndarray:
+    """A 64-bit table as its `bits`-bit form: the upper halves of its first 32 columns."""
+    if bits == 64:
+        return table64
+    return (table64[..., :32] >> np.uint64(32)).astype(np.uint32) if table64.ndim == 2 else \
+        (table64 >> np.uint64(32)).astype(np.uint32)
+
+
+def scrambled_directions(dimensions: int, bits: int) -> np.ndarray:
+    """The sim's scrambled direction vectors, (dimensions, bits): each
+    dimension's Joe-Kuo vectors times its random unit lower-triangular
+    matrix (bits numbered from the most significant: column p has bit p
+    set, random bits below it, none above), as cuRAND's
+    CURAND_SCRAMBLED_DIRECTION_VECTORS_* are made."""
+    plain = _sobol_directions(dimensions, 64)
+    noise = _random64(dimensions, 64, _MATRIX_KEY)
+    one = np.uint64(1)
+    columns = np.empty_like(noise)
+    for p in range(64):
+        top = one << np.uint64(63 - p)
+        columns[:, p] = top | (noise[:, p] & (top - one))
+    scrambled = np.zeros_like(plain)
+    for p in range(64):
+        has = ((plain >> np.uint64(63 - p)) & one).astype(bool)
+        scrambled ^= np.where(has, columns[:, p:p + 1], np.uint64(0))
+    return _narrow(scrambled, bits)
+
+
+def scramble_constants(dimensions: int, bits: int) -> np.ndarray:
+    """The sim's scramble constant of each dimension (a digital shift), uint32 or uint64."""
+    return _narrow(_random64(dimensions, 1, _CONSTANT_KEY)[:, 0], bits)
+
+
+@functools.lru_cache(maxsize=None)
+def _whole_table(name: str, which: int) -> bytes:
+    fmt, _, sets = curand_calls.TABLES[name]
+    bits = 64 if fmt == "Q" else 32
+    dimensions = curand_calls.TABLE_DIMENSIONS
+    if not sets:
+        table = scramble_constants(dimensions, bits)
+    elif which == sets[0]:
+        table = _sobol_directions(dimensions, bits)
+    else:
+        table = scrambled_directions(dimensions, bits)
+    return np.ascontiguousarray(table, np.dtype(fmt)).tobytes()
+
+
+def table(name: str, args: list) -> bytes:
+    """curandGetDirectionVectors32/64 (args: the set) and
+    curandGetScrambleConstants32/64 (no args): the whole host table, as
+    bytes (TABLE_DIMENSIONS dimensions)."""
+    if name not in curand_calls.TABLES:
+        _fail("CURAND_STATUS_INTERNAL_ERROR", f"{name} is not one of cuRAND's tables")
+    _, _, sets = curand_calls.TABLES[name]
+    if len(args) != (1 if sets else 0):
+        _fail("CURAND_STATUS_INTERNAL_ERROR", f"{name}: {len(args)} arguments")
+    which = args[0] if sets else 0
+    if sets and which not in sets:
+        _fail("CURAND_STATUS_OUT_OF_RANGE", f"{name}: direction vector set {which} (this call takes "
+                                            f"{' or '.join(map(str, sets))})")
+    return _whole_table(name, which)
 
 
 def _fail(status: str, message: str):
@@ -166,26 +260,19 @@ class SimGenerator:
         bits = 64 if self.rng_type in QUASI_64 else 32
         per_dim = count // self.dimensions
         start, self.position = self.position, self.position + per_dim
+        scrambled = self.rng_type in (CURAND_RNG_QUASI_SCRAMBLED_SOBOL32, CURAND_RNG_QUASI_SCRAMBLED_SOBOL64)
         if self._directions is None:
-            self._directions = _sobol_directions(self.dimensions, bits)
+            self._directions = (scrambled_directions if scrambled else _sobol_directions)(self.dimensions, bits)
         dtype = np.uint64 if bits == 64 else np.uint32
         index = np.arange(start, start + per_dim, dtype=np.uint64)
         gray = index ^ (index >> np.uint64(1))
         points = np.zeros((self.dimensions, per_dim), dtype)
+        if scrambled:
+            points[:] = scramble_constants(self.dimensions, bits)[:, None]
         for bit in range(min(bits, int(gray.max()).bit_length() if per_dim else 0)):
             chosen = ((gray >> np.uint64(bit)) & np.uint64(1)).astype(bool)
             points[:, chosen] ^= self._directions[:, bit:bit + 1]
-        if self.rng_type in (CURAND_RNG_QUASI_SCRAMBLED_SOBOL32, CURAND_RNG_QUASI_SCRAMBLED_SOBOL64):
-            points ^= self._scramble(bits)[:, None]
         return points.ravel()
-
-    def _scramble(self, bits: int) -> np.ndarray:
-        counters = np.zeros((self.dimensions, 4), np.uint32)
-        counters[:, 0] = np.arange(self.dimensions)
-        words = philox4x32_10(counters, (0x5C0B01, bits))
-        if bits == 32:
-            return words[:, 0]
-        return (words[:, 0].astype(np.uint64) << np.uint64(32)) | words[:, 1].astype(np.uint64)
 
     def _check_length(self, n: int, pairs: bool = False) -> None:
         if self.quasi and n % self.dimensions:
@@ -266,3 +353,11 @@ class SimGenerator:
             _fail("CURAND_STATUS_OUT_OF_RANGE", f"lambda {lam} (0 < lambda <= {MAX_POISSON_LAMBDA})")
         self._check_length(n)
         return stats.poisson.ppf(self._unit32(n), lam).astype(np.uint32)
+
+    def poisson_method(self, n: int, lam: float, method: int) -> np.ndarray:
+        """curandGeneratePoissonMethod: the methods cuRAND takes, each giving
+        the sim's Poisson numbers (a method is how cuRAND's kernels compute them)."""
+        if method not in curand_calls.POISSON_METHODS:
+            _fail("CURAND_STATUS_OUT_OF_RANGE", f"curandMethod {method} (curandGeneratePoissonMethod takes "
+                                                f"{', '.join(map(str, curand_calls.POISSON_METHODS))})")
+        return self.poisson(n, lam)

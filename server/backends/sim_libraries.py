@@ -111,6 +111,11 @@ class SimLibraries:
     def destroy(self, obj: SimObject) -> None:
         """Nothing to free: the state is Python's."""
 
+    def table(self, call: str, args: list) -> bytes:
+        """One of cuRAND's host tables, whole (sim_curand.table: the sim's own)."""
+        from . import sim_curand
+        return sim_curand.table(call, args)
+
     def run(self, call: str, obj: SimObject, args: list, stream: int, answered: bool):
         """(the host outputs' values, frames) of `call` on `obj`."""
         run = {"cublas": self._cublas, "cufft": self._cufft, "curand": self._curand}[obj.library]

@@ -2,7 +2,8 @@
 // cufftPlanMany with an advanced layout, cufftCreate + cufftMakePlan* with
 // work-size queries and a work area of the program's own), every exec type in
 // 1-3 dimensions, in place and out of place, on a stream; an FFT convolution;
-// cufftXt's typed plans and cufftXtExec; and cuFFT's errors.  References are plain host DFTs in double precision.
+// cufftXt's typed plans and cufftXtExec; the 64-bit plan forms; cuFFT's errors,
+// and callbacks refused by name.  References are plain host DFTs in double precision.
 // Each section (the arguments; all without any) prints "ok NAME"; a failure
 // prints "FAILED line N ...".
 #include "library_check.h"
@@ -556,6 +557,129 @@ static void xt_plans() {
     CHECK(cudaFree(zd));
 }
 
+// The 64-bit plan forms: cufftGetSizeMany64 (an estimate before the plan is
+// made, the plan's size after), cufftMakePlanMany64 with an advanced layout
+// (a 2-D Z2D from padded complex rows into padded real rows) and a batched
+// C2C in place, cufftXtGetSizeMany/cufftXtMakePlanMany of a D2Z run by
+// cufftXtExec; the sizes' checks.
+static void plans64() {
+    const int nx = 4, ny = 6, half = ny / 2 + 1, crow = half + 2, rrow = ny + 3, batch = 2;
+    const long long idist = nx * crow, odist = nx * rrow;
+    // a Hermitian input: the half spectrum of a real array's transform
+    std::vector<double> real_ref;
+    auto reals = random_real<double>(nx * ny * batch, real_ref);
+    std::vector<cufftDoubleComplex> spectra(idist * batch, cufftDoubleComplex{99.0, 99.0});
+    for (int b = 0; b < batch; b++) {
+        std::vector<cd> a(real_ref.begin() + b * nx * ny, real_ref.begin() + (b + 1) * nx * ny);
+        auto full = dft(a, {nx, ny}, -1);
+        for (int i = 0; i < nx; i++)
+            for (int j = 0; j < half; j++) {
+                spectra[b * idist + i * crow + j].x = full[i * ny + j].real();
+                spectra[b * idist + i * crow + j].y = full[i * ny + j].imag();
+            }
+    }
+    cufftDoubleComplex *in = to_device(spectra);
+    double *out;
+    CHECK(cudaMalloc(&out, sizeof(double) * odist * batch));
+    long long n[2] = {nx, ny}, ie[2] = {nx, crow}, oe[2] = {nx, rrow};
+    cufftHandle plan;
+    size_t estimate = 0, made = 0, queried = 0;
+    CUFFT_CHECK(cufftCreate(&plan));
+    CUFFT_CHECK(cufftGetSizeMany64(plan, 2, n, ie, 1, idist, oe, 1, odist, CUFFT_Z2D, batch, &estimate));
+    REQUIRE(estimate > 0);
+    CUFFT_CHECK(cufftMakePlanMany64(plan, 2, n, ie, 1, idist, oe, 1, odist, CUFFT_Z2D, batch, &made));
+    CUFFT_CHECK(cufftGetSizeMany64(plan, 2, n, ie, 1, idist, oe, 1, odist, CUFFT_Z2D, batch, &queried));
+    REQUIRE(queried == made);
+    CUFFT_CHECK(cufftExecZ2D(plan, in, out));
+    auto got = to_host(out, odist * batch);
+    for (int b = 0; b < batch; b++)
+        for (int i = 0; i < nx; i++)
+            for (int j = 0; j < ny; j++)
+                AT_MOST(std::fabs(got[b * odist + i * rrow + j] / (nx * ny) - real_ref[b * nx * ny + i * ny + j]),
+                        DTOL);
+    CUFFT_CHECK(cufftDestroy(plan));
+
+    // a batched C2C in place, basic layout (NULL embeds)
+    const int m = 30, mb = 3;
+    std::vector<cd> cref;
+    auto c = random_complex<cufftComplex>(m * mb, cref);
+    cufftComplex *cdata = to_device(c);
+    long long mm[1] = {m};
+    CUFFT_CHECK(cufftCreate(&plan));
+    CUFFT_CHECK(cufftMakePlanMany64(plan, 1, mm, nullptr, 1, m, nullptr, 1, m, CUFFT_C2C, mb, &made));
+    CUFFT_CHECK(cufftExecC2C(plan, cdata, cdata, CUFFT_INVERSE));
+    auto cgot = to_host(cdata, m * mb);
+    for (int b = 0; b < mb; b++) {
+        std::vector<cd> row(cref.begin() + b * m, cref.begin() + (b + 1) * m);
+        AT_MOST(rel_err(cgot.data() + b * m, dft(row, {m}, 1)), FTOL);
+    }
+    CUFFT_EXPECT(cufftMakePlanMany64(plan, 1, mm, nullptr, 1, m, nullptr, 1, m, CUFFT_C2C, mb, &made),
+                 CUFFT_INVALID_PLAN);  // made already
+    CUFFT_CHECK(cufftDestroy(plan));
+
+    // cufftXtMakePlanMany's D2Z, run by cufftXtExec (any direction: a real transform has its own)
+    const int k = 20, kb = 2, khalf = k / 2 + 1;
+    std::vector<double> dref;
+    auto dx = random_real<double>(k * kb, dref);
+    double *din = to_device(dx);
+    cufftDoubleComplex *dspec;
+    CHECK(cudaMalloc(&dspec, sizeof(cufftDoubleComplex) * khalf * kb));
+    long long kk[1] = {k};
+    CUFFT_CHECK(cufftCreate(&plan));
+    CUFFT_CHECK(cufftXtGetSizeMany(plan, 1, kk, nullptr, 1, k, CUDA_R_64F, nullptr, 1, khalf, CUDA_C_64F, kb,
+                                   &estimate, CUDA_C_64F));
+    CUFFT_CHECK(cufftXtMakePlanMany(plan, 1, kk, nullptr, 1, k, CUDA_R_64F, nullptr, 1, khalf, CUDA_C_64F, kb,
+                                    &made, CUDA_C_64F));
+    CUFFT_CHECK(cufftXtExec(plan, din, dspec, CUFFT_FORWARD));
+    auto dgot = to_host(dspec, khalf * kb);
+    for (int b = 0; b < kb; b++) {
+        std::vector<cd> row(dref.begin() + b * k, dref.begin() + (b + 1) * k);
+        AT_MOST(rel_err(dgot.data() + b * khalf, half_spectrum(dft(row, {k}, -1), {k})), DTOL);
+    }
+    CUFFT_EXPECT(cufftExecR2C(plan, (float *)din, (cufftComplex *)dspec), CUFFT_INVALID_TYPE);
+    CUFFT_CHECK(cufftDestroy(plan));
+
+    cufftHandle bad;
+    CUFFT_CHECK(cufftCreate(&bad));
+    long long zero[1] = {0};
+    CUFFT_EXPECT(cufftMakePlanMany64(bad, 1, zero, nullptr, 1, 1, nullptr, 1, 1, CUFFT_C2C, 1, &made),
+                 CUFFT_INVALID_SIZE);
+    CUFFT_EXPECT(cufftMakePlanMany64(bad, 4, mm, nullptr, 1, 1, nullptr, 1, 1, CUFFT_C2C, 1, &made),
+                 CUFFT_INVALID_SIZE);
+    CUFFT_EXPECT(cufftMakePlanMany64(bad, 1, mm, nullptr, 1, m, nullptr, 1, m, (cufftType)0x7f, 1, &made),
+                 CUFFT_INVALID_TYPE);
+    CUFFT_CHECK(cufftDestroy(bad));
+    CHECK(cudaFree(in));
+    CHECK(cudaFree(out));
+    CHECK(cudaFree(cdata));
+    CHECK(cudaFree(din));
+    CHECK(cudaFree(dspec));
+}
+
+// cuFFT callbacks are device code of the program's, which rcuda's cuFFT (on
+// the server) cannot link: refused by name with CUFFT_NOT_SUPPORTED (a bad
+// plan is still CUFFT_INVALID_PLAN), and the plan works on without them.
+static void callbacks() {
+    const int n = 16;
+    std::vector<cd> ref;
+    auto x = random_complex<cufftComplex>(n, ref);
+    cufftComplex *data = to_device(x);
+    cufftHandle plan;
+    CUFFT_CHECK(cufftPlan1d(&plan, n, CUFFT_C2C, 1));
+    void *routines[1] = {nullptr};
+    CUFFT_EXPECT(cufftXtSetCallback(plan, routines, CUFFT_CB_LD_COMPLEX, nullptr), CUFFT_NOT_SUPPORTED);
+    CUFFT_EXPECT(cufftXtSetCallbackSharedSize(plan, CUFFT_CB_LD_COMPLEX, 64), CUFFT_NOT_SUPPORTED);
+    CUFFT_EXPECT(cufftXtClearCallback(plan, CUFFT_CB_ST_COMPLEX), CUFFT_NOT_SUPPORTED);
+    const char fatbin[16] = {0};
+    CUFFT_EXPECT(cufftXtSetJITCallback(plan, "load", fatbin, sizeof fatbin, CUFFT_CB_LD_COMPLEX, nullptr),
+                 CUFFT_NOT_SUPPORTED);
+    CUFFT_EXPECT(cufftXtSetCallbackSharedSize(plan + 1000, CUFFT_CB_LD_COMPLEX, 64), CUFFT_INVALID_PLAN);
+    CUFFT_CHECK(cufftExecC2C(plan, data, data, CUFFT_FORWARD));
+    AT_MOST(rel_err(to_host(data, n).data(), dft(ref, {n}, -1)), FTOL);
+    CUFFT_CHECK(cufftDestroy(plan));
+    CHECK(cudaFree(data));
+}
+
 int main(int argc, char **argv) {
     where_from("cufft", (void *)&cufftPlan1d);
     int version = 0;
@@ -566,7 +690,7 @@ int main(int argc, char **argv) {
         {"plan1d_c2c", plan1d_c2c}, {"r2c_c2r_1d", r2c_c2r_1d}, {"double_1d", double_1d},
         {"plan2d", plan2d},         {"plan3d", plan3d},         {"plan_many", plan_many},
         {"make_plans", make_plans}, {"convolution", convolution}, {"errors", errors},
-        {"xt_plans", xt_plans},
+        {"xt_plans", xt_plans}, {"plans64", plans64}, {"callbacks", callbacks},
     };
     run_sections(argc, argv, sections);
     printf("PASSED cufft_transforms\n");

@@ -3,12 +3,17 @@
 // every distribution (and its double form) into device memory on the
 // generator's stream, checked by its moments; repeatability; host generators
 // (curandCreateGeneratorHost) giving what the device ones give, as NVIDIA's
-// MersenneTwisterGP11213 sample checks; cuRAND's error statuses.
+// MersenneTwisterGP11213 sample checks; cuRAND's error statuses.  Then the
+// rest of the host API: the Joe-Kuo direction vectors and scramble constants
+// (host tables) and the scrambled and 64-bit Sobol' generators that use them;
+// curandGeneratePoissonMethod; Poisson distributions in device memory drawn
+// from by a kernel with the device API's curand_discrete.
 // Each section (the arguments; all without any) prints "ok NAME"; a failure
 // prints "FAILED line N ...".
 #include "library_check.h"
 
 #include <curand.h>
+#include <curand_kernel.h>
 
 struct Kind {
     curandRngType_t type;
@@ -334,6 +339,236 @@ static void errors() {
     CHECK(cudaFree(ll));
 }
 
+// Significant bits of a direction vector: scrambling keeps a vector's leading bit.
+template <class T> static int bit_length(T v) {
+    int n = 0;
+    for (; v; v >>= 1) n++;
+    return n;
+}
+
+// curandGetDirectionVectors32/64 and curandGetScrambleConstants32/64: static
+// host tables (the same pointer each time), Joe and Kuo's vectors as cuRAND
+// has them, the 32-bit tables the 64-bit ones' upper halves, the scrambled
+// vectors keeping each plain vector's leading bit; a wrong set is refused.
+static void tables() {
+    curandDirectionVectors32_t *v32, *s32, *again;
+    curandDirectionVectors64_t *v64, *s64;
+    unsigned int *c32;
+    unsigned long long *c64;
+    CURAND_CHECK(curandGetDirectionVectors32(&v32, CURAND_DIRECTION_VECTORS_32_JOEKUO6));
+    CURAND_CHECK(curandGetDirectionVectors32(&again, CURAND_DIRECTION_VECTORS_32_JOEKUO6));
+    REQUIRE(again == v32);
+    CURAND_CHECK(curandGetDirectionVectors32(&s32, CURAND_SCRAMBLED_DIRECTION_VECTORS_32_JOEKUO6));
+    CURAND_CHECK(curandGetDirectionVectors64(&v64, CURAND_DIRECTION_VECTORS_64_JOEKUO6));
+    CURAND_CHECK(curandGetDirectionVectors64(&s64, CURAND_SCRAMBLED_DIRECTION_VECTORS_64_JOEKUO6));
+    CURAND_CHECK(curandGetScrambleConstants32(&c32));
+    CURAND_CHECK(curandGetScrambleConstants64(&c64));
+    for (int j = 0; j < 32; j++) REQUIRE(v32[0][j] == 1u << (31 - j));  // dimension 0: van der Corput
+    const unsigned int dim1[4] = {0x80000000u, 0xc0000000u, 0xa0000000u, 0xf0000000u};
+    const unsigned int dim2[6] = {0x80000000u, 0xc0000000u, 0x60000000u, 0x90000000u, 0xe8000000u, 0x5c000000u};
+    for (int j = 0; j < 4; j++) REQUIRE(v32[1][j] == dim1[j]);
+    for (int j = 0; j < 6; j++) REQUIRE(v32[2][j] == dim2[j]);
+    REQUIRE(v64[2][4] == 0xe800000000000000ULL);
+    int differ = 0;
+    for (int d = 0; d < 20000; d++) {
+        REQUIRE((unsigned int)(c64[d] >> 32) == c32[d]);
+        for (int j = 0; j < 32; j++) {
+            REQUIRE((unsigned int)(v64[d][j] >> 32) == v32[d][j]);
+            REQUIRE((unsigned int)(s64[d][j] >> 32) == s32[d][j]);
+            REQUIRE(bit_length(s32[d][j]) == bit_length(v32[d][j]));
+            differ += s32[d][j] != v32[d][j];
+        }
+        for (int j = 0; j < 64; j++) REQUIRE(bit_length(s64[d][j]) == bit_length(v64[d][j]));
+    }
+    REQUIRE(differ > 20000 * 16);  // scrambled: most vectors differ from the plain ones
+    CURAND_EXPECT(curandGetDirectionVectors32(&v32, CURAND_DIRECTION_VECTORS_64_JOEKUO6), CURAND_STATUS_OUT_OF_RANGE);
+    CURAND_EXPECT(curandGetDirectionVectors64(&v64, CURAND_SCRAMBLED_DIRECTION_VECTORS_32_JOEKUO6),
+                  CURAND_STATUS_OUT_OF_RANGE);
+    CURAND_EXPECT(curandGetDirectionVectors32(&v32, (curandDirectionVectorSet_t)7), CURAND_STATUS_OUT_OF_RANGE);
+}
+
+// The Sobol' point `i` of dimension `d` from direction vectors `v` (Gray-code order) and a scramble constant.
+template <class T, class V> static T sobol_point(const V &v, T constant, unsigned i) {
+    unsigned gray = i ^ (i >> 1);
+    T x = constant;
+    for (int b = 0; gray; b++, gray >>= 1)
+        if (gray & 1) x ^= v[b];
+    return x;
+}
+
+// The scrambled and 64-bit Sobol' generators follow the host tables (the
+// scrambled ones start each dimension at its constant), device and host
+// generators alike; each dimension's first 2^k points fall one in each
+// interval of width 2^-k (low discrepancy survives scrambling); the 64-bit
+// types take curandGenerateLongLong, not curandGenerate.
+static void scrambled() {
+    curandDirectionVectors32_t *v32, *s32;
+    curandDirectionVectors64_t *v64, *s64;
+    unsigned int *c32;
+    unsigned long long *c64;
+    CURAND_CHECK(curandGetDirectionVectors32(&v32, CURAND_DIRECTION_VECTORS_32_JOEKUO6));
+    CURAND_CHECK(curandGetDirectionVectors32(&s32, CURAND_SCRAMBLED_DIRECTION_VECTORS_32_JOEKUO6));
+    CURAND_CHECK(curandGetDirectionVectors64(&v64, CURAND_DIRECTION_VECTORS_64_JOEKUO6));
+    CURAND_CHECK(curandGetDirectionVectors64(&s64, CURAND_SCRAMBLED_DIRECTION_VECTORS_64_JOEKUO6));
+    CURAND_CHECK(curandGetScrambleConstants32(&c32));
+    CURAND_CHECK(curandGetScrambleConstants64(&c64));
+    const int dims = 4;
+    const unsigned per = 1024;
+    const size_t n = dims * per;
+    unsigned int *bits;
+    unsigned long long *wide;
+    double *u;
+    CHECK(cudaMalloc(&bits, n * sizeof(unsigned int)));
+    CHECK(cudaMalloc(&wide, n * sizeof(unsigned long long)));
+    CHECK(cudaMalloc(&u, n * sizeof(double)));
+    const curandRngType_t types[] = {CURAND_RNG_QUASI_SOBOL32, CURAND_RNG_QUASI_SCRAMBLED_SOBOL32,
+                                     CURAND_RNG_QUASI_SOBOL64, CURAND_RNG_QUASI_SCRAMBLED_SOBOL64};
+    for (curandRngType_t type : types) {
+        bool is64 = type == CURAND_RNG_QUASI_SOBOL64 || type == CURAND_RNG_QUASI_SCRAMBLED_SOBOL64;
+        bool scrambled = type == CURAND_RNG_QUASI_SCRAMBLED_SOBOL32 || type == CURAND_RNG_QUASI_SCRAMBLED_SOBOL64;
+        curandGenerator_t dev, host;
+        CURAND_CHECK(curandCreateGenerator(&dev, type));
+        CURAND_CHECK(curandCreateGeneratorHost(&host, type));
+        CURAND_CHECK(curandSetQuasiRandomGeneratorDimensions(dev, dims));
+        CURAND_CHECK(curandSetQuasiRandomGeneratorDimensions(host, dims));
+        if (is64) {
+            CURAND_EXPECT(curandGenerate(dev, bits, n), CURAND_STATUS_TYPE_ERROR);
+            CURAND_CHECK(curandGenerateLongLong(dev, wide, n));
+            std::vector<unsigned long long> h(n);
+            CURAND_CHECK(curandGenerateLongLong(host, h.data(), n));
+            auto got = to_host(wide, n);
+            REQUIRE(memcmp(got.data(), h.data(), n * sizeof(unsigned long long)) == 0);
+            for (int d = 0; d < dims; d++) {
+                std::vector<bool> seen(per);
+                for (unsigned i = 0; i < per; i++) {
+                    unsigned long long want = sobol_point(scrambled ? s64[d] : v64[d], scrambled ? c64[d] : 0ULL, i);
+                    REQUIRE(got[d * per + i] == want);
+                    unsigned cell = (unsigned)(got[d * per + i] >> 54);  // the top 10 bits
+                    REQUIRE(!seen[cell]);
+                    seen[cell] = true;
+                }
+            }
+        } else {
+            CURAND_EXPECT(curandGenerateLongLong(dev, wide, n), CURAND_STATUS_TYPE_ERROR);
+            CURAND_CHECK(curandGenerate(dev, bits, n));
+            std::vector<unsigned int> h(n);
+            CURAND_CHECK(curandGenerate(host, h.data(), n));
+            auto got = to_host(bits, n);
+            REQUIRE(same(got, h));
+            for (int d = 0; d < dims; d++) {
+                std::vector<bool> seen(per);
+                for (unsigned i = 0; i < per; i++) {
+                    unsigned want = sobol_point(scrambled ? s32[d] : v32[d], scrambled ? c32[d] : 0u, i);
+                    REQUIRE(got[d * per + i] == want);
+                    unsigned cell = got[d * per + i] >> 22;
+                    REQUIRE(!seen[cell]);
+                    seen[cell] = true;
+                }
+            }
+        }
+        // the sequences go on: uniform doubles of the next 1024 points, low discrepancy in every dimension
+        CURAND_CHECK(curandGenerateUniformDouble(dev, u, n));
+        auto ud = to_host(u, n);
+        for (int d = 0; d < dims; d++) {
+            std::vector<double> one(ud.begin() + d * per, ud.begin() + (d + 1) * per);
+            Moments m = moments(one);
+            WITHIN(m.mean, 0.5, 2e-3);
+            REQUIRE(m.min > 0 && m.max <= 1);
+        }
+        CURAND_CHECK(curandDestroyGenerator(dev));
+        CURAND_CHECK(curandDestroyGenerator(host));
+    }
+    CHECK(cudaFree(bits));
+    CHECK(cudaFree(wide));
+    CHECK(cudaFree(u));
+}
+
+// curandGeneratePoissonMethod, cuRAND's internal form: the methods it takes
+// give Poisson numbers, the others are out of range; so is a lambda above 400,000.
+static void poisson_method() {
+    const size_t n = 1 << 17;
+    curandGenerator_t host;
+    CURAND_CHECK(curandCreateGeneratorHost(&host, CURAND_RNG_PSEUDO_PHILOX4_32_10));
+    CURAND_CHECK(curandSetPseudoRandomGeneratorSeed(host, 11ULL));
+    std::vector<unsigned int> h(n);
+    const curandMethod_t methods[] = {CURAND_CHOOSE_BEST, CURAND_DEVICE_API, CURAND_3RD};
+    for (curandMethod_t method : methods) {
+        CURAND_CHECK(curandGeneratePoissonMethod(host, h.data(), n, 7.5, method));
+        Moments m = moments(h);
+        WITHIN(m.mean, 7.5, 0.05);
+        WITHIN(m.var, 7.5, 0.15);
+    }
+    CURAND_EXPECT(curandGeneratePoissonMethod(host, h.data(), n, 7.5, CURAND_ITR), CURAND_STATUS_OUT_OF_RANGE);
+    CURAND_EXPECT(curandGeneratePoissonMethod(host, h.data(), n, 7.5, CURAND_M2), CURAND_STATUS_OUT_OF_RANGE);
+    CURAND_EXPECT(curandGeneratePoissonMethod(host, h.data(), n, 0.0, CURAND_CHOOSE_BEST),
+                  CURAND_STATUS_OUT_OF_RANGE);
+    CURAND_EXPECT(curandGeneratePoisson(host, h.data(), n, 400001.0), CURAND_STATUS_OUT_OF_RANGE);
+    CURAND_CHECK(curandGeneratePoisson(host, h.data(), n, 400000.0));
+    WITHIN(moments(h).mean, 400000.0, 20.0);
+    CURAND_CHECK(curandDestroyGenerator(host));
+
+    unsigned int *p;
+    CHECK(cudaMalloc(&p, n * sizeof(unsigned int)));
+    curandGenerator_t dev = device_generator(CURAND_RNG_PSEUDO_XORWOW, 12ULL);
+    CURAND_CHECK(curandGeneratePoissonMethod(dev, p, n, 3.0, CURAND_CHOOSE_BEST));
+    Moments m = moments(to_host(p, n));
+    WITHIN(m.mean, 3.0, 0.03);
+    WITHIN(m.var, 3.0, 0.08);
+    CURAND_CHECK(curandDestroyGenerator(dev));
+    CHECK(cudaFree(p));
+}
+
+// One draw per thread from a discrete distribution, with the device API (curand_discrete2.h).
+__global__ void discrete_draws(curandDiscreteDistribution_t distribution, unsigned long long seed,
+                               unsigned int *out, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    curandStatePhilox4_32_10_t state;
+    curand_init(seed, i, 0, &state);
+    out[i] = curand_discrete(&state, distribution);
+}
+
+// curandCreatePoissonDistribution: a distribution in device memory that a
+// kernel draws Poisson numbers from (the alias table, and above lambda 2000
+// the normal approximation); curandDestroyDistribution; bad lambdas, NULL.
+static void discrete() {
+    const int n = 1 << 17;
+    unsigned int *out;
+    CHECK(cudaMalloc(&out, n * sizeof(unsigned int)));
+    const double lambdas[] = {0.5, 5.5, 300.0, 3000.0};
+    for (double lambda : lambdas) {
+        curandDiscreteDistribution_t dist = nullptr;
+        CURAND_CHECK(curandCreatePoissonDistribution(lambda, &dist));
+        REQUIRE(dist != nullptr);
+        cudaPointerAttributes attributes;
+        CHECK(cudaPointerGetAttributes(&attributes, dist));
+        REQUIRE(attributes.type == cudaMemoryTypeDevice);
+        curandDiscreteDistribution_st header;
+        CHECK(cudaMemcpy(&header, dist, sizeof header, cudaMemcpyDeviceToHost));
+        if (lambda > 2000) {  // the normal approximation: its mean and standard deviation
+            REQUIRE(header.method != CURAND_M2);
+            NEAR(header.mean, lambda, 1e-3);
+            NEAR(header.stddev, std::sqrt(lambda), 1e-2);
+        } else {
+            REQUIRE(header.method == CURAND_M2 && header.M2 != nullptr);
+        }
+        discrete_draws<<<n / 256, 256>>>(dist, 1234ULL + (unsigned long long)lambda, out, n);
+        CHECK(cudaGetLastError());
+        Moments m = moments(to_host(out, n));
+        printf("Poisson(%g) by curand_discrete: mean %.4f var %.4f\n", lambda, m.mean, m.var);
+        WITHIN(m.mean, lambda, 0.02 * std::sqrt(lambda) + 0.01);
+        WITHIN(m.var, lambda, 0.04 * lambda + 0.02);
+        CURAND_CHECK(curandDestroyDistribution(dist));
+    }
+    curandDiscreteDistribution_t dist;
+    CURAND_EXPECT(curandCreatePoissonDistribution(0.0, &dist), CURAND_STATUS_OUT_OF_RANGE);
+    CURAND_EXPECT(curandCreatePoissonDistribution(-3.0, &dist), CURAND_STATUS_OUT_OF_RANGE);
+    CURAND_EXPECT(curandCreatePoissonDistribution(400001.0, &dist), CURAND_STATUS_OUT_OF_RANGE);
+    CURAND_EXPECT(curandCreatePoissonDistribution(2.0, nullptr), CURAND_STATUS_NOT_INITIALIZED);
+    CURAND_EXPECT(curandDestroyDistribution(nullptr), CURAND_STATUS_NOT_INITIALIZED);
+    CHECK(cudaFree(out));
+}
+
 int main(int argc, char **argv) {
     where_from("curand", (void *)&curandCreateGenerator);
     int version = 0;
@@ -342,6 +577,8 @@ int main(int argc, char **argv) {
     const Section<> sections[] = {
         {"types", types}, {"distributions", distributions}, {"repeatable", repeatable},
         {"host_vs_device", host_vs_device}, {"quasi", quasi}, {"errors", errors},
+        {"tables", tables}, {"scrambled", scrambled}, {"poisson_method", poisson_method},
+        {"discrete", discrete},
     };
     run_sections(argc, argv, sections);
     printf("PASSED curand_generators\n");

@@ -105,3 +105,35 @@ KERNELS.update({
     "failingAssert": failing_assert,
     "raisesError": raises_error,
 })
+
+
+# curand_discrete.h's structs (curand_generators.cu's discrete section reads
+# them through cuRAND's device API; rcuda's libcurand lays them out)
+DISTRIBUTION = struct.Struct("<QQQddiI")  # self_host_ptr, M2, host_M2, stddev, mean, method, host_gen
+M2_SHIFT = struct.Struct("<QQIII")         # histogram, host_histogram, shift, length, host_gen
+HISTOGRAM = struct.Struct("<QQQQI")        # V, host_V, K, host_K, host_gen
+CURAND_M2 = 5
+
+
+def discrete_draws(launch):
+    """curand_discrete(&philox, distribution) per thread: cuRAND's M2 draw
+    (u in (0, 1); j = floor(length u); shift + j if u < V[j], else shift + K[j])
+    or, for another method, the rounded normal approximation; the uniforms
+    and normals are numpy's, seeded by the kernel's seed."""
+    dist, seed, out, n = launch.param(0, "Q"), launch.param(1, "Q"), launch.param(2, "Q"), launch.param(3, "i")
+    n = min(n, threads(launch))
+    _, m2, _, stddev, mean, method, _ = DISTRIBUTION.unpack(launch.array(dist, np.uint8, DISTRIBUTION.size).tobytes())
+    rng = np.random.default_rng(seed)
+    target = launch.array(out, np.uint32, n)
+    if method != CURAND_M2:
+        target[:] = (stddev * rng.standard_normal(n) + mean + 0.5).astype(np.uint32)
+        return
+    histogram, _, shift, length, _ = M2_SHIFT.unpack(launch.array(m2, np.uint8, M2_SHIFT.size).tobytes())
+    v, _, k, _, _ = HISTOGRAM.unpack(launch.array(histogram, np.uint8, HISTOGRAM.size).tobytes())
+    table_v, table_k = launch.array(v, np.float64, length), launch.array(k, np.uint32, length)
+    u = 1.0 - rng.random(n)  # (0, 1]
+    j = np.minimum(np.floor(length * u).astype(np.int64), length - 1)
+    target[:] = shift + np.where(u < table_v[j], j, table_k[j])
+
+
+KERNELS["discrete_draws"] = discrete_draws
