@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import collections
 import functools
+import re
 import sys
 from pathlib import Path
 
@@ -54,6 +55,20 @@ def group_of(fn) -> str:
     return (fn.func if isinstance(fn, functools.partial) else fn).__module__.rsplit(".", 1)[-1]
 
 
+#: Graphics and external-resource interop: left out by design.  A remote GPU
+#: shares no memory with this machine's OpenGL, EGL or VDPAU, and external
+#: memory and semaphores are handles (file descriptors, NvSci objects) of the
+#: GPU's own machine.  They answer cudaErrorNotSupported / CUDA_ERROR_NOT_SUPPORTED.
+INTEROP = re.compile(r"^cu(da)?(Graphics|GL|EGL|VDPAU|ImportExternal|ExternalMemory|DestroyExternal|"
+                     r"SignalExternalSemaphores|WaitExternalSemaphores|EventCreateFromEGLSync)"
+                     r"|NvSci")
+INTEROP_GROUP = "interop (by design)"
+
+
+def _unsupported(name: str) -> str:
+    return INTEROP_GROUP if INTEROP.search(name) else "unsupported"
+
+
 def classify() -> dict[str, str]:
     """Runtime function name -> "c", a group name, "c_first+<group>" or "unsupported"."""
     python = implemented()
@@ -62,7 +77,7 @@ def classify() -> dict[str, str]:
         if row["route"] == "c":
             table[name] = "c"
             continue
-        group = group_of(python[name]) if name in python else "unsupported"
+        group = group_of(python[name]) if name in python else _unsupported(name)
         table[name] = f"c_first+{group}" if row["c_first"] else group
     return table
 
@@ -70,7 +85,7 @@ def classify() -> dict[str, str]:
 def classify_driver() -> dict[str, str]:
     """Driver function name -> a group name or "unsupported"."""
     python = driver_implemented()
-    return {name: group_of(python[name]) if name in python else "unsupported"
+    return {name: group_of(python[name]) if name in python else _unsupported(name)
             for name in sorted(DRIVER_FUNCTIONS)}
 
 
@@ -101,10 +116,12 @@ def library_summary(library: str, table: dict[str, str]) -> str:
 
 def summary(table: dict[str, str], what: str = "CUDA runtime", unsupported: str = "cudaErrorNotSupported") -> str:
     counts = collections.Counter(table.values())
-    supported = len(table) - counts.get("unsupported", 0)
+    interop = counts.pop(INTEROP_GROUP, 0)
+    left = counts.get("unsupported", 0)
+    supported = len(table) - left - interop
     parts = ", ".join(f"{group} {n}" for group, n in sorted(counts.items()) if group != "unsupported")
-    return (f"{supported} of {len(table)} {what} exports implemented ({parts}); "
-            f"{counts.get('unsupported', 0)} answer {unsupported}")
+    by_design = f", {interop} more graphics and external-resource interop, by design" if interop else ""
+    return f"{supported} of {len(table)} {what} exports implemented ({parts}); {left} answer {unsupported}{by_design}"
 
 
 def driver_summary(table: dict[str, str]) -> str:
@@ -122,6 +139,7 @@ def markdown(table: dict[str, str], driver: dict[str, str], libraries: dict[str,
              "| function | implementation |", "|---|---|"]
     lines += [f"| `{name}` | {group} |" for name, group in table.items()]
     lines += ["", "### CUDA graphs: what is left out", "", *GRAPHS_LEFT_OUT]
+    lines += ["", "### Graphics and external-resource interop: left out by design", "", *INTEROP_TEXT]
     lines += ["", "## The driver API (libcuda.so.1)", "", driver_summary(driver) + ".", "",
               "Every name libcuda.so.1 exports, legacy and per-thread variants included.  `core`:",
               "`client/driver/core.py`; `<group>`: `client/driver/<group>.py`; `unsupported`: returns",
@@ -168,6 +186,13 @@ CUFFT_LEFT_OUT = [
     "| `cufftXtMakePlanGuru64`, `cufftDebug` | exported by libcufft.so.12 but declared by none of its headers: no signature to forward |",
 ]
 
+
+INTEROP_TEXT = [
+    f"The functions marked `{INTEROP_GROUP}` in both APIs' tables (OpenGL, EGL, VDPAU, graphics resources,",
+    "external memory and semaphores, NvSci) answer `cudaErrorNotSupported` / `CUDA_ERROR_NOT_SUPPORTED`: a",
+    "remote GPU shares no memory with this machine's graphics stack, and external memory and semaphores are",
+    "handles (file descriptors, NvSci objects) of the GPU's own machine, which a program here cannot hold.",
+]
 
 #: The parts of CUDA graphs rcuda does not have (docs/design.md, "CUDA graphs and stream capture").
 GRAPHS_LEFT_OUT = [
