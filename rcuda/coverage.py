@@ -59,9 +59,7 @@ def group_of(fn) -> str:
 #: shares no memory with this machine's OpenGL, EGL or VDPAU, and external
 #: memory and semaphores are handles (file descriptors, NvSci objects) of the
 #: GPU's own machine.  They answer cudaErrorNotSupported / CUDA_ERROR_NOT_SUPPORTED.
-INTEROP = re.compile(r"^cu(da)?(Graphics|GL|EGL|VDPAU|ImportExternal|ExternalMemory|DestroyExternal|"
-                     r"SignalExternalSemaphores|WaitExternalSemaphores|EventCreateFromEGLSync)"
-                     r"|NvSci")
+INTEROP = re.compile(r"Graphics|^cu(da)?(GL|EGL|VDPAU)|External(Memory|Semaphore)|EGLSync|NvSci")
 INTEROP_GROUP = "interop (by design)"
 
 

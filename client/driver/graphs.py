@@ -678,8 +678,8 @@ def cuGraphInstantiateWithParams(phGraphExec, hGraph, instantiateParams, per_thr
     """CUDA_GRAPH_INSTANTIATE_PARAMS is cudaGraphInstantiateParams."""
     if instantiateParams != ffi().NULL and instantiateParams.flags & 2:  # ..._FLAG_UPLOAD: a stream of the context
         check_stream(instantiateParams.hUploadStream, "cuGraphInstantiateWithParams")
-    return _forward(rg.cudaGraphInstantiateWithParams, phGraphExec, hGraph,
-                    ffi().cast("cudaGraphInstantiateParams *", instantiateParams))
+    return from_runtime(rg.cudaGraphInstantiateWithParams(
+        phGraphExec, hGraph, ffi().cast("cudaGraphInstantiateParams *", instantiateParams), per_thread))
 
 
 @driver(stream_variants=True)

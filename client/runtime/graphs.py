@@ -810,8 +810,8 @@ def cudaGraphInstantiateWithFlags(pGraphExec, graph, flags):
     return cudaGraphInstantiate(pGraphExec, graph, flags)
 
 
-@cuda()
-def cudaGraphInstantiateWithParams(pGraphExec, graph, instantiateParams):
+@cuda(stream_variants=True)
+def cudaGraphInstantiateWithParams(pGraphExec, graph, instantiateParams, per_thread=False):
     out_pointer(pGraphExec, "pGraphExec")
     p = out_pointer(instantiateParams, "instantiateParams")
     p.errNode_out = ffi().NULL
@@ -825,7 +825,7 @@ def cudaGraphInstantiateWithParams(pGraphExec, graph, instantiateParams):
     p.result_out = INSTANTIATE["cudaGraphInstantiateSuccess"]
     pGraphExec[0] = ffi().cast("cudaGraphExec_t", graph_exec.handle)
     if p.flags & 2:  # cudaGraphInstantiateFlagUpload
-        upload(graph_exec, stream_of(p.uploadStream))
+        upload(graph_exec, stream_of(p.uploadStream, per_thread))
     return SUCCESS
 
 
