@@ -32,7 +32,7 @@ NOT_REMOTELY = {
     "pageableMemoryAccessUsesHostPageTables": 0, "directManagedMemAccessFromHost": 0,
     "hostNativeAtomicSupported": 0, "canUseHostPointerForRegisteredMem": 0, "ipcEventSupported": 0,
     "hostRegisterSupported": 1,  # cudaHostRegister works: the memory just stays on this host
-    "memoryPoolsSupported": 1, "memoryPoolSupportedHandleTypes": 0,  # pools are rcuda's own, without IPC
+    "memoryPoolsSupported": 1,  # pools are rcuda's own (client/memory/pools.py)
 }
 NOT_REMOTELY_ATTRIBUTES = {
     "cudaDevAttrCanMapHostMemory": 1, "cudaDevAttrManagedMemory": 1, "cudaDevAttrConcurrentManagedAccess": 0,
@@ -40,8 +40,11 @@ NOT_REMOTELY_ATTRIBUTES = {
     "cudaDevAttrDirectManagedMemAccessFromHost": 0, "cudaDevAttrHostNativeAtomicSupported": 0,
     "cudaDevAttrCanUseHostPointerForRegisteredMem": 0, "cudaDevAttrIpcEventSupport": 0,
     "cudaDevAttrHostRegisterSupported": 1,
-    "cudaDevAttrMemoryPoolsSupported": 1, "cudaDevAttrMemoryPoolSupportedHandleTypes": 0,
+    "cudaDevAttrMemoryPoolsSupported": 1,
 }
+#: cudaMemHandleTypePosixFileDescriptor: the one kind of handle rcuda's pools
+#: are shared with, on a backend whose sessions share memory (it says so).
+POOL_HANDLE_TYPES = 0x1
 
 #: Ops sent with a stream that are not work in it: a capture lets them pass (client/capture.py).
 NOT_STREAM_WORK = frozenset({"stream_create", "stream_destroy", "stream_attr"})
@@ -119,6 +122,9 @@ class RemoteDevice:
         offer remotely."""
         self.properties = dict(properties, **NOT_REMOTELY)
         self.attributes = dict(attributes, **NOT_REMOTELY_ATTRIBUTES)
+        handle_types = properties.get("memoryPoolSupportedHandleTypes", 0) & POOL_HANDLE_TYPES
+        self.properties["memoryPoolSupportedHandleTypes"] = handle_types
+        self.attributes["cudaDevAttrMemoryPoolSupportedHandleTypes"] = handle_types
 
     @property
     def label(self) -> str:
@@ -336,6 +342,10 @@ class RemoteDevice:
                 self._function_attrs[kernel] = dict(reply.get("attrs") or {})
                 self._function_ids[kernel] = fn
         return fn
+
+    def has_function(self, kernel) -> bool:
+        """Whether `kernel` is registered here already (cuFuncIsLoaded)."""
+        return kernel in self._function_ids
 
     def function_attributes(self, kernel) -> dict:
         """cudaFuncAttributes fields, as the server reported them when the

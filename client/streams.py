@@ -27,6 +27,7 @@ from .device import RemoteDevice
 LEGACY_HANDLE = MACROS["cudaStreamLegacy"]
 PER_THREAD_HANDLE = MACROS["cudaStreamPerThread"]
 NON_BLOCKING = MACROS["cudaStreamNonBlocking"]
+DISABLE_TIMING = MACROS["cudaEventDisableTiming"]
 LEGACY_STREAM_ID = 0
 
 # Handles are values in a range no allocator hands out, so a stray pointer
@@ -69,12 +70,19 @@ class StreamTable:
         self._events: dict[int, Event] = {}
         self._legacy: dict[RemoteDevice, Stream] = {}
         self._per_thread = threading.local()  # .streams: {device: (generation, Stream)}
+        self._per_thread_made: list[tuple[int, Stream]] = []  # every thread's, (generation, Stream)
+        #: Per device, (generation, stream, scratch event, barrier event) the
+        #: program never sees (`internal`); the barrier once cuCtxWaitEvent set it.
+        self._internal: dict[RemoteDevice, tuple] = {}
+        self._internal_lock = threading.Lock()
+        self._barriers: dict[RemoteDevice, Event] = {}
 
     # ---------------------------------------------------------- streams
 
     def create(self, device: RemoteDevice, flags: int, priority: int) -> Stream:
         stream = Stream(next(self._stream_handles), device, self.new_id(), flags, priority)
         device.post("stream_create", stream=stream.id, flags=flags, priority=priority)
+        self._behind_barrier(stream)
         with self._lock:
             self._streams[stream.handle] = stream
         self.fast.stream_created(stream)
@@ -118,9 +126,50 @@ class StreamTable:
         if generation != device.generation:  # first use, or the device was reset since
             stream = Stream(PER_THREAD_HANDLE, device, self.new_id())
             device.post("stream_create", stream=stream.id, flags=0, priority=0)
+            self._behind_barrier(stream)
             streams[device] = (device.generation, stream)
+            with self._lock:
+                self._per_thread_made.append((device.generation, stream))
             self.fast.per_thread_stream(stream)
         return stream
+
+    def of_device(self, device: RemoteDevice) -> list[Stream]:
+        """Every stream of `device` the program can give work: its legacy
+        stream, the streams it made there, every thread's default stream."""
+        with self._lock:
+            made = [s for s in self._streams.values() if s.device is device]
+            per_thread = [s for generation, s in self._per_thread_made
+                          if s.device is device and generation == device.generation]
+        return [self.legacy(device), *made, *per_thread]
+
+    def internal(self, device: RemoteDevice) -> tuple[Stream, Event, Event]:
+        """A stream of `device` and two events the program never sees (made
+        at the first need, again after a reset): where work of all the
+        device's streams is gathered (cuCtxRecordEvent), the scratch event
+        that gathers it, and the barrier new streams wait for (cuCtxWaitEvent)."""
+        with self._internal_lock:  # one set per device; self._lock is not held while posting
+            found = self._internal.get(device)
+            if found is None or found[0] != device.generation:
+                stream = Stream(next(self._stream_handles), device, self.new_id(), NON_BLOCKING)
+                device.post("stream_create", stream=stream.id, flags=NON_BLOCKING, priority=0)
+                events = [Event(next(self._event_handles), device, self.new_id(), DISABLE_TIMING) for _ in range(2)]
+                for event in events:
+                    device.post("event_create", event=event.id, flags=DISABLE_TIMING)
+                with self._lock:
+                    found = self._internal[device] = (device.generation, stream, *events)
+                    self._barriers.pop(device, None)
+        return found[1:]
+
+    def set_barrier(self, device: RemoteDevice, event: Event) -> None:
+        """Streams made on `device` from now on wait for `event` first
+        (recorded by the caller, never again without a new set_barrier)."""
+        with self._lock:
+            self._barriers[device] = event
+
+    def _behind_barrier(self, stream: Stream) -> None:
+        barrier = self._barriers.get(stream.device)
+        if barrier is not None:
+            stream.device.post("stream_wait", stream=stream.id, event=barrier.id)
 
     # ---------------------------------------------------------- events
 
@@ -160,6 +209,9 @@ class StreamTable:
                     if table is self._streams:
                         self.fast.stream_destroyed(table[handle])
                     del table[handle]
+            self._per_thread_made = [(g, s) for g, s in self._per_thread_made if s.device is not device]
+            self._internal.pop(device, None)
+            self._barriers.pop(device, None)
         # Per-thread default streams notice the device's new generation.
 
     def clear(self) -> None:
@@ -167,4 +219,7 @@ class StreamTable:
             self._streams.clear()
             self._events.clear()
             self._legacy.clear()
+            self._per_thread_made.clear()
+            self._internal.clear()
+            self._barriers.clear()
         self._per_thread = threading.local()

@@ -63,8 +63,21 @@ INTEROP = re.compile(r"Graphics|^cu(da)?(GL|EGL|VDPAU)|External(Memory|Semaphore
 INTEROP_GROUP = "interop (by design)"
 
 
+#: The driver's CUDA 3.1 exports whose device pointers or sizes are 32 bits
+#: (CUdeviceptr_v1): rcuda's device addresses lie above 4 GiB, as a 64-bit
+#: driver's do, so these cannot name them.  Also left out by design.
+ABI32 = re.compile(r"CUdeviceptr_v1|CUDA_MEMCPY[23]D_v1|unsigned int \* (free|total)")
+ABI32_GROUP = "32-bit ABI (by design)"
+BY_DESIGN = (INTEROP_GROUP, ABI32_GROUP)
+
+
 def _unsupported(name: str) -> str:
-    return INTEROP_GROUP if INTEROP.search(name) else "unsupported"
+    if INTEROP.search(name):
+        return INTEROP_GROUP
+    row = DRIVER_FUNCTIONS.get(name)
+    if row is not None and row["legacy"] and any(ABI32.search(declared) for _, declared in row["params"]):
+        return ABI32_GROUP
+    return "unsupported"
 
 
 def classify() -> dict[str, str]:
@@ -114,11 +127,12 @@ def library_summary(library: str, table: dict[str, str]) -> str:
 
 def summary(table: dict[str, str], what: str = "CUDA runtime", unsupported: str = "cudaErrorNotSupported") -> str:
     counts = collections.Counter(table.values())
-    interop = counts.pop(INTEROP_GROUP, 0)
+    interop, abi32 = counts.pop(INTEROP_GROUP, 0), counts.pop(ABI32_GROUP, 0)
     left = counts.get("unsupported", 0)
-    supported = len(table) - left - interop
+    supported = len(table) - left - interop - abi32
     parts = ", ".join(f"{group} {n}" for group, n in sorted(counts.items()) if group != "unsupported")
-    by_design = f", {interop} more graphics and external-resource interop, by design" if interop else ""
+    by_design = "".join(f", {n} more {what}, by design" for n, what in
+                        ((interop, "graphics and external-resource interop"), (abi32, "of CUDA 3.1's 32-bit ABI")) if n)
     return f"{supported} of {len(table)} {what} exports implemented ({parts}); {left} answer {unsupported}{by_design}"
 
 
@@ -137,7 +151,8 @@ def markdown(table: dict[str, str], driver: dict[str, str], libraries: dict[str,
              "| function | implementation |", "|---|---|"]
     lines += [f"| `{name}` | {group} |" for name, group in table.items()]
     lines += ["", "### CUDA graphs: what is left out", "", *GRAPHS_LEFT_OUT]
-    lines += ["", "### Graphics and external-resource interop: left out by design", "", *INTEROP_TEXT]
+    lines += ["", "### Left out by design: graphics and external-resource interop, CUDA 3.1's 32-bit ABI", "",
+              *INTEROP_TEXT]
     lines += ["", "## The driver API (libcuda.so.1)", "", driver_summary(driver) + ".", "",
               "Every name libcuda.so.1 exports, legacy and per-thread variants included.  `core`:",
               "`client/driver/core.py`; `<group>`: `client/driver/<group>.py`; `unsupported`: returns",
@@ -190,6 +205,9 @@ INTEROP_TEXT = [
     "external memory and semaphores, NvSci) answer `cudaErrorNotSupported` / `CUDA_ERROR_NOT_SUPPORTED`: a",
     "remote GPU shares no memory with this machine's graphics stack, and external memory and semaphores are",
     "handles (file descriptors, NvSci objects) of the GPU's own machine, which a program here cannot hold.",
+    f"The driver's exports marked `{ABI32_GROUP}` are CUDA 3.1's, with 32-bit device pointers or sizes",
+    "(`CUdeviceptr_v1`): rcuda's device addresses lie above 4 GiB, as a 64-bit driver's do, so they cannot",
+    "name them (programs built with any later cuda.h call the `_v2` exports, which work).",
 ]
 
 #: The parts of CUDA graphs rcuda does not have (docs/design.md, "CUDA graphs and stream capture").

@@ -70,8 +70,10 @@ FLAG_LZ4 = 0x2000
 FLAG_ZSTD = 0x8000
 COMPRESSION_FLAGS = {FLAG_LZ4: "lz4", FLAG_ZSTD: "zstd"}
 
-# Cubin ELF: kernels are STT_FUNC symbols with this bit in st_other.
+# Cubin ELF: kernels are STT_FUNC symbols with this bit in st_other;
+# __managed__ variables are STT_OBJECT symbols with STO_CUDA_MANAGED.
 STO_CUDA_ENTRY = 0x10
+STO_CUDA_MANAGED = 0x04
 NV_INFO_PREFIX = ".nv.info."
 # .nv.info records: u8 format, u8 attribute, then either a u16 value
 # (formats 1-3, 4 bytes in all) or a u16 size and that many bytes (format 4).
@@ -188,7 +190,8 @@ class KernelResources:
 
 @dataclass(frozen=True)
 class Variable:
-    """A `__device__` (constant=False) or `__constant__` variable."""
+    """A `__device__` (constant=False) or `__constant__` variable; a
+    `__managed__` one is a `__device__` variable with `managed` set."""
 
     name: str
     size: int
@@ -196,6 +199,7 @@ class Variable:
     # The initializer, from a cubin; empty: zeros (or unknown, from PTX).  Not
     # part of equality: it is data, not layout.
     initial: bytes = field(default=b"", compare=False)
+    managed: bool = field(default=False, compare=False)
 
     def __repr__(self) -> str:
         return (f"Variable(name={self.name!r}, size={self.size}, constant={self.constant}, "
@@ -234,6 +238,12 @@ class Fatbin:
         """Device and constant variables, from the cubins, else the PTX."""
         return dict(self._variables)
 
+    def references(self) -> dict[str, str]:
+        """Module-scope texture and surface references (`.global .texref` /
+        `.surfref` in PTX, what `texture<>` and `surface<>` declared): name ->
+        "texture" or "surface", from the cubins, else the PTX."""
+        return dict(self._references)
+
     def resources(self, arch: int | None = None) -> dict[str, KernelResources]:
         """Per-kernel resources from the cubin for `arch` (the newest cubin
         not newer than it; any cubin when None).  Empty without cubins."""
@@ -268,6 +278,11 @@ class Fatbin:
     @cached_property
     def _variables(self) -> dict[str, Variable]:
         reader = {KIND_CUBIN: cubin_variables, KIND_PTX: ptx_variables}.get(self.layout_source)
+        return self._merged(reader)
+
+    @cached_property
+    def _references(self) -> dict[str, str]:
+        reader = {KIND_CUBIN: cubin_references, KIND_PTX: ptx_references}.get(self.layout_source)
         return self._merged(reader)
 
     def _merged(self, reader) -> dict:
@@ -624,7 +639,7 @@ def cubin_variables(image: bytes) -> dict[str, Variable]:
     global and constant-bank sections."""
     elf = _open_cubin(image)
     variables = {}
-    for symbol, _other in _symbols(elf):
+    for symbol, other in _symbols(elf):
         if symbol["st_info"]["type"] != "STT_OBJECT" or not isinstance(symbol["st_shndx"], int):
             continue
         section = elf.get_section(symbol["st_shndx"])
@@ -635,8 +650,22 @@ def cubin_variables(image: bytes) -> dict[str, Variable]:
             initial = b""
             if section["sh_type"] != "SHT_NOBITS":  # .nv.global is NOBITS: zeros
                 initial = section.data()[symbol["st_value"]:symbol["st_value"] + size]
-            variables[symbol.name] = Variable(symbol.name, size, constant, bytes(initial))
+            variables[symbol.name] = Variable(symbol.name, size, constant, bytes(initial),
+                                              managed=bool(other & STO_CUDA_MANAGED))
     return variables
+
+
+#: Cubin symbol types of texture and surface references (STT_CUDA_TEXTURE,
+#: STT_CUDA_SURFACE: pyelftools names them by the OS-specific range).
+CUBIN_REFERENCE_TYPES = {"STT_LOOS": "texture", "STT_HIOS": "surface"}
+
+
+def cubin_references(image: bytes) -> dict[str, str]:
+    """Texture and surface references: symbols of the CUDA types, which a
+    cubin leaves undefined (the driver binds them)."""
+    elf = _open_cubin(image)
+    return {symbol.name: CUBIN_REFERENCE_TYPES[symbol["st_info"]["type"]] for symbol, _other in _symbols(elf)
+            if symbol["st_info"]["type"] in CUBIN_REFERENCE_TYPES and symbol.name}
 
 
 # ---------------------------------------------------------------- PTX
@@ -750,8 +779,25 @@ def ptx_variables(image) -> dict[str, Variable]:
             continue
         size, _align, name = _ptx_declaration(PTX_ATTRIBUTE.sub(" ", head[match.end():]))
         if size is not None and name:
-            variables[name] = Variable(name, size, match[1] == "const")
+            managed = any(".managed" in a for a in PTX_ATTRIBUTE.findall(head))
+            variables[name] = Variable(name, size, match[1] == "const", managed=managed)
     return variables
+
+
+#: `.global .texref NAME` / `.global .surfref NAME` (the `.tex` state space
+#: is the deprecated spelling of `.global .texref`), with any linkage word.
+PTX_REFERENCE = re.compile(r"^(?:\.(?:visible|weak|extern)\s+)*(?:\.global\s+\.(texref|surfref)|\.tex\s+\.\w+)"
+                           r"\s+([\w$.]+)\s*$")
+
+
+def ptx_references(image) -> dict[str, str]:
+    """Texture and surface references declared at module level."""
+    references = {}
+    for statement in _ptx_top_level(_ptx_text(image)):
+        match = PTX_REFERENCE.match(statement.split("=", 1)[0].strip())
+        if match:
+            references[match[2]] = "surface" if match[1] == "surfref" else "texture"
+    return references
 
 
 # ---------------------------------------------------------------- command line

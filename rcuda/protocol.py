@@ -86,9 +86,18 @@ the legacy default stream):
     texture_destroy {handle}                          -> {}
     surface_create{resource}                          -> {handle}  an array resource
     surface_destroy {handle}                          -> {}
+    texref        {module, name, surface, resource, texture} -> {}  the driver's legacy texture
+                  (surface 0) or surface (surface 1) reference `name` of a module
+                  bound for its kernels' next launches: resource as texture_create's
+                  (a texture reference's linear memory may start anywhere: the
+                  texture reads from its address rounded down to the texture
+                  alignment, cuTexRefSetAddress's offset), texture: cudaTextureDesc's
+                  fields (null for a surface)
     ipc_export    {ptr}                               -> {worker, token, size}   cudaIpcGetMemHandle of
-                  the allocation at ptr: another session of this server opens it
-                  by the worker's name and the token (server/ipc.py)
+                  the allocation at ptr (or cudaMemPoolExportPointer of a pool's
+                  block): another session of this server opens it by the
+                  worker's name and the token (server/ipc.py) until the
+                  allocation is freed or this session closes
     ipc_open      {worker, token}                     -> {ptr, size}   cudaIpcOpenMemHandle
     ipc_close     {ptr}                               -> {}        cudaIpcCloseMemHandle
     module        {module} + module image             -> {info}    once per module; the image is a
@@ -234,7 +243,7 @@ def transport(link: str, authenticated: bool) -> str:
     return TRANSPORT_CURVE_SOCKET if authenticated else TRANSPORT_SOCKET
 
 
-PROTOCOL_VERSION = 13
+PROTOCOL_VERSION = 14
 
 #: Bulk bytes on a ZeroMQ socket travel in frames of this size: ZeroMQ slows
 #: down on messages above ~32 MiB (fresh buffers page-fault).
@@ -284,6 +293,7 @@ OPS: dict[str, dict[str, type | tuple]] = {
     "texture_destroy": {"handle": _INT},
     "surface_create": {"resource": dict},
     "surface_destroy": {"handle": _INT},
+    "texref": {"module": _STR, "name": _STR, "surface": _INT, "resource": dict, "texture": (dict, type(None))},
     "ipc_export": {"ptr": _INT},
     "ipc_open": {"worker": _STR, "token": _STR},
     "ipc_close": {"ptr": _INT},

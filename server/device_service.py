@@ -154,6 +154,7 @@ class DeviceService:
             "array_create": self._array_create, "array_destroy": self._array_destroy,
             "texture_create": self._texture_create, "texture_destroy": self._texture_destroy,
             "surface_create": self._surface_create, "surface_destroy": self._surface_destroy,
+            "texref": self._texref,
             "ipc_export": self._ipc_export, "ipc_open": self._ipc_open, "ipc_close": self._ipc_close,
             "module": self._module, "link": self._link, "function": self._function, "func_attrs": self._func_attrs,
             "func_set_attr": self._func_set_attr, "symbol": self._symbol, "launch": self._launch,
@@ -788,6 +789,13 @@ class DeviceService:
     def _surface_destroy(self, header, payload):
         self.device.surface_destroy(header["handle"])
 
+    def _texref(self, header, payload):
+        if header["surface"] not in (0, 1):
+            raise ProtocolError(f"texref: surface must be 0 or 1, not {header['surface']}")
+        self.device.bind_reference(self._loaded(header["module"]), header["name"], header["surface"] == 1,
+                                   header["resource"], header["texture"])
+        return {}
+
     # -- virtual memory management (client/driver/vmm.py)
 
     def _vmm_create(self, header, payload):
@@ -1024,6 +1032,9 @@ class DeviceService:
     def _close(self, header, payload):
         self.closed.set()
         self._drop_later()
+        for token in self._ipc_tokens.values():  # the exports die with the session, not with the worker
+            ipc.exports().withdraw(token)
+        self._ipc_tokens = {}
         self._release()
 
     def _release(self) -> None:

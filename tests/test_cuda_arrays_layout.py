@@ -14,11 +14,11 @@ from rcuda.server.backends import cuda_arrays as ca
 from rcuda.server.backends.arrays import FORMATS, ArraySpec
 
 STRUCTS = [ca.CUDA_ARRAY3D_DESCRIPTOR, ca.CUDA_MEMCPY3D, ca.CUDA_RESOURCE_DESC, ca.CUDA_TEXTURE_DESC,
-           ca.CUDA_RESOURCE_VIEW_DESC]
+           ca.CUDA_RESOURCE_VIEW_DESC, ca.CUDA_ARRAY_DESCRIPTOR]
 CONSTANTS = ["CU_MEMORYTYPE_HOST", "CU_MEMORYTYPE_DEVICE", "CU_MEMORYTYPE_ARRAY", "CU_RESOURCE_TYPE_ARRAY",
              "CU_RESOURCE_TYPE_MIPMAPPED_ARRAY", "CU_RESOURCE_TYPE_LINEAR", "CU_RESOURCE_TYPE_PITCH2D",
              "CU_TRSF_READ_AS_INTEGER", "CU_TRSF_NORMALIZED_COORDINATES", "CU_TRSF_SRGB",
-             "CU_TRSF_DISABLE_TRILINEAR_OPTIMIZATION", "CU_TRSF_SEAMLESS_CUBEMAP"]
+             "CU_TRSF_DISABLE_TRILINEAR_OPTIMIZATION", "CU_TRSF_SEAMLESS_CUBEMAP", "CU_TRSA_OVERRIDE_FORMAT"]
 FORMAT_CONSTANTS = {"uint8": "CU_AD_FORMAT_UNSIGNED_INT8", "uint16": "CU_AD_FORMAT_UNSIGNED_INT16",
                     "uint32": "CU_AD_FORMAT_UNSIGNED_INT32", "int8": "CU_AD_FORMAT_SIGNED_INT8",
                     "int16": "CU_AD_FORMAT_SIGNED_INT16", "int32": "CU_AD_FORMAT_SIGNED_INT32",
@@ -291,3 +291,49 @@ def test_driver_failures_are_the_matching_runtime_status(fake, status, runtime):
     with pytest.raises(CudaError) as caught:
         ca.DriverArray(ArraySpec("float32", 1, 64, 0, 0, 0))
     assert caught.value.status == runtime and "cuArray3DCreate_v2" in str(caught.value)
+
+
+def _values(call: tuple) -> tuple:
+    """A recorded call's arguments, handles (c_void_p) as numbers."""
+    return tuple(a.value if isinstance(a, ctypes.c_void_p) else a for a in call)
+
+
+def test_texture_references_are_bound_on_the_module_with_the_driver_s_calls(fake):
+    """A module's texture reference: cuModuleGetTexRef, the binding, then
+    every part of the sampling state; a surface reference: cuSurfRefSetArray."""
+    described = texture(addressMode=[1, 2, 3], filterMode=1, maxAnisotropy=4)
+    ca.bind_texture_reference(0x77, "texImage", {"type": "array", "array": 5}, 0xA0, described)
+    fake.calls[:] = [_values(call) for call in fake.calls]
+    names = [call[0] for call in fake.calls]
+    assert names[:2] == ["cuModuleGetTexRef", "cuTexRefSetArray"]
+    assert fake.calls[0][2:] == (0x77, b"texImage")
+    ref = 0x100  # the fake's first out-handle
+    assert fake.calls[1][1:] == (ref, 0xA0, ca.CU_TRSA_OVERRIDE_FORMAT)
+    assert [c[1:] for c in fake.calls if c[0] == "cuTexRefSetAddressMode"] == \
+        [(ref, dim, mode) for dim, mode in enumerate(described["addressMode"])]
+    assert {"cuTexRefSetFilterMode", "cuTexRefSetFlags", "cuTexRefSetMaxAnisotropy", "cuTexRefSetMipmapFilterMode",
+            "cuTexRefSetMipmapLevelBias", "cuTexRefSetMipmapLevelClamp", "cuTexRefSetBorderColor"} <= set(names)
+    flags = next(c for c in fake.calls if c[0] == "cuTexRefSetFlags")
+    assert flags[1:] == (ref, ca.texture_flags(described))
+
+    fake.calls.clear()
+    ca.bind_texture_reference(0x77, "texLinear", {"type": "linear", "ptr": 0x1004, "size": 400, "format": "float32",
+                                                  "channels": 1}, None, described)
+    fake.calls[:] = [_values(call) for call in fake.calls]
+    assert fake.calls[1][0] == "cuTexRefSetFormat" and fake.calls[1][2:] == (0x20, 1)
+    assert fake.calls[2][0] == "cuTexRefSetAddress_v2" and fake.calls[2][3:] == (0x1004, 400)
+
+    fake.calls.clear()
+    ca.bind_texture_reference(0x77, "texPitched", {"type": "pitch2D", "ptr": 0x2000, "width": 8, "height": 4,
+                                                   "pitch": 64, "format": "uint8", "channels": 4}, None, described)
+    assert fake.calls[1][0] == "cuTexRefSetAddress2D_v3" and fake.calls[1][3:] == (0x2000, 64)
+    desc = fake.calls[1][2]._obj
+    assert (desc.Width, desc.Height, desc.Format, desc.NumChannels) == (8, 4, 0x01, 4)
+
+    fake.calls.clear()
+    ca.bind_surface_reference(0x77, "surfImage", 0xB0)
+    fake.calls[:] = [_values(call) for call in fake.calls]
+    assert [c[0] for c in fake.calls] == ["cuModuleGetSurfRef", "cuSurfRefSetArray"]
+    assert fake.calls[1][2:] == (0xB0, 0)
+    with pytest.raises(CudaError):  # a malformed description is refused before any call
+        ca.bind_texture_reference(0x77, "texImage", {"type": "array", "array": 5}, 0xA0, {"addressMode": [0]})

@@ -3,12 +3,16 @@
 and peer copies with array sides, mipmapped arrays, objects queried by both
 APIs, a kernel sampling a texture and writing a surface, and bad input; run
 unmodified through rcuda against a two-GPU sim server, on the lane and on a
---auth server's ZeroMQ link."""
+--auth server's ZeroMQ link.  And the driver's legacy execution control
+and texture and surface references (tests/cuda/driver_legacy.cu), below."""
 from __future__ import annotations
+
+import subprocess
+from pathlib import Path
 
 import pytest
 
-from conftest import requires_nvcc
+from conftest import CUDA_SOURCES, nvcc_path, requires_nvcc, run_program, start_server
 from program_paths import check_passed, check_section, run_on_sim
 from rcuda.binaries import dropin_dir
 
@@ -48,3 +52,62 @@ def test_async_copies_into_pinned_memory(compile_cuda):
     cuStreamSynchronize returns (on the lane: the reply's bytes are written
     by the link's service thread)."""
     check_section(run(compile_cuda, "async_pinned"), "async_pinned")
+
+
+# ---------------------------------------------------------------- the legacy execution control and references
+# tests/cuda/driver_legacy.cu: launches through cuFuncSetBlockShape,
+# cuFuncSetSharedSize, cuParamSet* and cuLaunch/cuLaunchGrid(Async), every
+# cuTexRef*/cuSurfRef* state function and its errors, and kernels reading a
+# PTX module's `.global .texref`/`.surfref` (driver_legacy_kernels.ptx; the
+# sim runs driver_legacy_kernels.py, which reads them with launch.texref and
+# launch.surfref).
+
+LEGACY_SECTIONS = ["legacy_launch", "legacy_errors", "texref_lookup", "texref_state", "texref_sampling", "unloaded"]
+LEGACY_PTX = CUDA_SOURCES / "driver_legacy_kernels.ptx"
+
+
+@pytest.fixture(scope="module")
+def legacy_result(compile_cuda):
+    program = compile_cuda("driver_legacy.cu", *LINK_DRIVER)
+    server = start_server("--backend", "sim", "--kernels", str(CUDA_SOURCES / "driver_legacy_kernels.py"))
+    try:
+        return run_program(program, server, str(LEGACY_PTX))
+    finally:
+        server.stop()
+
+
+@pytest.mark.parametrize("section", LEGACY_SECTIONS)
+def test_legacy_section(legacy_result, section):
+    check_section(legacy_result, section)
+
+
+def test_legacy_program_passes(legacy_result):
+    check_passed(legacy_result, "driver_legacy.cu")
+
+
+def test_the_legacy_module_is_ptx_a_gpu_takes(tmp_path):
+    """The hand-written PTX compiles (ptxas) for the GPUs rcuda serves, and
+    its cubin declares the references the PTX does."""
+    from rcuda import fatbin
+    ptxas = Path(nvcc_path()).with_name("ptxas")
+    ptx_refs = fatbin.parse_image(LEGACY_PTX.read_bytes() + b"\0").references()
+    assert ptx_refs == {"texLinear": "texture", "texImage": "texture", "surfImage": "surface"}
+    for arch in ("sm_80", "sm_90"):
+        cubin = tmp_path / f"legacy_{arch}.cubin"
+        subprocess.run([str(ptxas), f"-arch={arch}", str(LEGACY_PTX), "-o", str(cubin)], check=True,
+                       capture_output=True, text=True, timeout=120)
+        assert fatbin.parse_image(cubin.read_bytes()).references() == ptx_refs
+
+
+def test_ptx_references_in_each_spelling():
+    """`.global .texref`/`.surfref`, the deprecated `.tex` space, linkage
+    words and an initializer name references; variables and kernels do not."""
+    from rcuda import fatbin
+    ptx = (b".version 8.0\n.target sm_80\n.address_size 64\n.global .texref plain;\n.tex .u32 old_style;\n"
+           b".extern .global .texref elsewhere;\n.global .texref initialised = { filter_mode = linear };\n"
+           b".visible .global .surfref surf;\n.global .u32 counter;\n.global .samplerref sampler;\n"
+           b".visible .entry k() { ret; }\n\0")
+    assert fatbin.parse_image(ptx).references() == {
+        "plain": "texture", "old_style": "texture", "elsewhere": "texture", "initialised": "texture",
+        "surf": "surface"}
+    assert set(fatbin.parse_image(ptx).variables()) == {"counter"}

@@ -1,11 +1,15 @@
 """The driver API's functions whose runtime twins rcuda has
 (tests/cuda/driver_parity.cu): peer access and copies, memory pools,
 managed memory's hints and queries, cuPointerSetAttribute, the profiler,
-cuKernelGetAttribute, and CUDA_ERROR_NOT_INITIALIZED before cuInit; run
-through rcuda against a two-GPU sim server."""
+cuKernelGetAttribute, CUDA_ERROR_NOT_INITIALIZED before cuInit, stream
+attributes, function and kernel queries, a library's __managed__
+variables, context settings, cuCtxRecordEvent/cuCtxWaitEvent (against the
+sim's modelled time), device queries, pools by location and batch
+prefetches; run through rcuda against a two-GPU sim server."""
 from __future__ import annotations
 
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -15,19 +19,24 @@ from rcuda.binaries import dropin_dir
 
 pytestmark = requires_nvcc
 
-SECTIONS = ["not_initialized", "peers", "pools", "managed", "pointer_attribute", "profiler", "kernel_attributes"]
+SECTIONS = ["not_initialized", "peers", "pools", "managed", "pointer_attribute", "profiler", "kernel_attributes",
+            "stream_attributes", "functions", "library_managed", "contexts", "context_events", "devices",
+            "pools_by_location", "managed_batches"]
 
 
 @pytest.fixture(scope="module")
 def result(compile_cuda, build_dir):
-    """One run; kernel_attributes loads driver_module_kernels.cu's fatbinary
-    (its sim plugin, driver_module_kernels.py, lets the server load it)."""
-    fatbin = build_dir / "driver_parity_kernels.fatbin"
-    subprocess.run([nvcc_path(), "-fatbin", "-o", str(fatbin), str(CUDA_SOURCES / "driver_module_kernels.cu")],
-                   check=True, capture_output=True, text=True, timeout=300)
+    """One run; kernel_attributes loads driver_module_kernels.cu's fatbinary,
+    the later sections driver_parity_kernels.cu's (their sim plugins,
+    driver_module_kernels.py, let the server load them)."""
+    fatbins = []
+    for source in ("driver_module_kernels.cu", "driver_parity_kernels.cu"):
+        fatbins.append(build_dir / f"parity_{Path(source).stem}.fatbin")
+        subprocess.run([nvcc_path(), "-fatbin", "-o", str(fatbins[-1]), str(CUDA_SOURCES / source)],
+                       check=True, capture_output=True, text=True, timeout=300)
     def build(source, *flags):
         return compile_cuda(source, f"-L{dropin_dir()}", "-l:libcuda.so.1", *flags)
-    return run_on_sim(build, "driver_parity.cu", "driver_module_kernels.py", str(fatbin))
+    return run_on_sim(build, "driver_parity.cu", "driver_module_kernels.py", *map(str, fatbins))
 
 
 @pytest.mark.parametrize("section", SECTIONS)

@@ -386,6 +386,9 @@ def test_ptx_variables():
         "managed": Variable("managed", 4, False),
         "coeffs": Variable("coeffs", 8, True),
     }
+    # .attribute(.managed) marks a __managed__ variable (cuLibraryGetManaged finds only those)
+    assert {name: v.managed for name, v in ptx_variables(PTX).items()} == {"table": False, "managed": True,
+                                                                           "coeffs": False}
 
 
 @pytest.mark.parametrize("method, flags, compress", [

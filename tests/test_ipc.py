@@ -23,3 +23,20 @@ def test_on_an_auth_server(compile_cuda, tmp_path):
                         auth_root=tmp_path)
     check_section(result, "child", "shared", "errors")
     assert result.returncode == 0, result.stdout + result.stderr[-3000:]
+
+
+def test_two_processes_share_a_memory_pool(compile_cuda):
+    """tests/cuda/pool_ipc.cu: a pool's POSIX file descriptor and its
+    pointers' export data, runtime and driver API, and their errors (no
+    handle types, a bad handle type, garbage, a stale pointer, an exporter
+    gone)."""
+    result = run_on_sim(compile_cuda, "pool_ipc.cu", "sim_kernels.py", flags=LINK_DRIVER, devices=1)
+    check_section(result, "errors", "importer", "driver_importer", "short_lived", "shared", "exporter_gone")
+    assert result.returncode == 0 and "PASSED pool_ipc" in result.stdout, result.stdout + result.stderr[-3000:]
+
+
+def test_a_memory_pool_on_an_auth_server(compile_cuda, tmp_path):
+    result = run_on_sim(compile_cuda, "pool_ipc.cu", "sim_kernels.py", flags=LINK_DRIVER, devices=1,
+                        auth_root=tmp_path)
+    check_section(result, "errors", "importer", "driver_importer", "short_lived", "shared", "exporter_gone")
+    assert result.returncode == 0, result.stdout + result.stderr[-3000:]

@@ -18,7 +18,7 @@ pytestmark = requires_nvcc
 
 SECTIONS = ["load_and_enumerate", "launch_library_kernel", "launch_ex_library_kernel", "library_global",
             "library_other_device", "kernel_attribute_for_device", "get_kernel", "load_from_file", "bad_input",
-            "not_supported", "unload", "async_notification"]
+            "not_managed", "unload", "async_notification"]
 
 
 def nvcc(*args: str) -> None:

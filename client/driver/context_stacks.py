@@ -37,6 +37,7 @@ class Context:
     primary: bool
     id: int                 # cuCtxGetId: unique in the process, never reused
     flags: int = 0          # a created context's (a primary's are its device's)
+    cache_config: int = 0   # a created context's cuCtxSetCacheConfig (a primary's is its device's)
     retained: int = 0       # cuDevicePrimaryCtxRetain minus Release (primary contexts)
     used: bool = False      # made current since the device's last reset (a primary is active then too)
     destroyed: bool = False

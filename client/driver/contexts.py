@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from rcuda._generated.cuda_enums import MACROS
 from rcuda.driver_errors import CUresult, DriverError
+from rcuda.errors import CudaError, cudaError
 
 from .. import interposer
 from ..runtime import core as runtime_core
@@ -25,6 +26,8 @@ SCHEDULE_MASK = MACROS["cudaDeviceScheduleMask"]
 FLAGS_MASK = MACROS["cudaDeviceMask"]
 #: What cuCtxGetApiVersion reports: the context ABI every driver since CUDA 3.2 has.
 CONTEXT_API_VERSION = 3020
+#: CUexecAffinityType: CU_EXEC_AFFINITY_TYPE_SM_COUNT (CU_EXEC_AFFINITY_TYPE_MAX is none).
+EXEC_AFFINITY_TYPES = (0,)
 
 
 def contexts():
@@ -233,6 +236,100 @@ def cuCtxGetStreamPriorityRange(leastPriority, greatestPriority):
     return runtime_streams.cudaDeviceGetStreamPriorityRange(leastPriority, greatestPriority)
 
 
+@driver()
+def cuCtxGetCacheConfig(pconfig):
+    """The context's preference (CUfunc_cache numbers cudaFuncCache's
+    values): a primary context's is its device's (cudaDeviceGetCacheConfig),
+    a created context keeps its own."""
+    out_pointer(pconfig, "pconfig")
+    context = current_context("cuCtxGetCacheConfig")
+    pconfig[0] = runtime_queries.device_cache_config(context.ordinal) if context.primary else context.cache_config
+    return SUCCESS
+
+
+@driver()
+def cuCtxSetCacheConfig(config):
+    """A preference CUDA may ignore: checked and remembered, not applied."""
+    context = current_context("cuCtxSetCacheConfig")
+    if context.primary:
+        runtime_queries.set_device_cache_config(context.ordinal, config, "cuCtxSetCacheConfig")
+    else:
+        context.cache_config = runtime_queries.check_cache_config(config, "cuCtxSetCacheConfig")
+    return SUCCESS
+
+
+@driver()
+def cuCtxGetSharedMemConfig(pConfig):
+    """The fixed bank size of every device rcuda serves (four bytes):
+    cudaDeviceGetSharedMemConfig's answer (deprecated, kept)."""
+    current_context("cuCtxGetSharedMemConfig")
+    return from_runtime(runtime_queries.cudaDeviceGetSharedMemConfig(pConfig))
+
+
+@driver()
+def cuCtxSetSharedMemConfig(config):
+    """Checked; does nothing where the bank size is fixed, as in CUDA."""
+    current_context("cuCtxSetSharedMemConfig")
+    return from_runtime(runtime_queries.cudaDeviceSetSharedMemConfig(config))
+
+
+@driver()
+def cuCtxResetPersistingL2Cache():
+    """cudaCtxResetPersistingL2Cache on the current context's device."""
+    current_context("cuCtxResetPersistingL2Cache")
+    return from_runtime(runtime_queries.cudaCtxResetPersistingL2Cache())
+
+
+@driver()
+def cuCtxGetExecAffinity(pExecAffinity, type_):
+    """No context has an execution affinity (no device supports one:
+    cuDeviceGetExecAffinitySupport reads 0), so a valid type answers
+    CUDA_ERROR_UNSUPPORTED_EXEC_AFFINITY, returned without a log line."""
+    out_pointer(pExecAffinity, "pExecAffinity")
+    current_context("cuCtxGetExecAffinity")
+    check_exec_affinity_type(type_, "cuCtxGetExecAffinity")
+    return CUresult.CUDA_ERROR_UNSUPPORTED_EXEC_AFFINITY
+
+
+def check_exec_affinity_type(type_: int, call: str) -> None:
+    if type_ not in EXEC_AFFINITY_TYPES:
+        raise CudaError(cudaError.cudaErrorInvalidValue, f"{call}: {type_} is not a CUexecAffinityType")
+
+
+# ------------------------------------------------------------------ a context's work as a whole
+
+
+def _event(hEvent):
+    require_initialized()
+    return interposer.rt.streams.event(interposer.address(hEvent))
+
+
+@driver()
+def cuCtxRecordEvent(hCtx, hEvent):
+    """`hEvent` completes when all the work sent to the context's device
+    so far has: a created context shares its device's streams (see
+    cuCtxSynchronize), so that is its work too.  The event must be the
+    context's (CUDA_ERROR_INVALID_HANDLE otherwise)."""
+    context = context_or_current(hCtx, "cuCtxRecordEvent")
+    event = _event(hEvent)
+    if contexts().owner(event.handle, event.device.ordinal) is not context:
+        raise CudaError(cudaError.cudaErrorInvalidResourceHandle,  # CUDA_ERROR_INVALID_HANDLE
+                        f"cuCtxRecordEvent: the event belongs to another context than {context.handle:#x}")
+    runtime_streams.record_device_work(event, interposer.rt.device(context.ordinal), "cuCtxRecordEvent")
+    return SUCCESS
+
+
+@driver()
+def cuCtxWaitEvent(hCtx, hEvent):
+    """All work sent to the context's device from now on, in any stream
+    (streams made later too), waits for the event's work; the event may
+    be another context's or device's."""
+    context = context_or_current(hCtx, "cuCtxWaitEvent")
+    event = _event(hEvent)
+    runtime_streams.wait_device(interposer.rt.device(context.ordinal), event, "cuCtxWaitEvent")
+    return SUCCESS
+
+
 # ------------------------------------------------------------------ primary contexts
 
 
@@ -300,3 +397,10 @@ def cuProfilerStart():
 def cuProfilerStop():
     current_context("cuProfilerStop")
     return from_runtime(runtime_queries.cudaProfilerStop())
+
+
+@driver()
+def cuProfilerInitialize(configFile, outputFile, outputMode):
+    """Deprecated: since CUDA 12.0 it always returns CUDA_ERROR_NOT_SUPPORTED
+    (cudaProfiler.h), before cuInit too: what it answers here, without a log line."""
+    return CUresult.CUDA_ERROR_NOT_SUPPORTED

@@ -18,10 +18,11 @@ from rcuda.device_attributes import attribute_name
 from rcuda.errors import CudaError, cudaError
 
 from .. import interposer
+from ..runtime import notifications as runtime_notifications
 from ..runtime import queries as runtime_queries
 from ..interposer import out_pointer
-from .registry import SUCCESS, driver, require_initialized
-from .contexts import cu_device
+from .registry import SUCCESS, driver, from_runtime, require_initialized
+from .contexts import check_exec_affinity_type, cu_device, current_context
 
 #: CUdevprop field -> the cudaDeviceAttr it reads (the deprecated struct's fields).
 DEVPROP_FIELDS = {
@@ -151,3 +152,48 @@ def cuDeviceGetByPCIBusId(dev, pciBusId):
     require_initialized()
     out_pointer(pciBusId, "pciBusId")
     return runtime_queries.cudaDeviceGetByPCIBusId(dev, pciBusId)
+
+
+@driver()
+def cuDeviceGetExecAffinitySupport(pi, type_, dev):
+    """0: no device rcuda serves limits a context to some of its
+    multiprocessors (cuCtxCreate_v3/_v4 with an affinity are refused)."""
+    out_pointer(pi, "pi")
+    check_exec_affinity_type(type_, "cuDeviceGetExecAffinitySupport")
+    cu_device(dev)
+    pi[0] = 0
+    return SUCCESS
+
+
+@driver()
+def cuDeviceGetHostAtomicCapabilities(capabilities, operations, count, dev):
+    """cudaDeviceGetHostAtomicCapabilities: none (CUatomicOperation numbers
+    cudaAtomicOperation's values)."""
+    require_initialized()
+    return from_runtime(runtime_queries.cudaDeviceGetHostAtomicCapabilities(capabilities, operations, count, dev))
+
+
+@driver()
+def cuFlushGPUDirectRDMAWrites(target, scope):
+    """cudaDeviceFlushGPUDirectRDMAWrites on the current context's device:
+    CUDA_ERROR_NOT_SUPPORTED unless its
+    CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_FLUSH_WRITES_OPTIONS has the host
+    bit; then nothing to flush."""
+    current_context("cuFlushGPUDirectRDMAWrites")
+    return from_runtime(runtime_queries.cudaDeviceFlushGPUDirectRDMAWrites(target, scope))
+
+
+@driver()
+def cuDeviceRegisterAsyncNotification(device, callbackFunc, userData, callback):
+    """cudaDeviceRegisterAsyncNotification: kept, never called (the servers'
+    drivers' notifications are not forwarded); one registry for both APIs."""
+    require_initialized()
+    out = interposer.ffi.cast("cudaAsyncCallbackHandle_t *", out_pointer(callback, "callback"))
+    return from_runtime(runtime_notifications.cudaDeviceRegisterAsyncNotification(device, callbackFunc, userData,
+                                                                                   out))
+
+
+@driver()
+def cuDeviceUnregisterAsyncNotification(device, callback):
+    require_initialized()
+    return from_runtime(runtime_notifications.cudaDeviceUnregisterAsyncNotification(device, callback))

@@ -8,8 +8,9 @@ from ..registry import importer
 from .registry import DRIVER_IMPLEMENTED
 
 #: The modules that register driver functions (each with @driver()).
-MODULES = ("arrays", "core", "contexts", "devices", "functions", "graphs", "launch", "link", "managed", "memory",
-           "modules", "peers", "pointers", "pools", "stream_memops", "streams", "textures", "vmm")
+MODULES = ("arrays", "core", "contexts", "devices", "functions", "graphs", "launch", "legacy_launch", "link",
+           "managed", "memory", "modules", "peers", "pointers", "pools", "stream_memops", "streams", "textures",
+           "texture_references", "vmm")
 
 load_modules = importer(__package__, MODULES)
 

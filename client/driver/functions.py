@@ -1,4 +1,5 @@
-"""CUDA driver API: function attributes and occupancy on CUfunction handles.
+"""CUDA driver API: function attributes, loading and parameter layouts on
+CUfunction handles, the same queries on CUkernel handles, and occupancy.
 
 A CUfunction is a client/driver/handles.py DriverFunction: a runtime Kernel
 on the device of the context its module was loaded in, so attributes come
@@ -17,8 +18,11 @@ from ..runtime import core as runtime_core
 from ..runtime import queries as runtime_queries
 from ..interposer import c_string, out_pointer
 from .registry import SUCCESS, driver, from_runtime, require_initialized
-from .handles import DriverFunction, handles
-from .loading import function_of
+from .handles import DriverFunction, DriverKernel, handles
+from .loading import function_of, kernel_of
+
+#: CUfunctionLoadingState: CU_FUNCTION_LOADING_STATE_UNLOADED, CU_FUNCTION_LOADING_STATE_LOADED.
+UNLOADED, LOADED = 0, 1
 
 PREFIX = "CU_FUNC_ATTRIBUTE_"
 #: The cudaFuncAttributes fields whose names are not the attribute's words.
@@ -94,8 +98,16 @@ def cuFuncSetAttribute(hfunc, attrib, value):
 def cuFuncSetCacheConfig(hfunc, config):
     """A preference CUDA may ignore; checked, not applied."""
     function(hfunc, "cuFuncSetCacheConfig")
-    if config not in runtime_queries.FUNC_CACHES:
-        raise CudaError(cudaError.cudaErrorInvalidValue, f"cuFuncSetCacheConfig: CUfunc_cache {config}")
+    runtime_queries.check_cache_config(config, "cuFuncSetCacheConfig")
+    return SUCCESS
+
+
+@driver()
+def cuFuncSetSharedMemConfig(hfunc, config):
+    """Deprecated; checked, and nothing to apply: every device rcuda serves
+    has fixed four-byte banks (cudaFuncSetSharedMemConfig's answer)."""
+    function(hfunc, "cuFuncSetSharedMemConfig")
+    runtime_queries.check_shared_mem_config(config, "cuFuncSetSharedMemConfig")
     return SUCCESS
 
 
@@ -103,6 +115,95 @@ def cuFuncSetCacheConfig(hfunc, config):
 def cuFuncGetName(name, hfunc):
     out_pointer(name, "name")
     name[0] = c_string(function(hfunc, "cuFuncGetName").kernel.name)
+    return SUCCESS
+
+
+@driver()
+def cuFuncGetModule(hmod, hfunc):
+    """The CUmodule the function was got from; a program kernel's
+    (cudaGetFuncBySymbol) is the module rcuda keeps for its fatbinary on
+    that device, which the program must not unload (as in CUDA)."""
+    out_pointer(hmod, "hmod")
+    hmod[0] = interposer.ffi.cast("CUmodule", function(hfunc, "cuFuncGetModule").module.handle)
+    return SUCCESS
+
+
+@driver()
+def cuFuncGetParamInfo(func, paramIndex, paramOffset, paramSize):
+    """From the kernel's parameter layout, the one launches pack
+    (cudaFuncGetParamInfo's)."""
+    kernel = function(func, "cuFuncGetParamInfo").kernel
+    return runtime_queries.param_info(kernel, paramIndex, paramOffset, paramSize, "cuFuncGetParamInfo")
+
+
+@driver()
+def cuFuncIsLoaded(state, function_):
+    """Loaded once the function is known to its GPU's server (registered at
+    its first launch, attribute query or cuFuncLoad): rcuda loads
+    functions lazily, as CUDA's lazy loading does (cuModuleGetLoadingMode)."""
+    out_pointer(state, "state")
+    fn = function(function_, "cuFuncIsLoaded")
+    state[0] = LOADED if fn.module.device.has_function(fn.kernel) else UNLOADED
+    return SUCCESS
+
+
+@driver()
+def cuFuncLoad(function_):
+    """Registers the function with its GPU's server now (a kernel the
+    server cannot run fails here); no effect on a loaded one."""
+    fn = function(function_, "cuFuncLoad")
+    fn.module.device.function_id(fn.kernel)
+    return SUCCESS
+
+
+# ------------------------------------------------------------------ kernels (CUkernel)
+
+
+def _kernel_handle(kernel, call: str) -> int:
+    require_initialized()
+    value = interposer.address(kernel)
+    if value == 0:
+        raise CudaError(cudaError.cudaErrorInvalidValue, f"{call}: kernel is NULL")
+    return value
+
+
+@driver()
+def cuKernelGetName(name, hfunc):
+    """The kernel's name as its image has it (mangled unless extern "C")."""
+    out_pointer(name, "name")
+    name[0] = c_string(kernel_of(_kernel_handle(hfunc, "cuKernelGetName"), "cuKernelGetName").name)
+    return SUCCESS
+
+
+@driver()
+def cuKernelGetParamInfo(kernel, paramIndex, paramOffset, paramSize):
+    """From the kernel's image: no device needed."""
+    found = kernel_of(_kernel_handle(kernel, "cuKernelGetParamInfo"), "cuKernelGetParamInfo")
+    return runtime_queries.param_info(found, paramIndex, paramOffset, paramSize, "cuKernelGetParamInfo")
+
+
+@driver()
+def cuKernelGetLibrary(pLib, kernel):
+    """A library's kernel: its CUlibrary.  A kernel of the program's own
+    (cudaGetKernel's) comes from no library rcuda can name:
+    CUDA_ERROR_NOT_FOUND."""
+    out_pointer(pLib, "pLib")
+    handle = _kernel_handle(kernel, "cuKernelGetLibrary")
+    found = handles.find(handle, DriverKernel)
+    if found is None:
+        kernel_of(handle, "cuKernelGetLibrary")  # CUDA_ERROR_INVALID_HANDLE if it is no kernel at all
+        raise CudaError(cudaError.cudaErrorSymbolNotFound,  # CUDA_ERROR_NOT_FOUND
+                        "cuKernelGetLibrary: a kernel of the program's own belongs to no CUlibrary")
+    pLib[0] = interposer.ffi.cast("CUlibrary", found.library.handle)
+    return SUCCESS
+
+
+@driver()
+def cuKernelSetCacheConfig(kernel, config, dev):
+    """A preference CUDA may ignore; checked, not applied (as cuFuncSetCacheConfig)."""
+    kernel_of(_kernel_handle(kernel, "cuKernelSetCacheConfig"), "cuKernelSetCacheConfig")
+    runtime_queries.check_cache_config(config, "cuKernelSetCacheConfig")
+    interposer.rt.device(dev)  # CUDA_ERROR_INVALID_DEVICE
     return SUCCESS
 
 

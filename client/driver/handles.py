@@ -37,6 +37,9 @@ class DriverFunction:
     handle: int
     kernel: Kernel
     module: DriverModule
+    #: The pre-CUDA-4 launch state cuFuncSetBlockShape, cuFuncSetSharedSize
+    #: and cuParamSet* keep (client/driver/legacy_launch.py); None until set.
+    legacy: object = None
 
 
 @dataclass(eq=False)

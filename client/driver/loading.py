@@ -204,6 +204,20 @@ def function_of(handle: int, what: str, device=None) -> DriverFunction:
     return runtime_function(interposer.rt.kernels.kernel(handle), device)
 
 
+def kernel_of(handle: int, what: str) -> Kernel:
+    """The runtime Kernel a kernel handle names, on no device in particular
+    (its name and parameter layout need none): a library's kernel, or one
+    of the program's own (its host stub).  A handle that is neither is
+    cudaErrorInvalidDeviceFunction (the driver's CUDA_ERROR_INVALID_HANDLE)."""
+    kernel = handles.find(handle, DriverKernel)
+    if kernel is not None:
+        return Kernel(kernel.library.module, kernel.name)
+    try:
+        return interposer.rt.kernels.kernel(handle)
+    except CudaError as exc:
+        raise CudaError(exc.status, f"{what}: {exc.message}") from None
+
+
 def kernel_on(func: int, what: str, device=None) -> Kernel:
     """The runtime Kernel a function pointer names on the current device (or
     on `device`): a host stub, or a library's kernel handle, which CUDA

@@ -1,5 +1,6 @@
 """CUDA driver API: managed memory's hints and queries (cuStreamAttachMemAsync,
-cuMemAdvise, cuMemPrefetchAsync, cuMemRangeGetAttribute(s)).
+cuMemAdvise, cuMemPrefetchAsync, the batch prefetches and discards,
+cuMemRangeGetAttribute(s)).
 
 client/runtime/managed.py's functions behind the driver's names: they are
 checked and recorded, move no data, and the range attributes answer from
@@ -65,3 +66,26 @@ def cuMemRangeGetAttributes(data, dataSizes, attributes, numAttributes, devPtr, 
     require_initialized()
     return from_runtime(runtime_managed.cudaMemRangeGetAttributes(data, dataSizes, attributes, numAttributes, devPtr,
                                                                   count))
+
+
+@driver(stream_variants=True)
+def cuMemPrefetchBatchAsync(dptrs, sizes, count, prefetchLocs, prefetchLocIdxs, numPrefetchLocs, flags, hStream,
+                            per_thread=False):
+    check_stream(hStream, "cuMemPrefetchBatchAsync")
+    return from_runtime(runtime_managed.cudaMemPrefetchBatchAsync(dptrs, sizes, count, prefetchLocs, prefetchLocIdxs,
+                                                                  numPrefetchLocs, flags, hStream, per_thread))
+
+
+@driver(stream_variants=True)
+def cuMemDiscardBatchAsync(dptrs, sizes, count, flags, hStream, per_thread=False):
+    """The contents become undefined: keeping them is one way to be that."""
+    check_stream(hStream, "cuMemDiscardBatchAsync")
+    return from_runtime(runtime_managed.cudaMemDiscardBatchAsync(dptrs, sizes, count, flags, hStream, per_thread))
+
+
+@driver(stream_variants=True)
+def cuMemDiscardAndPrefetchBatchAsync(dptrs, sizes, count, prefetchLocs, prefetchLocIdxs, numPrefetchLocs, flags,
+                                      hStream, per_thread=False):
+    check_stream(hStream, "cuMemDiscardAndPrefetchBatchAsync")
+    return from_runtime(runtime_managed.cudaMemDiscardAndPrefetchBatchAsync(
+        dptrs, sizes, count, prefetchLocs, prefetchLocIdxs, numPrefetchLocs, flags, hStream, per_thread))

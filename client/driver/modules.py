@@ -202,6 +202,39 @@ def cuLibraryGetGlobal(dptr, bytes, library, name):  # noqa: A002 - cuda.h's nam
 
 
 @driver()
+def cuLibraryGetManaged(dptr, bytes, library, name):  # noqa: A002 - cuda.h's name
+    """cudaLibraryGetManaged (a CUdeviceptr is the runtime's pointer): the
+    variable mirrored on the device the library was first loaded on, its
+    host copy the pointer given.  One of dptr and bytes may be NULL, not both."""
+    require_initialized()
+    return from_runtime(runtime_libraries.cudaLibraryGetManaged(interposer.ffi.cast("void **", dptr), bytes, library,
+                                                                name))
+
+
+@driver()
+def cuLibraryGetUnifiedFunction(fptr, library, symbol):
+    """cudaLibraryGetUnifiedFunction: CUDA_ERROR_NOT_FOUND, as no device
+    rcuda serves has unified function pointers
+    (CU_DEVICE_ATTRIBUTE_UNIFIED_FUNCTION_POINTERS 0)."""
+    require_initialized()
+    return from_runtime(runtime_libraries.cudaLibraryGetUnifiedFunction(fptr, library, symbol))
+
+
+#: CUmoduleLoadingMode: CU_MODULE_LAZY_LOADING.
+LAZY_LOADING = 0x2
+
+
+@driver()
+def cuModuleGetLoadingMode(mode):
+    """Lazy, whatever CUDA_MODULE_LOADING says: rcuda sends a program's
+    images to a GPU at their first use and registers each function at its
+    first launch or query (cuFuncIsLoaded)."""
+    require_initialized()
+    out_pointer(mode, "mode")[0] = LAZY_LOADING
+    return SUCCESS
+
+
+@driver()
 def cuKernelGetFunction(pFunc, kernel):
     out_pointer(pFunc, "pFunc")
     require_initialized()

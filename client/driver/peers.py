@@ -1,5 +1,6 @@
 """CUDA driver API: peer access between devices (cuDeviceCanAccessPeer,
-cuDeviceGetP2PAttribute, cuCtxEnablePeerAccess, cuCtxDisablePeerAccess).
+cuDeviceGetP2PAttribute, cuDeviceGetP2PAtomicCapabilities,
+cuCtxEnablePeerAccess, cuCtxDisablePeerAccess).
 
 The runtime's peer access (client/runtime/memory.py, client/transport/peer.py)
 behind the driver's names.  CUdevice_P2PAttribute numbers the
@@ -15,6 +16,7 @@ from rcuda.driver_errors import CUresult, DriverError
 
 from .. import interposer
 from ..runtime import memory as runtime_memory
+from ..runtime import queries as runtime_queries
 from .registry import driver, from_runtime, require_initialized
 from .contexts import contexts, current_context
 
@@ -30,6 +32,16 @@ def cuDeviceGetP2PAttribute(value, attrib, srcDevice, dstDevice):
     """A device with itself is CUDA_ERROR_INVALID_DEVICE, as on a GPU."""
     require_initialized()
     return from_runtime(runtime_memory.cudaDeviceGetP2PAttribute(value, attrib, srcDevice, dstDevice))
+
+
+@driver()
+def cuDeviceGetP2PAtomicCapabilities(capabilities, operations, count, srcDevice, dstDevice):
+    """cudaDeviceGetP2PAtomicCapabilities: the link's native atomics, as
+    cuDeviceGetP2PAttribute reads them (none on the sim); a device with
+    itself is CUDA_ERROR_INVALID_DEVICE."""
+    require_initialized()
+    return from_runtime(runtime_queries.cudaDeviceGetP2PAtomicCapabilities(capabilities, operations, count,
+                                                                           srcDevice, dstDevice))
 
 
 def _peer_context(peerContext, call: str):

@@ -1,13 +1,14 @@
 """CUDA driver API: memory pools and stream-ordered allocation
 (cuMemAllocAsync, cuMemFreeAsync, cuMemAllocFromPoolAsync, cuMemPool*,
-cuDevice{Get,Set,GetDefault}MemPool).
+cuDevice{Get,Set,GetDefault}MemPool, cuMem{Get,Set,GetDefault}MemPool).
 
 A CUmemoryPool is a cudaMemPool_t (one struct type in the headers) and the
 driver's pool structs (CUmemPoolProps, CUmemAccessDesc, CUmemLocation) and
 enums (CUmemPool_attribute, CUmemAccess_flags) are the runtime's under other
 names, so each function is client/runtime/pools.py's twin, with its
-differences from a local GPU: device memory only, nothing shared between
-processes.  A CUdeviceptr is the runtime's device pointer.
+differences from a local GPU: device memory only, shared between processes
+of one server's sessions with POSIX file descriptors only.  A CUdeviceptr
+is the runtime's device pointer.
 """
 from __future__ import annotations
 
@@ -104,3 +105,59 @@ def cuMemPoolSetAccess(pool, map, count):  # noqa: A002 - cuda.h's name
 def cuMemPoolGetAccess(flags, memPool, location):
     require_initialized()
     return from_runtime(runtime_pools.cudaMemPoolGetAccess(flags, memPool, location))
+
+
+# ------------------------------------------------------------------ by location (CUDA 13)
+
+
+@driver()
+def cuMemGetDefaultMemPool(pool_out, location, type):  # noqa: A002 - cuda.h's name
+    """cudaMemGetDefaultMemPool: a device location's pinned pool; host and
+    managed pools are CUDA_ERROR_NOT_SUPPORTED (rcuda's pools hold device
+    memory only)."""
+    require_initialized()
+    return from_runtime(runtime_pools.cudaMemGetDefaultMemPool(pool_out, location, type))
+
+
+@driver()
+def cuMemGetMemPool(pool, location, type):  # noqa: A002 - cuda.h's name
+    require_initialized()
+    return from_runtime(runtime_pools.cudaMemGetMemPool(pool, location, type))
+
+
+@driver()
+def cuMemSetMemPool(location, type, pool):  # noqa: A002 - cuda.h's name
+    """For a device location and pinned memory, cuDeviceSetMemPool: the
+    pool must be that device's (CUDA_ERROR_INVALID_VALUE otherwise)."""
+    require_initialized()
+    return from_runtime(runtime_pools.cudaMemSetMemPool(location, type, pool))
+
+
+# ------------------------------------------------------------------ sharing between processes
+
+
+@driver()
+def cuMemPoolExportToShareableHandle(handle_out, pool, handleType, flags):
+    """CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR only: a new descriptor
+    naming the pool (client/runtime/pools.py)."""
+    require_initialized()
+    return from_runtime(runtime_pools.cudaMemPoolExportToShareableHandle(handle_out, pool, handleType, flags))
+
+
+@driver()
+def cuMemPoolImportFromShareableHandle(pool_out, handle, handleType, flags):
+    require_initialized()
+    return from_runtime(runtime_pools.cudaMemPoolImportFromShareableHandle(pool_out, handle, handleType, flags))
+
+
+@driver()
+def cuMemPoolExportPointer(shareData_out, ptr):
+    require_initialized()
+    return from_runtime(runtime_pools.cudaMemPoolExportPointer(shareData_out, interposer.ffi.cast("void *", ptr)))
+
+
+@driver()
+def cuMemPoolImportPointer(ptr_out, pool, shareData):
+    """cuMemFree or cuMemFreeAsync unmaps what it maps."""
+    require_initialized()
+    return _allocated(ptr_out, lambda ptr: runtime_pools.cudaMemPoolImportPointer(ptr, pool, shareData))

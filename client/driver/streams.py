@@ -121,6 +121,45 @@ def cuStreamGetCtx_v2(hStream, pCtx, pGreenCtx, per_thread=False):
     return cuStreamGetCtx(hStream, pCtx, per_thread=per_thread)
 
 
+def _attribute_value(value):
+    """A CUstreamAttrValue (CUlaunchAttributeValue) as the runtime's
+    cudaLaunchAttributeValue: the same union, members and numbering."""
+    return interposer.ffi.cast("union cudaLaunchAttributeValue *", value)
+
+
+@driver(stream_variants=True)
+def cuStreamGetAttribute(hStream, attr, value_out, per_thread=False):
+    """cudaStreamGetAttribute (client/stream_attributes.py): one set of
+    attributes per stream for both APIs; CUstreamAttrID numbers them alike."""
+    return _forward("cuStreamGetAttribute", runtime_streams.cudaStreamGetAttribute, hStream, attr,
+                    _attribute_value(value_out), per_thread=per_thread)
+
+
+@driver(stream_variants=True)
+def cuStreamSetAttribute(hStream, attr, value, per_thread=False):
+    return _forward("cuStreamSetAttribute", runtime_streams.cudaStreamSetAttribute, hStream, attr,
+                    _attribute_value(value), per_thread=per_thread)
+
+
+@driver(stream_variants=True)
+def cuStreamCopyAttributes(dst, src, per_thread=False):
+    """Both streams must be of one context (CUDA_ERROR_INVALID_VALUE
+    otherwise, as for streams of two devices)."""
+    check_stream(src, "cuStreamCopyAttributes")
+    check_stream(dst, "cuStreamCopyAttributes")
+    if _stream_context(dst, per_thread) is not _stream_context(src, per_thread):
+        raise CudaError(cudaError.cudaErrorInvalidValue, "cuStreamCopyAttributes: the streams belong to two contexts")
+    return from_runtime(runtime_streams.cudaStreamCopyAttributes(dst, src, per_thread))
+
+
+def _stream_context(hStream, per_thread: bool):
+    """The context a stream belongs to, as cuStreamGetCtx answers."""
+    value = address(hStream)
+    if value in (0, LEGACY_HANDLE, PER_THREAD_HANDLE):
+        return current_context("cuStreamCopyAttributes")
+    return contexts().owner(value, stream_of(hStream, per_thread).device.ordinal)
+
+
 @driver(stream_variants=True)
 def cuStreamAddCallback(hStream, callback, userData, flags, per_thread=False):
     """The callback gets the stream's status as a CUresult."""

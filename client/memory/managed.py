@@ -26,7 +26,7 @@ import functools
 import mmap
 import operator
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from rcuda._generated.cuda_enums import ENUMS, MACROS
 from rcuda.errors import CudaError, cudaError
@@ -112,6 +112,9 @@ class ManagedMemory:
         self._ranges: dict[int, ManagedRange] = {}
         self._bases: list[int] = []  # of _ranges, sorted
         self._arenas: dict[object, list[Arena]] = {}  # device -> its arenas
+        #: __managed__ variables of images the program loaded (cuLibraryGetManaged):
+        #: (device, module key, name) -> the host copy's address
+        self._loaded_variables: dict[tuple, int] = {}
 
     # ---------------------------------------------------------- making and freeing
 
@@ -166,6 +169,20 @@ class ManagedMemory:
             module.managed_ready = True
             return ready
 
+    def loaded_variable(self, runtime, device, module, name: str) -> tuple[int, int]:
+        """(host address, size) of __managed__ variable `name` of an image the
+        program loaded at run time (a library: cuLibraryGetManaged,
+        cudaLibraryGetManaged): mirrored as the program's own are, on
+        `device`, at its first request; the same copy after, for as long as
+        the session (the server keeps the image, and the same image loaded
+        again is the same module there)."""
+        key = (device, module.key, name)
+        with self._lock:
+            host = self._loaded_variables.get(key)
+            if host is None:
+                host = self._loaded_variables[key] = self._mirror_variable(runtime, device, module, name)
+            return host, self._ranges[host].size
+
     def _mirror_variable(self, runtime, device, module, name: str) -> int:
         ptr, size = device.symbol(module, name)
         if runtime.allocations.find(ptr) is None:
@@ -212,12 +229,15 @@ class ManagedMemory:
             for base in [b for b, r in self._ranges.items() if r.mirror.device is device]:
                 self._remove(base)
             self._arenas.pop(device, None)
+            for key in [k for k in self._loaded_variables if k[0] is device]:
+                del self._loaded_variables[key]
 
     def forget_all(self) -> None:
         with self._lock:
             self._ranges.clear()
             self._bases.clear()
             self._arenas.clear()
+            self._loaded_variables.clear()
 
     def stream_destroyed(self, stream) -> None:
         """Attachments to a destroyed stream revert to the allocation's

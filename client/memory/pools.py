@@ -25,10 +25,18 @@ Release: blocks whose free is known complete go back to the server
 release threshold, at cudaMemPoolTrimTo, and when a pool is destroyed.
 While a device has a pool that a synchronisation would change, its
 synchronous calls are made by Python, not C (RemoteDevice.pools_pending).
+
+Sharing between processes (client/runtime/pools.py): a pool created with
+a handle type has a share id, 16 random bytes that its shareable handle and
+its exported pointers carry; another process's import is a pool of its own,
+marked imported, that only maps pointers.  A block once exported
+(cudaMemPoolExportPointer) is not reused: its free gives it back to the
+server, which withdraws the export, so a stale export cannot open it.
 """
 from __future__ import annotations
 
 import itertools
+import secrets
 import threading
 from dataclasses import dataclass, field
 
@@ -46,17 +54,22 @@ class Block:
     freed_in: object = None   # the Stream whose order its free is in; None once the free is known complete
     freed_at: int = 0         # the process's count of stream-ordered frees at its free
     ordered_for: set = field(default_factory=set)  # other streams made to wait for the free (events)
+    exported: bool = False    # cudaMemPoolExportPointer: freed, it goes back to the server (never reused)
 
     def reusable_in(self, stream) -> bool:
         return self.freed_in is None or stream is self.freed_in or stream in self.ordered_for
 
 
 class MemoryPool:
-    def __init__(self, handle: int, device, is_default: bool, max_size: int = 0):
+    def __init__(self, handle: int, device, is_default: bool, max_size: int = 0, handle_types: int = 0,
+                 share_id: bytes | None = None, imported: bool = False):
         self.handle = handle
         self.device = device
         self.is_default = is_default
         self.max_size = max_size  # cudaMemPoolProps.maxSize: 0 is no limit
+        self.handle_types = handle_types  # cudaMemPoolProps.handleTypes: how it may be shared
+        self.share_id = share_id          # names it to other processes (a shareable pool's, or an import's)
+        self.imported = imported          # another process's pool: it maps pointers, never allocates
         self.destroyed = False
         self.release_threshold = 0
         self.follow_event_dependencies = True
@@ -132,16 +145,46 @@ class MemoryPools:
         return pool if pool is not None else self.default(device)
 
     def set_current(self, device, pool: MemoryPool) -> None:
+        if pool.imported:
+            raise CudaError(cudaError.cudaErrorInvalidValue,
+                            "cudaDeviceSetMemPool: an imported pool cannot allocate (another process's)")
         if pool.device is not device:
             raise CudaError(cudaError.cudaErrorInvalidValue,
                             f"cudaDeviceSetMemPool: the pool belongs to {pool.device.label}, not {device.label}")
         self._current[device] = pool
 
-    def create(self, device, max_size: int) -> MemoryPool:
+    def create(self, device, max_size: int, handle_types: int = 0) -> MemoryPool:
+        share_id = secrets.token_bytes(16) if handle_types else None
         with self._lock:
-            pool = MemoryPool(next(self._handles), device, False, max_size)
+            pool = MemoryPool(next(self._handles), device, False, max_size, handle_types, share_id)
             self._pools[pool.handle] = pool
         return pool
+
+    def import_pool(self, device, share_id: bytes, call: str) -> MemoryPool:
+        """cudaMemPoolImportFromShareableHandle: another process's pool, here."""
+        with self._lock:
+            if any(p.share_id == share_id and not p.imported for p in self._pools.values()):
+                raise CudaError(cudaError.cudaErrorInvalidValue,
+                                f"{call}: the pool is this process's own (import it in another)")
+            pool = MemoryPool(next(self._handles), device, False, share_id=share_id, imported=True)
+            self._pools[pool.handle] = pool
+        return pool
+
+    def exported_block(self, ptr: int, call: str) -> tuple[MemoryPool, Block]:
+        """cudaMemPoolExportPointer: the shareable pool's block handed out at
+        `ptr`, marked exported."""
+        with self._lock:
+            pool = self._owner.get(ptr)
+            block = pool.in_use.get(ptr) if pool is not None else None
+            if block is None:
+                raise CudaError(cudaError.cudaErrorInvalidValue,
+                                f"{call}: {ptr:#x} is not the start of memory a pool handed out")
+            if pool.share_id is None:
+                raise CudaError(cudaError.cudaErrorInvalidValue,
+                                f"{call}: {ptr:#x} is from a pool created without handle types "
+                                f"(cudaMemPoolProps.handleTypes): not shareable")
+            block.exported = True
+        return pool, block
 
     def pool(self, handle: int, call: str) -> MemoryPool:
         pool = self._pools.get(handle)
@@ -234,7 +277,8 @@ class MemoryPools:
                 raise CudaError(cudaError.cudaErrorInvalidValue, f"free of {ptr:#x}: freed already")
             block = pool.in_use.pop(ptr)
             pool.used -= block.size
-            if pool.destroyed:
+            release = pool.destroyed or block.exported  # an exported block's export ends with it
+            if release:
                 pool.reserved -= block.size
             else:
                 self._frees += 1
@@ -243,7 +287,7 @@ class MemoryPools:
                 # Work for a synchronisation: cheaper than _tell_devices, on the hot path.
                 self._now_pending(stream.device if stream is not None else pool.device)
         self.allocations.remove(ptr)
-        if pool.destroyed:
+        if release:
             self._give_back(pool.device, [block])
 
     # ---------------------------------------------------------- stream order

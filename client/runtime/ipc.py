@@ -1,5 +1,7 @@
 """CUDA runtime functions: IPC memory handles (cudaIpcGetMemHandle,
-cudaIpcOpenMemHandle, cudaIpcCloseMemHandle).
+cudaIpcOpenMemHandle, cudaIpcCloseMemHandle), and the byte formats of
+shared memory pools (client/runtime/pools.py's cudaMemPoolExport* and
+cudaMemPoolImport*), which travel the same way.
 
 Two client processes using the same GPU of one server share memory through
 it (server/ipc.py): the exporting process's session offers the allocation,
@@ -8,12 +10,21 @@ and carries the export's secret token; the opening process's session maps
 the same bytes.  Processes on other servers' GPUs cannot open it, as two
 hosts' GPUs cannot share memory.
 
+A pool's shareable handle is a file descriptor of a memfd holding a
+record (the GPU's UUID and the pool's 16 random bytes); the program passes
+it to other processes by its own means (SCM_RIGHTS, fork).  A pointer's
+export data (cudaMemPoolPtrExportData) carries the pool's bytes and the
+block's IPC export, which cudaMemPoolImportPointer opens as
+cudaIpcOpenMemHandle does; cudaFree closes it.
+
 Events cannot be shared (cudaDevAttrIpcEventSupport reads 0):
 cudaIpcGetEventHandle and cudaIpcOpenEventHandle answer cudaErrorNotSupported.
 """
 from __future__ import annotations
 
+import fcntl
 import os
+import stat
 import struct
 import threading
 
@@ -28,6 +39,15 @@ HANDLE = struct.Struct("<8s16s16s16sQ")
 MAGIC = b"rcudaIPC"
 #: cudaIpcOpenMemHandle's one flag.
 LAZY_ENABLE_PEER_ACCESS = 0x1
+#: cudaMemPoolPtrExportData's 64 bytes: magic, the pool's share id, the worker's name, the token, the size.
+POINTER = struct.Struct("<8s16s16s16sQ")
+POINTER_MAGIC = b"rcudaPTR"
+#: What a pool's shareable handle (a memfd) holds: magic, the GPU's UUID, the pool's share id.
+POOL_RECORD = struct.Struct("<8s16s16s")
+POOL_MAGIC = b"rcudaMPL"
+#: Who opened memory: a handle (cudaIpcOpenMemHandle) or a pool's pointer
+#: (cudaMemPoolImportPointer), each closed only by its own call.
+BY_HANDLE, BY_POOL = "handle", "pool"
 
 
 def rt():
@@ -40,8 +60,8 @@ class Opened:
 
     def __init__(self):
         self.lock = threading.Lock()
-        self.by_token: dict[bytes, list] = {}  # token -> [device, ptr, opens]
-        self.by_ptr: dict[int, bytes] = {}
+        self.by_token: dict[tuple, list] = {}  # (BY_HANDLE or BY_POOL, token) -> [device, ptr, opens, Allocation]
+        self.by_ptr: dict[int, tuple] = {}
 
 
 _opened = Opened()
@@ -56,14 +76,24 @@ def _forget_opened() -> None:
 os.register_at_fork(after_in_child=_forget_opened)
 
 
+def _uuid(device) -> bytes:
+    return bytes(device.properties.get("uuid", b"")).ljust(16, b"\0")[:16]
+
+
+def _export(ptr: int) -> tuple:
+    """The server's offer of the allocation starting at `ptr`: (device, worker, token, size)."""
+    allocation = rt().allocations.find(ptr)
+    device = allocation.device
+    reply, _ = device.request("ipc_export", ptr=ptr)
+    return device, bytes.fromhex(reply["worker"]), bytes.fromhex(reply["token"]), reply["size"]
+
+
 def get_handle(ptr: int, call: str) -> bytes:
     allocation = rt().allocations.find(ptr)
     if allocation is None or allocation.base != ptr:
         raise CudaError(cudaError.cudaErrorInvalidValue, f"{call}: {ptr:#x} is not the start of a device allocation")
-    device = allocation.device
-    reply, _ = device.request("ipc_export", ptr=ptr)
-    return HANDLE.pack(MAGIC, bytes(device.properties.get("uuid", b"")).ljust(16, b"\0")[:16],
-                       bytes.fromhex(reply["worker"]), bytes.fromhex(reply["token"]), reply["size"])
+    device, worker, token, size = _export(ptr)
+    return HANDLE.pack(MAGIC, _uuid(device), worker, token, size)
 
 
 def open_handle(raw: bytes, flags: int, call: str) -> int:
@@ -72,40 +102,123 @@ def open_handle(raw: bytes, flags: int, call: str) -> int:
         raise CudaError(cudaError.cudaErrorInvalidResourceHandle, f"{call}: not a handle cudaIpcGetMemHandle made")
     if flags & ~LAZY_ENABLE_PEER_ACCESS:
         raise CudaError(cudaError.cudaErrorInvalidValue, f"{call}: flags {flags:#x}")
-    with _opened.lock:
-        known = _opened.by_token.get(token)
-        if known is not None:
-            known[2] += 1
-            return known[1]
-    device = next((d for d in rt().devices if bytes(d.properties.get("uuid", b"")).ljust(16, b"\0")[:16] == uuid),
-                  None)
+    device = next((d for d in rt().devices if _uuid(d) == uuid), None)
     if device is None:
         raise CudaError(cudaError.cudaErrorInvalidResourceHandle,
                         f"{call}: the handle's GPU is none of this process's (another server's, or not in "
                         f"RCUDA_SERVERS / CUDA_VISIBLE_DEVICES)")
+    return _open(device, worker, token, BY_HANDLE)
+
+
+def _entry(key):
+    """(Under the lock.) What was opened as `key`, unless cudaDeviceReset
+    has unmapped it since (then it is forgotten)."""
+    entry = _opened.by_token.get(key)
+    if entry is not None and rt().allocations.find(entry[1]) is not entry[3]:
+        del _opened.by_token[key], _opened.by_ptr[entry[1]]
+        return None
+    return entry
+
+
+def _open(device, worker: bytes, token: bytes, kind: str) -> int:
+    """Map another process's export on `device` (once: again, counted)."""
+    key = (kind, token)
+    with _opened.lock:
+        known = _entry(key)
+        if known is not None:
+            known[2] += 1
+            return known[1]
     reply, _ = device.request("ipc_open", worker=worker.hex(), token=token.hex())
     ptr, size = reply["ptr"], reply["size"]
-    rt().allocations.add(ptr, size, device)
+    allocation = rt().allocations.add(ptr, size, device)
     with _opened.lock:
-        _opened.by_token[token] = [device, ptr, 1]
-        _opened.by_ptr[ptr] = token
+        _opened.by_token[key] = [device, ptr, 1, allocation]
+        _opened.by_ptr[ptr] = key
     return ptr
 
 
-def close_handle(ptr: int, call: str) -> None:
+def opened_from_pool(ptr: int) -> bool:
+    """Whether `ptr` is memory cudaMemPoolImportPointer mapped (cudaFree closes it)."""
     with _opened.lock:
-        token = _opened.by_ptr.get(ptr)
-        if token is None:
-            raise CudaError(cudaError.cudaErrorInvalidValue, f"{call}: {ptr:#x} is not memory cudaIpcOpenMemHandle "
-                                                             f"returned")
-        entry = _opened.by_token[token]
+        key = _opened.by_ptr.get(ptr)
+        return key is not None and key[0] == BY_POOL and _entry(key) is not None
+
+
+def close_handle(ptr: int, call: str, kind: str = BY_HANDLE) -> None:
+    with _opened.lock:
+        key = _opened.by_ptr.get(ptr)
+        if key is None or key[0] != kind or _entry(key) is None:
+            what = "cudaIpcOpenMemHandle" if kind == BY_HANDLE else "cudaMemPoolImportPointer"
+            raise CudaError(cudaError.cudaErrorInvalidValue, f"{call}: {ptr:#x} is not memory {what} returned")
+        entry = _opened.by_token[key]
         entry[2] -= 1
         if entry[2]:
             return
-        del _opened.by_token[token], _opened.by_ptr[ptr]
+        del _opened.by_token[key], _opened.by_ptr[ptr]
     device = entry[0]
     rt().allocations.remove(ptr)
     device.request("ipc_close", ptr=ptr)
+
+
+# ------------------------------------------------------------------ memory pools (client/runtime/pools.py)
+
+
+def pool_handle(device, share_id: bytes) -> int:
+    """cudaMemPoolExportToShareableHandle: a new descriptor of a sealed
+    memfd naming the pool; the program owns it (and closes it)."""
+    fd = os.memfd_create("rcuda-pool", os.MFD_ALLOW_SEALING)  # no CLOEXEC: a child may exec and inherit it
+    try:
+        os.write(fd, POOL_RECORD.pack(POOL_MAGIC, _uuid(device), share_id))
+        fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_WRITE
+                    | fcntl.F_SEAL_SEAL)
+    except OSError:
+        os.close(fd)
+        raise
+    return fd
+
+
+def read_pool_handle(fd: int, call: str) -> tuple:
+    """(the GPU of this process, the pool's share id) that a descriptor
+    pool_handle made names; cudaErrorInvalidValue for anything else."""
+    try:
+        if not 0 <= fd < 1 << 31 or not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError("not a file descriptor of a pool (cudaMemPoolExportToShareableHandle's)")
+        raw = os.pread(fd, POOL_RECORD.size + 1, 0)
+    except OSError as exc:
+        raise CudaError(cudaError.cudaErrorInvalidValue, f"{call}: descriptor {fd}: {exc}") from None
+    if len(raw) != POOL_RECORD.size or not raw.startswith(POOL_MAGIC):
+        raise CudaError(cudaError.cudaErrorInvalidValue,
+                        f"{call}: descriptor {fd} is not a pool's shareable handle (cudaMemPoolExportToShareableHandle)")
+    _, uuid, share_id = POOL_RECORD.unpack(raw)
+    device = next((d for d in rt().devices if _uuid(d) == uuid), None)
+    if device is None:
+        raise CudaError(cudaError.cudaErrorInvalidValue,
+                        f"{call}: the pool's GPU is none of this process's (another server's, or not in "
+                        f"RCUDA_SERVERS / CUDA_VISIBLE_DEVICES)")
+    return device, share_id
+
+
+def export_block(ptr: int, share_id: bytes) -> bytes:
+    """cudaMemPoolExportPointer: the 64 bytes that name the pool's block at `ptr`."""
+    _, worker, token, size = _export(ptr)
+    return POINTER.pack(POINTER_MAGIC, share_id, worker, token, size)
+
+
+def import_block(raw: bytes, device, share_id: bytes, call: str) -> int:
+    """cudaMemPoolImportPointer into the imported pool `share_id` on
+    `device`: the block mapped here.  What CUDA documents for a bad or
+    stale export is cudaErrorInvalidValue."""
+    magic, pool_id, worker, token, _ = POINTER.unpack(raw)
+    if magic != POINTER_MAGIC:
+        raise CudaError(cudaError.cudaErrorInvalidValue, f"{call}: not data cudaMemPoolExportPointer made")
+    if pool_id != share_id:
+        raise CudaError(cudaError.cudaErrorInvalidValue, f"{call}: the pointer is another pool's")
+    try:
+        return _open(device, worker, token, BY_POOL)
+    except CudaError as exc:
+        if exc.status in (cudaError.cudaErrorInvalidResourceHandle, cudaError.cudaErrorDeviceUninitialized):
+            raise CudaError(cudaError.cudaErrorInvalidValue, f"{call}: {exc}") from None
+        raise
 
 
 @cuda()

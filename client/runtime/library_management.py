@@ -1,7 +1,8 @@
 """The runtime's library management and kernel handles: cudaLibraryLoadData,
 cudaLibraryLoadFromFile, cudaLibraryUnload, cudaLibraryGetKernel,
 cudaLibraryGetKernelCount, cudaLibraryEnumerateKernels,
-cudaLibraryGetGlobal, cudaGetKernel, cudaKernelSetAttributeForDevice.
+cudaLibraryGetGlobal, cudaLibraryGetManaged, cudaLibraryGetUnifiedFunction,
+cudaGetKernel, cudaKernelSetAttributeForDevice.
 
 The runtime face of the driver's cuLibrary*/cuKernel*: a cudaLibrary_t is
 a CUlibrary and a cudaKernel_t a CUkernel, the same objects
@@ -14,8 +15,15 @@ pointer; after its first launch on a device, C records its launches there
 as it does a host stub's.  A kernel of the program's own is its host stub
 (cudaGetKernel gives the stub's address, as __cudaGetKernel does).
 
-cudaLibraryGetManaged and cudaLibraryGetUnifiedFunction are not here
-(cudaErrorNotSupported): the driver API has no twin of them in rcuda.
+A library's __managed__ variable (cudaLibraryGetManaged, cuLibraryGetManaged)
+is mirrored as the program's own __managed__ variables are
+(client/memory/managed.py): the copy on the device the library was loaded
+on first, with host memory holding its bytes at another address, which is
+the pointer the program gets (kernels reach the variable by name).  No
+device rcuda serves has unified function pointers
+(CU_DEVICE_ATTRIBUTE_UNIFIED_FUNCTION_POINTERS reads 0), so
+cudaLibraryGetUnifiedFunction finds none, as CUDA documents for such a
+system.
 """
 from __future__ import annotations
 
@@ -123,6 +131,46 @@ def cudaLibraryGetGlobal(dptr, bytes, library, name):  # noqa: A002 - the header
     if bytes != ffi.NULL:
         bytes[0] = size
     return SUCCESS
+
+
+def managed_variable(library: DriverLibrary, name: str, what: str) -> tuple[int, int]:
+    """(host address, size) of the library's __managed__ variable `name`,
+    on the device it was first loaded on; cudaErrorSymbolNotFound
+    (CUDA_ERROR_NOT_FOUND) when it has no such managed variable."""
+    variable = library.module.parsed.variables().get(name)
+    if variable is None or not variable.managed:
+        raise CudaError(cudaError.cudaErrorSymbolNotFound,
+                        f"{what}: the library has no __managed__ variable {name!r}"
+                        + (" (it is a __device__ one: cudaLibraryGetGlobal)" if variable is not None else ""))
+    device = next(iter(library.modules))  # loaded there by cudaLibraryLoad*
+    return interposer.rt.managed.loaded_variable(interposer.rt, device, library.module, name)
+
+
+@cuda()
+def cudaLibraryGetManaged(dptr, bytes, library, name):  # noqa: A002 - the header's name
+    """One of dptr and bytes may be NULL, not both."""
+    what = "cudaLibraryGetManaged"
+    ffi = interposer.ffi
+    if dptr == ffi.NULL and bytes == ffi.NULL:
+        raise CudaError(cudaError.cudaErrorInvalidValue, f"{what}: dptr and bytes are both NULL")
+    ptr, size = managed_variable(_library(library, what), _name(name, what), what)
+    if dptr != ffi.NULL:
+        dptr[0] = ffi.cast("void *", ptr)
+    if bytes != ffi.NULL:
+        bytes[0] = size
+    return SUCCESS
+
+
+@cuda()
+def cudaLibraryGetUnifiedFunction(fptr, library, symbol):
+    """None is found (cudaErrorSymbolNotFound, the driver's
+    CUDA_ERROR_NOT_FOUND), as CUDA answers on a system without unified
+    function pointers."""
+    what = "cudaLibraryGetUnifiedFunction"
+    out_pointer(fptr, "fptr")
+    _library(library, what)
+    raise CudaError(cudaError.cudaErrorSymbolNotFound, f"{what}: no unified function {_name(symbol, what)!r}: no "
+                                                       f"device rcuda serves has unified function pointers")
 
 
 # ---------------------------------------------------------------- kernel handles

@@ -33,6 +33,7 @@ from .. import graphs, interposer
 from ..capture import Recording
 from ..memory import pointers
 from ..streams import LEGACY_STREAM_ID
+from . import ipc
 from .core import SUCCESS, cuda
 from ..interposer import address, out_pointer, stream_of
 
@@ -101,7 +102,8 @@ def graph_memory(device, size: int, call: str) -> graphs.GraphMemory:
 @cuda()
 def cudaFree(devPtr):
     """Memory from a pool (cudaMallocAsync) goes back to its pool, its work
-    done: CUDA makes the program vouch for that and does not synchronise."""
+    done: CUDA makes the program vouch for that and does not synchronise.
+    Another process's pool memory (cudaMemPoolImportPointer) is unmapped."""
     ptr = address(devPtr)
     if ptr == 0:
         rt().device()  # cudaFree(0) initialises the runtime, nothing more
@@ -111,6 +113,9 @@ def cudaFree(devPtr):
         return SUCCESS
     if rt().pools.owner(ptr) is not None:
         rt().pools.free(ptr)
+        return SUCCESS
+    if ipc.opened_from_pool(ptr):  # cudaMemPoolImportPointer's: unmapped at its last free
+        ipc.close_handle(ptr, "cudaFree", ipc.BY_POOL)
         return SUCCESS
     if ptr in rt().graphs.memory:  # a graph's: its use ends, the memory stays for the graph's next launch
         return SUCCESS

@@ -4,9 +4,12 @@
 Pools are kept in the client (client/memory/pools.py says how blocks are
 reused in stream order and when they go back to the server).  What differs
 from a local GPU:
-  * pools hold device memory only (no host or managed pools) and cannot be
-    shared between processes (cudaMemPoolExportToShareableHandle & co.
-    answer cudaErrorNotSupported);
+  * pools hold device memory only (no host or managed pools);
+  * pools are shared between processes of one server's sessions only, with
+    shareable handles of the POSIX file descriptor kind: the descriptor is
+    a memfd naming the pool, an exported pointer carries its block's IPC
+    export (client/runtime/ipc.py), and a block once exported is given back
+    to the server when freed rather than reused;
   * cudaMemPoolSetAccess opens the pool's memory to kernels of another GPU
     of the same server (block by block, on the server); a GPU of another
     server cannot be given access (cudaErrorInvalidDevice), as kernels
@@ -21,6 +24,7 @@ from rcuda._generated.cuda_enums import ENUMS
 from rcuda.errors import CudaError, cudaError
 
 from .. import graphs, interposer
+from . import ipc
 from .core import SUCCESS, cuda
 from ..interposer import address, out_pointer, stream_of
 from .memory import cudaFree, graph_memory
@@ -32,6 +36,8 @@ LOCATIONS_ON_HOST = {LOCATIONS[name] for name in ("cudaMemLocationTypeHost", "cu
                                                   "cudaMemLocationTypeHostNumaCurrent")}
 ALLOCATION_PINNED = ENUMS["cudaMemAllocationType"]["cudaMemAllocationTypePinned"]
 ALLOCATION_MANAGED = ENUMS["cudaMemAllocationType"]["cudaMemAllocationTypeManaged"]
+HANDLE_TYPES = ENUMS["cudaMemAllocationHandleType"]
+POSIX_FD = HANDLE_TYPES["cudaMemHandleTypePosixFileDescriptor"]
 ACCESS_FLAGS = ENUMS["cudaMemAccessFlags"]
 READ_WRITE = ACCESS_FLAGS["cudaMemAccessFlagsProtReadWrite"]
 NO_ACCESS = ACCESS_FLAGS["cudaMemAccessFlagsProtNone"]
@@ -104,6 +110,9 @@ def cudaMallocAsync(devPtr, size, hStream, per_thread=False):
 @cuda(stream_variants=True)
 def cudaMallocFromPoolAsync(ptr, size, memPool, stream, per_thread=False):
     pool = _pool(memPool, "cudaMallocFromPoolAsync")
+    if pool.imported:
+        raise CudaError(cudaError.cudaErrorInvalidValue,
+                        "cudaMallocFromPoolAsync: an imported pool cannot allocate (another process's)")
     return _allocate(ptr, size, pool, stream_of(stream, per_thread), "cudaMallocFromPoolAsync")
 
 
@@ -189,11 +198,15 @@ def cudaMemPoolCreate(memPool, poolProps):
     props = out_pointer(poolProps, "poolProps")
     _check_pinned(props.allocType, "cudaMemPoolCreate")
     device = _location_device(props.location, "cudaMemPoolCreate")
-    if props.handleTypes or props.usage:
+    if props.handleTypes & ~device.properties.get("memoryPoolSupportedHandleTypes", 0):
         raise CudaError(cudaError.cudaErrorNotSupported,
-                        f"cudaMemPoolCreate: handle types {props.handleTypes:#x}, usage {props.usage:#x}: "
-                        f"rcuda's pools cannot be shared between processes or decompress")
-    memPool[0] = _handle(rt().pools.create(device, props.maxSize))
+                        f"cudaMemPoolCreate: handle types {props.handleTypes:#x}: {device.label} shares pools "
+                        f"with handles of types {device.properties.get('memoryPoolSupportedHandleTypes', 0):#x} "
+                        f"only (cudaMemHandleTypePosixFileDescriptor, between sessions of a sim server)")
+    if props.usage:
+        raise CudaError(cudaError.cudaErrorNotSupported,
+                        f"cudaMemPoolCreate: usage {props.usage:#x}: rcuda's pools do not decompress")
+    memPool[0] = _handle(rt().pools.create(device, props.maxSize, props.handleTypes))
     return SUCCESS
 
 
@@ -235,7 +248,7 @@ def cudaMemPoolSetAttribute(memPool, attr, value):
     if name in WATERMARKS:
         if source[0] != 0:
             raise CudaError(cudaError.cudaErrorInvalidValue,
-                            f"cudaMemPoolSetAttribute: a high watermark can only be reset, with 0")
+                            "cudaMemPoolSetAttribute: a high watermark can only be reset, with 0")
         setattr(pool, name, getattr(pool, WATERMARKS[name]))
     elif name == "release_threshold":
         pool.release_threshold = source[0]
@@ -281,4 +294,79 @@ def cudaMemPoolGetAccess(flags, memPool, location):
     pool = _pool(memPool, "cudaMemPoolGetAccess")
     device = _location_device(location, "cudaMemPoolGetAccess")
     flags[0] = READ_WRITE if device is pool.device else pool.access.get(device, NO_ACCESS)
+    return SUCCESS
+
+
+# ------------------------------------------------------------------ sharing between processes
+
+
+def _shareable_type(handle_type: int, call: str) -> None:
+    if handle_type != POSIX_FD:
+        status = cudaError.cudaErrorNotSupported if handle_type in HANDLE_TYPES.values() and handle_type \
+            else cudaError.cudaErrorInvalidValue
+        raise CudaError(status, f"{call}: handle type {handle_type}: rcuda shares pools as POSIX file "
+                                f"descriptors only (cudaMemHandleTypePosixFileDescriptor)")
+
+
+@cuda()
+def cudaMemPoolExportToShareableHandle(shareableHandle, memPool, handleType, flags):
+    """The handle is a new file descriptor (the program closes it) of a
+    sealed memfd naming the pool; another process of a session of the same
+    server imports it."""
+    call = "cudaMemPoolExportToShareableHandle"
+    out_pointer(shareableHandle, "shareableHandle")
+    pool = _pool(memPool, call)
+    if flags:
+        raise CudaError(cudaError.cudaErrorInvalidValue, f"{call}: flags {flags:#x} (must be 0)")
+    if pool.imported or not pool.handle_types & handleType or handleType != POSIX_FD:
+        raise CudaError(cudaError.cudaErrorInvalidValue,
+                        f"{call}: handle type {handleType}: the pool was created with handle types "
+                        f"{pool.handle_types:#x}" + (" (an imported pool)" if pool.imported else ""))
+    interposer.ffi.cast("int *", shareableHandle)[0] = ipc.pool_handle(pool.device, pool.share_id)
+    return SUCCESS
+
+
+@cuda()
+def cudaMemPoolImportFromShareableHandle(memPool, shareableHandle, handleType, flags):
+    """A pool of this process that maps the exporter's pointers
+    (cudaMemPoolImportPointer) and never allocates.  The descriptor stays
+    the program's."""
+    call = "cudaMemPoolImportFromShareableHandle"
+    out_pointer(memPool, "memPool")
+    if flags:
+        raise CudaError(cudaError.cudaErrorInvalidValue, f"{call}: flags {flags:#x} (must be 0)")
+    _shareable_type(handleType, call)
+    device, share_id = ipc.read_pool_handle(address(shareableHandle), call)
+    memPool[0] = _handle(rt().pools.import_pool(device, share_id, call))
+    return SUCCESS
+
+
+@cuda()
+def cudaMemPoolExportPointer(exportData, ptr):
+    """64 bytes naming the block at `ptr` of a shareable pool: its IPC
+    export (server/ipc.py).  From now on the block is not reused: freed,
+    it goes back to the server, and its export with it."""
+    call = "cudaMemPoolExportPointer"
+    out_pointer(exportData, "exportData")
+    pool, block = rt().pools.exported_block(address(ptr), call)
+    raw = ipc.export_block(block.base, pool.share_id)
+    interposer.ffi.memmove(exportData, raw, len(raw))
+    return SUCCESS
+
+
+@cuda()
+def cudaMemPoolImportPointer(ptr, memPool, exportData):
+    """The exporter's block, mapped here (the same pointer again if imported
+    before, counted); cudaFree or cudaFreeAsync unmaps it.  A stale export
+    (freed, or its process gone) is cudaErrorInvalidValue."""
+    call = "cudaMemPoolImportPointer"
+    out_pointer(ptr, "ptr")
+    out_pointer(exportData, "exportData")
+    pool = _pool(memPool, call)
+    if not pool.imported:
+        raise CudaError(cudaError.cudaErrorInvalidValue,
+                        f"{call}: the pool is this process's own, not one cudaMemPoolImportFromShareableHandle "
+                        f"returned")
+    raw = bytes(interposer.ffi.buffer(interposer.ffi.cast("char *", exportData), ipc.POINTER.size))
+    ptr[0] = interposer.ffi.cast("void *", ipc.import_block(raw, pool.device, pool.share_id, call))
     return SUCCESS

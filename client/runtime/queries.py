@@ -165,22 +165,86 @@ def _limit_name(limit: int) -> str:
     raise CudaError(cudaError.cudaErrorUnsupportedLimit, f"cudaLimit {limit}")
 
 
-_cache_config = {"device": ENUMS["cudaFuncCache"]["cudaFuncCachePreferNone"]}
+PREFER_NONE = ENUMS["cudaFuncCache"]["cudaFuncCachePreferNone"]
+#: cudaDeviceSetCacheConfig's preference per device ordinal (the primary
+#: context's; cuCtxSetCacheConfig of a created context keeps its own).
+_cache_configs: dict[int, int] = {}
+
+
+def check_cache_config(config: int, call: str) -> int:
+    if config not in FUNC_CACHES:
+        raise CudaError(cudaError.cudaErrorInvalidValue, f"{call}: cudaFuncCache {config}")
+    return config
+
+
+def device_cache_config(ordinal: int) -> int:
+    return _cache_configs.get(ordinal, PREFER_NONE)
+
+
+def set_device_cache_config(ordinal: int, config: int, call: str) -> None:
+    """A preference CUDA may ignore; remembered, not applied."""
+    _cache_configs[ordinal] = check_cache_config(config, call)
 
 
 @cuda()
 def cudaDeviceSetCacheConfig(cacheConfig):
-    """A preference CUDA may ignore; remembered, not applied."""
-    if cacheConfig not in FUNC_CACHES:
-        raise CudaError(cudaError.cudaErrorInvalidValue, f"cudaFuncCache {cacheConfig}")
-    _cache_config["device"] = cacheConfig
+    set_device_cache_config(rt().device().ordinal, cacheConfig, "cudaDeviceSetCacheConfig")
     return SUCCESS
 
 
 @cuda()
 def cudaDeviceGetCacheConfig(pCacheConfig):
     out_pointer(pCacheConfig, "pCacheConfig")
-    pCacheConfig[0] = _cache_config["device"]
+    pCacheConfig[0] = device_cache_config(rt().device().ordinal)
+    return SUCCESS
+
+
+#: The shared memory bank size every device rcuda serves has: banks are four
+#: bytes wide and fixed on every GPU CUDA 13 supports (compute capability
+#: 7.5 on), so cudaDeviceGetSharedMemConfig reads it and setting another
+#: does nothing, as cuda_runtime_api.h documents for such devices.
+BANK_SIZE_FOUR_BYTE = ENUMS["cudaSharedMemConfig"]["cudaSharedMemBankSizeFourByte"]
+
+
+def check_shared_mem_config(config: int, call: str) -> None:
+    if config not in SHARED_MEM_CONFIGS:
+        raise CudaError(cudaError.cudaErrorInvalidValue, f"{call}: cudaSharedMemConfig {config}")
+
+
+@cuda()
+def cudaDeviceGetSharedMemConfig(pConfig):
+    """The hardware's fixed bank size (deprecated in CUDA 13, kept)."""
+    out_pointer(pConfig, "pConfig")
+    rt().device()
+    pConfig[0] = BANK_SIZE_FOUR_BYTE
+    return SUCCESS
+
+
+@cuda()
+def cudaDeviceSetSharedMemConfig(config):
+    """Checked; does nothing on devices whose bank size is fixed (all of rcuda's)."""
+    check_shared_mem_config(config, "cudaDeviceSetSharedMemConfig")
+    rt().device()
+    return SUCCESS
+
+
+@cuda()
+def cudaSetValidDevices(device_arr, length):
+    """The list is checked.  Every device rcuda serves works, so
+    the first listed is the one CUDA settles on: it becomes the calling
+    thread's device unless the thread has a current context already
+    (cudaSetDevice, or a runtime call that used a device).  Other threads
+    start on device 0, as without a list."""
+    devices = rt().devices
+    if length < 0 or length > len(devices) or (length and device_arr == interposer.ffi.NULL):
+        raise CudaError(cudaError.cudaErrorInvalidValue,
+                        f"cudaSetValidDevices: {length} devices of {len(devices)}, device_arr "
+                        f"{'NULL' if device_arr == interposer.ffi.NULL else 'given'}")
+    listed = [device_arr[i] for i in range(length)]
+    for ordinal in listed:
+        rt().device(ordinal)  # cudaErrorInvalidDevice
+    if listed and rt().contexts.current("cudaSetValidDevices") is None:
+        rt().set_device(listed[0])
     return SUCCESS
 
 
@@ -194,6 +258,96 @@ def cudaProfilerStart():
 @cuda()
 def cudaProfilerStop():
     return SUCCESS
+
+
+# ------------------------------------------------------------------ GPUDirect RDMA, atomics
+
+#: cudaFlushGPUDirectRDMAWritesOptionHost: the device supports the flush call.
+FLUSH_OPTION_HOST = 1 << 0
+FLUSH_TARGETS = set(ENUMS["cudaFlushGPUDirectRDMAWritesTarget"].values())
+FLUSH_SCOPES = set(ENUMS["cudaFlushGPUDirectRDMAWritesScope"].values())
+
+
+@cuda()
+def cudaDeviceFlushGPUDirectRDMAWrites(target, scope):
+    """As the current device's cudaDevAttrGPUDirectRDMAFlushWritesOptions
+    says: without its Host bit (the sim's 0) the call is not supported
+    (cudaErrorNotSupported, returned quietly: it is the documented answer);
+    with it, there is nothing to flush: nothing rcuda writes reaches a
+    device through a GPUDirect RDMA mapping."""
+    if target not in FLUSH_TARGETS:
+        raise CudaError(cudaError.cudaErrorInvalidValue, f"cudaDeviceFlushGPUDirectRDMAWrites: target {target}")
+    if scope not in FLUSH_SCOPES:
+        raise CudaError(cudaError.cudaErrorInvalidValue, f"cudaDeviceFlushGPUDirectRDMAWrites: scope {scope}")
+    options = rt().device().attributes.get("cudaDevAttrGPUDirectRDMAFlushWritesOptions", 0)
+    return SUCCESS if options & FLUSH_OPTION_HOST else int(cudaError.cudaErrorNotSupported)
+
+
+#: cudaAtomicOperationCapability's bits (cuda_runtime_api.h).
+ATOMIC_SIGNED, ATOMIC_UNSIGNED, ATOMIC_REDUCTION, ATOMIC_SCALAR32, ATOMIC_SCALAR64 = (1 << b for b in range(5))
+ATOMIC_OPERATIONS = ENUMS["cudaAtomicOperation"]
+_INTEGER = ATOMIC_SIGNED | ATOMIC_UNSIGNED | ATOMIC_SCALAR32 | ATOMIC_SCALAR64
+#: What a link with native atomics offers for each cudaAtomicOperation: the
+#: scalar atomics PTX's atom/red instructions have on global memory (no
+#: 128-bit or vector forms claimed, nor floating-point minimum and maximum).
+NATIVE_ATOMICS = {
+    "cudaAtomicOperationIntegerAdd": _INTEGER | ATOMIC_REDUCTION,
+    "cudaAtomicOperationIntegerMin": _INTEGER | ATOMIC_REDUCTION,
+    "cudaAtomicOperationIntegerMax": _INTEGER | ATOMIC_REDUCTION,
+    "cudaAtomicOperationIntegerIncrement": ATOMIC_UNSIGNED | ATOMIC_SCALAR32 | ATOMIC_REDUCTION,
+    "cudaAtomicOperationIntegerDecrement": ATOMIC_UNSIGNED | ATOMIC_SCALAR32 | ATOMIC_REDUCTION,
+    "cudaAtomicOperationAnd": _INTEGER | ATOMIC_REDUCTION,
+    "cudaAtomicOperationOr": _INTEGER | ATOMIC_REDUCTION,
+    "cudaAtomicOperationXOR": _INTEGER | ATOMIC_REDUCTION,
+    "cudaAtomicOperationExchange": _INTEGER,
+    "cudaAtomicOperationCAS": _INTEGER,
+    "cudaAtomicOperationFloatAdd": ATOMIC_SCALAR32 | ATOMIC_SCALAR64 | ATOMIC_REDUCTION,
+    "cudaAtomicOperationFloatMin": 0,
+    "cudaAtomicOperationFloatMax": 0,
+}
+_OPERATION_NAMES = {number: name for name, number in ATOMIC_OPERATIONS.items()}
+
+
+def atomic_capabilities(capabilities, operations, count: int, native: bool, call: str) -> int:
+    """Each operation's capability bits over a link: NATIVE_ATOMICS' when
+    the link has native atomics, else none."""
+    ffi = interposer.ffi
+    if capabilities == ffi.NULL or operations == ffi.NULL or count == 0:
+        raise CudaError(cudaError.cudaErrorInvalidValue, f"{call}: capabilities or operations NULL, or count 0")
+    names = []
+    for i in range(count):  # all checked before any is written
+        name = _OPERATION_NAMES.get(operations[i])
+        if name is None:
+            raise CudaError(cudaError.cudaErrorInvalidValue, f"{call}: operations[{i}] = {operations[i]} is not a "
+                                                             f"cudaAtomicOperation")
+        names.append(name)
+    for i, name in enumerate(names):
+        capabilities[i] = NATIVE_ATOMICS[name] if native else 0
+    return SUCCESS
+
+
+@cuda()
+def cudaDeviceGetHostAtomicCapabilities(capabilities, operations, count, device):
+    """None: rcuda's devices are not on this host's bus (hostNativeAtomicSupported 0)."""
+    found = rt().device(device)
+    native = bool(found.attributes.get("cudaDevAttrHostNativeAtomicSupported", 0))
+    return atomic_capabilities(capabilities, operations, count, native, "cudaDeviceGetHostAtomicCapabilities")
+
+
+@cuda()
+def cudaDeviceGetP2PAtomicCapabilities(capabilities, operations, count, srcDevice, dstDevice):
+    """The link's, as cudaDeviceGetP2PAttribute reads it: none unless its
+    server says the two GPUs have native atomics between them (never on the
+    sim, nor across servers), and none when only some are (a partial link
+    cannot say which)."""
+    call = "cudaDeviceGetP2PAtomicCapabilities"
+    source, destination = rt().device(srcDevice), rt().device(dstDevice)
+    if source is destination:
+        raise CudaError(cudaError.cudaErrorInvalidDevice, f"{call}: {source.label} is both ends of the link")
+    link = rt().peer_copies.link_attribute
+    native = (link(source, destination, "cudaDevP2PAttrNativeAtomicSupported")
+              and not link(source, destination, "cudaDevP2PAttrOnlyPartialNativeAtomicSupported"))
+    return atomic_capabilities(capabilities, operations, count, bool(native), call)
 
 
 # ------------------------------------------------------------------ kernels
@@ -246,14 +400,21 @@ def cudaFuncGetName(name, func):
 
 @cuda()
 def cudaFuncGetParamInfo(func, paramIndex, paramOffset, paramSize):
-    params = _kernel(func).params
-    if paramIndex >= len(params.offsets):
+    return param_info(_kernel(func), paramIndex, paramOffset, paramSize, "cudaFuncGetParamInfo")
+
+
+def param_info(kernel, index: int, offset_out, size_out, call: str) -> int:
+    """Where parameter `index` of `kernel` sits in its parameter block (the
+    layout launches pack: client/modules.py KernelParams); `size_out` may
+    be NULL (cudaFuncGetParamInfo, cuFuncGetParamInfo, cuKernelGetParamInfo)."""
+    out_pointer(offset_out, "paramOffset")
+    params = kernel.params
+    if index >= len(params.offsets):
         raise CudaError(cudaError.cudaErrorInvalidValue,
-                        f"cudaFuncGetParamInfo: the kernel has {len(params.offsets)} parameters, not {paramIndex + 1}")
-    if paramOffset != interposer.ffi.NULL:
-        paramOffset[0] = params.offsets[paramIndex]
-    if paramSize != interposer.ffi.NULL:
-        paramSize[0] = params.sizes[paramIndex]
+                        f"{call}: the kernel has {len(params.offsets)} parameters, not {index + 1}")
+    offset_out[0] = params.offsets[index]
+    if size_out != interposer.ffi.NULL:
+        size_out[0] = params.sizes[index]
     return SUCCESS
 
 

@@ -289,6 +289,63 @@ def destroy_all(handles) -> None:
             cudaEventDestroy(handle)
 
 
+# ------------------------------------------------------------------ a device's work as a whole (cuCtxRecordEvent)
+
+
+def _refuse_captures(device, call: str) -> None:
+    """CUDA refuses a context-wide record or wait while a stream of the
+    context captures, and invalidates those captures."""
+    captures = [c for c in rt().captures.active_on(device) if c.status == ACTIVE]
+    for capture in captures:
+        capture.invalidate(f"{call} during the capture")
+    if captures:
+        raise CudaError(cudaError.cudaErrorStreamCaptureUnsupported,
+                        f"{call}: a stream of {device.label} is capturing")
+
+
+def record_device_work(event, device, call: str) -> None:
+    """`event` recorded after all work sent so far to any stream of
+    `device` (the legacy stream, the program's streams, every thread's
+    default stream): a scratch event recorded in each is waited for by a
+    stream of rcuda's own, in which `event` is recorded.  No stream the
+    program uses waits for anything."""
+    _refuse_captures(device, call)
+    streams = rt().streams
+    gather, scratch, _ = streams.internal(device)
+    for stream in streams.of_device(device):
+        device.post("event_record", event=scratch.id, stream=stream.id)
+        device.post("stream_wait", stream=gather.id, event=scratch.id)
+    device.post("event_record", event=event.id, stream=gather.id)
+    event.captured = None
+    event.frees_before = None  # many streams' frees: none is known ordered before it (client/memory/pools.py)
+
+
+def wait_device(device, event, call: str) -> None:
+    """Every stream of `device`, those made later included, waits for
+    `event`'s last record: each stream waits for it now, and streams made
+    from now on wait for a barrier event recorded after it.  An event of
+    another GPU is waited for here, on the host, as cudaStreamWaitEvent does
+    across GPUs: all later work then comes after it."""
+    recorded = event.captured
+    if recorded is not None and recorded[0].status == ACTIVE:
+        recorded[0].invalidate(f"{call} on an event recorded in the capture")
+        raise CudaError(cudaError.cudaErrorStreamCaptureUnsupported,
+                        f"{call}: the event was recorded in a capture that is still going on")
+    _refuse_captures(device, call)
+    if event.device is not device:
+        event.device.request("event_sync", event=event.id)
+        rt().pools.event_synchronized(event)
+        return
+    streams = rt().streams
+    for stream in streams.of_device(device):
+        device.post("stream_wait", stream=stream.id, event=event.id)
+        rt().pools.event_waited(stream, event)
+    gather, _, barrier = streams.internal(device)
+    device.post("stream_wait", stream=gather.id, event=event.id)
+    device.post("event_record", event=barrier.id, stream=gather.id)
+    streams.set_barrier(device, barrier)
+
+
 # ------------------------------------------------------------------ events
 
 

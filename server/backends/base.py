@@ -266,6 +266,13 @@ class Device(abc.ABC):
     def surface_destroy(self, handle: int) -> None:
         raise CudaError(cudaError.cudaErrorNotSupported, f"{type(self).__name__}: no surface objects")
 
+    def bind_reference(self, module_key: str, name: str, surface: bool, resource: dict,
+                       texture: dict | None) -> None:
+        """Bind the driver's legacy texture (or surface) reference `name` of
+        a loaded module to `resource` for its kernels' next
+        launches, sampled as `texture` (cudaTextureDesc's fields) says."""
+        raise CudaError(cudaError.cudaErrorNotSupported, f"{type(self).__name__}: no texture references")
+
     # ---------------------------------------------------------- code
 
     @abc.abstractmethod

@@ -394,3 +394,98 @@ def create_surface(resource: CUDA_RESOURCE_DESC) -> int:
 
 def destroy_surface(handle: int) -> None:
     call("cuSurfObjectDestroy", handle)
+
+
+# ---------------------------------------------------------------- texture and surface references
+# The driver's legacy references (a module's `.global .texref` / `.surfref`,
+# what `texture<>` and `surface<>` declared), bound on the module the GPU
+# loaded: cuModuleGetTexRef and one cuTexRefSet* per part of the state.
+# The driver keeps the state and applies it to the module's next launches.
+
+#: cuda.h's CU_TRSA_OVERRIDE_FORMAT: cuTexRefSetArray takes the array's format.
+CU_TRSA_OVERRIDE_FORMAT = 0x01
+
+
+class CUDA_ARRAY_DESCRIPTOR(ctypes.Structure):
+    _fields_ = [("Width", size_t), ("Height", size_t), ("Format", ctypes.c_int), ("NumChannels", ctypes.c_uint)]
+
+
+def reference_driver():
+    """libcuda.so.1 with the texture and surface reference functions' signatures."""
+    lib = driver()
+    if getattr(lib, "_rcuda_reference_signatures", False):
+        return lib
+    handle, out = ctypes.c_void_p, ctypes.POINTER
+    signatures = {
+        "cuModuleGetTexRef": [out(handle), handle, ctypes.c_char_p],
+        "cuModuleGetSurfRef": [out(handle), handle, ctypes.c_char_p],
+        "cuTexRefSetArray": [handle, handle, ctypes.c_uint],
+        "cuTexRefSetMipmappedArray": [handle, handle, ctypes.c_uint],
+        "cuTexRefSetAddress_v2": [out(size_t), handle, u64, size_t],
+        "cuTexRefSetAddress2D_v3": [handle, out(CUDA_ARRAY_DESCRIPTOR), u64, size_t],
+        "cuTexRefSetFormat": [handle, ctypes.c_int, ctypes.c_int],
+        "cuTexRefSetAddressMode": [handle, ctypes.c_int, ctypes.c_int],
+        "cuTexRefSetFilterMode": [handle, ctypes.c_int],
+        "cuTexRefSetMipmapFilterMode": [handle, ctypes.c_int],
+        "cuTexRefSetMipmapLevelBias": [handle, ctypes.c_float],
+        "cuTexRefSetMipmapLevelClamp": [handle, ctypes.c_float, ctypes.c_float],
+        "cuTexRefSetMaxAnisotropy": [handle, ctypes.c_uint],
+        "cuTexRefSetBorderColor": [handle, out(ctypes.c_float)],
+        "cuTexRefSetFlags": [handle, ctypes.c_uint],
+        "cuSurfRefSetArray": [handle, handle, ctypes.c_uint],
+    }
+    for name, argtypes in signatures.items():
+        getattr(lib, name).argtypes = argtypes
+        getattr(lib, name).restype = ctypes.c_int
+    lib._rcuda_reference_signatures = True
+    return lib
+
+
+def _reference_call(name: str, *args) -> None:
+    reference_driver()
+    call(name, *args)
+
+
+def bind_surface_reference(module: int, name: str, array: int) -> None:
+    """Bind surface reference `name` of a CUmodule to a CUarray."""
+    found = ctypes.c_void_p()
+    _reference_call("cuModuleGetSurfRef", ctypes.byref(found), module, name.encode())
+    _reference_call("cuSurfRefSetArray", found, array, 0)
+
+
+def bind_texture_reference(module: int, name: str, resource: dict, array: int | None, texture: dict) -> None:
+    """Bind texture reference `name` of a CUmodule: to `array` (a CUarray,
+    or a CUmipmappedArray for a "mipmappedArray" resource) or to the linear
+    or pitch2D memory of the wire `resource`, then set its sampling state
+    from the wire cudaTextureDesc `texture` (checked as an object's is)."""
+    described = texture_descriptor(texture)  # checks the description first
+    ref = ctypes.c_void_p()
+    _reference_call("cuModuleGetTexRef", ctypes.byref(ref), module, name.encode())
+    kind = resource.get("type")
+    if kind == "array":
+        _reference_call("cuTexRefSetArray", ref, array, CU_TRSA_OVERRIDE_FORMAT)
+    elif kind == "mipmappedArray":
+        _reference_call("cuTexRefSetMipmappedArray", ref, array, CU_TRSA_OVERRIDE_FORMAT)
+    else:
+        number, channels = array_format(resource.get("format"), resource.get("channels"))
+        if kind == "linear":
+            ptr, size = _wire_ints(resource, ("ptr", "size"), "cuTexRefSetAddress")
+            _reference_call("cuTexRefSetFormat", ref, number, channels)
+            offset = size_t()
+            _reference_call("cuTexRefSetAddress_v2", ctypes.byref(offset), ref, ptr, size)
+        elif kind == "pitch2D":
+            ptr, width, height, pitch = _wire_ints(resource, ("ptr", "width", "height", "pitch"),
+                                                   "cuTexRefSetAddress2D")
+            desc = CUDA_ARRAY_DESCRIPTOR(Width=width, Height=height, Format=number, NumChannels=channels)
+            _reference_call("cuTexRefSetAddress2D_v3", ref, ctypes.byref(desc), ptr, pitch)
+        else:
+            raise invalid(f"texture reference {name}: a resource of type {kind!r:.40}")
+    for dim in range(3):
+        _reference_call("cuTexRefSetAddressMode", ref, dim, described.addressMode[dim])
+    _reference_call("cuTexRefSetFilterMode", ref, described.filterMode)
+    _reference_call("cuTexRefSetFlags", ref, described.flags)
+    _reference_call("cuTexRefSetMaxAnisotropy", ref, described.maxAnisotropy)
+    _reference_call("cuTexRefSetMipmapFilterMode", ref, described.mipmapFilterMode)
+    _reference_call("cuTexRefSetMipmapLevelBias", ref, described.mipmapLevelBias)
+    _reference_call("cuTexRefSetMipmapLevelClamp", ref, described.minMipmapLevelClamp, described.maxMipmapLevelClamp)
+    _reference_call("cuTexRefSetBorderColor", ref, described.borderColor)

@@ -341,6 +341,7 @@ class CupyDevice(Device):
             runtime.free(0)  # makes the primary context current, which the driver call below needs
         least, greatest = _stream_priority_range()
         props["leastStreamPriority"], props["greatestStreamPriority"] = least, greatest
+        props["memoryPoolSupportedHandleTypes"] = 0  # no ipc_export here yet: rcuda cannot share its pools
         if memory_limit:
             props["totalGlobalMem"] = min(props["totalGlobalMem"], memory_limit)
         return props
@@ -662,6 +663,39 @@ class CupyDevice(Device):
         self._surfaces.remove(handle)
         with self._cuda("cudaDestroySurfaceObject"):
             cuda_arrays.destroy_surface(handle)
+
+    def bind_reference(self, module_key: str, name: str, surface: bool, resource: dict,
+                       texture: dict | None) -> None:
+        """The driver's own texture (surface) reference of the module this
+        GPU loaded, bound with cuTexRefSet* (cuSurfRefSetArray): the driver
+        applies it to the module's next launches."""
+        module = self._module(module_key)
+        what = f"{'surface' if surface else 'texture'} reference {name}"
+        if not isinstance(resource, dict):
+            raise CudaError(cudaError.cudaErrorInvalidValue, f"{what}: no resource to bind")
+        kind, array = resource.get("type"), None
+        if kind in ("array", "mipmappedArray"):
+            level = resource.get("level", 0)
+            found = self._array(resource.get("array"), what)
+            if kind == "mipmappedArray":
+                if not found.spec.levels:
+                    raise CudaError(cudaError.cudaErrorInvalidValue, f"{what}: array {resource.get('array')} is "
+                                                                     f"not a mipmapped array")
+                array = found.handle
+            else:
+                array = found.level(level if type(level) is int else -1)
+        elif surface:
+            raise CudaError(cudaError.cudaErrorInvalidValue, f"{what}: a surface reference is bound to an array")
+        else:
+            _, ptr, size = cuda_arrays.memory_resource(resource, what)
+            self._memory.require(ptr, size, what)
+        with self._cuda(what, not_found=cudaError.cudaErrorInvalidSymbol):
+            if surface:
+                cuda_arrays.bind_surface_reference(module, name, array)
+            else:
+                if not isinstance(texture, dict):
+                    raise CudaError(cudaError.cudaErrorInvalidValue, f"{what}: no texture description")
+                cuda_arrays.bind_texture_reference(module, name, resource, array, texture)
 
     # ---------------------------------------------------------- kernels, symbols
 

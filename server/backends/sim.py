@@ -167,6 +167,7 @@ class SimFunction:
         self.cluster_scheduling = 0
         self.accepted: set = set()  # (grid, block, shared memory, cluster) configurations already checked
         self.symbols = None         # launch.symbol(): set by the device
+        self.references = None      # launch.texref(), launch.surfref(): set by the device
 
     def describe(self) -> str:
         return self.name if self.demangled == self.name else f"{self.demangled} ({self.name})"
@@ -494,6 +495,28 @@ class SimDevice(Device):
     def surface_destroy(self, handle: int) -> None:
         self.arrays.destroy_object(handle, surface=True)
 
+    def bind_reference(self, module_key: str, name: str, surface: bool, resource: dict,
+                       texture: dict | None) -> None:
+        kind = "surface" if surface else "texture"
+        if self._module(module_key).fatbin.references().get(name) != kind:
+            raise CudaError(cudaError.cudaErrorInvalidSymbol, f"module {module_key} has no {kind} reference {name}")
+        if not isinstance(resource, dict):
+            raise CudaError(cudaError.cudaErrorInvalidValue, f"{kind} reference {name}: no resource to bind")
+        self.arrays.bind_reference(module_key, name, surface, resource, texture)
+
+    def _reference_by_source_name(self, module_key: str, name: str, surface: bool, kernel: str):
+        """launch.texref() / launch.surfref(): a module's reference by its
+        name, mangled or demangled."""
+        kind = "surface" if surface else "texture"
+        names = [n for n, k in self._module(module_key).fatbin.references().items() if k == kind]
+        if name not in names:
+            matches = [n for n in names if demangle(n) == name]
+            if len(matches) != 1:
+                raise IllegalAddress(f"kernel {kernel}: launch.{kind[:4]}ref({name!r}): the module has no such {kind} "
+                                     f"reference (it has: {', '.join(sorted(map(demangle, names))) or 'none'})")
+            name = matches[0]
+        return self.arrays.reference(module_key, name, surface, kernel)
+
     # Virtual memory management: a mapping is an allocation whose bytes are
     # a view of the physical allocation's array, so mappings of one physical
     # allocation (on this GPU, or opened to another with mem_access) share
@@ -570,6 +593,7 @@ class SimDevice(Device):
         resources = module.fatbin.resources(self.arch).get(name)
         function = SimFunction(name, implementation, layout, resources, module_key)
         function.symbols = lambda source_name: self._symbol_by_source_name(module_key, source_name)
+        function.references = functools.partial(self._reference_by_source_name, module_key)
         return function
 
     def function_attributes(self, function: SimFunction) -> dict:
@@ -695,7 +719,8 @@ class SimDevice(Device):
         launch = Launch(name=function.name, demangled=function.demangled, grid=grid, block=block,
                         shared_mem=shared_mem, stream=stream, device=self.index, params=params,
                         layout=function.layout, memory=memory, symbols=function.symbols,
-                        objects=self.arrays.lookup, cluster=cluster or (1, 1, 1))
+                        objects=self.arrays.lookup, cluster=cluster or (1, 1, 1),
+                        references=function.references)
         arrived = time.perf_counter()
         self._run(function, launch)
         self._queue_gpu_time(function, launch, stream, arrived)
@@ -1226,7 +1251,7 @@ def _a100_properties(index: int, memory_bytes: int, identity: str) -> dict:
         "gpuDirectRDMASupported": 0,
         "gpuDirectRDMAFlushWritesOptions": 0,
         "gpuDirectRDMAWritesOrdering": 0,
-        "memoryPoolSupportedHandleTypes": 0,
+        "memoryPoolSupportedHandleTypes": 1,  # POSIX file descriptors: sessions share memory (ipc_export)
         "deferredMappingCudaArraySupported": 0,
         "ipcEventSupported": 0,
         "clusterLaunch": 0,

@@ -75,6 +75,9 @@ class SimArrays:
         self._objects: dict[int, _Object] = {}
         self._surfaces: set[int] = set()
         self._handles = itertools.count(1)  # 0 is no object, as in CUDA
+        # The driver's legacy texture and surface references, bound:
+        # (module key, name, surface?) -> what a kernel of the module samples.
+        self._references: dict[tuple[str, str, bool], _Object] = {}
 
     @property
     def bytes_in_use(self) -> int:
@@ -84,6 +87,7 @@ class SimArrays:
         self._arrays.clear()
         self._objects.clear()
         self._surfaces.clear()
+        self._references.clear()
 
     # ---------------------------------------------------------- arrays
 
@@ -152,6 +156,49 @@ class SimArrays:
         if found is None or (handle in self._surfaces) != surface:
             raise IllegalAddress(f"kernel {kernel}: {'surface' if surface else 'texture'} object {handle} "
                                  f"does not exist (destroyed, or never made on this GPU)")
+        return self._view(found, surface)
+
+    # ---------------------------------------------------------- texture and surface references
+
+    def bind_reference(self, module_key: str, name: str, surface: bool, resource: dict,
+                       texture: dict | None) -> None:
+        """Bind a module's texture (or surface) reference for its kernels'
+        next launches, checked as an object over the same resource is.  A
+        texture reference over linear memory reads from its address rounded
+        down to the texture alignment (the offset cuTexRefSetAddress gave the
+        program, which its kernel adds to its fetches)."""
+        what = f"{'surface' if surface else 'texture'} reference {name}"
+        if surface:
+            if resource.get("type") != "array":
+                raise invalid(f"{what}: a surface reference is bound to an array, not {resource.get('type')!r:.40}")
+            spec = self._array(_int(resource, "array"), what).spec
+            if not spec.flags & SURFACE_LOAD_STORE:
+                raise invalid(f"{what}: the array was made without CUDA_ARRAY3D_SURFACE_LDST")
+            bound = _Object(resource, None, None, self._resolver(resource, what))
+        else:
+            if not isinstance(texture, dict):
+                raise invalid(f"{what}: no texture description")
+            _check_texture_desc(texture)
+            if resource.get("type") == "linear":
+                ptr, size = _int(resource, "ptr"), _int(resource, "size")
+                offset = ptr % TEXTURE_ALIGNMENT
+                resource = {**resource, "ptr": ptr - offset, "size": size + offset}
+            texels = self._resolver(resource, what)
+            texels()
+            bound = _Object(resource, dict(texture), None, texels)
+        self._references[(module_key, name, surface)] = bound
+
+    def reference(self, module_key: str, name: str, surface: bool, kernel: str) -> TextureView:
+        """What `launch.texref(name)` (`launch.surfref(name)`) gives a kernel
+        of the module: the reference as it is bound now."""
+        found = self._references.get((module_key, name, surface))
+        if found is None:
+            raise IllegalAddress(f"kernel {kernel}: {'surface' if surface else 'texture'} reference {name} is not "
+                                 f"bound (cu{'Surf' if surface else 'Tex'}RefSet* never bound it to memory or an "
+                                 f"array)")
+        return self._view(found, surface)
+
+    def _view(self, found: _Object, surface: bool) -> TextureView:
         view = found.texels()
         if not surface:
             view.data = view.data.view()

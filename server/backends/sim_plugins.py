@@ -207,7 +207,7 @@ class Launch:
 
     def __init__(self, *, name: str, demangled: str, grid, block, shared_mem: int, stream: int, device: int,
                  params: bytes, layout: ParamLayout, memory: AllocationTable, symbols: Callable | None = None,
-                 objects: Callable | None = None, cluster=(1, 1, 1)):
+                 objects: Callable | None = None, cluster=(1, 1, 1), references: Callable | None = None):
         self.name = name  # mangled
         self.demangled = demangled
         self.grid = tuple(grid)
@@ -223,6 +223,7 @@ class Launch:
         self._memory = memory
         self._symbols = symbols
         self._objects = objects  # (handle, surface?, kernel) -> the texture or surface object's view
+        self._references = references  # (name, surface?, kernel) -> a module reference's view
 
     @property
     def params(self) -> list[bytes]:
@@ -282,6 +283,27 @@ class Launch:
     def surface(self, index: int):
         """Parameter `index`, a cudaSurfaceObject_t: `.data`, writable texels."""
         return self._object(index, surface=True)
+
+    def texref(self, name: str):
+        """The kernel's module's texture reference `name` (a `.global .texref`,
+        what the legacy `texture<>` declared; cuModuleGetTexRef's), as the
+        program bound it with cuTexRefSet*: the same object `texture(i)`
+        gives (`.data` over linear memory starts at the address rounded down
+        to the texture alignment, as the hardware reads it).  By its name,
+        mangled or demangled.  An rcuda addition to the interface; an
+        unbound or unknown reference is an illegal address."""
+        return self._reference(name, surface=False)
+
+    def surfref(self, name: str):
+        """The module's surface reference `name` (cuModuleGetSurfRef's),
+        bound with cuSurfRefSetArray: as `surface(i)`.  An rcuda addition."""
+        return self._reference(name, surface=True)
+
+    def _reference(self, name: str, surface: bool):
+        if self._references is None:
+            raise IllegalAddress(f"kernel {self.demangled}: reference {name!r}: this device has no texture "
+                                 f"references")
+        return self._references(name, surface, self.demangled)
 
     def _object(self, index: int, surface: bool):
         handle = self.param(index, "Q")

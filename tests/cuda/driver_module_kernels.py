@@ -1,6 +1,6 @@
 """Sim implementations of the kernels the driver-API tests load
-(tests/cuda/driver_module_kernels.cu, driver_link_*.cu, the NVRTC source
-in driver_nvrtc.cu, driver_mixed.cu's)."""
+(tests/cuda/driver_module_kernels.cu, driver_parity_kernels.cu,
+driver_link_*.cu, the NVRTC source in driver_nvrtc.cu, driver_mixed.cu's)."""
 import numpy as np
 
 
@@ -45,5 +45,23 @@ def double_all(launch):
     launch.array(x, np.int32, n)[:] *= 2
 
 
+def add_managed(launch):
+    """add_managed(int by): the library's __managed__ int managed_total += by + plain_value - 3."""
+    plain = int(launch.array(launch.symbol("plain_value"), np.int32, 1)[0])
+    launch.array(launch.symbol("managed_total"), np.int32, 1)[0] += launch.param(0, "i") + plain - 3
+
+
+def mixed_params(launch):
+    """mixed_params(char c, double d, short s, int *out): *out = c + (int)d + s."""
+    c, d, s, out = launch.param(0, "b"), launch.param(1, "d"), launch.param(2, "h"), launch.param(3, "Q")
+    launch.array(out, np.int32, 1)[0] = c + int(d) + s
+
+
+def spin(launch):
+    """spin(long long nanoseconds): nothing to compute; its time is modelled (COSTS)."""
+
+
 KERNELS = {"scale": scale, "add_bias": add_bias, "bump_counter": bump_counter, "apply_twice": apply_twice,
-           "nvrtc_iota": nvrtc_iota, "increment": increment, "double_all": double_all}
+           "nvrtc_iota": nvrtc_iota, "increment": increment, "double_all": double_all,
+           "add_managed": add_managed, "mixed_params": mixed_params, "spin": spin}
+COSTS = {"spin": lambda launch: launch.param(0, "q") / 1e9}
