@@ -80,6 +80,12 @@ class KeyedSession:
         self.send(header, frames)
         return self.receive()
 
+    def read(self, ptr: int, size: int) -> bytes:
+        """`size` bytes of device memory at `ptr` (a dtoh in the legacy stream)."""
+        self.send({"op": "dtoh", "src": ptr, "size": size, "stream": 0})
+        assert self.gpu.poll(20000), "no dtoh reply"
+        return b"".join(self.gpu.recv_multipart()[1:])
+
     def peer_lane(self, secret="mine") -> Lane:
         """A connection to the session's peer port, sealed with the session's
         peer secret (or `secret`) where the server runs --auth."""

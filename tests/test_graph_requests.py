@@ -19,11 +19,6 @@ def session(sim_server):
     session.close()
 
 
-def _read(session, ptr: int, size: int) -> bytes:
-    session.send({"op": "dtoh", "src": ptr, "size": size, "stream": 0})
-    assert session.gpu.poll(20000)
-    return b"".join(session.gpu.recv_multipart()[1:])
-
 
 def _work(*requests) -> list:
     """graph_create's payload: one msgpack list of [header, [frame, ...]]."""
@@ -41,15 +36,15 @@ def test_a_graph_runs_its_requests_in_the_launch_stream_as_often_as_launched(ses
     assert session.call({"op": "graph_create", "graph": 1}, _work(_memset(ptr, 7, 64), (copy, ())))["err"] == 0
     session.send({"op": "graph_launch", "graph": 1, "stream": 5, "first": 0, "count": 2})
     assert session.call({"op": "stream_sync", "stream": 5})["err"] == 0
-    assert _read(session, ptr, 128) == bytes([7]) * 128
+    assert session.read(ptr, 128) == bytes([7]) * 128
     # Only the second request, after the first part of the memory changed.
     session.call({"op": "memset", "ptr": ptr, "value": 1, "size": 64, "stream": 0})
     session.send({"op": "graph_launch", "graph": 1, "stream": 0, "first": 1, "count": 1})
-    assert _read(session, ptr + 64, 64) == bytes([1]) * 64
+    assert session.read(ptr + 64, 64) == bytes([1]) * 64
     # Work given again under the same id replaces it; destroyed, it is gone.
     assert session.call({"op": "graph_create", "graph": 1}, _work(_memset(ptr, 3, 8)))["err"] == 0
     session.send({"op": "graph_launch", "graph": 1, "stream": 0, "first": 0, "count": 1})
-    assert _read(session, ptr, 9) == bytes([3]) * 8 + bytes([1])
+    assert session.read(ptr, 9) == bytes([3]) * 8 + bytes([1])
     assert session.call({"op": "graph_destroy", "graph": 1})["err"] == 0
     reply = session.call({"op": "graph_destroy", "graph": 1})
     assert reply["err"] == int(cudaError.cudaErrorInvalidResourceHandle)
@@ -85,7 +80,7 @@ def test_a_launch_outside_the_graph_or_into_an_unknown_stream_is_refused(session
         session.send(dict({"op": "graph_launch", "graph": 2, "stream": 0, "first": 0, "count": 1}, **fields))
         reply = session.call({"op": "sync"})
         assert reply["err"] == int(status), (fields, reply)
-    assert _read(session, ptr, 8) == bytes(8)  # none of them ran
+    assert session.read(ptr, 8) == bytes(8)  # none of them ran
     assert protocol.expects_reply({"op": "graph_create", "graph": 1})
     assert not protocol.expects_reply({"op": "graph_launch", "graph": 1, "stream": 0, "first": 0, "count": 1})
 

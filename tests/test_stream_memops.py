@@ -226,11 +226,6 @@ def session(sim_server):
     session.close()
 
 
-def _read(session, ptr: int, size: int) -> bytes:
-    session.send({"op": "dtoh", "src": ptr, "size": size, "stream": 0})
-    assert session.gpu.poll(20000)
-    return b"".join(session.gpu.recv_multipart()[1:])
-
 
 def test_the_request_is_sent_without_a_reply():
     header = {"op": "stream_mem_ops", "seq": 1, "stream": 0, "ops": [[rules.WRITE_VALUE_32, 0x1000, 1, 0]]}
@@ -247,7 +242,7 @@ def test_a_server_writes_and_waits(session):
                                                                [rules.WAIT_VALUE_32, ptr, 0x55667788, rules.WAIT_EQ],
                                                                [rules.WRITE_VALUE_32, ptr + 8, 9, 0]]})
     assert session.call({"op": "sync"})["err"] == 0
-    assert _read(session, ptr, 12) == (0x1122334455667788).to_bytes(8, "little") + (9).to_bytes(4, "little")
+    assert session.read(ptr, 12) == (0x1122334455667788).to_bytes(8, "little") + (9).to_bytes(4, "little")
 
 
 @pytest.mark.parametrize("ops, stream, error", [
@@ -281,4 +276,4 @@ def test_a_malformed_request_is_refused_and_changes_nothing(session, ops, stream
     expected = cudaError.cudaErrorInvalidResourceHandle if unknown_stream else cudaError.cudaErrorInvalidValue
     assert failed[0]["err"] == int(expected)
     assert session.call({"op": "sync"})["err"] == 0  # reported once; the session goes on
-    assert _read(session, ptr, 64) == bytes(64)
+    assert session.read(ptr, 64) == bytes(64)
