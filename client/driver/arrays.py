@@ -123,6 +123,76 @@ def cuMipmappedArrayGetLevel(pLevelArray, hMipmappedArray, level):
 
 
 @driver()
+def cuArrayCreate(pHandle, pAllocateArray):
+    """CUDA 2.0's form: 32-bit sides, read as cuArrayCreate_v2 reads its own."""
+    return cuArrayCreate_v2(pHandle, pAllocateArray)
+
+
+@driver()
+def cuArray3DCreate(pHandle, pAllocateArray):
+    return cuArray3DCreate_v2(pHandle, pAllocateArray)
+
+
+def _fits_32_bits(array, call: str) -> None:
+    if max(array.sides()) >= 2**32:
+        raise _invalid(call, "a side does not fit the 32-bit descriptor of CUDA 2.0's form")
+
+
+@driver()
+def cuArrayGetDescriptor(pArrayDescriptor, hArray):
+    """CUDA 2.0's form, with 32-bit sides."""
+    _fits_32_bits(array_of(hArray, "cuArrayGetDescriptor"), "cuArrayGetDescriptor")
+    return cuArrayGetDescriptor_v2(pArrayDescriptor, hArray)
+
+
+@driver()
+def cuArray3DGetDescriptor(pArrayDescriptor, hArray):
+    _fits_32_bits(array_of(hArray, "cuArray3DGetDescriptor"), "cuArray3DGetDescriptor")
+    return cuArray3DGetDescriptor_v2(pArrayDescriptor, hArray)
+
+
+# Sparse, deferred-mapping and multi-planar arrays: the runtime's answers (client/runtime/arrays.py).
+
+
+@driver()
+def cuArrayGetSparseProperties(sparseProperties, array):
+    require_initialized()
+    out_pointer(sparseProperties, "sparseProperties")
+    runtime_arrays.no_sparse_properties(array_of(array, "cuArrayGetSparseProperties"), "cuArrayGetSparseProperties")
+
+
+@driver()
+def cuMipmappedArrayGetSparseProperties(sparseProperties, mipmap):
+    require_initialized()
+    out_pointer(sparseProperties, "sparseProperties")
+    call = "cuMipmappedArrayGetSparseProperties"
+    runtime_arrays.no_sparse_properties(array_of(mipmap, call, mipmapped=True), call)
+
+
+@driver()
+def cuArrayGetMemoryRequirements(memoryRequirements, array, device):
+    require_initialized()
+    out_pointer(memoryRequirements, "memoryRequirements")
+    call = "cuArrayGetMemoryRequirements"
+    runtime_arrays.no_memory_requirements(array_of(array, call), device, call)
+
+
+@driver()
+def cuMipmappedArrayGetMemoryRequirements(memoryRequirements, mipmap, device):
+    require_initialized()
+    out_pointer(memoryRequirements, "memoryRequirements")
+    call = "cuMipmappedArrayGetMemoryRequirements"
+    runtime_arrays.no_memory_requirements(array_of(mipmap, call, mipmapped=True), device, call)
+
+
+@driver()
+def cuArrayGetPlane(pPlaneArray, hArray, planeIdx):
+    require_initialized()
+    out_pointer(pPlaneArray, "pPlaneArray")
+    runtime_arrays.no_plane(array_of(hArray, "cuArrayGetPlane"), "cuArrayGetPlane")
+
+
+@driver()
 def cuArrayGetDescriptor_v2(pArrayDescriptor, hArray):
     require_initialized()
     out = out_pointer(pArrayDescriptor, "pArrayDescriptor")

@@ -204,6 +204,58 @@ def cudaArrayGetInfo(desc, extent, flags, array):
     return SUCCESS
 
 
+# Sparse, deferred-mapping and multi-planar arrays are never made here
+# (create_array refuses their flags and formats), so what CUDA answers for
+# an array without them is every array's answer.
+
+
+def no_sparse_properties(array: CudaArray, call: str) -> None:
+    raise CudaError(cudaError.cudaErrorInvalidValue, f"{call}: the array is not sparse (rcuda makes no sparse arrays)")
+
+
+def no_memory_requirements(array: CudaArray, device: int, call: str) -> None:
+    rt().device(device)
+    raise CudaError(cudaError.cudaErrorInvalidValue,
+                    f"{call}: the array was not made for deferred mapping (rcuda makes none)")
+
+
+def no_plane(array: CudaArray, call: str) -> None:
+    raise CudaError(cudaError.cudaErrorInvalidValue, f"{call}: the array has no planes (not a multi-planar format)")
+
+
+@cuda()
+def cudaArrayGetSparseProperties(sparseProperties, array):
+    out_pointer(sparseProperties, "sparseProperties")
+    no_sparse_properties(rt().arrays.get(address(array), "cudaArrayGetSparseProperties"), "cudaArrayGetSparseProperties")
+
+
+@cuda()
+def cudaMipmappedArrayGetSparseProperties(sparseProperties, mipmap):
+    out_pointer(sparseProperties, "sparseProperties")
+    call = "cudaMipmappedArrayGetSparseProperties"
+    no_sparse_properties(rt().arrays.get(address(mipmap), call, mipmapped=True), call)
+
+
+@cuda()
+def cudaArrayGetMemoryRequirements(memoryRequirements, array, device):
+    out_pointer(memoryRequirements, "memoryRequirements")
+    call = "cudaArrayGetMemoryRequirements"
+    no_memory_requirements(rt().arrays.get(address(array), call), device, call)
+
+
+@cuda()
+def cudaMipmappedArrayGetMemoryRequirements(memoryRequirements, mipmap, device):
+    out_pointer(memoryRequirements, "memoryRequirements")
+    call = "cudaMipmappedArrayGetMemoryRequirements"
+    no_memory_requirements(rt().arrays.get(address(mipmap), call, mipmapped=True), device, call)
+
+
+@cuda()
+def cudaArrayGetPlane(pPlaneArray, hArray, planeIdx):
+    out_pointer(pPlaneArray, "pPlaneArray")
+    no_plane(rt().arrays.get(address(hArray), "cudaArrayGetPlane"), "cudaArrayGetPlane")
+
+
 @cuda()
 def cudaGetChannelDesc(desc, array):
     out_pointer(desc, "desc")

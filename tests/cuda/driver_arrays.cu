@@ -603,6 +603,61 @@ static void bad_input() {
     printf("ok bad_input\n");
 }
 
+// What an array without sparse, deferred-mapping or multi-planar storage
+// answers (rcuda makes none), through both APIs; and CUDA 2.0's forms of
+// array creation and descriptors, with 32-bit sides.
+struct DescriptorV1 {
+    unsigned int Width, Height;
+    CUarray_format Format;
+    unsigned int NumChannels;
+};
+
+static void queries() {
+    CUDA_ARRAY_DESCRIPTOR d = {};
+    d.Width = 8; d.Height = 2; d.Format = CU_AD_FORMAT_FLOAT; d.NumChannels = 1;
+    CUarray a, plane;
+    DRV(cuArrayCreate(&a, &d));
+    CUDA_ARRAY_SPARSE_PROPERTIES sparse;
+    CUDA_ARRAY_MEMORY_REQUIREMENTS requirements;
+    DRV_EXPECT(cuArrayGetSparseProperties(&sparse, a), CUDA_ERROR_INVALID_VALUE);
+    DRV_EXPECT(cuArrayGetMemoryRequirements(&requirements, a, 0), CUDA_ERROR_INVALID_VALUE);
+    DRV_EXPECT(cuArrayGetPlane(&plane, a, 0), CUDA_ERROR_INVALID_VALUE);
+    DRV_EXPECT(cuArrayGetPlane(&plane, (CUarray)0x1234, 0), CUDA_ERROR_INVALID_HANDLE);
+    DRV_EXPECT(cuArrayGetSparseProperties(NULL, a), CUDA_ERROR_INVALID_VALUE);
+    cudaArraySparseProperties runtime_sparse;
+    cudaArrayMemoryRequirements runtime_requirements;
+    cudaArray_t runtime_plane;
+    if (cudaArrayGetSparseProperties(&runtime_sparse, (cudaArray_t)a) != cudaErrorInvalidValue ||
+        cudaArrayGetMemoryRequirements(&runtime_requirements, (cudaArray_t)a, 0) != cudaErrorInvalidValue ||
+        cudaArrayGetPlane(&runtime_plane, (cudaArray_t)a, 0) != cudaErrorInvalidValue ||
+        cudaArrayGetPlane(&runtime_plane, (cudaArray_t)0x1234, 0) != cudaErrorInvalidResourceHandle) {
+        printf("FAILED line %d: the runtime's array queries\n", __LINE__);
+        exit(1);
+    }
+    cudaGetLastError();
+
+    void *create = NULL, *describe = NULL;
+    CUdriverProcAddressQueryResult found;
+    DRV(cuGetProcAddress("cuArrayCreate", &create, 2000, CU_GET_PROC_ADDRESS_DEFAULT, &found));
+    DRV(cuGetProcAddress("cuArrayGetDescriptor", &describe, 2000, CU_GET_PROC_ADDRESS_DEFAULT, &found));
+    DescriptorV1 old_form = {16, 4, CU_AD_FORMAT_UNSIGNED_INT16, 2}, back = {};
+    CUarray old_array;
+    DRV(((CUresult(CUDAAPI *)(CUarray *, const DescriptorV1 *))create)(&old_array, &old_form));
+    DRV(((CUresult(CUDAAPI *)(DescriptorV1 *, CUarray))describe)(&back, old_array));
+    if (back.Width != 16 || back.Height != 4 || back.Format != CU_AD_FORMAT_UNSIGNED_INT16 || back.NumChannels != 2) {
+        printf("FAILED line %d: CUDA 2.0's descriptor read back %u x %u\n", __LINE__, back.Width, back.Height);
+        exit(1);
+    }
+    DRV(cuArrayGetDescriptor(&d, old_array));  // the same array through today's form
+    if (d.Width != 16 || d.Height != 4) {
+        printf("FAILED line %d: today's descriptor of a CUDA 2.0 array\n", __LINE__);
+        exit(1);
+    }
+    DRV(cuArrayDestroy(old_array));
+    DRV(cuArrayDestroy(a));
+    printf("ok queries\n");
+}
+
 int main(int argc, char **argv) {
     CUarray none;
     CUDA_ARRAY_DESCRIPTOR d = {};
@@ -613,7 +668,7 @@ int main(int argc, char **argv) {
     DRV(cuCtxSetCurrent(ctx));
     struct { const char *name; void (*run)(); } sections[] = {
         {"arrays", arrays}, {"copies", copies}, {"peer", peer}, {"mipmapped", mipmapped}, {"objects", objects},
-        {"kernels", kernels}, {"bad_input", bad_input}, {"async_pinned", async_pinned},
+        {"kernels", kernels}, {"bad_input", bad_input}, {"async_pinned", async_pinned}, {"queries", queries},
     };
     for (auto &section : sections) {
         bool chosen = argc == 1;
