@@ -273,8 +273,9 @@ class Captures:
 
     # ---------------------------------------------------------- rules
 
-    def active_on(self, device) -> list[Capture]:
-        return list({id(c): c for s, c in list(self._by_stream.items()) if s.device is device}.values())
+    def active_on(self, device=None) -> list[Capture]:
+        """The captures with a stream on `device` (None: every capture), once each."""
+        return list(dict.fromkeys(c for s, c in list(self._by_stream.items()) if device is None or s.device is device))
 
     def check_request(self, device, op: str, fields: dict) -> None:
         """A call on `device` that waits for its reply, or work on the legacy
@@ -308,7 +309,7 @@ class Captures:
         if not self._by_stream or thread_mode() == RELAXED:
             return
         me = threading.get_ident()
-        for capture in {id(c): c for c in list(self._by_stream.values())}.values():
+        for capture in self.active_on():
             if capture.status == ACTIVE and (capture.mode == GLOBAL or
                                              (capture.mode == THREAD_LOCAL and capture.thread == me)):
                 capture.invalidate(f"{call} during the capture")
@@ -317,7 +318,7 @@ class Captures:
                               f"cudaThreadExchangeStreamCaptureMode)")
 
     def forget_device(self, device) -> None:
-        for capture in {id(c): c for s, c in list(self._by_stream.items()) if s.device is device}.values():
+        for capture in self.active_on(device):
             capture.invalidate("cudaDeviceReset")
             self._leave(capture)
 

@@ -209,6 +209,20 @@ class Graph:
             copy.user_objects[obj] = count
         return copy
 
+    def walk(self):
+        """Every node, each child graph's after its node."""
+        for node in self.nodes:
+            yield node
+            if node.type == CHILD:
+                yield from node.params["graph"].walk()
+
+    def take_parameters(self, other: "Graph") -> None:
+        """Each node takes the parameters and work of `other`'s node in its
+        place (a graph of the same topology: same_topology)."""
+        for mine, theirs in zip(self.walk(), other.walk()):
+            if mine.type != CHILD:
+                mine.params, mine.work = dict(theirs.params), theirs.work
+
     def find_clone_of(self, original: Node) -> Node | None:
         return next((n for n in self.nodes if n.origin is original), None)
 
@@ -338,19 +352,10 @@ class GraphExec:
     def node_for(self, original: Node) -> Node:
         """The executable's node instantiated from `original` (a node of the
         graph it was made from)."""
-        for node in self.walk():
+        for node in self.graph.walk():
             if node.origin is original or node is original:
                 return node
         raise invalid(f"node {original.handle:#x} is not in the graph this executable was instantiated from")
-
-    def walk(self):
-        """Every node, child graphs' nodes included."""
-        pending = list(self.graph.nodes)
-        while pending:
-            node = pending.pop(0)
-            yield node
-            if node.type == CHILD:
-                pending.extend(node.params["graph"].nodes)
 
     def plan(self) -> None:
         """Order the nodes and cut the work into steps (see the module

@@ -865,21 +865,12 @@ def cuGraphAddNode(phGraphNode, hGraph, dependencies, numDependencies, nodeParam
 
 @driver()
 def cuGraphNodeSetParams(hNode, nodeParams):
-    node = rg._node(hNode)
-    type_, params, work = _from_node_params(nodeParams, "cuGraphNodeSetParams")
-    if type_ != node.type:
-        raise _invalid("cuGraphNodeSetParams", f"the node is a {node.name} node")
-    if type_ == graphs.CHILD:
-        node.params["graph"].release()
-    node.params, node.work = params, work
+    rg.set_node_params(rg._node(hNode), *_from_node_params(nodeParams, "cuGraphNodeSetParams"), "cuGraphNodeSetParams")
     return SUCCESS
 
 
 @driver()
 def cuGraphExecNodeSetParams(hGraphExec, hNode, nodeParams):
-    type_, params, work = _from_node_params(nodeParams, "cuGraphExecNodeSetParams")
-    if type_ == graphs.CHILD:
-        raise CudaError(cudaError.cudaErrorNotSupported, "cuGraphExecNodeSetParams of a child graph node (use "
-                                                         "cuGraphExecChildGraphNodeSetParams)")
-    rg.exec_set(rg._exec(hGraphExec), rg._node(hNode), type_, params, work, "cuGraphExecNodeSetParams")
+    call = "cuGraphExecNodeSetParams"
+    rg.exec_set_node_params(rg._exec(hGraphExec), rg._node(hNode), *_from_node_params(nodeParams, call), call)
     return SUCCESS

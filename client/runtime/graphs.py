@@ -774,15 +774,18 @@ def cudaGraphAddNode(pGraphNode, graph, pDependencies, dependencyData, numDepend
     return SUCCESS
 
 
+def set_node_params(node: graphs.Node, type_: int, params: dict, work, call: str) -> None:
+    """cudaGraphNodeSetParams and cuGraphNodeSetParams, once the parameters are read."""
+    if type_ != node.type:
+        raise CudaError(cudaError.cudaErrorInvalidValue, f"{call}: the node is a {node.name} node")
+    if type_ == graphs.CHILD:
+        node.params["graph"].release()
+    _set(node, params, work)
+
+
 @cuda()
 def cudaGraphNodeSetParams(node, nodeParams):
-    n = _node(node)
-    type_, params, work = _from_node_params(nodeParams, "cudaGraphNodeSetParams")
-    if type_ != n.type:
-        raise CudaError(cudaError.cudaErrorInvalidValue, f"cudaGraphNodeSetParams: the node is a {n.name} node")
-    if type_ == graphs.CHILD:
-        n.params["graph"].release()
-    _set(n, params, work)
+    set_node_params(_node(node), *_from_node_params(nodeParams, "cudaGraphNodeSetParams"), "cudaGraphNodeSetParams")
     return SUCCESS
 
 
@@ -908,24 +911,14 @@ def update(graph_exec: GraphExec, graph: Graph) -> tuple[int, graphs.Node | None
     whose topology must be its own.  (result, error node)."""
     if not graphs.same_topology(graph_exec.graph, graph):
         return UPDATE["cudaGraphExecUpdateErrorTopologyChanged"], None
-    pairs = list(zip(_walk(graph_exec.graph), _walk(graph)))
-    for mine, theirs in pairs:
+    for mine, theirs in zip(graph_exec.graph.walk(), graph.walk()):
         if mine.type != theirs.type:
             return UPDATE["cudaGraphExecUpdateErrorNodeTypeChanged"], theirs
         if mine.type == graphs.MEM_ALLOC and mine.params["ptr"] != theirs.params["ptr"]:
             return UPDATE["cudaGraphExecUpdateErrorNotSupported"], theirs
-    for mine, theirs in pairs:
-        if mine.type != graphs.CHILD:
-            mine.params, mine.work = dict(theirs.params), theirs.work
+    graph_exec.graph.take_parameters(graph)
     graph_exec.plan()
     return UPDATE["cudaGraphExecUpdateSuccess"], None
-
-
-def _walk(graph: Graph):
-    for node in graph.nodes:
-        yield node
-        if node.type == graphs.CHILD:
-            yield from _walk(node.params["graph"])
 
 
 @cuda()
@@ -1027,21 +1020,24 @@ def cudaGraphExecChildGraphNodeSetParams(hGraphExec, node, childGraph):
     if not graphs.same_topology(target.params["graph"], child):
         raise CudaError(cudaError.cudaErrorInvalidValue, "cudaGraphExecChildGraphNodeSetParams: the child graph's "
                                                          "topology differs from the instantiated one")
-    for mine, theirs in zip(_walk(target.params["graph"]), _walk(child)):
-        if mine.type != graphs.CHILD:
-            mine.params, mine.work = dict(theirs.params), theirs.work
+    target.params["graph"].take_parameters(child)
     graph_exec.plan()
     return SUCCESS
 
 
+def exec_set_node_params(graph_exec: GraphExec, node: graphs.Node, type_: int, params: dict, work,
+                         call: str) -> None:
+    """cudaGraphExecNodeSetParams and cuGraphExecNodeSetParams, once the parameters are read."""
+    if type_ == graphs.CHILD:
+        raise CudaError(cudaError.cudaErrorNotSupported, f"{call} of a child graph node (its "
+                                                         "ExecChildGraphNodeSetParams takes a child graph)")
+    exec_set(graph_exec, node, type_, params, work, call)
+
+
 @cuda()
 def cudaGraphExecNodeSetParams(graphExec, node, nodeParams):
-    graph_exec = _exec(graphExec)
-    type_, params, work = _from_node_params(nodeParams, "cudaGraphExecNodeSetParams")
-    if type_ == graphs.CHILD:
-        raise CudaError(cudaError.cudaErrorNotSupported, "cudaGraphExecNodeSetParams of a child graph node (use "
-                                                         "cudaGraphExecChildGraphNodeSetParams)")
-    exec_set(graph_exec, _node(node), type_, params, work, "cudaGraphExecNodeSetParams")
+    call = "cudaGraphExecNodeSetParams"
+    exec_set_node_params(_exec(graphExec), _node(node), *_from_node_params(nodeParams, call), call)
     return SUCCESS
 
 
