@@ -20,7 +20,7 @@ from rcuda import protocol
 from rcuda.auth import ClientKeys
 from rcuda.config import ClientConfig, ConfigError, select_visible
 from rcuda.errors import CudaError, RcudaError, cudaError, is_sticky
-from rcuda.protocol import VA_WINDOW_SIZE
+from rcuda.protocol import VA_WINDOW_SIZE, VMM_WINDOW_SIZE
 
 from .memory.allocations import AllocationMap
 from .memory.arrays import ArrayTable, SamplerTable
@@ -41,12 +41,14 @@ from .transport.peer import PeerCopies
 from .transport.session import ServerSession
 from .transport.zmq_socket import SocketLink
 from .streams import StreamTable
-from .memory.virtual import VMM_BASE, VirtualMemory
+from .memory import address_space
+from .memory.virtual import VirtualMemory
 
 log = logging.getLogger(__name__)
 
-#: Device i allocates in [VA_BASE + i * VA_WINDOW_SIZE, ... + VA_WINDOW_SIZE).
-VA_BASE = 0x1000_0000_0000
+#: Where the program's VMM window is asked for first: above the slots the
+#: first 80 GPUs' windows take (client/memory/address_space.py).
+VMM_HINT = 0x6000_0000_0000
 
 
 class Runtime:
@@ -169,9 +171,6 @@ class Runtime:
             raise CudaError(cudaError.cudaErrorNoDevice,
                             f"CUDA_VISIBLE_DEVICES={config.visible_devices!r} selects none of the {len(devices)} "
                             f"GPU(s) of {', '.join(str(s.address) for s in sessions)}")
-        if VA_BASE + len(chosen) * VA_WINDOW_SIZE > VMM_BASE:  # the device windows would meet the VMM window
-            chosen = chosen[:(VMM_BASE - VA_BASE) // VA_WINDOW_SIZE]
-            log.warning("rcuda gives a program at most %d GPUs: using the first ones", len(chosen))
         result = []
         for ordinal, (session, local_index, props) in enumerate(chosen):
             label = f"GPU{ordinal} ({session.address} GPU{local_index})"
@@ -241,12 +240,15 @@ class Runtime:
         return self._sessions
 
     def _open_all(self, devices: list[RemoteDevice]) -> None:
-        """Bind each device's link to its GPU, all devices in parallel."""
+        """Bind each device's link to its GPU, all devices in parallel; then
+        settle where their address windows lie (client/memory/address_space.py)."""
         replies: dict = {}
+        vmm_hint = address_space.claim_slot(VMM_WINDOW_SIZE, preferred=VMM_HINT)
+        hints = {device: address_space.claim_slot(VA_WINDOW_SIZE) for device in devices}
 
         def open_device(device):
             header = {"op": "open", "dev": device.local_index, "token": device.session.token,
-                      "va_base": VA_BASE + device.ordinal * VA_WINDOW_SIZE}
+                      "va_base": hints[device], "vmm_base": vmm_hint}
             try:
                 replies[device] = device.link.call(header)[0]
             except RcudaError as exc:
@@ -259,11 +261,51 @@ class Runtime:
             thread.join()
         for device in devices:
             reply = replies[device]
+            if isinstance(reply, RcudaError) or reply.get("err"):
+                for claimed in [vmm_hint, *hints.values()]:
+                    address_space.unclaim(claimed)
             if isinstance(reply, RcudaError):
                 raise reply
             if reply.get("err"):
                 raise CudaError(reply["err"], f"open {device.label}: {reply.get('msg', '')}")
             device.describe(reply.get("props") or device.properties, reply.get("attributes") or {})
+        try:
+            for device in devices:
+                self._settle(device, "device", VA_WINDOW_SIZE, hints.pop(device), replies[device]["va_base"])
+            self._settle_vmm(devices, replies, vmm_hint)
+        except OSError as exc:
+            raise CudaError(cudaError.cudaErrorMemoryAllocation, str(exc)) from None
+
+    @staticmethod
+    def _settle(device: RemoteDevice, window: str, size: int, hint: int, granted) -> int:
+        """Claim the range the server reserved for a window, or have it moved."""
+        if not isinstance(granted, int):
+            raise RcudaError(f"open {device.label}: the server reserved no address window (an rcuda server "
+                             f"older than this client?)")
+
+        def move(new_hint):
+            return device.link.call({"op": "move_window", "window": window, "hint": new_hint})[0]["base"]
+        return address_space.settle(size, hint, granted, move, f"{device.label}'s {window} address window")
+
+    def _settle_vmm(self, devices: list[RemoteDevice], replies: dict, hint: int) -> None:
+        """The program's one VMM window: where its first server put it; each
+        other server is asked to put its own there too.  A server whose
+        driver will not cannot map the program's ranges (cuMemMap says so)."""
+        first_of_session = {}
+        for device in devices:
+            first_of_session.setdefault(device.session, device)
+        window = None
+        for session, device in first_of_session.items():
+            granted = replies[device].get("vmm_base")
+            if window is None:
+                window = self._settle(device, "vmm", VMM_WINDOW_SIZE, hint, granted)
+            elif granted != window:
+                granted = device.link.call({"op": "move_window", "window": "vmm", "hint": window})[0]["base"]
+                if granted != window:
+                    log.warning("%s: its driver reserved the VMM window at %#x, not at %#x as the program's other "
+                                "servers did: cuMemMap on its GPUs will fail", session.address, granted, window)
+            session.vmm_base = granted
+        self.virtual_memory.window = (window, VMM_WINDOW_SIZE)
 
     # ---------------------------------------------------------- errors
 

@@ -46,7 +46,17 @@ Daemon (the `--listen` address):
 Session worker, per-device connection (ids of streams, events and functions
 are chosen by the client, so creating one needs no round trip; stream 0 is
 the legacy default stream):
-    open          {dev, token, va_base}               -> {props, attributes}   first message
+    open          {dev, token, va_base}               -> {props, attributes, va_base, vmm_base}   first message
+                  va_base: where the client would like the GPU's window of
+                  VA_WINDOW_SIZE bytes (None: no window); optional vmm_base:
+                  where it would like the session's VMM window (VMM_WINDOW_SIZE
+                  bytes, shared by the session's GPUs).  Both are hints: the
+                  reply says where the server's driver reserved them
+    move_window   {window, hint}                      -> {base}    window "device" or
+                  "vmm": reserve it again at (or, if the driver will not, away
+                  from) hint, then give back the old one; only while nothing
+                  lies in it.  The client's way out when a window collides
+                  with another GPU's or with its own memory
     malloc        {size}                              -> {ptr}
     free          {ptr}                               -> {}
     mem_info      {}                                  -> {free, total}
@@ -243,16 +253,21 @@ def transport(link: str, authenticated: bool) -> str:
     return TRANSPORT_CURVE_SOCKET if authenticated else TRANSPORT_SOCKET
 
 
-PROTOCOL_VERSION = 14
+PROTOCOL_VERSION = 15
 
 #: Bulk bytes on a ZeroMQ socket travel in frames of this size: ZeroMQ slows
 #: down on messages above ~32 MiB (fresh buffers page-fault).
 CHUNK_SIZE = 1 << 20
 
-#: Each device's allocations live inside a window of this size, starting at a
-#: base the client assigns (the open op's va_base), so pointers never collide
-#: across devices.
+#: Each device's allocations live inside a window of this size, reserved by
+#: its server where the client asked (the open op's va_base) or, if the
+#: driver would not, where the client then accepts: windows never overlap,
+#: so pointers never collide across devices.
 VA_WINDOW_SIZE = 1 << 40
+
+#: The window of a program's cuMemAddressReserve ranges: one per program,
+#: reserved on each of its servers (the open op's vmm_base).
+VMM_WINDOW_SIZE = 1 << 42
 
 #: Most copies (device-to-device and uploads together) one copy_batch
 #: message carries; a client splits a longer batch.
@@ -274,6 +289,7 @@ OPS: dict[str, dict[str, type | tuple]] = {
     "info": {"version": _INT},
     "status": {"version": _INT},
     "open": {"dev": _INT, "token": _STR, "va_base": (_INT, type(None))},
+    "move_window": {"window": _STR, "hint": _INT},
     "malloc": {"size": _INT},
     "free": {"ptr": _INT},
     "mem_info": {},
@@ -352,6 +368,7 @@ OPS: dict[str, dict[str, type | tuple]] = {
 
 #: op -> {field: type} it may carry; checked when present.
 OPTIONAL_FIELDS: dict[str, dict[str, type | tuple]] = {
+    "open": {"vmm_base": _INT},
     "launch": {"cluster": _LIST},
     "memset": {"elem": _INT},
     "memset3d": {"elem": _INT},

@@ -45,6 +45,7 @@ from rcuda.log import RateLimitedLog
 from rcuda.server.backends.arrays import ArraySpec, Place, extent_from_wire
 from rcuda.server.backends.base import Completion, ParamLayout
 from rcuda.server import ipc
+from rcuda.server.address_windows import SessionWindows
 from rcuda.server.library_calls import LibraryCalls
 from rcuda.server.graphs import GraphOps
 from rcuda.server.peer import PeerOps
@@ -110,7 +111,7 @@ class Later:
 class DeviceService:
     def __init__(self, context: zmq.Context, backend, index: int, bind_host: str, inbox=None,
                  peer_token: str | None = None, protect=None, lane_secret: bytes | None = None,
-                 spin_us: float = 300.0):
+                 spin_us: float = 300.0, windows: SessionWindows | None = None):
         self.backend = backend
         self.index = index
         self.socket = context.socket(zmq.ROUTER)
@@ -138,7 +139,9 @@ class DeviceService:
         self._stop = threading.Event()
         self._peer: bytes | Lane | None = None  # the connection that opened the device
         self.device = None
-        self._va_base: int | None = None
+        self.windows = SessionWindows(backend) if windows is None else windows  # shared by the session's GPUs
+        self._window = None   # this GPU's address window (the backend's reservation)
+        self._fresh = False   # nothing but open (and move_window) served yet
         self._sticky: CudaError | None = None
         self._deferred: CudaError | None = None
         self._output: list[str] = []
@@ -147,7 +150,7 @@ class DeviceService:
         self.graph_ops = GraphOps(self)  # executable CUDA graphs (server/graphs.py)
         self._forget_session_state()
         self._handlers = {
-            "open": self._open, "malloc": self._malloc, "free": self._free, "mem_info": self._mem_info,
+            "open": self._open, "move_window": self._move_window, "malloc": self._malloc, "free": self._free, "mem_info": self._mem_info,
             "htod": self._htod, "dtoh": self._dtoh, "dtod": self._dtod, "copy_batch": self._copy_batch,
             "memset": self._memset, "stream_mem_ops": self._stream_mem_ops,
             "htod3d": self._htod3d, "dtoh3d": self._dtoh3d, "dtod3d": self._dtod3d, "memset3d": self._memset3d,
@@ -461,6 +464,8 @@ class DeviceService:
                 raise ProtocolError("this GPU belongs to another connection")
             if self._sticky is not None and op not in STICKY_EXEMPT:
                 raise self._sticky
+            if op != "move_window":
+                self._fresh = False  # (open sets it again)
             started = time.perf_counter()
             try:
                 result = self._handlers[op](header, payload)
@@ -604,11 +609,30 @@ class DeviceService:
             raise ProtocolError("device already open")
         if header["token"] != self.token or header["dev"] != self.index:
             raise CudaError(cudaError.cudaErrorDevicesUnavailable, "wrong session token or device")
-        self._va_base = header["va_base"]
-        self.device = self.backend.open_device(self.index, self._va_base)
+        self._window = self.windows.open_device(self.index, header["va_base"])
+        self.device = self.backend.open_device(self.index, self._window)
+        self._fresh = True
         props = dict(self.device.properties(), rcudaPeers=self.peer_ops.links(),
                      rcudaVmmGranularity=list(self.device.vmm_granularity()))
-        return {"props": props, "attributes": self.device.attributes()}
+        return {"props": props, "attributes": self.device.attributes(),
+                "va_base": None if self._window is None else self._window.base,
+                "vmm_base": self.windows.open_vmm(self.index, header.get("vmm_base"))}
+
+    def _move_window(self, header, payload):
+        """Where the client's address space had no room for a window (see
+        server/address_windows.py): only before anything was put in it."""
+        if not self._fresh:
+            raise CudaError(cudaError.cudaErrorInvalidValue, "move_window: only right after open")
+        if header["window"] == "vmm":
+            return {"base": self.windows.move_vmm(self.index, header["hint"])}
+        if header["window"] != "device":
+            raise ProtocolError(f"move_window: window must be 'device' or 'vmm', not {header['window']!r}")
+        self._release()  # (holds nothing yet; the old window goes once the new one is reserved)
+        try:
+            self._window = self.windows.move_device(self.index, header["hint"])
+        finally:
+            self.device = self.backend.open_device(self.index, self._window)
+        return {"base": self._window.base}
 
     def _malloc(self, header, payload):
         return {"ptr": self.device.malloc(_non_negative(header, "size"))}
@@ -808,6 +832,7 @@ class DeviceService:
         self.device.vmm_release(header["handle"])
 
     def _vmm_map(self, header, payload):
+        self.windows.check_vmm(header["ptr"], _non_negative(header, "size"))
         self.device.vmm_map(header["ptr"], _non_negative(header, "size"), _non_negative(header, "offset"),
                             header["handle"])
 
@@ -1027,7 +1052,7 @@ class DeviceService:
         self._release()
         self._forget_session_state()
         self._sticky = self._deferred = None
-        self.device = self.backend.open_device(self.index, self._va_base)
+        self.device = self.backend.open_device(self.index, self._window)
 
     def _close(self, header, payload):
         self.closed.set()

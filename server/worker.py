@@ -33,6 +33,7 @@ from rcuda.errors import ProtocolError
 from rcuda.log import setup_server_logging
 from rcuda.server.backends import create_backend
 from rcuda.server.device_service import DeviceService
+from rcuda.server.address_windows import SessionWindows
 from rcuda.auth import ServerAuth
 from rcuda.server.peer import Inbox, PeerReceiver, buffer_limit
 
@@ -65,9 +66,11 @@ class SessionWorker:
         # The peer socket: cudaMemcpyPeer bytes from other servers' workers.
         inbox = Inbox(buffer_limit(config.get("memory_limit"), config.get("peer_buffer")))
         self.peer_receiver = PeerReceiver(host, inbox, secret=self.peer_secret)
+        self.windows = SessionWindows(self.backend)  # the session's address windows, on all its GPUs
         self.services = [DeviceService(self.context, self.backend, i, host, inbox=self.peer_receiver.inbox,
                                        peer_token=self.peer_receiver.token, protect=protect,
-                                       lane_secret=self.lane_secret, spin_us=config.get("spin_us", 300.0))
+                                       lane_secret=self.lane_secret, spin_us=config.get("spin_us", 300.0),
+                                       windows=self.windows)
                          for i in range(count)]
         for service in self.services:
             service.peer_ops.require_sealed = self.auth is not None
@@ -129,6 +132,7 @@ class SessionWorker:
         finally:
             for service in self.services:
                 service.stop()
+            self.windows.close()
             self.peer_receiver.stop()
             log.info("session resources freed")
             self._report(client, started, ended=True)

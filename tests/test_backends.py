@@ -72,9 +72,12 @@ def device(request):
     if request.param == "cupy" and (reason := cupy_unavailable()):
         pytest.skip(reason)
     backend = create_backend(request.param, 1, [str(TESTS / "cuda" / "sim_kernels.py")])
-    device = backend.open_device(0, VA_BASE)
+    window = backend.reserve(0, VA_WINDOW_SIZE, VA_BASE)
+    device = backend.open_device(0, window)
+    device.window, device.backend = window, backend
     yield device
     device.close()
+    window.release()
 
 
 def test_description(device):
@@ -89,7 +92,8 @@ def test_description(device):
 
 def test_memory_round_trip_inside_the_window(device):
     a, b = device.malloc(1 << 20), device.malloc(1000)
-    assert VA_BASE <= a < VA_BASE + VA_WINDOW_SIZE and VA_BASE <= b < VA_BASE + VA_WINDOW_SIZE
+    low, high = device.window.base, device.window.base + VA_WINDOW_SIZE
+    assert low <= a < high and low <= b < high
     data = np.arange(1 << 18, dtype=np.uint32)
     device.memcpy_htod(a, memoryview(data.tobytes()))
     device.memcpy_dtod(b, a + 40, 1000)
@@ -167,7 +171,8 @@ def test_virtual_memory_mappings_share_physical_memory(device):
     bytes; it is freed once released and unmapped; bad ranges are refused."""
     granularity = device.vmm_granularity()[0]
     used = device.memory_in_use()
-    first, second = 0x6000_0000_0000, 0x6000_0000_0000 + 4 * granularity
+    vmm = device.backend.reserve(0, 16 * granularity, 0x6000_0000_0000)  # the session's VMM window
+    first, second = vmm.base, vmm.base + 4 * granularity
     device.vmm_create(7, 2 * granularity)
     device.vmm_map(first, 2 * granularity, 0, 7)
     device.vmm_map(second, granularity, granularity, 7)
@@ -191,6 +196,7 @@ def test_virtual_memory_mappings_share_physical_memory(device):
     assert device.memory_in_use() == used
     with pytest.raises(CudaError):
         device.vmm_release(7)
+    vmm.release()
 
 
 def test_two_d_copies(device):
@@ -326,7 +332,7 @@ class Modelled:
     time and B ms of the CPU to simulate, and fill<int> takes no modelled time."""
 
     def __init__(self, plugin: Path, module_image: bytes):
-        self.device = create_backend("sim", 1, [str(plugin)]).open_device(0, VA_BASE)
+        self.device = create_backend("sim", 1, [str(plugin)]).open_device(0)
         self.device.load_module("m", module_image)
         self.no_params = self.device.get_function("m", "_Z8noParamsv", ParamLayout((), ()))
         kernel = fatbin.parse_fatbin(module_image).kernels()["_Z4fillIiEvPT_S0_i"]

@@ -166,6 +166,10 @@ def cuMemMap(ptr, size, offset, handle, flags):
                                    f"allocation: each a multiple of {step}, inside it; flags 0")
     memory = rt().virtual_memory
     memory.check_unmapped(ptr, size)
+    if physical.device.session.vmm_base != memory.window[0]:
+        raise DriverError(CUresult.CUDA_ERROR_NOT_SUPPORTED,
+                          f"cuMemMap on {physical.device.label}: its server's driver would not reserve the "
+                          f"program's VMM window at {memory.window[0]:#x}")
     physical.device.request("vmm_map", ptr=ptr, size=size, offset=offset, handle=handle)
     mapping = Mapping(ptr, size, physical, {physical.device.ordinal: 0})
     memory.add(mapping)

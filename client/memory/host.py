@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from rcuda.errors import CudaError, cudaError
 
 from ..transport.link import Gate
+from . import address_space
 
 _libc = ctypes.CDLL(None, use_errno=True)
 _libc.mmap.restype = ctypes.c_void_p
@@ -77,7 +78,7 @@ class HostMemory:
         if address == 0:
             return
         found = self._remove(address, allocated=True, what="cudaFreeHost")
-        _libc.munmap(found.base, found.size)
+        address_space.unmap(found.base, found.size)  # (mapped memory lies in a device's window)
 
     def check_registrable(self, address: int, size: int) -> None:
         """cudaHostRegister's checks: a range, not pinned in any part yet."""

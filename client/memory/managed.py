@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from rcuda._generated.cuda_enums import ENUMS, MACROS
 from rcuda.errors import CudaError, cudaError
 
+from . import address_space
 from .managed_arenas import ARENA_BYTES, SMALL_BYTES, Arena
 from .mapped import MAP_FAILED, PAGE, Mirror, _libc, _round_up
 
@@ -219,7 +220,7 @@ class ManagedMemory:
                     return
                 arenas.remove(managed.arena)
         self._mapped.release(runtime, mirror)
-        _libc.munmap(mirror.host, _round_up(mirror.size))
+        address_space.unmap(mirror.host, _round_up(mirror.size))
 
     def forget_device(self, device) -> None:
         """cudaDeviceReset: the device copies are gone (mapped forgets the

@@ -7,8 +7,8 @@ and a device allocation D on one device (the current device at the call;
 with cudaHostAllocPortable too) that its kernels read and write.
 
   * cudaHostAlloc(Mapped) puts H at D's address: D is allocated first (in
-    the device's address window, free in this process), then H is mapped
-    there with MAP_FIXED_NOREPLACE.  The host pointer is the device
+    the device's address window, which this process claimed), then H is
+    mapped there.  The host pointer is the device
     pointer, as with unified addressing on a local GPU, and programs may
     pass it straight to kernels.  H's pages are a memory file's, mapped a
     second time elsewhere (the alias), where rcuda writes what the device
@@ -42,10 +42,11 @@ from dataclasses import dataclass
 from rcuda._generated.cuda_enums import MACROS
 from rcuda.errors import CudaError, RcudaError, cudaError
 
+from . import address_space
+
 log = logging.getLogger(__name__)
 
 PAGE = mmap.PAGESIZE
-MAP_FIXED_NOREPLACE = 0x100000  # Linux 4.17; older kernels take it as a hint, which is checked
 HOST_ALLOC_PORTABLE = MACROS["cudaHostAllocPortable"]
 HOST_REGISTER_READ_ONLY = MACROS["cudaHostRegisterReadOnly"]
 
@@ -56,11 +57,6 @@ _libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
 MAP_FAILED = ctypes.c_void_p(-1).value
 
 
-#: Device allocations tried for one cudaHostAlloc(Mapped) whose host copy
-#: finds its place taken (MappedMemory._place).
-PLACE_ATTEMPTS = 8
-
-
 def _round_up(value: int, alignment: int = PAGE) -> int:
     return -(-value // alignment) * alignment
 
@@ -69,21 +65,6 @@ def _map(address: int, length: int, flags: int, memory: int) -> int | None:
     """mmap of the memory file `memory`, readable and writable; None if it failed."""
     placed = _libc.mmap(address or None, length, mmap.PROT_READ | mmap.PROT_WRITE, flags, memory, 0)
     return None if placed in (None, MAP_FAILED) else placed
-
-
-def _mapped_end(address: int, length: int) -> int | None:
-    """The end of the last mapping of this process that overlaps
-    [address, address + length), or None."""
-    end = None
-    try:
-        with open("/proc/self/maps") as maps:
-            for line in maps:
-                low, high = (int(v, 16) for v in line.split(None, 1)[0].split("-"))
-                if low < address + length and address < high:
-                    end = max(end or 0, high)
-    except OSError:
-        return None
-    return end
 
 
 @dataclass(frozen=True)
@@ -200,7 +181,7 @@ class MappedMemory:
         except BaseException:
             allocations.remove(base)
             self._free_device_copy(device, base)
-            _libc.munmap(host, rounded)
+            address_space.unmap(host, rounded)
             _libc.munmap(alias, rounded)
             raise
         self._add(Mirror(slot, host, size, host, device, base, flags, allocated=True, alias=alias, managed=managed))
@@ -209,38 +190,20 @@ class MappedMemory:
     @staticmethod
     def _place(device, call: str, size: int, rounded: int, memory: int) -> tuple[int, int]:
         """A device allocation with a page-aligned address inside it where
-        `rounded` bytes of host memory could be mapped: (its base, that
-        address, now mapped).  The device's window is free in this process
-        unless something was mapped there on purpose, such as a forked
-        parent's mapped memory: then the allocation is made again past it."""
-        spacers = []
-        try:
-            for _ in range(PLACE_ATTEMPTS):
-                # A page more than asked: the device's allocations are aligned
-                # to 256 bytes, the host copy must start on a page.
-                base = device.malloc(rounded + PAGE)
-                host = _round_up(base)
-                placed = _map(host, rounded, mmap.MAP_SHARED | MAP_FIXED_NOREPLACE, memory)
-                if placed == host:
-                    return base, host
-                errno = ctypes.get_errno()
-                if placed is not None:
-                    _libc.munmap(placed, rounded)  # an old kernel took the address as a hint
-                spacers.append(base)
-                taken_end = _mapped_end(host, rounded)
-                if taken_end is None:
-                    raise CudaError(cudaError.cudaErrorMemoryAllocation,
-                                    f"{call} of {size} bytes: its host copy cannot be "
-                                    f"placed at its device address {host:#x} on {device.label} (errno {errno})")
-                past = taken_end - (base + rounded + PAGE)
-                if past > 0:
-                    spacers.append(device.malloc(past))  # the next allocation comes after it
+        `rounded` bytes of host memory are now mapped: (its base, that
+        address).  The device's window is claimed by this process
+        (client/memory/address_space.py), so the place is free."""
+        # A page more than asked: the device's allocations are aligned
+        # to 256 bytes, the host copy must start on a page.
+        base = device.malloc(rounded + PAGE)
+        host = _round_up(base)
+        if not address_space.place(host, rounded, memory):
+            errno = ctypes.get_errno()
+            MappedMemory._free_device_copy(device, base)
             raise CudaError(cudaError.cudaErrorMemoryAllocation,
-                            f"{call} of {size} bytes: no place for its host copy "
-                            f"where {device.label} allocates, after {PLACE_ATTEMPTS} attempts")
-        finally:
-            for spacer in spacers:
-                MappedMemory._free_device_copy(device, spacer)
+                            f"{call} of {size} bytes: its host copy cannot be placed at its device address "
+                            f"{host:#x} on {device.label} (errno {errno})")
+        return base, host
 
     def register(self, runtime, device, address: int, size: int, flags: int) -> Mirror:
         """cudaHostRegister(cudaHostRegisterMapped): a device copy of the

@@ -2,9 +2,9 @@
 program reserves, the physical allocations it creates, and their mappings.
 
 A reserved range must never meet an allocation of any GPU: its addresses
-come from the VMM window, above every device's window (docs/design.md
-"Pointers"), one window for the whole process as a CUDA reservation is
-valid on every device.  A physical allocation lives on one GPU (its
+come from the VMM window (docs/design.md "Pointers"), one for the whole
+process as a CUDA reservation is valid on every device, reserved on each of
+its servers when the devices opened (client/state.py).  A physical allocation lives on one GPU (its
 server holds the bytes, named by the handle the client gave it); mapping
 it at an address of a reservation makes [ptr, ptr + size) an allocation of
 that GPU in the allocation map, so copies, memsets and kernels take the
@@ -18,12 +18,6 @@ import threading
 from dataclasses import dataclass, field
 
 from rcuda.errors import CudaError, cudaError
-
-#: Reservations lie in [VMM_BASE, VMM_BASE + VMM_WINDOW_SIZE): above the
-#: device windows of the first 80 GPUs (client/state.py VA_BASE).
-VMM_BASE = 0x6000_0000_0000
-VMM_WINDOW_SIZE = 1 << 44
-
 
 @dataclass(eq=False)
 class PhysicalAllocation:
@@ -59,6 +53,7 @@ class VirtualMemory:
         self._lock = threading.Lock()
         self._reserved: dict[int, int] = {}  # base -> size
         self._mappings: dict[int, Mapping] = {}  # ptr -> mapping
+        self.window = (0, 0)  # (base, size): where reservations lie, set once the devices are open
 
     def reserve(self, size: int, alignment: int, hint: int) -> int:
         """A free range of `size` bytes aligned to `alignment`: at `hint` if
@@ -72,19 +67,19 @@ class VirtualMemory:
             self._reserved[base] = size
             return base
 
-    @staticmethod
-    def _free(taken: list, base: int, size: int) -> bool:
-        inside = VMM_BASE <= base and base + size <= VMM_BASE + VMM_WINDOW_SIZE
-        return inside and all(base + size <= start or start + length <= base for start, length in taken)
+    def _free(self, taken: list, base: int, size: int) -> bool:
+        low, length = self.window
+        inside = low <= base and base + size <= low + length
+        return inside and all(base + size <= start or start + span <= base for start, span in taken)
 
-    @staticmethod
-    def _lowest_fit(taken: list, size: int, alignment: int) -> int:
-        candidate = VMM_BASE
-        for start, length in taken:
+    def _lowest_fit(self, taken: list, size: int, alignment: int) -> int:
+        low, length = self.window
+        candidate = -(-low // alignment) * alignment
+        for start, taken_length in taken:
             if candidate + size <= start:
                 break
-            candidate = max(candidate, -(-(start + length) // alignment) * alignment)
-        if candidate + size > VMM_BASE + VMM_WINDOW_SIZE:
+            candidate = max(candidate, -(-(start + taken_length) // alignment) * alignment)
+        if candidate + size > low + length:
             raise CudaError(cudaError.cudaErrorMemoryAllocation,
                             f"cuMemAddressReserve of {size} bytes: the VMM window is full")
         return candidate

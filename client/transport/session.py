@@ -103,6 +103,10 @@ class ServerSession:
         self.timeout = timeout
         #: CURVE settings for every socket to this server (None: no --auth).
         self.curve = curve
+        #: Where its driver reserved the program's VMM window (client/state.py)
+        #: once the devices are open: cuMemMap works on its GPUs where this is
+        #: the program's window.
+        self.vmm_base: int | None = None
         try:
             self.token: str = reply["token"]
             self.ports: list[int] = list(reply["ports"])

@@ -524,9 +524,17 @@ class Backend(abc.ABC):
         """How many GPUs this server serves."""
 
     @abc.abstractmethod
-    def open_device(self, index: int, va_base: int | None = None) -> Device:
+    def open_device(self, index: int, window=None) -> Device:
         """Open server-side GPU `index` for one session.  Allocations are placed
-        in [va_base, va_base + VA_WINDOW_SIZE) when `va_base` is given."""
+        in `window` (a reservation of VA_WINDOW_SIZE bytes, from `reserve`)
+        when it is given; the device does not release it."""
+
+    @abc.abstractmethod
+    def reserve(self, index: int, size: int, hint: int | None):
+        """`size` bytes of device addresses, valid on every GPU of this
+        worker, as cuMemAddressReserve gives them: at `hint` when the driver
+        takes it, elsewhere otherwise.  Returns a reservation (`base`,
+        `size`, `release()`); `index` is the GPU asking, for messages."""
 
 
 # ---------------------------------------------------------------- helpers

@@ -1,14 +1,14 @@
-"""Device memory inside an address window the client chose, through the CUDA
-driver's virtual memory management (cuMemAddressReserve/cuMemCreate/cuMemMap);
-and the program's own virtual memory management calls (cuMemCreate, cuMemMap
-at addresses the client reserved), the same way.
+"""Device memory inside an address window, through the CUDA driver's virtual
+memory management (cuMemAddressReserve/cuMemCreate/cuMemMap); and the
+program's own virtual memory management calls (cuMemCreate, cuMemMap into
+the session's VMM window), the same way.
 
 Why: programs pass raw device pointers in kernel arguments and structs, so
 the client cannot translate them; pointers from different servers must
-therefore never be equal.  The client gives each device a window of
-addresses; this module reserves that window on the GPU (as a hint: the
-driver may refuse the exact place, and then we say so) and maps each
-allocation's physical memory into it.  CuPy binds none of these calls, so
+therefore never be equal.  Each device's allocations lie in a window this
+module reserves (at the client's address when the driver takes the hint,
+elsewhere otherwise: the client settles with where it is, docs/design.md
+"Pointers"), each allocation's physical memory mapped into it.  CuPy binds none of these calls, so
 they go through ctypes to libcuda.so.1.  Struct layouts were checked
 against cuda.h of CUDA 13 (CUmemAllocationProp: 32 bytes, location at 8;
 CUmemAccessDesc: 12 bytes, flags at 8).
@@ -108,23 +108,39 @@ class Mapping:
     handle: int    # the physical allocation
 
 
-class AddressWindow:
-    """[base, base + size) reserved on one GPU, allocated into bottom-up."""
+class Reservation:
+    """cuMemAddressReserve: `size` bytes of addresses, valid on every GPU of
+    the process.  `hint` is only a wish: a driver may place the range
+    elsewhere (an H100's would not take 0x6000_0000_0000), so `base` is
+    where it really is, and the client settles with that."""
 
-    def __init__(self, device: int, base: int, size: int):
+    def __init__(self, device: int, size: int, hint: int | None):
+        cu = driver()
+        self._cu = cu
+        alignment = granularity(cu, device, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED)
+        reserved = ctypes.c_uint64()
+        status = cu.cuMemAddressReserve(ctypes.byref(reserved), size, alignment, hint or 0, 0)
+        if status and hint:  # some drivers refuse a hint they cannot take instead of ignoring it
+            status = cu.cuMemAddressReserve(ctypes.byref(reserved), size, alignment, 0, 0)
+        if status:
+            raise CudaError(cudaError.cudaErrorMemoryAllocation,
+                            f"cuMemAddressReserve of {size} bytes on GPU {device} failed with CUresult {status}")
+        self.base, self.size = reserved.value, size
+
+    def release(self) -> None:
+        self._cu.cuMemAddressFree(self.base, self.size)
+
+
+class AddressWindow:
+    """A device's allocations inside a Reservation, placed bottom-up."""
+
+    def __init__(self, device: int, reservation: Reservation):
         self._cu = driver()
         self.device = device
         self._prop = device_memory(device)
         self.granularity = granularity(self._cu, device, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED)
-        reserved = ctypes.c_uint64()
-        self._check("cuMemAddressReserve", ctypes.byref(reserved), size, self.granularity, base, 0)
-        if reserved.value != base:
-            self._cu.cuMemAddressFree(reserved.value, size)
-            raise CudaError(cudaError.cudaErrorMemoryAllocation,
-                            f"GPU {device}: the driver would not reserve the address window at {base:#x} "
-                            f"(offered {reserved.value:#x}); device pointers could collide with another server's")
-        self.base, self.size = base, size
-        self._next = base
+        self.base, self.size = reservation.base, reservation.size
+        self._next = self.base
         self._mappings: dict[int, Mapping] = {}
         self._free: list[tuple[int, int]] = []  # (address, size) of unmapped ranges below _next
 
@@ -176,17 +192,17 @@ class AddressWindow:
         self._cu.cuMemRelease(mapping.handle)
         self._free.append((mapping.address, mapping.size))
 
-    def close(self) -> None:
+    def free_all(self) -> None:
+        """The session's end on this GPU (or cudaDeviceReset): every allocation
+        goes; the reservation stays its session's."""
         for address in list(self._mappings):
             self.free(address)
-        self._cu.cuMemAddressFree(self.base, self.size)
 
 
 class ProgramMappings:
     """The program's own cuMemCreate/cuMemMap on one GPU (client/driver/vmm.py),
-    at the addresses its client reserved: each mapping reserves exactly its
-    range (the client's VMM window lies outside every device window) and
-    maps the physical allocation there, readable and writable by this GPU."""
+    inside the session's VMM window: a Reservation the session made when
+    it opened, whose addresses the client hands out (cuMemAddressReserve)."""
 
     def __init__(self, device: int):
         self._cu = driver()
@@ -206,17 +222,7 @@ class ProgramMappings:
         check(self._cu, self.device, "cuMemRelease", handle)
 
     def map(self, address: int, size: int, offset: int, handle: int) -> None:
-        reserved = ctypes.c_uint64()
-        check(self._cu, self.device, "cuMemAddressReserve", ctypes.byref(reserved), size, 0, address, 0)
-        try:
-            if reserved.value != address:
-                raise CudaError(cudaError.cudaErrorMemoryAllocation,
-                                f"GPU {self.device}: the driver would not reserve {address:#x} for cuMemMap "
-                                f"(offered {reserved.value:#x})")
-            check(self._cu, self.device, "cuMemMap", address, size, offset, handle, 0)
-        except CudaError:
-            self._cu.cuMemAddressFree(reserved.value, size)
-            raise
+        check(self._cu, self.device, "cuMemMap", address, size, offset, handle, 0)
         try:
             set_access(self._cu, self.device, address, size, self.device, CU_MEM_ACCESS_FLAGS_PROT_READWRITE)
         except CudaError:
@@ -228,7 +234,6 @@ class ProgramMappings:
 
     def unmap(self, address: int, size: int) -> None:
         check(self._cu, self.device, "cuMemUnmap", address, size)
-        check(self._cu, self.device, "cuMemAddressFree", address, size)
 
 
 def memset_pattern(stream: int, ptr: int, value: int, size: int, elem: int, device: int) -> None:

@@ -34,7 +34,7 @@ from rcuda.errors import CudaError, cudaError
 
 from . import cuda_arrays, cuda_jit
 from .arrays import ArraySpec, Place
-from .base import (VA_WINDOW_SIZE, Allocation, AllocationTable, Backend, Completion, Device, Done, ParamLayout,
+from .base import (Allocation, AllocationTable, Backend, Completion, Device, Done, ParamLayout,
                    Physical, PhysicalTable, check_launch_configuration)
 from .cuda_status import driver_status, runtime_status
 
@@ -107,11 +107,19 @@ class CupyBackend(Backend):
     def device_count(self) -> int:
         return self.devices
 
-    def open_device(self, index: int, va_base: int | None = None) -> CupyDevice:
+    def reserve(self, index: int, size: int, hint: int | None):
+        from .cuda_vmm import Reservation
+        try:
+            self._runtime.setDevice(index)  # the driver reserves in a context
+        except self._runtime.CUDARuntimeError as exc:
+            raise CudaError(runtime_status(exc.status), f"reserving addresses on GPU {index}: {exc}") from None
+        return Reservation(index, size, hint)
+
+    def open_device(self, index: int, window=None) -> CupyDevice:
         if not 0 <= index < self.devices:
             raise CudaError(cudaError.cudaErrorInvalidDevice, f"GPU {index} is not served here "
                                                               f"(this server has {self.devices})")
-        return CupyDevice(self._runtime, self._driver, index, self.memory_bytes, va_base)
+        return CupyDevice(self._runtime, self._driver, index, self.memory_bytes, window)
 
 
 class CupyFunction:
@@ -223,7 +231,7 @@ class EventCompletion(Completion):
 
 
 class CupyDevice(Device):
-    def __init__(self, runtime, driver, index: int, memory_limit: int | None, va_base: int | None):
+    def __init__(self, runtime, driver, index: int, memory_limit: int | None, window):
         self.index = index
         self._runtime = runtime
         self._driver = driver
@@ -244,10 +252,10 @@ class CupyDevice(Device):
         self._attributes = self._read_attributes()
         self._total = self._properties["totalGlobalMem"]
         self._window = None
-        if va_base is not None:
+        if window is not None:
             from .cuda_vmm import AddressWindow
-            with self._cuda("reserving the device's address window"):
-                self._window = AddressWindow(index, va_base, VA_WINDOW_SIZE)
+            with self._cuda("opening the device's address window"):
+                self._window = AddressWindow(index, window)
         with self._cuda("creating the stream event waits use"):
             self._wait_stream = self._runtime.streamCreateWithFlags(STREAM_NON_BLOCKING)
         self._mirror_stream = None  # mapped memory's copies (write_now, read_now), made on first use
@@ -1008,7 +1016,7 @@ class CupyDevice(Device):
         steps += [(f"unloading module {key}", lambda m=m: self._driver.moduleUnload(m))
                   for key, (m, _) in self._modules.items()]
         if self._window:
-            steps.append(("releasing the address window", self._window.close))
+            steps.append(("freeing the address window's allocations", self._window.free_all))
         for what, step in steps:
             try:
                 with self._cuda(what):

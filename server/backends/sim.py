@@ -39,6 +39,7 @@ from rcuda.errors import CudaError, cudaError
 from rcuda.fatbin import KernelResources
 
 from . import sim_jit
+from .sim_addresses import AddressSpace, Reservation, takes_hints_from_environment
 from .sim_arrays import SimArrays
 from .base import (ALLOCATION_ALIGNMENT, VA_WINDOW_SIZE, Allocation, AllocationTable, Backend, Completion, Device,
                    Done, ParamLayout, Physical, PhysicalTable, check_launch_configuration, fill_pattern)
@@ -49,7 +50,7 @@ log = logging.getLogger(__name__)
 
 DEFAULT_MEMORY_BYTES = 16 << 30
 
-#: Without a client-assigned window, device i allocates in
+#: Without a window from the session, device i allocates in
 #: [DEFAULT_VA_BASE + i * VA_WINDOW_SIZE, ... + VA_WINDOW_SIZE): disjoint, and
 #: all below 0x8000_0000_0000 (the top of a canonical user-space address).
 DEFAULT_VA_BASE = 0x7000_0000_0000
@@ -126,6 +127,7 @@ class SimBackend(Backend):
         # from starting rather than failing its first launch.
         self.kernels = KernelLibrary([*kernel_files, *kernel_files_from_environment()])
         self.arch = arch_from_environment()
+        self.addresses = AddressSpace(takes_hints_from_environment())  # the device and VMM windows
         #: The GPUs open in this worker (its one session), by index: what a
         #: kernel with peer access reaches.
         self.open_devices: dict[int, SimDevice] = {}
@@ -133,12 +135,14 @@ class SimBackend(Backend):
     def device_count(self) -> int:
         return self.devices
 
-    def open_device(self, index: int, va_base: int | None = None) -> SimDevice:
+    def reserve(self, index: int, size: int, hint: int | None) -> Reservation:
+        return self.addresses.reserve(size, hint)
+
+    def open_device(self, index: int, window: Reservation | None = None) -> SimDevice:
         if not 0 <= index < self.devices:
             raise CudaError(cudaError.cudaErrorInvalidDevice, f"sim device {index} does not exist "
                                                               f"(this server has {self.devices})")
-        if va_base is None:
-            va_base = DEFAULT_VA_BASE + index * VA_WINDOW_SIZE
+        va_base = DEFAULT_VA_BASE + index * VA_WINDOW_SIZE if window is None else window.base
         device = SimDevice(index, va_base, self.memory_bytes, self.kernels, identity=self.identity,
                            open_devices=self.open_devices, arch=self.arch)
         self.open_devices[index] = device
