@@ -35,6 +35,7 @@ from .transport.fast_path import NullFastPath
 from .memory.host import HostMemory, PendingDownloads
 from .memory.managed import ManagedMemory
 from .memory.mapped import MappedMemory
+from .memory.pinned import PinnedMemory
 from .memory.pools import MemoryPools
 from .modules import KernelRegistry
 from .transport.peer import PeerCopies
@@ -72,6 +73,7 @@ class Runtime:
         self.host_memory = HostMemory()
         self.mapped = MappedMemory()  # mapped (zero-copy) host memory: a host and a device copy each
         self.managed = ManagedMemory(self.mapped)  # cudaMallocManaged's: mirrors too
+        self.pinned = PinnedMemory(self.mapped)    # cudaHostAlloc's: mirrors once a kernel uses them
         self.pending_downloads = PendingDownloads()  # asynchronous copies into pinned memory in flight
         self.virtual_memory = VirtualMemory()  # the driver's reservations and mappings (cuMemMap)
         self.arrays = ArrayTable()        # CUDA arrays (cudaMallocArray, cuArrayCreate, ...)
@@ -368,6 +370,7 @@ class Runtime:
     def reset_device(self, device: RemoteDevice) -> None:
         """cudaDeviceReset: everything the process had on `device` is gone."""
         try:
+            self.pinned.forget_device(self, device)   # plain memory again, with the host's bytes
             self.mapped.forget_device(self.fast, device)  # the device copies go with the reset
             self.managed.forget_device(device)
             device.reset()
@@ -400,6 +403,7 @@ class Runtime:
         self.arrays.clear()
         self.samplers.clear()
         self.mapped.forget_after_fork()  # C made their pages plain memory
+        self.pinned.forget_after_fork()
         self.managed.forget_all()
         self.streams.clear()
         self.captures.clear()

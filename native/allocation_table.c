@@ -122,6 +122,46 @@ static void rcuda_pinned_removed(uint64_t base)
     range_remove(&pinned_table, base);
 }
 
+/* Page-locked memory kernels can reach (client/memory/pinned.py): its
+ * blocks, each owned by 1 + the device it is attached to, or 0.  A launch
+ * whose parameters point into a block not attached to its device goes to
+ * Python, which attaches it (launch_fast_path.c). */
+static struct range_table pinned_block_table = {PTHREAD_RWLOCK_INITIALIZER, NULL, 0, 0};
+static int pinned_blocks = 0; /* how many: none, and launches need not look */
+static uint64_t pinned_low = 0, pinned_high = 0; /* [low, high) holds them all: a word outside is no block's */
+
+static void rcuda_pinned_block(uint64_t base, uint64_t size, int device, int add)
+{
+    range_remove(&pinned_block_table, base);
+    if (add)
+        range_add(&pinned_block_table, base, size, device + 1);
+    pthread_rwlock_rdlock(&pinned_block_table.lock);
+    size_t count = pinned_block_table.count;
+    __atomic_store_n(&pinned_low, count ? pinned_block_table.ranges[0].base : 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&pinned_high, count ? pinned_block_table.ranges[count - 1].end : 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&pinned_blocks, (int)count, __ATOMIC_RELEASE);
+    pthread_rwlock_unlock(&pinned_block_table.lock);
+}
+
+/* Whether a launch on `device` whose parameter buffer is `params` (`size`
+ * bytes) passes the address of a block not attached to that device. */
+static int needs_pinned_attach(int device, const char *params, size_t size)
+{
+    if (!__atomic_load_n(&pinned_blocks, __ATOMIC_ACQUIRE))
+        return 0;
+    uint64_t low = __atomic_load_n(&pinned_low, __ATOMIC_RELAXED), high = __atomic_load_n(&pinned_high, __ATOMIC_RELAXED);
+    for (size_t at = 0; at + 8 <= size; at += 8) { /* pointers are 8-byte aligned in a parameter buffer */
+        uint64_t word;
+        memcpy(&word, params + at, 8);
+        if (word < low || word >= high)
+            continue;
+        int owner = range_owner(&pinned_block_table, word, 1);
+        if (owner >= 0 && owner != device + 1)
+            return 1;
+    }
+    return 0;
+}
+
 /* ------------------------------------------------------------ lookups */
 
 /* The device whose allocation holds [address, address + length), or -1. */
@@ -152,4 +192,7 @@ static void allocation_table_after_fork(void)
     pthread_rwlock_init(&allocation_table.lock, NULL);
     allocation_table.count = 0;
     pthread_rwlock_init(&pinned_table.lock, NULL);
+    pthread_rwlock_init(&pinned_block_table.lock, NULL);
+    for (size_t i = 0; i < pinned_block_table.count; i++)
+        pinned_block_table.ranges[i].owner = 0; /* the parent's devices are not the child's */
 }

@@ -139,6 +139,7 @@ static void rcuda_allocation_added(uint64_t base, uint64_t size, int device);
 static void rcuda_allocation_removed(uint64_t base);
 static void rcuda_allocations_cleared(void);
 static void rcuda_pinned_added(uint64_t base, uint64_t size);
+static void rcuda_pinned_block(uint64_t base, uint64_t size, int device, int add);
 static void rcuda_pinned_removed(uint64_t base);
 """
 

@@ -22,6 +22,8 @@
 
 #include "launch_rules.h" /* generated from rcuda/launch_rules.py: the limits record_launch checks */
 
+static int needs_pinned_attach(int device, const char *params, size_t size); /* allocation_table.c */
+
 #define FAST_MAX_DEVICES 64
 #define FAST_BATCH_INITIAL (64 << 10)
 
@@ -456,7 +458,9 @@ static int record_launch(const void *host_fun, dim3 grid, dim3 block, void **arg
             memcpy(params + k->offsets[i], args[i], k->sizes[i]);
     }
     pthread_rwlock_unlock(&kernels_lock);
-    if (!finish_record(d, &r, params != NULL))
+    /* Page-locked memory the kernel is passed must be attached to this device first: Python's. */
+    int recorded = params != NULL && !needs_pinned_attach(device, params, r.param_bytes);
+    if (!finish_record(d, &r, recorded))
         return 0;
     mirror_note_write(device, stream_id); /* the kernel may write mapped memory (native/mapped_memory.c) */
     return 1;

@@ -20,7 +20,7 @@ from rcuda.client.memory import address_space
 from rcuda.protocol import VA_WINDOW_SIZE
 from rcuda.server.backends import cuda_vmm
 
-SECTIONS = ["device_windows", "mapped", "vmm"]
+SECTIONS = ["device_windows", "mapped", "vmm", "pinned"]
 KERNELS = "driver_memory_kernels.py"  # its addWords is address_windows.cu's
 
 
@@ -33,7 +33,7 @@ def result(request, compile_cuda):
                             env=env) for _ in range(2)]
     try:
         binary = compile_cuda("address_windows.cu", f"-L{dropin_dir()}", "-l:libcuda.so.1")
-        yield run_program(binary, servers, env_extra={"RCUDA_LOG": "debug"})
+        yield run_program(binary, servers)
     finally:
         for server in servers:
             server.stop()
@@ -174,3 +174,11 @@ def test_cupy_program_mappings_go_into_the_sessions_vmm_window(hintless):
     mappings.unmap(vmm.base + (4 << 20), 2 << 20)
     vmm.release()
     assert not hintless.reserved
+
+
+def test_pinned_memory_on_zeromq_links(compile_cuda):
+    """Every call through Python's link: attaching page-locked memory there too."""
+    from program_paths import ON_SOCKETS, run_on_sim
+    compile_driver = lambda source: compile_cuda(source, f"-L{dropin_dir()}", "-l:libcuda.so.1")  # noqa: E731
+    result = run_on_sim(compile_driver, "address_windows.cu", KERNELS, "pinned", "mapped", env=ON_SOCKETS)
+    check_section(result, "pinned", "mapped")

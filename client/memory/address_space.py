@@ -84,6 +84,15 @@ def place(address: int, length: int, memory: int) -> bool:
     return placed == address
 
 
+def place_private(address: int, length: int) -> bool:
+    """Plain zeroed memory of the process at `address`, inside a claimed window."""
+    if not claimed(address, length):
+        return False
+    placed = _libc.mmap(address, length, mmap.PROT_READ | mmap.PROT_WRITE,
+                        mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | MAP_FIXED, -1, 0)
+    return placed == address
+
+
 def unmap(address: int, length: int) -> None:
     """The end of host memory rcuda mapped: back to its window's claim if it
     lies in one (the window stays whole), else unmapped."""

@@ -6,7 +6,8 @@ client reads host memory itself, so any memory is valid for async
 copies: pinned memory is plain memory of this process (anonymous mmap, so
 large allocations cost nothing until touched, and freeing returns it).  We
 still track it, so that cudaPointerGetAttributes, cudaHostGetFlags and
-cudaMemcpyDefault know these ranges are host memory.
+cudaMemcpyDefault know these ranges are host memory.  cudaHostAlloc's
+memory is placed where kernels can reach it too (client/memory/pinned.py).
 
 Mapped (zero-copy) memory is tracked here too; its device copy and the
 bookkeeping that keeps the two in step are client/memory/mapped.py's.
@@ -14,9 +15,7 @@ bookkeeping that keeps the two in step are client/memory/mapped.py's.
 from __future__ import annotations
 
 import bisect
-import ctypes
 import itertools
-import mmap
 import threading
 from dataclasses import dataclass
 
@@ -25,11 +24,6 @@ from rcuda.errors import CudaError, cudaError
 from ..transport.link import Gate
 from . import address_space
 
-_libc = ctypes.CDLL(None, use_errno=True)
-_libc.mmap.restype = ctypes.c_void_p
-_libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
-_libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
-MAP_FAILED = ctypes.c_void_p(-1).value
 
 
 @dataclass(frozen=True)
@@ -59,19 +53,8 @@ class HostMemory:
             for found in self._ranges.values():
                 watcher.pinned_added(found)
 
-    def allocate(self, size: int, flags: int) -> int:
-        if size == 0:
-            return 0
-        address = _libc.mmap(None, size, mmap.PROT_READ | mmap.PROT_WRITE, mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS,
-                             -1, 0)
-        if address in (None, MAP_FAILED):
-            raise CudaError(cudaError.cudaErrorMemoryAllocation,
-                            f"cudaHostAlloc of {size} bytes: out of host memory (errno {ctypes.get_errno()})")
-        self._add(HostRange(address, size, flags, allocated=True))
-        return address
-
     def add_range(self, address: int, size: int, flags: int) -> None:
-        """Memory cudaHostAlloc mapped itself (client/memory/mapped.py): freed here."""
+        """cudaHostAlloc's memory (client/memory/pinned.py, mapped.py): unmapped here."""
         self._add(HostRange(address, size, flags, allocated=True))
 
     def free(self, address: int) -> None:

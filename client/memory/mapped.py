@@ -184,7 +184,7 @@ class MappedMemory:
             address_space.unmap(host, rounded)
             _libc.munmap(alias, rounded)
             raise
-        self._add(Mirror(slot, host, size, host, device, base, flags, allocated=True, alias=alias, managed=managed))
+        self.add(Mirror(slot, host, size, host, device, base, flags, allocated=True, alias=alias, managed=managed))
         return host
 
     @staticmethod
@@ -223,7 +223,7 @@ class MappedMemory:
             self._free_device_copy(device, device_ptr)
             raise
         mirror = Mirror(slot, address, size, device_ptr, device, device_ptr, flags, allocated=False)
-        self._add(mirror)
+        self.add(mirror)
         return mirror
 
     def mirror_variable(self, runtime, device, host: int, size: int, device_ptr: int) -> Mirror:
@@ -236,7 +236,7 @@ class MappedMemory:
                             "__managed__ variables: too many mapped and managed ranges at once")
         mirror = Mirror(slot, host, size, device_ptr, device, allocation=0, flags=MACROS["cudaMemAttachGlobal"],
                         allocated=False, managed=True)
-        self._add(mirror)
+        self.add(mirror)
         return mirror
 
     def release(self, runtime, mirror: Mirror) -> None:
@@ -246,7 +246,7 @@ class MappedMemory:
         # Not while another thread downloads the device's mirrors through
         # Python (a ZeroMQ link): it would ask for a device copy freed meanwhile.
         with mirror.device.mirror_lock:
-            self._forget(runtime.fast, mirror)
+            self.forget(runtime.fast, mirror)
         runtime.allocations.remove(mirror.allocation)
         self._free_device_copy(mirror.device, mirror.allocation)
 
@@ -254,7 +254,7 @@ class MappedMemory:
         """cudaDeviceReset: the device copies are gone; the host copies stay,
         as plain memory (cudaHostGetDevicePointer now refuses them)."""
         for mirror in self.of_device(device):
-            self._forget(fast, mirror)
+            self.forget(fast, mirror)
 
     def forget_all(self, fast) -> None:
         """At the end of the session: every host copy is plain memory again."""
@@ -273,19 +273,21 @@ class MappedMemory:
         with self._lock:
             self._mirrors = []
 
-    def _add(self, mirror: Mirror) -> None:
+    def add(self, mirror: Mirror) -> None:
         with self._lock:
             self._mirrors = [*self._mirrors, mirror]  # lookups read the list without the lock
             mirror.device.mirrored += 1
 
-    def _forget(self, fast, mirror: Mirror) -> None:
+    def forget(self, fast, mirror: Mirror, keep_alias: bool = False) -> None:
+        """The mirror ends; C is done with it.  Its alias goes too, unless
+        its owner still needs it (client/memory/pinned.py)."""
         with self._lock:
             if mirror not in self._mirrors:
                 return
             self._mirrors = [m for m in self._mirrors if m is not mirror]
             mirror.device.mirrored -= 1
         fast.mirror_remove(mirror.slot)
-        if mirror.alias:  # C is done with it: the host copy stays, as plain memory
+        if mirror.alias and not keep_alias:  # the host copy stays, as plain memory
             _libc.munmap(mirror.alias, _round_up(mirror.size))
 
     @staticmethod

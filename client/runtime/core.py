@@ -150,6 +150,7 @@ def launch_on(device, stream, kernel, grid: tuple, block: tuple, shared_mem: int
     cluster = device.launch_cluster(kernel, grid, block, shared_mem, cluster)
     if cooperative:
         device.check_cooperative_grid(kernel, grid, block, shared_mem)
+    interposer.rt.pinned.attach_for_launch(interposer.rt, device, params)  # page-locked memory it is passed
     device.launch(fn, grid, block, shared_mem, stream.id, params, cooperative, cluster)
     if device.mirrored:  # the kernel may write mapped memory (client/memory/mapped.py)
         interposer.rt.fast.mirror_written(device, stream.id)

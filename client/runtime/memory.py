@@ -350,11 +350,9 @@ def copy_work(device, dst: int, src: int, count: int, kind: int) -> graphs.Work:
 def copy_between_devices(dst_device, dst: int, src_device, src: int, count: int, stream=None,
                          asynchronous: bool = False, call: str = "cudaMemcpy") -> None:
     """A copy between two GPUs: server to server (client/transport/peer.py), never
-    through this process.  A copy in a stream waits for the stream's earlier
-    work first (the halves then keep the devices' arrival order)."""
-    if stream is not None and stream.id != 0:
-        stream.device.request("stream_sync", stream=stream.id)
-    rt().peer_copies.copy(dst_device, dst, src_device, src, count, synchronous=not asynchronous, call=call)
+    through this process; a copy in a stream runs in it there."""
+    rt().peer_copies.copy(dst_device, dst, src_device, src, count, synchronous=not asynchronous, call=call,
+                          stream=stream)
 
 
 @cuda("cudaMemcpy", "cudaMemcpy_ptds")
@@ -741,19 +739,21 @@ def cudaGetSymbolSize(size, symbol):
 
 @cuda()
 def cudaHostAlloc(pHost, size, flags):
-    """Plain memory of this process (see client/memory/host.py): any memory
-    is valid for async copies through rcuda.  With cudaHostAllocMapped, a
-    mirror on the current device (client/memory/mapped.py), also with
-    cudaHostAllocPortable: its device copy is on that device only."""
+    """With cudaHostAllocMapped, a mirror on the current device
+    (client/memory/mapped.py), also with cudaHostAllocPortable: its device
+    copy is on that device only.  Otherwise a block that a kernel's launch
+    on any device makes that device's mirror (client/memory/pinned.py)."""
     out_pointer(pHost, "pHost")
     if flags & ~0xF:
         raise CudaError(cudaError.cudaErrorInvalidValue, f"cudaHostAlloc flags {flags:#x}")
     device = rt().device()  # initialises the runtime, as cudaHostAlloc does
+    host = 0
     if flags & HOST_ALLOC_MAPPED and size:
         host = rt().mapped.allocate(rt(), device, size, flags)
+    elif size:
+        host = rt().pinned.allocate(rt(), size, flags)  # kernels may use it too (client/memory/pinned.py)
+    if host:
         rt().host_memory.add_range(host, size, flags)
-    else:
-        host = rt().host_memory.allocate(size, flags)
     pHost[0] = ffi().cast("void *", host)
     return SUCCESS
 
@@ -773,7 +773,7 @@ def cudaFreeHost(ptr):
         for device in rt().opened_devices():
             device.synchronize()
         mirror = rt().mapped.at(base)
-        if mirror is not None and mirror.allocated:
+        if not rt().pinned.free(rt(), base) and mirror is not None and mirror.allocated:
             rt().mapped.release(rt(), mirror)  # before its pages go
     rt().host_memory.free(base)
     return SUCCESS

@@ -89,6 +89,7 @@ class NullFastPath:
                    device_only_reads: bool) -> int:
         raise CudaError(cudaError.cudaErrorNotSupported, "mapped host memory needs the interposer")
 
+    def pinned_block(self, base: int, span: int, device, add: bool = True) -> None: ...
     def mirror_remove(self, slot: int) -> None: ...
     def mirrors_forget(self, device=None) -> None: ...
     def mirror_written(self, device, stream: int) -> None: ...
@@ -220,6 +221,11 @@ class FastPath(NullFastPath):
 
     def pinned_removed(self, base: int) -> None:
         self._lib.rcuda_pinned_removed(base)
+
+    def pinned_block(self, base: int, span: int, device, add: bool = True) -> None:
+        """A block of page-locked memory kernels can reach (client/memory/pinned.py),
+        attached to `device` or to none; or gone (`add` false)."""
+        self._lib.rcuda_pinned_block(base, span, -1 if device is None else device.ordinal, int(add))
 
     def records_in_c(self, ordinal: int) -> int | None:
         return self._lib.rcuda_fast_records_made(ordinal)

@@ -133,10 +133,59 @@ static void vmm() {
     printf("ok vmm\n");
 }
 
+// Page-locked memory of every kind, passed to kernels by its host address
+// (unified addressing), on each GPU in turn: the kernel's writes come back,
+// the host's writes made before a launch reach it, and a launch the C fast
+// path would make (a kernel already launched there) attaches it too.
+static void pinned() {
+    const int n = devices(), words = 2048;
+    const size_t bytes = words * sizeof(unsigned);
+    unsigned *scratch;
+    CHECK(cudaSetDevice(0));
+    CHECK(cudaMalloc(&scratch, bytes));
+    add_on(0, scratch, 1, words);  // addWords is known on GPU0: its next launch there is C's
+    CHECK(cudaDeviceSynchronize());
+    unsigned *kinds[4];
+    CHECK(cudaMallocHost(&kinds[0], bytes));
+    CHECK(cudaHostAlloc(&kinds[1], bytes, cudaHostAllocPortable));
+    DRV(cuMemAllocHost((void **)&kinds[2], bytes));
+    DRV(cuMemHostAlloc((void **)&kinds[3], bytes, CU_MEMHOSTALLOC_PORTABLE));
+    for (int k = 0; k < 4; k++) {
+        unsigned *p = kinds[k];
+        for (int i = 0; i < words; i++) p[i] = i * 3 + k;
+        unsigned expected = 0;
+        for (int d = 0; d < n; d++) {  // each GPU in turn: the memory follows the kernel
+            add_on(d, p, d + 1, words);
+            expected += d + 1;
+            CHECK(cudaDeviceSynchronize());
+            for (int i = 0; i < words; i += 97) REQUIRE(p[i] == i * 3 + k + expected);
+            p[5] = 1000;  // the host's write, seen by the next kernel
+            add_on(d, p + 5, 1, 1);
+            CHECK(cudaDeviceSynchronize());
+            REQUIRE(p[5] == 1001);
+            for (int i = 0; i < words; i++) p[i] = i * 3 + k;
+            expected = 0;
+        }
+        std::vector<unsigned> got(words);
+        CHECK(cudaMemcpy(scratch, p, bytes, cudaMemcpyDefault));  // copies from it still work
+        CHECK(cudaMemcpy(got.data(), scratch, bytes, cudaMemcpyDefault));
+        for (int i = 0; i < words; i++) REQUIRE(got[i] == (unsigned)(i * 3 + k));
+        cudaPointerAttributes a;
+        CHECK(cudaPointerGetAttributes(&a, p + 10));
+        REQUIRE(a.type == cudaMemoryTypeHost && a.hostPointer == p + 10);
+    }
+    CHECK(cudaFreeHost(kinds[0]));
+    CHECK(cudaFreeHost(kinds[1]));
+    DRV(cuMemFreeHost(kinds[2]));
+    DRV(cuMemFreeHost(kinds[3]));
+    CHECK(cudaFree(scratch));
+    printf("ok pinned\n");
+}
+
 int main(int argc, char **argv) {
     DRV(cuInit(0));
     struct { const char *name; void (*run)(); } sections[] = {
-        {"device_windows", device_windows}, {"mapped", mapped}, {"vmm", vmm},
+        {"device_windows", device_windows}, {"mapped", mapped}, {"vmm", vmm}, {"pinned", pinned},
     };
     for (auto &section : sections) {
         bool chosen = argc == 1;
