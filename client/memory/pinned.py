@@ -101,6 +101,14 @@ class PinnedMemory:
             if block is not None and (block.mirror is None or block.mirror.device is not device):
                 self._attach(runtime, block, device)
 
+    def attach_at(self, runtime, address: int, device) -> bool:
+        """cudaHostGetDevicePointer: the block holding `address`, attached to
+        `device` (False if none holds it)."""
+        block = self._holding(address) if self._blocks else None
+        if block is not None and (block.mirror is None or block.mirror.device is not device):
+            self._attach(runtime, block, device)
+        return block is not None
+
     def _holding(self, address: int) -> Block | None:
         with self._lock:
             i = bisect.bisect_right(self._bases, address) - 1

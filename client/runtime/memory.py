@@ -834,6 +834,8 @@ def mapped_device_pointer(ptr: int, flags: int) -> int:
     """The device address of mapped host memory at `ptr`, on the current device."""
     if flags != 0:
         raise CudaError(cudaError.cudaErrorInvalidValue, f"cudaHostGetDevicePointer: flags must be 0, not {flags}")
+    if rt().pinned.attach_at(rt(), ptr, rt().device()):
+        return ptr  # under unified addressing all page-locked memory is mapped, at its host address
     mirror = rt().mapped.on_host(ptr)
     if mirror is None or mirror.managed:
         pinned = rt().host_memory.find(ptr)

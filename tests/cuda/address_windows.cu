@@ -173,6 +173,9 @@ static void pinned() {
         cudaPointerAttributes a;
         CHECK(cudaPointerGetAttributes(&a, p + 10));
         REQUIRE(a.type == cudaMemoryTypeHost && a.hostPointer == p + 10);
+        void *mapped_at;  // all page-locked memory is mapped, at its host address
+        CHECK(cudaHostGetDevicePointer(&mapped_at, p + 10, 0));
+        REQUIRE(mapped_at == p + 10);
     }
     CHECK(cudaFreeHost(kinds[0]));
     CHECK(cudaFreeHost(kinds[1]));
