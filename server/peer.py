@@ -18,16 +18,19 @@ transfers are buffered), and acks a transfer to its sender once all of it
 has arrived.
 
 The destination GPU's thread, on reaching `peer_wait`, writes the chunks to
-device memory as they come, so later ops on that GPU see the bytes.  It does
+device memory as they come, in the copy's stream (the legacy one unless the
+client names another), so later work there sees the bytes.  It does
 not time out by itself -- the source may be busy with a long kernel first,
 which is no failure -- but it ends as soon as the transfer is aborted: by
 the source worker's client when the source fails (`peer_failed` notice, then
 `peer_abort`), by the client when the source server goes away, or when the
 session ends.
 
-The source GPU's thread, on reaching `peer_push` (so every earlier op on
-that GPU is done), reads the range chunk by chunk and sends it, then waits
-for the ack (bounded by the client's RCUDA_TIMEOUT).
+The source GPU's thread, on reaching `peer_push`, reads the range in the
+copy's stream, after the work before it there (on a GPU, reaching a request
+only means the earlier ones were issued), chunk by chunk with the next
+chunks' reads in flight, sends each as it is read, then waits for the ack
+(bounded by the client's RCUDA_TIMEOUT).
 
 The client chooses the endpoint, so the source is careful where it sends: a
 new connection must first pass the peer handshake (`peer_hello` answered
@@ -83,6 +86,10 @@ DEFAULT_BUFFER_LIMIT = 1 << 30
 MAX_OPEN_TRANSFERS = 4096
 #: Sources remembered as gone (peer_abort for a whole server).
 MAX_SOURCES_GONE = 1024
+#: Bytes of a push read from the GPU ahead of the piece being sent.
+READ_AHEAD = 8 << 20
+#: How long a push polls a piece's read before it sleeps until it is done.
+READ_POLL_SECONDS = 0.0003
 #: Connections a GPU thread keeps open to destinations' peer ports.
 MAX_SENDERS = 16
 #: Connections a peer port serves at once (a thread each).
@@ -460,6 +467,7 @@ class PeerOps:
         try:
             if self.service.sticky is not None:
                 raise self.service.sticky
+            stream = self._stream(header)
             device.check_range(dst, size, f"cudaMemcpyPeer destination (transfer {xfer} from {source})")
         except CudaError:
             self.inbox.abandon(xfer)
@@ -468,7 +476,9 @@ class PeerOps:
             return
         started, offset = time.monotonic(), 0
         for chunk in self.inbox.receive(xfer, source, size, self.service.stopping):
-            device.memcpy_htod(dst + offset, chunk)
+            # In the copy's stream: after the work before it there (which may
+            # still read the range), before the work after it.
+            device.memcpy_htod(dst + offset, chunk, stream)
             offset += len(chunk)
         log.info("GPU%d: peer copy %d: received %d bytes from %s in %.3fs", self.service.index, xfer, size,
                  source, time.monotonic() - started)
@@ -498,21 +508,23 @@ class PeerOps:
         if self.service.sticky is not None:
             raise self.service.sticky
         device = self.service.device
+        stream = self._stream(header)
         device.check_range(src, size, f"cudaMemcpyPeer source (transfer {xfer} to {dest})")
         if size == 0:
             return
         local = self.inbox is not None and self.own_token is not None and secrets.compare_digest(
             header["token"].encode(), self.own_token.encode())
         started = time.monotonic()
+        chunks = _read(device, src, size, stream)
         if local:
-            for offset in range(0, size, protocol.CHUNK_SIZE):
-                chunk = _read(device, src + offset, min(protocol.CHUNK_SIZE, size - offset))
-                _, problem = self.inbox.deliver(xfer, offset, size, chunk)
+            for offset, chunk in chunks:
+                # A copy: the inbox keeps it, and a view may be device memory (the sim's).
+                _, problem = self.inbox.deliver(xfer, offset, size, bytes(chunk))
                 if problem:
                     raise problem
         else:
             secret = self._secret(header)
-            self._send(device, xfer, src, size, endpoint, header["token"], secret, dest, timeout)
+            self._send(chunks, xfer, size, endpoint, header["token"], secret, dest, timeout)
         self.bytes_sent += size
         log.info("GPU%d: peer copy %d: sent %d bytes to %s (%s) in %.3fs", self.service.index, xfer, size, dest,
                  "inside this worker" if local else endpoint, time.monotonic() - started)
@@ -532,15 +544,14 @@ class PeerOps:
             raise CudaError(cudaError.cudaErrorInvalidValue, f"peer_push: peer_secret must be {SEAL_KEY} bytes")
         return secret
 
-    def _send(self, device, xfer, src, size, endpoint, token, secret, dest, timeout) -> None:
+    def _send(self, chunks, xfer, size, endpoint, token, secret, dest, timeout) -> None:
         key = (endpoint, token, secret)
         lane = self._sender(key, dest, timeout)
         try:
             acknowledged = False
-            for offset in range(0, size, protocol.CHUNK_SIZE):
-                chunk = _read(device, src + offset, min(protocol.CHUNK_SIZE, size - offset))
+            for offset, chunk in chunks:
                 lane.send({"op": "peer_data", "seq": 0, "token": token, "xfer": xfer, "offset": offset,
-                           "total": size}, [chunk])
+                           "total": size}, [chunk])  # returns once the kernel holds the bytes
                 while lane.readable():  # a refusal stops us early
                     acknowledged |= self._read_ack(lane, xfer, dest)
             if not acknowledged:
@@ -649,6 +660,11 @@ class PeerOps:
             raise CudaError(cudaError.cudaErrorInvalidDevice, f"peer GPU {peer} of this server")
         return peer
 
+    def _stream(self, header) -> int:
+        """The copy's stream on this GPU (checked), where the client gives
+        one (cudaMemcpyPeerAsync in a stream of this GPU); else the legacy stream."""
+        return self.service.stream_id(header) if "stream" in header else 0
+
     def _wrong_socket(self, header, payload):
         raise ProtocolError(f"{header['op']} belongs on the worker's peer port, not a GPU socket")
 
@@ -667,16 +683,40 @@ def _host_port(endpoint: str) -> tuple[str, int]:
     return host.strip("[]"), int(port)
 
 
-def _read(device, ptr: int, size: int) -> bytes:
-    """Device memory as it is once the work before it is done: the peer copy
-    runs in the order of the GPU's requests, so it waits here (a copy, since
-    the sockets send it from their own threads)."""
-    data, done = device.memcpy_dtoh(ptr, size)
+def _read(device, src: int, size: int, stream: int):
+    """(offset, bytes) of [src, src+size) in CHUNK_SIZE pieces, as the work
+    before them in `stream` leaves them.  The pieces' copies go into the
+    stream ahead of their sending (READ_AHEAD bytes at most), so the GPU
+    reads the next while this thread sends one.  Each is waited for before
+    it is yielded, so what the GPU is given after the push comes after the
+    whole read."""
+    reads: collections.deque = collections.deque()  # (offset, view, Completion), in order
+    issued = 0
     try:
-        done.wait()
-        return bytes(_bytes(data))
+        while issued < size or reads:
+            while issued < size and len(reads) * protocol.CHUNK_SIZE < READ_AHEAD:
+                length = min(protocol.CHUNK_SIZE, size - issued)
+                reads.append((issued, *device.memcpy_dtoh(src + issued, length, stream)))
+                issued += length
+            offset, data, done = reads[0]
+            _finish(done)
+            yield offset, _bytes(data)
+            reads.popleft()
+            done.release()
     finally:
-        done.release()
+        for _, _, done in reads:
+            done.release()
+
+
+def _finish(done) -> None:
+    """Wait for a read, polling it for a moment first: a blocking wait sleeps
+    until the GPU's interrupt wakes the thread, which may take longer than
+    the copy of a piece (the GPU threads poll their Completions so too)."""
+    give_up = time.perf_counter() + READ_POLL_SECONDS
+    while not done.ready():
+        if time.perf_counter() > give_up:
+            done.wait()
+            return
 
 
 def _bytes(view) -> memoryview:

@@ -4,12 +4,14 @@ A copy from GPU A to GPU B (cudaMemcpyPeer, cudaMemcpyPeerAsync, cudaMemcpy
 with cudaMemcpyDefault or DeviceToDevice across devices) never passes
 through this process.  The client posts two asynchronous ops:
 
-    to B (destination): peer_wait {xfer, dst, size, source}
-    to A (source):      peer_push {xfer, src, size, endpoint + token of B's peer port}
+    to B (destination): peer_wait {xfer, dst, size, source, stream}
+    to A (source):      peer_push {xfer, src, size, endpoint + token of B's peer port, stream}
 
 A's server sends the bytes straight to B's (server/peer.py).  Each GPU's
-server thread runs its ops in the order they were posted, so the push reads
-the source after every earlier op on A, and every later op on B sees the
+server thread runs its ops in the order they were posted, and each half
+runs in its stream there (cudaMemcpyPeerAsync's stream on its GPU, the
+legacy stream otherwise), so the push reads the source after the earlier
+work in its stream on A, and the later work in its stream on B sees the
 bytes.  Two GPUs of the same server copy inside their worker.
 
 Why this cannot deadlock.  A GPU thread blocks only in a peer_wait, until
@@ -81,16 +83,18 @@ class PeerCopies:
     # ---------------------------------------------------------- copies
 
     def copy(self, dst_device, dst: int, src_device, src: int, size: int, *, synchronous: bool,
-             call: str = "cudaMemcpyPeer") -> None:
+             call: str = "cudaMemcpyPeer", stream=None) -> None:
         """Copy `size` bytes from `src` on `src_device` to `dst` on
-        `dst_device` (two different devices).  Synchronous: returns once the
-        destination holds the bytes, raising the copy's error."""
+        `dst_device` (two different devices), in `stream` (a Stream, or None:
+        the legacy streams).  Synchronous: returns once the destination holds
+        the bytes, raising the copy's error."""
         if size == 0:
             return
+        src_stream, dst_stream = self._streams(stream, src_device, dst_device, call)
         dst_session = dst_device.session
         if self.mode == "client" or dst_session.peer_endpoint is None or not self._direct_allowed(src_device,
                                                                                                  dst_device):
-            self._copy_through_client(dst_device, dst, src_device, src, size)
+            self._copy_through_client(dst_device, dst, dst_stream, src_device, src, src_stream, size)
             return
         source = str(src_device.session.address)
         self._watch(src_device)
@@ -98,11 +102,12 @@ class PeerCopies:
             xfer = next(self._xfer_ids)
             self._devices_by_label[dst_device.label] = dst_device
             self._outstanding.setdefault(source, {})[dst_device] = xfer
-            dst_device.post("peer_wait", xfer=xfer, dst=dst, size=size, source=source)
+            dst_device.post("peer_wait", xfer=xfer, dst=dst, size=size, source=source, stream=dst_stream)
             try:
                 src_device.post("peer_push", xfer=xfer, src=src, size=size, endpoint=dst_session.peer_endpoint,
                                 token=dst_session.peer_token, dest=dst_device.label,
-                                timeout=src_device.session.timeout, **self._peer_secret(dst_session))
+                                timeout=src_device.session.timeout, stream=src_stream,
+                                **self._peer_secret(dst_session))
             except RcudaError as exc:  # the wait is posted: it must not wait for nothing
                 self._abort(dst_device, xfer, f"{call} from {src_device.label}: {exc}", exc.status)
                 raise
@@ -132,9 +137,26 @@ class PeerCopies:
         return {} if dst_session.peer_secret is None else {"peer_secret": dst_session.peer_secret}
 
     @staticmethod
-    def _copy_through_client(dst_device, dst, src_device, src, size) -> None:
-        frames = src_device.copy_from_device(src, size)
-        dst_device.copy_to_device(dst, memoryview(b"".join(f.buffer for f in frames)))
+    def _streams(stream, src_device, dst_device, call: str) -> tuple[int, int]:
+        """The stream ids each half runs in: a copy in a stream runs there
+        on its GPU (each server orders its half in it: the read after the
+        stream's earlier work, the write before its later work), and in the
+        other GPU's legacy stream; a copy in no stream, in both legacy ones."""
+        if stream is None or stream.id == 0:
+            return 0, 0
+        if stream.id in stream.device.sinks:  # capturing: a copy between servers makes no graph node here
+            stream.device.sinks[stream.id].refuse(call)
+        if stream.device is src_device:
+            return stream.id, 0
+        if stream.device is dst_device:
+            return 0, stream.id
+        stream.device.request("stream_sync", stream=stream.id)  # a third GPU's stream: its order, kept here
+        return 0, 0
+
+    @staticmethod
+    def _copy_through_client(dst_device, dst, dst_stream, src_device, src, src_stream, size) -> None:
+        frames = src_device.copy_from_device(src, size, src_stream)
+        dst_device.copy_to_device(dst, memoryview(b"".join(f.buffer for f in frames)), dst_stream)
 
     def _watch(self, src_device) -> None:
         """Hook the source's link (failed pushes) and session (server

@@ -179,16 +179,28 @@ HD void add_into_thread(ThreadIndex t, float* acc, const float* x, long long n) 
     for (long long i = t.first(); i < n; i += t.stride()) acc[i] += x[i];
 }
 
+// A product rounded on its own, as the host rounds it: on the GPU nvcc would
+// fuse `a * b + c` into one fmaf (one rounding), and --sync peer's update
+// would then drift from --sync host's.
+HD float mul_rn(float a, float b) {
+#ifdef __CUDA_ARCH__
+    return __fmul_rn(a, b);
+#else
+    return a * b;
+#endif
+}
+
 // SGD with momentum and weight decay, from the SUM of the batch's gradients:
 //   g = grad_sum * grad_scale + weight_decay * p;  v = momentum * v + g;  p -= lr * v
-// (grad_scale = 1 / global batch size).  The host's update (trainer.h) is the same formula.
+// (grad_scale = 1 / global batch size).  The host's update (trainer.h) is the
+// same formula, rounded the same way.
 HD void sgd_momentum_thread(ThreadIndex t, float* params, float* velocity, const float* grad_sum, long long n,
                             float grad_scale, float lr, float momentum, float weight_decay) {
     for (long long i = t.first(); i < n; i += t.stride()) {
-        float g = grad_sum[i] * grad_scale + weight_decay * params[i];
-        float v = momentum * velocity[i] + g;
+        float g = mul_rn(grad_sum[i], grad_scale) + mul_rn(weight_decay, params[i]);
+        float v = mul_rn(momentum, velocity[i]) + g;
         velocity[i] = v;
-        params[i] = params[i] - lr * v;
+        params[i] = params[i] - mul_rn(lr, v);
     }
 }
 

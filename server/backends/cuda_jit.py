@@ -1,6 +1,7 @@
 """Module loading and linking through the real driver, with its JIT logs
-(cuModuleLoadDataEx, cuLinkCreate/AddData/Complete/Destroy): the cupy
-backend's side of cuModuleLoadDataEx's log options and of cuLinkComplete.
+(cuModuleLoadDataEx, then every kernel loaded at once with cuFuncLoad;
+cuLinkCreate/AddData/Complete/Destroy): the cupy backend's side of
+cuModuleLoadDataEx's log options and of cuLinkComplete.
 
 CuPy binds neither the log options nor a way to read them back, so these
 go through ctypes to libcuda.so.1, in the calling thread's current context
@@ -56,6 +57,9 @@ def _driver():
         "cuLinkComplete": [pointer, ctypes.POINTER(pointer), ctypes.POINTER(size_t)],
         "cuLinkDestroy": [pointer],
     }
+    if hasattr(lib, "cuFuncLoad"):  # CUDA 12.4 on
+        signatures.update(cuModuleGetFunctionCount=[ctypes.POINTER(uint), pointer],
+                          cuModuleEnumerateFunctions=[ctypes.POINTER(pointer), uint, pointer], cuFuncLoad=[pointer])
     for name, argtypes in signatures.items():
         getattr(lib, name).argtypes = argtypes
         getattr(lib, name).restype = ctypes.c_int
@@ -77,10 +81,31 @@ def load_module(image: bytes) -> tuple[int, str]:
     _, data = _as_loaded(image)
     logs, module = _Logs(), ctypes.c_void_p()
     buffer = ctypes.create_string_buffer(data, len(data))
-    status = _driver().cuModuleLoadDataEx(ctypes.byref(module), buffer, logs.count, logs.options, logs.values)
+    lib = _driver()
+    status = lib.cuModuleLoadDataEx(ctypes.byref(module), buffer, logs.count, logs.options, logs.values)
     if status:
         raise logs.fail(status, "cuModuleLoadDataEx")
+    _load_functions(lib, module.value)
     return module.value, logs.info
+
+
+def _load_functions(lib, module: int) -> None:
+    """Every kernel of a module loaded now, as the program starts using it,
+    rather than at its first launch.  Loaded lazily (CUDA_MODULE_LOADING=LAZY,
+    Linux's default since CUDA 12.2), a kernel's loading may synchronise the
+    whole context (the CUDA Programming Guide's lazy loading hazards): its
+    first launch would wait for every kernel still running, those of other
+    streams too.  A failure here is left to the launch to report."""
+    if not hasattr(lib, "cuFuncLoad"):
+        return  # a driver older than 12.4: loaded as it likes
+    count = ctypes.c_uint()
+    if lib.cuModuleGetFunctionCount(ctypes.byref(count), module) or not count.value:
+        return
+    functions = (ctypes.c_void_p * count.value)()
+    if lib.cuModuleEnumerateFunctions(functions, count.value, module):
+        return
+    for function in functions:
+        lib.cuFuncLoad(function)
 
 
 def link(inputs: list[tuple[str, bytes]]) -> tuple[bytes, str]:

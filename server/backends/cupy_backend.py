@@ -256,9 +256,9 @@ class CupyDevice(Device):
             from .cuda_vmm import AddressWindow
             with self._cuda("opening the device's address window"):
                 self._window = AddressWindow(index, window)
-        with self._cuda("creating the stream event waits use"):
+        with self._cuda("creating the streams of event waits and of mapped memory"):
             self._wait_stream = self._runtime.streamCreateWithFlags(STREAM_NON_BLOCKING)
-        self._mirror_stream = None  # mapped memory's copies (write_now, read_now), made on first use
+            self._mirror_stream = self._runtime.streamCreateWithFlags(STREAM_NON_BLOCKING)  # write_now, read_now
         self._libraries = None
 
     # ---------------------------------------------------------- completions
@@ -450,13 +450,16 @@ class CupyDevice(Device):
                                       self._streams[stream])
         return memoryview(host), self._completion([self._streams[stream]])
 
-    # Mapped memory: through pinned staging, on a stream of their own that
-    # waits for no other (non-blocking), and only for that copy.
+    # Mapped memory: on a stream of their own that waits for no other
+    # (non-blocking), and only for that copy.  From and into pageable memory,
+    # never our pinned staging: allocating pinned memory (cudaHostAlloc, when
+    # CuPy's pool holds no buffer of the size) is one of CUDA's implicit
+    # synchronisations, which would hold the copy behind every stream's
+    # running kernels.  The driver stages pageable memory through buffers of
+    # its own, waiting at most for the copy's stream.
 
     def _mirror_copy(self, dst: int, src: int, size: int, kind, what: str) -> None:
         with self._cuda(what):
-            if self._mirror_stream is None:
-                self._mirror_stream = self._runtime.streamCreateWithFlags(STREAM_NON_BLOCKING)
             self._runtime.memcpyAsync(dst, src, size, kind, self._mirror_stream)
             self._runtime.streamSynchronize(self._mirror_stream)
 
@@ -465,16 +468,14 @@ class CupyDevice(Device):
         if not source.size:
             return
         self._memory.require(dst, source.size, "mapped memory")
-        staging = self._staging(source.size)
-        staging[:] = source
-        self._mirror_copy(dst, staging.ctypes.data, source.size, self._runtime.memcpyHostToDevice,
+        self._mirror_copy(dst, source.ctypes.data, source.size, self._runtime.memcpyHostToDevice,
                           "mapped memory to device")
 
     def read_now(self, src: int, size: int) -> memoryview:
         if not size:
             return memoryview(b"")
         self._memory.require(src, size, "mapped memory")
-        host = self._staging(size)
+        host = np.empty(size, np.uint8)
         self._mirror_copy(host.ctypes.data, src, size, self._runtime.memcpyDeviceToHost, "mapped memory from device")
         return memoryview(host)
 
@@ -1010,9 +1011,8 @@ class CupyDevice(Device):
         steps += [("cudaStreamDestroy", lambda h=h: self._runtime.streamDestroy(h)) for h in self._streams.values() if h]
         steps += [("cudaEventDestroy", lambda h=h: self._runtime.eventDestroy(h))
                   for h in [*self._events.values(), *self._spare_events]]
-        steps.append(("cudaStreamDestroy", lambda: self._runtime.streamDestroy(self._wait_stream)))
-        if self._mirror_stream is not None:
-            steps.append(("cudaStreamDestroy", lambda: self._runtime.streamDestroy(self._mirror_stream)))
+        steps += [("cudaStreamDestroy", lambda h=h: self._runtime.streamDestroy(h))
+                  for h in (self._wait_stream, self._mirror_stream)]
         steps += [(f"unloading module {key}", lambda m=m: self._driver.moduleUnload(m))
                   for key, (m, _) in self._modules.items()]
         if self._window:
