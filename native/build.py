@@ -157,6 +157,7 @@ static void rcuda_mirror_before_sync(int device, int scope, uint64_t stream, str
 static int rcuda_mirror_refresh(int device, int handle, const struct mirror_sync *token, struct link_reply *reply);
 static int rcuda_mirror_slots(int device, int *slots, uint64_t *device_ptrs, uint64_t *sizes, int max);
 static void rcuda_mirror_store(int slot, uint64_t device_ptr, const char *data, uint64_t size);
+static int rcuda_mirror_store_runs(int slot, uint64_t device_ptr, const char *payload, uint64_t size, uint64_t count);
 static void rcuda_mirror_covered(int device, const struct mirror_sync *token);
 static void rcuda_mirror_download_sent(int device, uint64_t device_ptr);
 static uint64_t rcuda_mirror_take(int device, char **data, uint64_t **runs, uint32_t *count);

@@ -509,9 +509,11 @@ static void mirror_download_sent(void *context)
 }
 
 /* A `mirror_dtoh` of `m` into `into`, jumping the link's queue (it may
- * wait behind a host function's gate, which waits for this).  0, a link
- * failure, or -1: the reply in *reply is not plain success. */
-static int mirror_download(struct link *l, struct mirror *m, void *into, struct link_reply *reply)
+ * wait behind a host function's gate, which waits for this).  0 (all of it
+ * landed in `into`), 1 (only the pages that changed came: *runs of them
+ * in reply->payload, for mirror_store_runs; free it with rcuda_link_free),
+ * a link failure, or -1: the reply in *reply is not plain success. */
+static int mirror_download(struct link *l, struct mirror *m, void *into, struct link_reply *reply, uint64_t *runs)
 {
     uint64_t src = m->device_ptr, size = m->size;
     uint64_t seq = __atomic_fetch_add(&next_c_seq, 1, __ATOMIC_RELAXED);
@@ -546,8 +548,14 @@ static int mirror_download(struct link *l, struct mirror *m, void *into, struct 
     *reply = waiter.reply;
     if (reply->failure)
         return reply->failure;
-    struct c_call fields = {.op = "mirror_dtoh"};
-    if (!plain_success(reply->header, reply->header_size, &fields) || (size && !reply->landed))
+    struct c_call fields = {.op = "mirror_dtoh", .runs = UINT64_MAX};
+    if (!plain_success(reply->header, reply->header_size, &fields))
+        return -1;
+    if (fields.runs != UINT64_MAX) {
+        *runs = fields.runs;
+        return 1;
+    }
+    if (size && !reply->landed)
         return -1;
     rcuda_link_free(reply);
     return 0;
@@ -622,16 +630,19 @@ static void mirror_write_protected(struct mirror *m, uint64_t address, const cha
     }
 }
 
-/* The device copy's bytes (downloaded to `data`, the whole mirror) into the
- * host copy of `m`, but where the host wrote since the synchronisation
- * began: its bytes win (another thread's; they reach the device at the next
- * flush).  A protected run is marked as being written before its pages are
- * looked at: a thread writing one then waits in the handler until the bytes
- * are there (see mirror_fault), so no write is lost or goes untracked. */
-static void mirror_store_clean(struct mirror *m, const char *data)
+/* The device copy's bytes of [offset, offset + size) of `m` (downloaded to
+ * `bytes`) into its host copy, but where the host wrote since the
+ * synchronisation began: its bytes win (another thread's; they reach the
+ * device at the next flush).  A protected run is marked as being written
+ * before its pages are looked at: a thread writing one then waits in the
+ * handler until the bytes are there (see mirror_fault), so no write is lost
+ * or goes untracked. */
+static void mirror_store_span(struct mirror *m, uint64_t offset, uint64_t size, const char *bytes)
 {
-    uint64_t pages = (m->page_hi - m->page_lo) / mirror_page;
-    for (uint64_t first = 0; first < pages;) {
+    uint64_t a = m->host + offset, b = a + size; /* the host range the bytes are for */
+    uint64_t lo_address = a > m->page_lo ? a : m->page_lo, hi_address = b < m->page_hi ? b : m->page_hi;
+    uint64_t pages = hi_address > lo_address ? (hi_address - m->page_lo + mirror_page - 1) / mirror_page : 0;
+    for (uint64_t first = pages ? (lo_address - m->page_lo) / mirror_page : 0; first < pages;) {
         uint64_t end = first + 256 < pages ? first + 256 : pages; /* 1 MiB at a time: short waits */
         __atomic_store_n(&m->writing, (first << 32) | end, __ATOMIC_SEQ_CST);
         for (uint64_t page = first; page < end;) {
@@ -643,9 +654,9 @@ static void mirror_store_clean(struct mirror *m, const char *data)
             while (clean < end && !mirror_page_dirty(m, clean))
                 clean++;
             uint64_t lo = m->page_lo + page * mirror_page, hi = m->page_lo + clean * mirror_page;
-            uint64_t from = lo > m->host ? lo : m->host, to = hi < m->host + m->size ? hi : m->host + m->size;
+            uint64_t from = lo > a ? lo : a, to = hi < b ? hi : b;
             if (to > from)
-                mirror_write_protected(m, from, data + (from - m->host), to - from);
+                mirror_write_protected(m, from, bytes + (from - a), to - from);
             page = clean;
         }
         __atomic_store_n(&m->writing, 0, __ATOMIC_SEQ_CST);
@@ -658,24 +669,61 @@ static void mirror_store_clean(struct mirror *m, const char *data)
     pthread_mutex_lock(&m->edge_lock);
     for (int i = 0; i < m->edge_count; i++) {
         struct mirror_edge *e = &m->edges[i];
-        const char *device = data + (e->address - m->host);
-        char *host = (char *)(uintptr_t)e->address;
         if (e->unsent)
             continue; /* the device has not had them yet */
-        for (uint64_t at = 0; at < e->size;) {
-            if (device[at] == e->base[at]) {
+        uint64_t from = e->address > a ? e->address : a;
+        uint64_t to = e->address + e->size < b ? e->address + e->size : b;
+        for (uint64_t at = from - e->address; from < to && at < to - e->address;) {
+            const char *device = bytes + (e->address + at - a);
+            if (*device == e->base[at]) {
                 at++;
                 continue;
             }
-            uint64_t end = at;
-            while (end < e->size && device[end] != e->base[end])
-                end++;
-            memcpy(host + at, device + at, end - at);
-            memcpy(e->sent + at, device + at, end - at);
-            at = end;
+            uint64_t stop = at;
+            while (stop < to - e->address && bytes[e->address + stop - a] != e->base[stop])
+                stop++;
+            memcpy((char *)(uintptr_t)(e->address + at), device, stop - at);
+            memcpy(e->sent + at, device, stop - at);
+            at = stop;
         }
     }
     pthread_mutex_unlock(&m->edge_lock);
+}
+
+static void mirror_store_clean(struct mirror *m, const char *data)
+{
+    mirror_store_span(m, 0, m->size, data);
+}
+
+/* A download's changed pages (mirror_download's runs: `count` (offset,
+ * length) pairs, then their bytes back to back, `size` bytes in all) into
+ * the host copy of `m`.  0, or -1 if the runs do not fit the mirror. */
+static int mirror_store_runs(struct mirror *m, const char *payload, uint64_t size, uint64_t count)
+{
+    if (count > size / 16)
+        return -1;
+    const char *data = payload + 16 * count;
+    uint64_t at = 16 * count;
+    for (uint64_t i = 0; i < count; i++) {
+        uint64_t run[2];
+        memcpy(run, payload + 16 * i, sizeof run); /* little-endian, as every host rcuda runs on */
+        if (run[0] > m->size || run[1] > m->size - run[0] || run[1] > size - at)
+            return -1;
+        mirror_store_span(m, run[0], run[1], data);
+        data += run[1];
+        at += run[1];
+    }
+    return at == size ? 0 : -1;
+}
+
+/* mirror_download's changed pages into the host copy: 0, or -1 (the
+ * reply, kept in *reply, does not describe them). */
+static int mirror_store_changed(struct mirror *m, struct link_reply *reply, uint64_t runs)
+{
+    if (mirror_store_runs(m, reply->payload, reply->payload_size, runs))
+        return -1;
+    rcuda_link_free(reply);
+    return 0;
 }
 
 /* Download one mirror into its host copy (the caller has entered it). */
@@ -688,19 +736,25 @@ static int mirror_refresh_one(struct link *l, struct mirror *m, struct link_repl
          * first: a thread writing it meanwhile waits (in the handler) until
          * the bytes are there.  Unless the host wrote it already. */
         __atomic_store_n(&m->writing, (uint64_t)((m->page_hi - m->page_lo) / mirror_page), __ATOMIC_SEQ_CST);
+        uint64_t runs = 0;
         if (!mirror_host_wrote(m))
-            result = mirror_download(l, m, (void *)(uintptr_t)(m->alias + (m->host - m->page_lo)), reply);
+            result = mirror_download(l, m, (void *)(uintptr_t)(m->alias + (m->host - m->page_lo)), reply, &runs);
         __atomic_store_n(&m->writing, 0, __ATOMIC_SEQ_CST);
+        if (result == 1) /* only what changed came: page by page, as the host may write meanwhile now */
+            result = mirror_store_changed(m, reply, runs);
     }
     if (result == -2) { /* through a staging buffer, page by page */
         char *staging = malloc(m->size);
+        uint64_t runs = 0;
         if (!staging) {
             memset(reply, 0, sizeof *reply);
             result = reply->failure = LINK_NO_MEMORY;
         } else {
-            result = mirror_download(l, m, staging, reply);
+            result = mirror_download(l, m, staging, reply, &runs);
             if (result == 0)
                 mirror_store_clean(m, staging);
+            else if (result == 1)
+                result = mirror_store_changed(m, reply, runs);
             free(staging);
         }
     }
@@ -935,6 +989,25 @@ static void rcuda_mirror_store(int slot, uint64_t device_ptr, const char *data, 
         pthread_mutex_unlock(&m->refresh_lock);
     }
     mirror_leave(m);
+}
+
+/* As rcuda_mirror_store, for a reply that brought only what changed:
+ * `count` runs, then their bytes (`size` in all).  -1 if they do not fit. */
+static int rcuda_mirror_store_runs(int slot, uint64_t device_ptr, const char *payload, uint64_t size, uint64_t count)
+{
+    if (slot < 0 || slot >= MIRROR_SLOTS)
+        return 0;
+    struct mirror *m = &mirrors[slot];
+    if (!mirror_enter(m))
+        return 0;
+    int result = 0;
+    if (m->device_ptr == device_ptr) {
+        pthread_mutex_lock(&m->refresh_lock);
+        result = mirror_store_runs(m, payload, size, count);
+        pthread_mutex_unlock(&m->refresh_lock);
+    }
+    mirror_leave(m);
+    return result;
 }
 
 /* Python's ZeroMQ link is about to send a `mirror_dtoh` of `device`'s

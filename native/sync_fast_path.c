@@ -44,6 +44,7 @@ struct c_call {
     const void *outgoing;   /* htod: the program's bytes, sent from where they are */
     void *incoming;         /* dtoh: where the bytes land */
     uint64_t free, total;   /* mem_info's answer */
+    uint64_t runs;          /* mirror_dtoh's, when only what changed came */
 };
 
 /* Whether a reply is plain success C can finish: only `seq`, `err` 0 and
@@ -67,6 +68,8 @@ static int plain_success(const char *header, size_t size, struct c_call *call)
             call->free = (uint64_t)value;
         } else if (mp_key_is(key, length, "total")) {
             call->total = (uint64_t)value;
+        } else if (mp_key_is(key, length, "runs")) {
+            call->runs = (uint64_t)value;
         } else if (!mp_key_is(key, length, "seq")) {
             return 0;
         }

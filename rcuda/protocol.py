@@ -162,15 +162,17 @@ the legacy default stream):
     reset         {}                                  -> {}        cudaDeviceReset
     close         {}                                  -> {}
     peer_push     {xfer, src, size, endpoint, token, dest, timeout}  (never answered)
-                  read [src, src+size) once every earlier op on this GPU is
-                  done, and send it to the peer port `endpoint` (another
-                  worker's, or this one's) as transfer `xfer`; optional
-                  peer_secret (the destination session's) to seal the
-                  connection with, required by a server with --auth
+                  read [src, src+size) in stream order, and send it to the
+                  peer port `endpoint` (another worker's, or this one's) as
+                  transfer `xfer`; optional peer_secret (the destination
+                  session's) to seal the connection with, required by a
+                  server with --auth; optional stream (the copy's, else the
+                  legacy stream)
     peer_wait     {xfer, dst, size, source}           (never answered)
                   wait for transfer `xfer` (from server `source`) on this
-                  worker's peer port and write it to [dst, dst+size): later
-                  ops on this GPU see the bytes
+                  worker's peer port and write it to [dst, dst+size) in
+                  stream order: later work in the stream sees the bytes;
+                  optional stream (the copy's, else the legacy stream)
     peer_access   {peer, enable}                      -> {}        cudaDeviceEnable/DisablePeerAccess
                                                                    between two GPUs of this server
     mem_access    {ptr, peer, flags}                  -> {}        kernels on GPU `peer` of this server
@@ -203,11 +205,15 @@ the legacy default stream):
                   bytes in that order (a frame per run on a lane)
     mirror_zero   {ptr, size}                         -> {}        a new mapped range's
                   device copy zeroed at once, as its host copy starts
-    mirror_dtoh   {src, size}                         -> {} + data frames
+    mirror_dtoh   {src, size}                         -> {} + data frames, or {runs} + frames
                   a mapped range's device copy as it is now (not in any
-                  stream), for its host copy after a synchronisation; the
-                  reply carries neither device output nor an earlier
-                  asynchronous error (the next reply does)
+                  stream), for its host copy after a synchronisation: all of
+                  it, or only the chunks that changed since the client last
+                  had them (server/mirror_views.py): `runs` pairs (offset,
+                  length) as little-endian uint64 in the first frame, their
+                  bytes back to back after it; the reply carries neither
+                  device output nor an earlier asynchronous error (the next
+                  reply does)
 Ops in MAY_BE_ASYNC take `"async": true` to be sent without waiting: then no
 reply comes at all.  Ops in ALWAYS_ASYNC are never answered.
 Session worker, peer port (one per worker, port and token in the hello
@@ -253,7 +259,7 @@ def transport(link: str, authenticated: bool) -> str:
     return TRANSPORT_CURVE_SOCKET if authenticated else TRANSPORT_SOCKET
 
 
-PROTOCOL_VERSION = 15
+PROTOCOL_VERSION = 16
 
 #: Bulk bytes on a ZeroMQ socket travel in frames of this size: ZeroMQ slows
 #: down on messages above ~32 MiB (fresh buffers page-fault).
@@ -372,7 +378,8 @@ OPTIONAL_FIELDS: dict[str, dict[str, type | tuple]] = {
     "launch": {"cluster": _LIST},
     "memset": {"elem": _INT},
     "memset3d": {"elem": _INT},
-    "peer_push": {"peer_secret": bytes},
+    "peer_push": {"peer_secret": bytes, "stream": _INT},
+    "peer_wait": {"stream": _INT},
 }
 
 #: Ops that are never answered: their errors surface in a later reply.

@@ -35,6 +35,7 @@ import threading
 import time
 from dataclasses import asdict, dataclass
 
+import numpy as np
 import zmq
 
 from rcuda import protocol, sealed, stream_memops, wire
@@ -46,6 +47,7 @@ from rcuda.server.backends.arrays import ArraySpec, Place, extent_from_wire
 from rcuda.server.backends.base import Completion, ParamLayout
 from rcuda.server import ipc
 from rcuda.server.address_windows import SessionWindows
+from rcuda.server.mirror_views import MirrorViews
 from rcuda.server.library_calls import LibraryCalls
 from rcuda.server.graphs import GraphOps
 from rcuda.server.peer import PeerOps
@@ -146,6 +148,7 @@ class DeviceService:
         self._deferred: CudaError | None = None
         self._output: list[str] = []
         self._box_staging = bytearray()  # land_box's, kept for the next
+        self.mirror_views = MirrorViews()  # what the client has of each mirror
         self.usage = Usage()
         self.graph_ops = GraphOps(self)  # executable CUDA graphs (server/graphs.py)
         self._forget_session_state()
@@ -638,6 +641,7 @@ class DeviceService:
         return {"ptr": self.device.malloc(_non_negative(header, "size"))}
 
     def _free(self, header, payload):
+        self.mirror_views.forget(header["ptr"], self.device.extent(header["ptr"]))
         done = self.device.free(header["ptr"])  # cudaFree waits for the device
         token = self._ipc_tokens.pop(header["ptr"], None)
         if token is not None:
@@ -701,6 +705,7 @@ class DeviceService:
         source = _Payload(payload)
         for dst, size in pairs:
             source.write_now(self.device, dst, size)
+            self.mirror_views.host_sent(dst, size)
 
     def _mirror_zero(self, header, payload):
         size = _non_negative(header, "size")
@@ -708,11 +713,22 @@ class DeviceService:
         zeros = memoryview(bytes(min(size, ZERO_PIECE)))
         for offset in range(0, size, len(zeros) or 1):
             self.device.write_now(header["ptr"] + offset, zeros[:min(len(zeros), size - offset)])
+        self.mirror_views.host_sent(header["ptr"], size)
 
     def _mirror_dtoh(self, header, payload):
-        data = self.device.read_now(header["src"], _non_negative(header, "size"))
-        self.usage.bytes_from_device += len(data)
-        return {}, [_bytes_view(data)]
+        """The device copy of a mirror, as it is now: all of it, or (`runs`:
+        how many) a table of (offset, length) little-endian pairs and then
+        the bytes of the chunks that changed since the client last had them
+        (server/mirror_views.py)."""
+        src, size = header["src"], _non_negative(header, "size")
+        data = self.device.read_now(src, size)
+        runs = self.mirror_views.changed_runs(src, data, size) if size else None
+        if runs is None:
+            self.usage.bytes_from_device += len(data)
+            return {}, [_bytes_view(data)]
+        pieces = [data[offset:offset + length] for offset, length in runs]
+        self.usage.bytes_from_device += sum(length for _, length in runs)
+        return {"runs": len(runs)}, [np.array(runs, "<u8").tobytes(), *map(_bytes_view, pieces)]
 
     def _dtoh(self, header, payload):
         data, done = self.device.memcpy_dtoh(header["src"], _non_negative(header, "size"), self._stream(header))
@@ -837,6 +853,7 @@ class DeviceService:
                             header["handle"])
 
     def _vmm_unmap(self, header, payload):
+        self.mirror_views.forget(header["ptr"], self.device.extent(header["ptr"]))
         self.device.vmm_unmap(header["ptr"])
 
     # ---------------------------------------------------------- code
@@ -1051,6 +1068,7 @@ class DeviceService:
         self._later = []
         self._release()
         self._forget_session_state()
+        self.mirror_views.clear()
         self._sticky = self._deferred = None
         self.device = self.backend.open_device(self.index, self._window)
 

@@ -17,10 +17,11 @@ from conftest import run_program
 from program_paths import THROUGH_PYTHON, check_section, run_on_sim
 
 SECTIONS = ["attributes", "vector_add", "host_writes_between_launches", "synchronisations", "threads",
-            "managed_variables", "advice_and_prefetch", "many_small", "copies", "devices", "forked", "bad_input", "touch_64mib"]
+            "managed_variables", "advice_and_prefetch", "many_small", "copies", "devices", "forked", "bad_input", "changed_chunks",
+            "touch_64mib"]
 #: On the ZeroMQ link and with every call through Python: what takes other paths there.
 OTHER_PATHS = ["vector_add", "host_writes_between_launches", "synchronisations", "threads", "managed_variables",
-               "many_small", "copies", "devices"]
+               "many_small", "copies", "devices", "changed_chunks"]
 
 
 def _run(compile_cuda, *sections: str, **options):

@@ -285,6 +285,11 @@ class FastPath(NullFastPath):
                 reply, frames = link.call({"op": "mirror_dtoh", "src": pointers[i], "size": sizes[i]}, urgent=True)
                 device.answered("mirror_dtoh", reply)
                 data = frames[0].buffer if len(frames) == 1 else b"".join(f.buffer for f in frames)
+                if "runs" in reply:  # only the pages that changed (server/mirror_views.py)
+                    if lib.rcuda_mirror_store_runs(slots[i], pointers[i], ffi.from_buffer(data), len(data),
+                                                   reply["runs"]):
+                        raise CudaError(cudaError.cudaErrorUnknown, f"mirror_dtoh on {device.label}: bad runs")
+                    continue
                 if len(data) != sizes[i]:
                     raise CudaError(cudaError.cudaErrorUnknown, f"mirror_dtoh on {device.label}: short reply")
                 lib.rcuda_mirror_store(slots[i], pointers[i], ffi.from_buffer(data), sizes[i])

@@ -433,6 +433,12 @@ class Device(abc.ABC):
     # knows nothing of peers still works: copies between GPUs then go
     # through host memory, and direct peer access is refused.
 
+    def extent(self, ptr: int) -> int:
+        """The size of the allocation (or mapping) starting at `ptr`; 0 if none does."""
+        table = getattr(self, "_memory", None)
+        found = table.containing(ptr, 1) if isinstance(table, AllocationTable) else None
+        return found.size if found is not None and found.start == ptr else 0
+
     def check_range(self, ptr: int, size: int, what: str) -> None:
         """cudaErrorInvalidValue unless [ptr, ptr + size) lies inside one
         allocation of this session.  Backends keeping their allocations in

@@ -460,6 +460,37 @@ static void bad_input()
 }
 
 // The host reading 64 MiB a kernel wrote, against cudaMemcpy of the same.
+// A kernel that changes a few chunks of a large allocation: the host sees
+// exactly those changes (a download brings only what changed), also where
+// it wrote other bytes of the same chunk itself, and over several rounds.
+static void changed_chunks()
+{
+    const int n = 24 << 20 >> 2;  // 24 MiB of ints
+    int *p;
+    CHECK(cudaMallocManaged(&p, (size_t)n * sizeof(int)));
+    for (int i = 0; i < n; i++) p[i] = i;
+    addOne<<<blocks(300000), 256>>>(p + 1000000, 300000);  // about 1.2 MiB, inside
+    CHECK(cudaDeviceSynchronize());
+    for (int i = 0; i < n; i++) REQUIRE(p[i] == i + (i >= 1000000 && i < 1300000));
+    p[5] = -5;
+    p[2000000] = -7;  // the host's write; the kernel below changes the same chunk
+    addOne<<<1, 256>>>(p + 2000001, 10);
+    addOne<<<1, 256>>>(p + n - 3, 3);  // the last words
+    CHECK(cudaDeviceSynchronize());
+    REQUIRE(p[5] == -5 && p[2000000] == -7 && p[2000011] == 2000011 && p[1000000] == 1000001);
+    for (int i = 2000001; i < 2000011; i++) REQUIRE(p[i] == i + 1);
+    for (int i = n - 3; i < n; i++) REQUIRE(p[i] == i + 1);
+    for (int round = 0; round < 4; round++) {  // nothing changes, then everything does
+        CHECK(cudaDeviceSynchronize());
+        REQUIRE(p[n - 1] == n + round && p[0] == round);
+        addOne<<<blocks(n), 256>>>(p, n);
+        CHECK(cudaDeviceSynchronize());
+        REQUIRE(p[n - 1] == n + round + 1 && p[0] == round + 1 && p[5] == -5 + round + 1);
+    }
+    CHECK(cudaFree(p));
+    printf("ok changed_chunks\n");
+}
+
 static void touch_64mib()
 {
     const size_t bytes = 64u << 20, n = bytes / 4;
@@ -501,7 +532,7 @@ int main(int argc, char **argv)
         {"host_writes_between_launches", host_writes_between_launches}, {"synchronisations", synchronisations},
         {"threads", threads}, {"managed_variables", managed_variables}, {"advice_and_prefetch", advice_and_prefetch},
         {"many_small", many_small}, {"copies", copies}, {"devices", devices}, {"forked", forked}, {"bad_input", bad_input},
-        {"touch_64mib", touch_64mib},
+        {"changed_chunks", changed_chunks}, {"touch_64mib", touch_64mib},
     };
     for (auto &section : sections) {
         bool wanted = argc == 1;

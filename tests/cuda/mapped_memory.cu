@@ -358,7 +358,8 @@ static void bad_input()
     CHECK(cudaHostAlloc(&pinned, 4096, cudaHostAllocDefault));
     CHECK(cudaHostAlloc(&mapped, 4096, cudaHostAllocMapped));
     CHECK(cudaMalloc(&d, 4096));
-    EXPECT_AND_CLEAR(cudaHostGetDevicePointer(&p, pinned, 0), cudaErrorInvalidValue);  // not mapped
+    CHECK(cudaHostGetDevicePointer(&p, pinned, 0));  // unified addressing: all page-locked memory is mapped
+    REQUIRE(p == pinned);
     char local[64];
     EXPECT_AND_CLEAR(cudaHostGetDevicePointer(&p, local, 0), cudaErrorInvalidValue);   // not pinned at all
     EXPECT_AND_CLEAR(cudaHostGetDevicePointer(&p, d, 0), cudaErrorInvalidValue);       // a device pointer
