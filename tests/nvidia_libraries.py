@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_program
+import program_paths
 
 #: -l names, by the wheel that provides them
 WHEELS = {"cublas": "nvidia-cublas", "cublasLt": "nvidia-cublas", "cufft": "nvidia-cufft",
@@ -60,17 +60,8 @@ def assert_library_is_rcudas(stdout: str, library: str) -> None:
     assert found == interposer or found.parent == dropins.resolve(), f"{library} came from {found}"
 
 
-def run_on_gpu(compile_cuda, server_factory, source: str, *libraries: str, devices: int = 1):
+def run_on_gpu(compile_cuda, source: str, *libraries: str, devices: int = 1):
     """Run `source` (all its sections), built against `libraries`, on a cupy
     server of `devices` GPUs: NVIDIA's real libraries behind rcuda.  Skips
     the test where cupy has no GPU, or fewer than `devices`."""
-    from test_backends import cupy_unavailable
-
-    if reason := cupy_unavailable():
-        pytest.skip(reason)
-    if devices > 1:
-        import cupy
-        if cupy.cuda.runtime.getDeviceCount() < devices:
-            pytest.skip(f"{source} needs {devices} GPUs on one server")
-    server = server_factory("--backend", "cupy", "--devices", str(devices))
-    return run_program(compile_cuda(source, *library_flags(*libraries)), server, timeout=300)
+    return program_paths.run_on_gpu(compile_cuda, source, devices=devices, flags=library_flags(*libraries))

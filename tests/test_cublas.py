@@ -51,9 +51,9 @@ def test_whole_program_passes_with_rcudas_cublas(results, program):
 
 
 @pytest.mark.parametrize("program", PROGRAMS)
-def test_on_a_gpu(compile_cuda, server_factory, program):
+def test_on_a_gpu(compile_cuda, program):
     """The cupy backend: the same programs against the real cuBLAS on the server's GPU."""
-    result = run_on_gpu(compile_cuda, server_factory, program, "cublas")
+    result = run_on_gpu(compile_cuda, program, "cublas")
     check_section(result, *PROGRAMS[program])
     assert_library_is_rcudas(result.stdout, "cublas")
 
@@ -77,9 +77,9 @@ def test_cublaslt_program_passes(lt_result):
     assert_library_is_rcudas(lt_result.stdout, "cublasLt")
 
 
-def test_cublaslt_on_a_gpu(compile_cuda, server_factory):
+def test_cublaslt_on_a_gpu(compile_cuda):
     """The cupy backend: the cuBLASLt program against the real cuBLAS on the server's GPU."""
-    check_section(run_on_gpu(compile_cuda, server_factory, "cublaslt_matmul.cu", "cublasLt"), *LT_SECTIONS)
+    check_section(run_on_gpu(compile_cuda, "cublaslt_matmul.cu", "cublasLt"), *LT_SECTIONS)
 
 
 def test_runs_with_only_the_dropins_on_the_library_path(compile_cuda, sim_server):

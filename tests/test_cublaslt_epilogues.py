@@ -41,9 +41,9 @@ def test_program_passes(result):
 
 
 @requires_nvcc
-def test_on_a_gpu(compile_cuda, server_factory):
+def test_on_a_gpu(compile_cuda):
     """The cupy backend: cuBLAS's GEMM, then the epilogue in CuPy on the same stream."""
-    check_section(run_on_gpu(compile_cuda, server_factory, "cublaslt_epilogues.cu", "cublasLt"), *SECTIONS)
+    check_section(run_on_gpu(compile_cuda, "cublaslt_epilogues.cu", "cublasLt"), *SECTIONS)
 
 
 # ---------------------------------------------------------------- the definition, on numpy

@@ -45,9 +45,9 @@ def test_on_a_zeromq_link(compile_cuda, tmp_path):
     check_section(result, *sections)
 
 
-def test_on_a_gpu(compile_cuda, server_factory):
+def test_on_a_gpu(compile_cuda):
     """The cupy backend: the real cuFFT on the server's GPU."""
-    check_passed(run_on_gpu(compile_cuda, server_factory, "cufft_transforms.cu", "cufft"), "cufft_transforms.cu")
+    check_passed(run_on_gpu(compile_cuda, "cufft_transforms.cu", "cufft"), "cufft_transforms.cu")
 
 
 MULTI_GPU_SECTIONS = ["descriptor", "c2c_1d", "z2z_2d", "batched", "errors"]
@@ -70,7 +70,7 @@ def test_multi_gpu_program_passes(multi_gpu_result):
     assert_library_is_rcudas(multi_gpu_result.stdout, "cufft")
 
 
-def test_multi_gpu_on_a_gpu_server_with_two(compile_cuda, server_factory):
+def test_multi_gpu_on_a_gpu_server_with_two(compile_cuda):
     """The cupy backend with two GPUs: the same multi-GPU program against the real cuFFT."""
-    result = run_on_gpu(compile_cuda, server_factory, "cufft_multi_gpu.cu", "cufft", devices=2)
+    result = run_on_gpu(compile_cuda, "cufft_multi_gpu.cu", "cufft", devices=2)
     check_section(result, *MULTI_GPU_SECTIONS)

@@ -48,6 +48,6 @@ def test_on_a_zeromq_link(compile_cuda, tmp_path):
     check_section(result, *sections)
 
 
-def test_on_a_gpu(compile_cuda, server_factory):
+def test_on_a_gpu(compile_cuda):
     """The cupy backend: the real cuRAND on the server's GPU."""
-    check_passed(run_on_gpu(compile_cuda, server_factory, "curand_generators.cu", "curand"), "curand_generators.cu")
+    check_passed(run_on_gpu(compile_cuda, "curand_generators.cu", "curand"), "curand_generators.cu")

@@ -1,7 +1,8 @@
 """The CUDA driver API (libcuda.so.1): real programs linked to rcuda's drop-in
-libcuda.so.1 only, run through `rcuda run` against a sim server; a runtime
-program reaching the driver through cudaGetDriverEntryPointByVersion under
-LD_PRELOAD; `rcuda run` telling driver programs from static-runtime ones."""
+libcuda.so.1 only, run through `rcuda run` against a sim server and, where
+there is a GPU, a cupy server; a runtime program reaching the driver through
+cudaGetDriverEntryPointByVersion under LD_PRELOAD; `rcuda run` telling
+driver programs from static-runtime ones."""
 from __future__ import annotations
 
 import subprocess
@@ -10,9 +11,17 @@ import pytest
 from elftools.elf.elffile import ELFFile
 
 from conftest import CUDA_SOURCES, RCUDA, nvcc_path, requires_nvcc, run_program
+from program_paths import BACKENDS, servers_of
 from rcuda.binaries import dropin_dir
 
 pytestmark = requires_nvcc
+
+
+@pytest.fixture(params=BACKENDS)
+def servers(request):
+    """A sim server, and a GPU's (cupy) server where there is a GPU."""
+    with servers_of(request.param, "sim_kernels.py") as servers:
+        yield servers
 
 
 @pytest.fixture(scope="module")
@@ -31,9 +40,9 @@ def needed(path) -> list[str]:
         return [t.needed for t in dynamic.iter_tags() if t.entry.d_tag == "DT_NEEDED"]
 
 
-def test_driver_program_runs_through_rcuda_run(driver_program, sim_server):
+def test_driver_program_runs_through_rcuda_run(driver_program, servers):
     assert "libcuda.so.1" in needed(driver_program) and not [n for n in needed(driver_program) if "cudart" in n]
-    result = run_program(driver_program, sim_server)
+    result = run_program(driver_program, servers)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "FAILED" not in result.stdout and "PASSED driver_basics" in result.stdout, result.stdout
     # What rcuda does not implement yet is said once, and the program went on.
@@ -52,9 +61,9 @@ def test_cuinit_without_servers_fails_with_cuda_code(driver_program, tmp_path):
     assert "FAILED init\n" in result.stdout and result.returncode == 1, result.stdout + result.stderr
 
 
-def test_runtime_program_gets_driver_entry_points_under_preload(compile_cuda, sim_server):
+def test_runtime_program_gets_driver_entry_points_under_preload(compile_cuda, servers):
     program = compile_cuda("driver_entry_point.cu")
-    result = run_program(program, sim_server, via="preload")
+    result = run_program(program, servers, via="preload")
     assert result.returncode == 0, result.stdout + result.stderr
     assert "PASSED driver_entry_point" in result.stdout, result.stdout + result.stderr
     assert "cudaErrorNotSupported" not in result.stderr

@@ -4,7 +4,8 @@ and peer copies with array sides, mipmapped arrays, objects queried by both
 APIs, a kernel sampling a texture and writing a surface, and bad input; run
 unmodified through rcuda against a two-GPU sim server, on the lane and on a
 --auth server's ZeroMQ link.  And the driver's legacy execution control
-and texture and surface references (tests/cuda/driver_legacy.cu), below."""
+and texture and surface references (tests/cuda/driver_legacy.cu), below.
+Where there is a GPU, both programs on cupy servers too."""
 from __future__ import annotations
 
 import subprocess
@@ -13,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from conftest import CUDA_SOURCES, nvcc_path, requires_nvcc, run_program, start_server
-from program_paths import check_passed, check_section, run_on_sim
+from program_paths import check_passed, check_section, run_on_gpu, run_on_sim
 from rcuda.binaries import dropin_dir
 
 pytestmark = requires_nvcc
@@ -45,6 +46,22 @@ def test_on_a_zeromq_link(compile_cuda, tmp_path):
     """A --auth server: every call takes the Python link, none is made in C."""
     result = run(compile_cuda, "copies", "kernels", "async_pinned", auth_root=tmp_path)
     check_section(result, "copies", "kernels", "async_pinned")
+
+
+def test_on_a_gpu(compile_cuda):
+    """The cupy backend: the driver's real arrays and objects, the kernel
+    sampling and writing them on the GPU."""
+    sections = [s for s in SECTIONS if s != "peer"] + ["async_pinned"]
+    result = run_on_gpu(compile_cuda, "driver_arrays.cu", *sections, flags=LINK_DRIVER)
+    check_section(result, *sections)
+    check_passed(result, "driver_arrays.cu")
+
+
+def test_peer_copies_on_a_gpu(compile_cuda):
+    """Array copies between two GPUs (another server's GPU0 where this machine has one)."""
+    result = run_on_gpu(compile_cuda, "driver_arrays.cu", "peer", devices=2, one_server=False, flags=LINK_DRIVER)
+    check_section(result, "peer")
+    check_passed(result, "driver_arrays.cu")
 
 
 def test_async_copies_into_pinned_memory(compile_cuda):
@@ -83,6 +100,14 @@ def test_legacy_section(legacy_result, section):
 
 def test_legacy_program_passes(legacy_result):
     check_passed(legacy_result, "driver_legacy.cu")
+
+
+def test_legacy_program_on_a_gpu(compile_cuda):
+    """The cupy backend: the driver's JIT compiles the PTX module, its
+    references bound to real arrays and memory, the GPU sampling through them."""
+    result = run_on_gpu(compile_cuda, "driver_legacy.cu", str(LEGACY_PTX), flags=LINK_DRIVER)
+    check_section(result, *LEGACY_SECTIONS)
+    check_passed(result, "driver_legacy.cu")
 
 
 def test_the_legacy_module_is_ptx_a_gpu_takes(tmp_path):

@@ -2,7 +2,9 @@
 linked to rcuda's libcuda.so.1 (and libcudart.so.13 for their memory), run
 through `rcuda run` against sim servers, loading images nvcc built here
 (a fatbinary, a cubin, PTX, -rdc PTX to link), a kernel NVRTC compiles in
-the program, and a program mixing <<<>>> and cuLaunchKernel on one stream."""
+the program, and a program mixing <<<>>> and cuLaunchKernel on one stream.
+Where there is a GPU, the same programs on cupy servers: the real driver
+loads the images, JIT-compiles the PTX and links cuLink*'s inputs."""
 from __future__ import annotations
 
 import subprocess
@@ -11,12 +13,33 @@ from pathlib import Path
 
 import pytest
 
-from conftest import CUDA_SOURCES, nvcc_path, requires_nvcc, run_program, start_server
-from program_paths import check_section
+from conftest import CUDA_SOURCES, nvcc_path, requires_nvcc, run_program
+from program_paths import BACKENDS, check_section, gpu_servers, servers_of
 from rcuda.binaries import dropin_dir
 
 pytestmark = requires_nvcc
 KERNELS = "driver_module_kernels.py"
+SECTIONS = [
+    "before_init", "fatbin_kernel_params", "same_function", "cubin_extra", "extra_wrong_size",
+    "parameter_styles_refused", "ptx_with_logs", "function_count", "function_not_found", "bad_arguments",
+    "module_global", "global_not_found", "fatbinary_in_memory", "fatbinary_refuses_ptx", "cubin_for_a_newer_gpu",
+    "corrupt_fatbinary", "launch_ex_cooperative", "cooperative_too_large", "launch_ex_cluster", "stream_order",
+    "other_context_function", "unloaded", "library_kernel", "library_other_gpu", "library_enumerate",
+    "library_enumerate_handles", "kernel_set_attribute", "library_unload", "link_rdc_ptx", "link_destroy",
+    "link_undefined_function", "not_an_image_load", "ptx_calling_vprintf", "link_missing_file", "bad_ptx_load",
+    "unbalanced_ptx_load", "bad_ptx_link"]
+#: Said in the program's log whatever the backend: refusals the program
+#: cannot tell apart by their status name the call.
+CLIENT_LOGS = ("cuModuleGetGlobal: the module has no variable 'no_such_variable'",
+               "cuModuleGetFunction: the module has no kernel 'no_such_kernel'",
+               "cuLaunchKernel: the function scale belongs to the context of GPU0")
+
+
+@pytest.fixture(params=BACKENDS)
+def servers(request):
+    """A sim server running the kernels' plugins, and a GPU's (cupy) server where there is a GPU."""
+    with servers_of(request.param, KERNELS) as servers:
+        yield servers
 
 
 def nvcc(*args: str) -> None:
@@ -47,27 +70,20 @@ def images(build_dir) -> dict[str, Path]:
     return made
 
 
+def run_modules(build_dir, images, servers):
+    program = driver_program(build_dir, "driver_modules.cu", "-x", "c++")
+    return run_program(program, servers, *(str(images[k]) for k in ("fatbin", "cubin", "ptx", "caller", "callee",
+                                                                     "sm90")))
+
+
 @pytest.fixture(scope="module")
 def modules_run(build_dir, images):
     """One run of driver_modules.cu against a two-GPU sim server."""
-    program = driver_program(build_dir, "driver_modules.cu", "-x", "c++")
-    server = start_server("--backend", "sim", "--devices", "2", "--kernels", str(CUDA_SOURCES / KERNELS))
-    try:
-        return run_program(program, server,
-                           *(str(images[k]) for k in ("fatbin", "cubin", "ptx", "caller", "callee", "sm90")))
-    finally:
-        server.stop()
+    with servers_of("sim", KERNELS, devices=2) as servers:
+        return run_modules(build_dir, images, servers)
 
 
-@pytest.mark.parametrize("section", [
-    "before_init", "fatbin_kernel_params", "same_function", "cubin_extra", "extra_wrong_size",
-    "parameter_styles_refused", "ptx_with_logs", "function_count", "function_not_found", "bad_arguments",
-    "module_global", "global_not_found", "fatbinary_in_memory", "fatbinary_refuses_ptx", "cubin_for_a_newer_gpu", "corrupt_fatbinary",
-    "launch_ex_cooperative", "cooperative_too_large", "launch_ex_cluster", "stream_order", "other_context_function",
-    "unloaded", "library_kernel", "library_other_gpu", "library_enumerate", "library_enumerate_handles",
-    "kernel_set_attribute", "library_unload", "link_rdc_ptx", "link_destroy",
-    "link_undefined_function", "not_an_image_load", "ptx_calling_vprintf", "link_missing_file", "bad_ptx_load",
-    "unbalanced_ptx_load", "bad_ptx_link"])
+@pytest.mark.parametrize("section", SECTIONS)
 def test_driver_modules(modules_run, section):
     check_section(modules_run, section)
 
@@ -83,10 +99,26 @@ def test_driver_modules_passes_and_logs(modules_run):
     # Refusals the program cannot tell apart by their status are explained
     # in its log, naming the call.
     assert "/no/such/file.ptx" not in modules_run.stderr  # a missing file: the status says it all
-    for said in ("cuModuleGetGlobal: the module has no variable 'no_such_variable'",
-                 "cuModuleGetFunction: the module has no kernel 'no_such_kernel'",
-                 "cuLaunchKernel: the function scale belongs to the context of GPU0"):
+    for said in CLIENT_LOGS:
         assert said in modules_run.stderr, modules_run.stderr[-3000:]
+
+
+def test_driver_modules_on_a_gpu(build_dir, images):
+    """The cupy backend: the real driver loads the fatbinary, the cubins
+    and the PTX (its JIT), links the -rdc PTX (cuLink*), launches with both
+    parameter styles, and writes the JIT's logs.  Two GPUs: another
+    server's GPU0 where this machine has one."""
+    with gpu_servers(2, one_server=False) as servers:
+        import cupy
+        # A cubin runs only on GPUs of its compute capability's major version: one for this GPU.
+        arch = cupy.cuda.Device(0).compute_capability
+        cubin = build_dir / f"driver_module_kernels_sm{arch}.cubin"
+        nvcc("-cubin", f"-arch=sm_{arch}", "-o", str(cubin), str(CUDA_SOURCES / "driver_module_kernels.cu"))
+        result = run_modules(build_dir, {**images, "cubin": cubin}, servers)
+    check_section(result, *SECTIONS)
+    assert result.returncode == 0 and "PASSED driver_modules" in result.stdout, result.stdout + result.stderr[-3000:]
+    for said in CLIENT_LOGS:
+        assert said in result.stderr, result.stderr[-3000:]
 
 
 def nvrtc_paths() -> tuple[Path, Path]:
@@ -100,23 +132,21 @@ def nvrtc_paths() -> tuple[Path, Path]:
     return header.parent, library.parent
 
 
-def test_nvrtc_kernel(build_dir, server_factory):
+def test_nvrtc_kernel(build_dir, servers):
     include, lib = nvrtc_paths()
     program = driver_program(build_dir, "driver_nvrtc.cu", "-x", "c++", f"-I{include}", f"-L{lib}",
                              "-l:libnvrtc.so.13", f"-Xlinker=-rpath,{lib}")
-    server = server_factory("--backend", "sim", "--kernels", str(CUDA_SOURCES / KERNELS))
-    result = run_program(program, server)
+    result = run_program(program, servers)
     assert result.returncode == 0 and "PASSED driver_nvrtc" in result.stdout, result.stdout + result.stderr[-3000:]
     for section in ("supported_archs", "device_arch_supported", "nvrtc_compile", "nvrtc_kernel_runs"):
         check_section(result, section)
 
 
-def test_runtime_and_driver_launches_share_a_stream(build_dir, server_factory):
+def test_runtime_and_driver_launches_share_a_stream(build_dir, servers):
     ptx = build_dir / "driver_mixed_kernels.ptx"
     nvcc("-ptx", "-o", str(ptx), str(CUDA_SOURCES / "driver_mixed_kernels.cu"))
     program = driver_program(build_dir, "driver_mixed.cu")
-    server = server_factory("--backend", "sim", "--kernels", str(CUDA_SOURCES / KERNELS))
-    result = run_program(program, server, str(ptx))
+    result = run_program(program, servers, str(ptx))
     assert result.returncode == 0 and "PASSED driver_mixed" in result.stdout, result.stdout + result.stderr[-3000:]
     for section in ("runtime_setup", "driver_module", "interleaved_launches", "stream_order"):
         check_section(result, section)

@@ -1,34 +1,49 @@
 #!/usr/bin/env bash
-# Everything rcuda can show on a GPU machine, in one go, results under $OUT:
+# rcuda on a GPU machine in one go, within 9 minutes: every GPU test first,
+# then the benchmarks in the time left.  What comes back is two files:
+# $OUT/gpu-results.tar.gz (every log and result) and $OUT/summary.md.
+#
+# A lent GPU machine has no package registry.  Prepare the wheels here once
+# (again after changing rcuda: the wheel is this checkout's code):
+#
+#   bash benchmarks/gpu/prepare_wheels.sh          # -> wheelhouse/ (ignored; carry it)
+#
+# then there, with wheelhouse/ carried along:
 #
 #   OUT=/some/dir bash benchmarks/gpu/run.sh
 #
-#   machine     nvidia-smi (-L, -q), lscpu, memory, kernel, nvcc, uptime
-#   venv        a venv (system site packages visible, for a preinstalled cupy)
-#               with pip install -e '.[test,bench,cupy]' (cupy-cuda13x)
+# rcuda is installed from wheelhouse/ (pip --no-index) into the machine's own
+# python3, the one with CuPy and NVIDIA's libraries (a venv made from it
+# would not see them where python3 is itself a venv).
+#
+#   machine     nvidia-smi (-L, -q), lscpu, memory, kernel, nvcc, python
+#   install     rcuda and what the machine lacks of its requirements, from the wheels
 #   cupy        can cupy see the GPU?
-#   tests-gpu   the GPU-only tests first (cupy backend, local GPU vs rcuda)
+#   tests-gpu   every GPU test (named *on_a_gpu*, *local_gpu* or with a cupy
+#               case: $GPU_TESTS); -rs lists skips, which only the tests
+#               needing more GPUs than the machine has may be
 #   demo        mnist_dp on the local GPU without rcuda, through rcuda on
 #               1 and 4 cupy servers (each serving GPU0), the numpy
 #               reference: accuracies and loss curves compared
-#   calibrate   the sim cost model fitted to this GPU's kernel times
 #   launch      launch-bound loop, local vs remote (goal <= 1.2x)
 #   graphs      a step of 100 tiny kernels as a CUDA graph vs one by one,
 #               local and through rcuda on a cupy server (goal >= 5x remote)
-#   paper       rcuda bench paper: local-GPU row, cupy rows, emulated testbeds
-#   micro       rcuda bench micro
-#   tests       the whole test suite, with the time that is left
-#   summary     summary.json / summary.md: every step's status and the goals
+#   paper       rcuda bench paper --quick: local-GPU row, cupy rows, emulated testbeds
+#   calibrate   the sim cost model fitted to this GPU's kernel times
+#   micro       rcuda bench micro --quick
+#   summary     summary.json / summary.md: every step, the GPU tests, the goals
 #
 # Each step is logged (logs/STEP.log) and bounded; a step that fails or times
 # out is recorded and the next one runs.  The whole run stays within
-# RCUDA_GPU_BUDGET_S seconds (default 1440: 24 minutes).
+# RCUDA_GPU_BUDGET_S seconds (default 540: a lent machine allows 10 minutes a
+# command, its start aside); steps that no longer fit are recorded as skipped.
 #
-#   RCUDA_GPU_DRY_RUN=1     check the script without a GPU: the CPU-only steps,
-#                           quick versions (--quick, --sim), GPU steps skipped
-#   RCUDA_GPU_PYTHON=PATH   use this Python (an existing venv) instead of making one
-#   RCUDA_GPU_PIP_ARGS=...  extra pip arguments (e.g. --no-index --find-links DIR)
-#   RCUDA_GPU_PYTEST_ARGS   what the last step tests (default: tests)
+#   RCUDA_GPU_DRY_RUN=1     check the script without a GPU: the GPU tests only
+#                           collected, the benchmarks' quick --sim versions
+#   RCUDA_GPU_PYTHON=PATH   use this Python, rcuda installed in it already (no install step)
+#   RCUDA_GPU_WHEELS=DIR    the wheels to install from (default: wheelhouse/)
+#   RCUDA_GPU_PYTEST_ARGS   more pytest arguments for tests-gpu
+#   RCUDA_GPU_BENCH_FULL=1  the whole paper and micro suites (~13 minutes more: raise the budget)
 #   RCUDA_GPU_PAPER_CALIBRATED=1  also run the paper suite with the calibrated model
 #   RCUDA_GPU_STEPS="a b"   run only these steps (the others are recorded as not selected)
 set -euo pipefail
@@ -37,38 +52,50 @@ REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 OUT=${OUT:-$REPO/gpu-results}
 OUT=$(mkdir -p "$OUT" && cd "$OUT" && pwd)
 DRY_RUN=${RCUDA_GPU_DRY_RUN:-0}
-BUDGET_S=${RCUDA_GPU_BUDGET_S:-1440}
+BUDGET_S=${RCUDA_GPU_BUDGET_S:-540}
 STARTED=$(date +%s)
-LOGS=$OUT/logs
-STATUS=$OUT/steps.tsv
+# Everything is written here, then packed into $OUT (whose top holds only the
+# archive and the summary: a lent machine brings back at most 8 files).
+RESULTS=$(mktemp -d "${TMPDIR:-/tmp}/rcuda-gpu.XXXXXX")/gpu-results
+LOGS=$RESULTS/logs
+STATUS=$RESULTS/steps.tsv
+ARCHIVE=$OUT/gpu-results.tar.gz
 mkdir -p "$LOGS"
+rm -f "$ARCHIVE" "$OUT/summary.md"
 printf 'step\tstatus\tseconds\n' > "$STATUS"
-export REPO OUT DRY_RUN
+PY=$(command -v "${RCUDA_GPU_PYTHON:-python3}" || echo "${RCUDA_GPU_PYTHON:-python3}")
+# How GPU tests are named (the cupy cases of parametrized tests included).
+GPU_TESTS="cupy or local_gpu or on_a_gpu"
+export REPO RESULTS DRY_RUN PY GPU_TESTS
 export PIP_DISABLE_PIP_VERSION_CHECK=1
+# The checkout's rcuda/ folder must not shadow the installed rcuda (Python >= 3.11).
+export PYTHONSAFEPATH=1
 cd "$REPO"
 
-log() { printf '[%s +%4ds] %s\n' "$(date +%H:%M:%S)" "$(( $(date +%s) - STARTED ))" "$*" | tee -a "$OUT/run.log"; }
+log() { printf '[%s +%4ds] %s\n' "$(date +%H:%M:%S)" "$(( $(date +%s) - STARTED ))" "$*" | tee -a "$RESULTS/run.log"; }
 
-# step NAME LIMIT_S FUNCTION: run FUNCTION (a bash function of this file) in
-# a child bash with a time limit, its output in logs/NAME.log.  Never fails
-# the script: the outcome goes to steps.tsv.
+# step NAME LIMIT_S FUNCTION [NEEDS_S]: run FUNCTION (a bash function of this
+# file) in a child bash with a time limit, its output in logs/NAME.log; not
+# at all when less than NEEDS_S seconds (default 20) are left.  At the limit
+# the step gets SIGINT (Python cleans up, pytest still writes its report),
+# then SIGKILL.  Never fails the script: the outcome goes to steps.tsv.
 step() {
-    local name=$1 limit=$2 fn=$3 left began rc status
+    local name=$1 limit=$2 fn=$3 needs=${4:-20} left began rc status
     if [[ $name != summary && -n ${RCUDA_GPU_STEPS:-} && " $RCUDA_GPU_STEPS " != *" $name "* ]]; then
         printf '%s\tskipped: not selected (RCUDA_GPU_STEPS)\t0\n' "$name" >> "$STATUS"
         return 0
     fi
-    left=$(( BUDGET_S - ($(date +%s) - STARTED) - 30 ))  # 30 s kept for the summary
-    if (( left < 20 )); then
-        log "$name: skipped: out of time"
-        printf '%s\tskipped: out of time\t0\n' "$name" >> "$STATUS"
+    left=$(( BUDGET_S - ($(date +%s) - STARTED) - 30 ))  # 30 s kept for the summary and the archive
+    if (( left < needs )); then
+        log "$name: skipped: out of time (${left}s left, needs ${needs}s)"
+        printf '%s\tskipped: out of time (%ss left, needs %ss)\t0\n' "$name" "$left" "$needs" >> "$STATUS"
         return 0
     fi
     (( limit > left )) && limit=$left
     log "$name: start (limit ${limit}s)"
     began=$(date +%s)
     set +e
-    timeout --kill-after=15 "$limit" bash -c "set -euo pipefail; $(declare -f skip "$fn"); $fn" > "$LOGS/$name.log" 2>&1
+    timeout --signal=INT --kill-after=15 "$limit" bash -c "set -euo pipefail; $(declare -f skip "$fn"); $fn" > "$LOGS/$name.log" 2>&1
     rc=$?
     set -e
     case $rc in
@@ -84,17 +111,37 @@ step() {
 
 skip() { echo "$*"; exit 77; }  # inside a step: record it as skipped, saying why
 
+# pack: the results into $ARCHIVE, the summary beside it; once, also when the
+# run stops early.
+pack() {
+    [[ -d $RESULTS ]] || return 0
+    if [[ -f $RESULTS/summary.md ]]; then
+        cp "$RESULTS/summary.md" "$OUT/summary.md"
+    else
+        printf '# rcuda on a GPU machine: stopped before the summary\n\nSee run.log and steps.tsv in %s.\n' \
+            "$(basename "$ARCHIVE")" > "$OUT/summary.md"
+    fi
+    tar -czf "$ARCHIVE" -C "$(dirname "$RESULTS")" gpu-results
+    if (( $(stat -c %s "$ARCHIVE") > 15 << 20 )); then  # a lent machine brings back files of up to 16 MiB
+        tar -czf "$ARCHIVE" -C "$(dirname "$RESULTS")" --exclude='*.png' gpu-results
+        printf '\nThe plots (PNG) were left out of the archive to keep it under 16 MiB.\n' >> "$OUT/summary.md"
+    fi
+    rm -rf "$(dirname "$RESULTS")"
+}
+trap pack EXIT
+trap 'exit 143' TERM INT
+
 # ---------------------------------------------------------------- the steps
 
 step_machine() {
-    mkdir -p "$OUT/machine"
-    cd "$OUT/machine"
+    mkdir -p "$RESULTS/machine"
+    cd "$RESULTS/machine"
     uptime > uptime.txt || true
     uname -a > uname.txt || true
     (lscpu || cat /proc/cpuinfo) > cpu.txt 2>&1 || true
     free -g > memory.txt 2>&1 || true
     (nvcc --version || /usr/local/cuda/bin/nvcc --version) > nvcc.txt 2>&1 || true
-    python3 --version > python.txt 2>&1 || true
+    "$PY" --version > python.txt 2>&1 || true
     if command -v nvidia-smi > /dev/null; then
         nvidia-smi > nvidia-smi.txt 2>&1 || true
         nvidia-smi -L > nvidia-smi-L.txt 2>&1 || true
@@ -102,23 +149,37 @@ step_machine() {
     else
         echo "nvidia-smi not found" > nvidia-smi.txt
     fi
-    cat uptime.txt nvidia-smi.txt
+    cat uptime.txt python.txt nvidia-smi.txt
 }
 
-step_venv() {
-    if [[ -n ${RCUDA_GPU_PYTHON:-} ]]; then
-        skip "using RCUDA_GPU_PYTHON=$RCUDA_GPU_PYTHON"
+step_install() {
+    [[ -n ${RCUDA_GPU_PYTHON:-} ]] && skip "using RCUDA_GPU_PYTHON=$RCUDA_GPU_PYTHON"
+    local wheels=${RCUDA_GPU_WHEELS:-$REPO/wheelhouse}
+    if ! compgen -G "$wheels/rcuda-*.whl" > /dev/null; then
+        echo "no rcuda wheel in $wheels: run 'bash benchmarks/gpu/prepare_wheels.sh' where pip reaches PyPI"
+        exit 3
     fi
-    local venv=$REPO/.venv-gpu extras='.[test,bench,cupy]'
-    [[ $DRY_RUN == 1 ]] && extras='.[test,bench]'
-    python3 -m venv --system-site-packages "$venv"
-    # shellcheck disable=SC2086  # RCUDA_GPU_PIP_ARGS is a list of arguments
-    if ! "$venv/bin/pip" install -q ${RCUDA_GPU_PIP_ARGS:-} -e "$extras"; then
-        echo "pip install -e '$extras' failed; installing without cupy (the cupy steps will say so)"
-        # shellcheck disable=SC2086
-        "$venv/bin/pip" install -q ${RCUDA_GPU_PIP_ARGS:-} -e '.[test,bench]'
-        exit 3  # recorded as failed, the venv still usable
-    fi
+    # This checkout's wheel, over any earlier install of the same version;
+    # then what the machine lacks of its requirements (CuPy, numpy... are there).
+    "$PY" -m pip install -q --no-index --no-deps --force-reinstall "$wheels"/rcuda-*.whl
+    "$PY" -m pip install -q --no-index --find-links "$wheels" rcuda
+    # The wheel must hold this checkout's Python code.
+    "$PY" - "$REPO" <<'EOF'
+import filecmp, pathlib, sys
+import rcuda
+repo, installed = pathlib.Path(sys.argv[1]), pathlib.Path(rcuda.__file__).parent
+stale = []
+for path in installed.rglob("*.py"):
+    inside = path.relative_to(installed)
+    # setup.py's package_dir: rcuda.client is client/, and so on.
+    mapped = inside.parts[0] in ("client", "server", "benchmarks", "examples")
+    twin = repo / inside if mapped else repo / "rcuda" / inside
+    if not twin.is_file() or not filecmp.cmp(path, twin, shallow=False):
+        stale.append(str(inside))
+print(f"rcuda at {installed}: " + (f"{len(stale)} file(s) differ from the checkout: {', '.join(stale[:10])}"
+                                   if stale else "this checkout's code"))
+sys.exit("the wheel is not this checkout's code: run benchmarks/gpu/prepare_wheels.sh again" if stale else 0)
+EOF
 }
 
 step_cupy() {
@@ -127,69 +188,81 @@ step_cupy() {
 }
 
 step_tests_gpu() {
-    [[ $DRY_RUN == 1 ]] && skip "dry run: no GPU"
-    # -rs lists every skip with its reason: these must not skip on a GPU machine.
-    "$PY" -m pytest -q -rs -p no:cacheprovider --junitxml="$OUT/tests/gpu-junit.xml" \
-        tests/test_backends.py tests/test_mnist.py tests/test_independent_streams.py tests/test_mapped_memory.py \
-        tests/test_large_params.py tests/test_cooperative.py tests/test_managed_memory.py tests/test_conjugate_gradient.py \
-        tests/test_memory_pools.py tests/test_cublas.py tests/test_cufft.py tests/test_curand.py tests/test_textures.py \
-        tests/test_cublaslt_epilogues.py tests/test_cluster_launch.py \
-        -k "cupy or local_gpu or on_a_gpu"
+    local args=(-q -rs -p no:cacheprovider --durations=15 --continue-on-collection-errors
+                --junitxml="$RESULTS/tests/gpu-junit.xml")
+    # No GPU: only collected, which checks the selection (run, they would all skip).
+    [[ $DRY_RUN == 1 ]] && args=(-q -p no:cacheprovider --collect-only)
+    mkdir -p "$RESULTS/tests"
+    # shellcheck disable=SC2086  # RCUDA_GPU_PYTEST_ARGS is a list of arguments
+    "$PY" -m pytest "${args[@]}" -k "$GPU_TESTS" tests ${RCUDA_GPU_PYTEST_ARGS:-}
 }
 
 step_demo() {
     local extra=()
     [[ $DRY_RUN == 1 ]] && extra=(--sim --epochs 1)
-    "$PY" benchmarks/gpu/local_vs_remote.py demo --out "$OUT/demo.json" "${extra[@]}"
-}
-
-step_calibrate() {
-    [[ $DRY_RUN == 1 ]] && skip "dry run: the calibration times kernels on a real GPU"
-    "$PY" -m rcuda.benchmarks.paper.model calibrate --out "$OUT/sim_model.json"
+    "$PY" benchmarks/gpu/local_vs_remote.py demo --out "$RESULTS/demo.json" "${extra[@]}"
 }
 
 step_launch() {
     local extra=()
     [[ $DRY_RUN == 1 ]] && extra=(--sim --launches 2000)
-    "$PY" benchmarks/gpu/local_vs_remote.py launch --out "$OUT/launch_loop.json" "${extra[@]}"
+    "$PY" benchmarks/gpu/local_vs_remote.py launch --out "$RESULTS/launch_loop.json" "${extra[@]}"
 }
 
 step_graphs() {
     local extra=()
     [[ $DRY_RUN == 1 ]] && extra=(--sim --steps 50)
-    "$PY" benchmarks/gpu/local_vs_remote.py graphs --out "$OUT/graph_step.json" "${extra[@]}"
+    "$PY" benchmarks/gpu/local_vs_remote.py graphs --out "$RESULTS/graph_step.json" "${extra[@]}"
+}
+
+step_calibrate() {
+    [[ $DRY_RUN == 1 ]] && skip "dry run: the calibration times kernels on a real GPU"
+    "$PY" -m rcuda.benchmarks.paper.model calibrate --out "$RESULTS/sim_model.json"
 }
 
 step_paper() {
-    local extra=()
-    [[ $DRY_RUN == 1 ]] && extra=(--quick)
-    "$PY" -m rcuda.cli bench paper --out "$OUT/bench" "${extra[@]}"
-    if [[ ${RCUDA_GPU_PAPER_CALIBRATED:-0} == 1 && -f $OUT/sim_model.json ]]; then
-        RCUDA_BENCH_SIM_MODEL=$OUT/sim_model.json "$PY" -m rcuda.cli bench paper --out "$OUT/bench-calibrated" "${extra[@]}"
+    local extra=(--quick)
+    [[ ${RCUDA_GPU_BENCH_FULL:-0} == 1 && $DRY_RUN != 1 ]] && extra=()
+    "$PY" -m rcuda.cli bench paper --out "$RESULTS/bench" "${extra[@]}"
+    if [[ ${RCUDA_GPU_PAPER_CALIBRATED:-0} == 1 && -f $RESULTS/sim_model.json ]]; then
+        RCUDA_BENCH_SIM_MODEL=$RESULTS/sim_model.json "$PY" -m rcuda.cli bench paper --out "$RESULTS/bench-calibrated" "${extra[@]}"
     fi
 }
 
 step_micro() {
-    local extra=()
+    local extra=(--quick)
+    [[ ${RCUDA_GPU_BENCH_FULL:-0} == 1 ]] && extra=()
     [[ $DRY_RUN == 1 ]] && extra=(--quick --only startup)
-    "$PY" -m rcuda.cli bench micro --out "$OUT/bench" "${extra[@]}"
-}
-
-step_tests() {
-    local args=${RCUDA_GPU_PYTEST_ARGS:-tests}
-    [[ $DRY_RUN == 1 ]] && args=${RCUDA_GPU_PYTEST_ARGS:-tests/test_fatbin.py}
-    mkdir -p "$OUT/tests"
-    # shellcheck disable=SC2086  # a list of pytest arguments
-    "$PY" -m pytest -q -rs -p no:cacheprovider --durations=15 --junitxml="$OUT/tests/junit.xml" $args
+    "$PY" -m rcuda.cli bench micro --out "$RESULTS/bench" "${extra[@]}"
 }
 
 step_summary() {
     "$PY" - <<'EOF'
 import json, os, pathlib
-out = pathlib.Path(os.environ["OUT"])
+import xml.etree.ElementTree as ET
+out = pathlib.Path(os.environ["RESULTS"])
 steps = [line.split("\t") for line in (out / "steps.tsv").read_text().splitlines()[1:] if line.strip()]
 summary = {"dry_run": os.environ["DRY_RUN"] == "1", "steps": {s[0]: {"status": s[1], "seconds": int(s[2])} for s in steps},
-           "goals": {}, "files": []}
+           "tests": {}, "goals": {}, "files": []}
+# The GPU tests, from their JUnit XML: counts, and every test not passed with why.
+for junit in sorted(out.glob("tests/*junit.xml")):
+    try:
+        suites = ET.parse(junit).getroot()
+    except ET.ParseError:
+        continue
+    counts, outcomes = {"passed": 0, "failed": 0, "skipped": 0}, {}
+    for case in suites.iter("testcase"):
+        name = f"{case.get('classname', '')}::{case.get('name', '')}"
+        for kind, key in (("failure", "failed"), ("error", "failed"), ("skipped", "skipped")):
+            found = case.find(kind)
+            if found is not None:
+                counts[key] += 1
+                message = (found.get("message") or "").strip().splitlines()
+                outcomes[name] = f"{key}: {message[0][:200]}" if message else key
+                break
+        else:
+            counts["passed"] += 1
+    summary["tests"][junit.stem] = {**counts, "not_passed": outcomes}
 for path in sorted(out.rglob("*.json")):
     if path.name == "summary.json":
         continue
@@ -197,6 +270,8 @@ for path in sorted(out.rglob("*.json")):
     try:
         data = json.loads(path.read_text())
     except ValueError:
+        continue
+    if not isinstance(data, dict):
         continue
     for name, goal in (data.get("goals") or {}).items():
         summary["goals"][f"{path.stem}: {name}"] = goal
@@ -209,10 +284,15 @@ for path in sorted(out.rglob("*.json")):
         summary["demo_accuracies"] = data.get("accuracies")
 (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
 lines = ["# rcuda on a GPU machine" + (" (DRY RUN: no GPU steps)" if summary["dry_run"] else ""), "",
+         "Every log and result: gpu-results.tar.gz (logs/STEP.log, steps.tsv, summary.json, the JSON results).", "",
          "| step | status | seconds |", "|---|---|---|"]
 lines += [f"| {name} | {s['status']} | {s['seconds']} |" for name, s in summary["steps"].items()]
-lines += ["", "| goal | value | target | met |", "|---|---|---|---|"]
-lines += [f"| {name} | {g.get('value')} | {g.get('goal')} | {g.get('met')} |" for name, g in summary["goals"].items()]
+for name, t in summary["tests"].items():
+    lines += ["", f"## {name}: {t['passed']} passed, {t['failed']} failed, {t['skipped']} skipped", ""]
+    lines += [f"- {test}: {why}" for test, why in sorted(t["not_passed"].items())]
+if summary["goals"]:
+    lines += ["", "| goal | value | target | met |", "|---|---|---|---|"]
+    lines += [f"| {name} | {g.get('value')} | {g.get('goal')} | {g.get('met')} |" for name, g in summary["goals"].items()]
 (out / "summary.md").write_text("\n".join(lines) + "\n")
 print("\n".join(lines))
 EOF
@@ -220,32 +300,24 @@ EOF
 
 # ---------------------------------------------------------------- the run
 
-log "rcuda GPU run: repository $REPO, results in $OUT$( [[ $DRY_RUN == 1 ]] && echo ' (DRY RUN)')"
-step machine 60 step_machine
-step venv 600 step_venv
-if [[ -n ${RCUDA_GPU_PYTHON:-} ]]; then
-    PY=$RCUDA_GPU_PYTHON
-elif [[ -x $REPO/.venv-gpu/bin/python ]]; then
-    PY=$REPO/.venv-gpu/bin/python
-else
-    PY=python3
-fi
-export PY
-log "python: $PY"
-step cupy 120 step_cupy
-step tests-gpu 300 step_tests_gpu
-step demo 300 step_demo
-step calibrate 240 step_calibrate
-step launch 180 step_launch
-step graphs 120 step_graphs
-step paper 720 step_paper
-step micro 360 step_micro
-step tests 900 step_tests
+log "rcuda GPU run: repository $REPO, python $PY, results in $ARCHIVE$( [[ $DRY_RUN == 1 ]] && echo ' (DRY RUN)')"
+step machine 30 step_machine
+step install 120 step_install
+step cupy 60 step_cupy
+# The GPU tests may take most of the budget; the benchmarks get what is left,
+# those with goals first.
+step tests-gpu 420 step_tests_gpu
+step demo 120 step_demo 60
+step launch 60 step_launch 30
+step graphs 45 step_graphs 20
+step paper 120 step_paper 60
+step calibrate 60 step_calibrate 45
+step micro 120 step_micro 60
 BUDGET_S=$(( BUDGET_S + 30 ))  # the 30 s every step kept for this one
-step summary 60 step_summary
+step summary 20 step_summary
 failed=$(awk -F '\t' 'NR > 1 && ($2 ~ /^failed/ || $2 ~ /^timed out/) {printf "%s ", $1}' "$STATUS")
 if [[ -n $failed ]]; then
-    log "done, with failures: $failed(see $STATUS and $LOGS)"
+    log "done, with failures: $failed(see steps.tsv and logs/ in $ARCHIVE)"
 else
-    log "done: every step ok or skipped (see $STATUS)"
+    log "done: every step ok or skipped (see steps.tsv in $ARCHIVE)"
 fi

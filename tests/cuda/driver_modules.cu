@@ -229,8 +229,14 @@ int main(int argc, char **argv)
               "launch_ex_cooperative");
         check(cuLaunchCooperativeKernel(ptx_scale, 1 << 20, 1, 1, 1024, 1, 1, 0, stream, params)
               == CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE, "cooperative_too_large");
+        // A cluster shape: not supported by a GPU without clusters (before
+        // compute capability 9.0); on one with clusters this shape (1 x 0 x 0,
+        // the cooperative value's bytes) is a misconfigured cluster.
+        int clusters = 0;
+        cuDeviceGetAttribute(&clusters, CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH, 0);
         attrs[0].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-        check(cuLaunchKernelEx(&config, ptx_scale, params, NULL) == CUDA_ERROR_NOT_SUPPORTED, "launch_ex_cluster");
+        check(cuLaunchKernelEx(&config, ptx_scale, params, NULL)
+                  == (clusters ? CUDA_ERROR_INVALID_CLUSTER_SIZE : CUDA_ERROR_NOT_SUPPORTED), "launch_ex_cluster");
     }
     x = upload_iota(host);
     for (int round = 0; round < 3; round++) {  // ((i * 2 + 0.5) * 2 + 0.5) * 2 + 0.5: only in this order

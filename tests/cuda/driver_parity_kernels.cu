@@ -19,10 +19,18 @@ extern "C" __global__ void mixed_params(char c, double d, short s, int *out)
     if (blockIdx.x == 0 && threadIdx.x == 0) *out = c + (int)d + s;
 }
 
-// Busy for `nanoseconds` on a GPU; on the sim, its modelled time.
+// Busy for `nanoseconds` on a GPU (the global timer counts nanoseconds;
+// clock64 counts the multiprocessor's cycles); on the sim, its modelled time.
+static __device__ long long global_ns()
+{
+    long long now;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+    return now;
+}
+
 extern "C" __global__ void spin(long long nanoseconds)
 {
-    long long start = clock64();
-    while (clock64() - start < nanoseconds) {
+    long long start = global_ns();
+    while (global_ns() - start < nanoseconds) {
     }
 }
