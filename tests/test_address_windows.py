@@ -182,3 +182,12 @@ def test_pinned_memory_on_zeromq_links(compile_cuda):
     compile_driver = lambda source: compile_cuda(source, f"-L{dropin_dir()}", "-l:libcuda.so.1")  # noqa: E731
     result = run_on_sim(compile_driver, "address_windows.cu", KERNELS, "pinned", "mapped", env=ON_SOCKETS)
     check_section(result, "pinned", "mapped")
+
+
+def test_on_a_gpu(compile_cuda):
+    """Two GPU servers (GPU0 of this machine twice where it has one): their
+    drivers place the windows, the program settles them."""
+    from program_paths import run_on_gpu
+    result = run_on_gpu(compile_cuda, "address_windows.cu", devices=2, one_server=False,
+                        flags=(f"-L{dropin_dir()}", "-l:libcuda.so.1"))
+    check_passed(result, "address_windows.cu")
