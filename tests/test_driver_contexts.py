@@ -16,7 +16,7 @@ LINK_DRIVER = (f"-L{dropin_dir()}", "-l:libcuda.so.1")
 
 SECTIONS = ["before_init", "no_context", "devices", "primary_contexts", "primary_is_runtime_device",
             "push_pop_two_devices", "created_context", "streams_across_apis", "pointer_attributes",
-            "functions_and_occupancy", "runtime_binds_primary"]
+            "functions_and_occupancy", "runtime_binds_primary", "attach_detach"]
 
 
 @pytest.fixture(scope="module")

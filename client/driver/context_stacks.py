@@ -39,6 +39,7 @@ class Context:
     flags: int = 0          # a created context's (a primary's are its device's)
     cache_config: int = 0   # a created context's cuCtxSetCacheConfig (a primary's is its device's)
     retained: int = 0       # cuDevicePrimaryCtxRetain minus Release (primary contexts)
+    attached: int = 0       # cuCtxAttach minus cuCtxDetach (deprecated usage counts)
     used: bool = False      # made current since the device's last reset (a primary is active then too)
     destroyed: bool = False
 

@@ -122,6 +122,40 @@ def cuCtxDestroy_v2(ctx):
     return SUCCESS
 
 
+@driver()
+def cuCtxAttach(pctx, flags):
+    """Deprecated since CUDA 4: the current context, its usage count one more."""
+    require_initialized()
+    out_pointer(pctx, "pctx")
+    if flags:
+        raise DriverError(CUresult.CUDA_ERROR_INVALID_VALUE, f"cuCtxAttach: flags must be 0, not {flags}")
+    context = contexts().current("cuCtxAttach")
+    if context is None:
+        raise DriverError(CUresult.CUDA_ERROR_INVALID_CONTEXT, "cuCtxAttach: no context is current to this thread")
+    context.attached += 1
+    pctx[0] = handle_of(context)
+    return SUCCESS
+
+
+@driver()
+def cuCtxDetach(ctx):
+    """Deprecated since CUDA 4: the usage count of the current context one
+    fewer; a created context goes (as cuCtxDestroy) when its creation's is
+    the last.  A primary context stays."""
+    require_initialized()
+    context = contexts().get(interposer.address(ctx), "cuCtxDetach")
+    if context is not contexts().current("cuCtxDetach"):
+        raise DriverError(CUresult.CUDA_ERROR_INVALID_CONTEXT, "cuCtxDetach: the context must be current here")
+    if context.attached:
+        context.attached -= 1
+    elif context.primary:
+        raise DriverError(CUresult.CUDA_ERROR_INVALID_CONTEXT,
+                          "cuCtxDetach: a primary context not attached (cuCtxAttach) is released, not detached")
+    else:
+        runtime_streams.destroy_all(contexts().destroy(context))
+    return SUCCESS
+
+
 # ------------------------------------------------------------------ the current context
 
 

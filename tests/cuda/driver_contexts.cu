@@ -616,6 +616,31 @@ static void runtime_binds_primary(CUcontext *primary)
     printf("ok runtime_binds_primary\n");
 }
 
+// The deprecated usage counts: cuCtxAttach passes back the current
+// context; cuCtxDetach of a created context's last use destroys it.
+static void attach_detach(const CUcontext *primary)
+{
+    DRV(cuCtxSetCurrent(primary[0]));
+    CUcontext attached = NULL, current = NULL;
+    DRV_EXPECT(cuCtxAttach(&attached, 1), CUDA_ERROR_INVALID_VALUE);
+    DRV(cuCtxAttach(&attached, 0));
+    REQUIRE(attached == primary[0]);
+    DRV(cuCtxDetach(attached));
+    DRV_EXPECT(cuCtxDetach(primary[0]), CUDA_ERROR_INVALID_CONTEXT);  // a primary context not attached
+    CUcontext created = NULL;
+    DRV(cuCtxCreate_v4(&created, NULL, 0, 0));  // current now
+    DRV(cuCtxAttach(&attached, 0));
+    REQUIRE(attached == created);
+    DRV(cuCtxDetach(created));  // the attachment's use
+    DRV(cuCtxGetCurrent(&current));
+    REQUIRE(current == created);
+    DRV(cuCtxDetach(created));  // the creation's: destroyed, and off the stack
+    DRV(cuCtxGetCurrent(&current));
+    REQUIRE(current == primary[0]);
+    DRV_EXPECT(cuCtxDetach(created), CUDA_ERROR_INVALID_CONTEXT);
+    printf("ok attach_detach\n");
+}
+
 int main()
 {
     before_init();
@@ -630,6 +655,7 @@ int main()
     pointer_attributes(primary);
     functions_and_occupancy();
     runtime_binds_primary(primary);
+    attach_detach(primary);
     DRV(cuDevicePrimaryCtxRelease(0));
     DRV(cuDevicePrimaryCtxRelease(1));
     DRV_EXPECT(cuDevicePrimaryCtxRelease(1), CUDA_ERROR_INVALID_CONTEXT);
