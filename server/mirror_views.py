@@ -22,16 +22,18 @@ sent whole.
 """
 from __future__ import annotations
 
+import ctypes
 from dataclasses import dataclass
 
 import numpy as np
+
+_memcmp = ctypes.CDLL(None).memcmp
+_memcmp.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t]
 
 #: The unit of change.
 CHUNK = 256 << 10
 #: Smaller mirrors are sent whole.
 MIN_BYTES = 4 << 20
-#: Bytes compared at once (bounds the temporary arrays).
-BLOCK = 16 << 20
 #: A download that finds at least this share of the chunks' first bytes changed is sent whole.
 MOSTLY = 0.9
 #: The most downloads sent whole after ones that found everything changed.
@@ -78,15 +80,10 @@ class MirrorViews:
             return None
         view.streak = 0
         changed = ~view.known
-        for start in range(0, size, BLOCK):
-            end = min(start + BLOCK, size)
-            span = (end - start) // CHUNK * CHUNK
-            first = start // CHUNK
-            if span:
-                differ = (current[start:start + span] != view.shadow[start:start + span]).reshape(-1, CHUNK)
-                changed[first:first + span // CHUNK] |= differ.any(axis=1)
-            if span < end - start:  # the last, partial chunk
-                changed[-1] |= not np.array_equal(current[start + span:end], view.shadow[start + span:end])
+        now, had = current.ctypes.data, view.shadow.ctypes.data
+        for i in np.flatnonzero(view.known):  # memcmp: several times numpy's speed, and no temporaries
+            offset = int(i) * CHUNK
+            changed[i] = _memcmp(now + offset, had + offset, min(CHUNK, size - offset)) != 0
         edges = np.flatnonzero(np.diff(np.concatenate(([False], changed, [False])).astype(np.int8)))
         runs = [(int(a) * CHUNK, min(int(b) * CHUNK, size) - int(a) * CHUNK) for a, b in zip(edges[::2], edges[1::2])]
         for offset, length in runs:

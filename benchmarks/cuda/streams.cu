@@ -9,6 +9,8 @@
 //   streams managed BYTES REPEATS     a kernel filling BYTES that the host then reads: managed
 //                                     memory after cudaDeviceSynchronize, and device memory
 //                                     with cudaMemcpy to a host buffer
+//   streams managed-delta BYTES REPEATS  cudaDeviceSynchronize after a kernel changed 1 MiB of
+//                                     BYTES of managed memory, and after one changed all of it
 //
 // Prints one RESULT {...} line with the times in microseconds.  On a GPU the
 // long kernel spins on the global timer; on a sim server its plugin's COSTS
@@ -173,10 +175,47 @@ static int managed(long long bytes, int repeats)
     return 0;
 }
 
+// What a synchronisation costs after a kernel changed 1 MiB of a large
+// managed allocation (only that comes back), and after one changed all of
+// it; the host reads a byte of each changed page.
+static int managed_delta(long long bytes, int repeats)
+{
+    const long long changed = 1 << 20;
+    unsigned char *m;
+    CHECK(cudaMallocManaged(&m, bytes));
+    std::vector<long long> part(repeats), whole(repeats);
+    long long sum = 0;
+    for (int r = -2; r < repeats; r++) {  // two untimed rounds: the first downloads learn the allocation
+        fillBytes<<<256, 256>>>(m + bytes / 2, changed, r + 3);
+        long long t = now_ns();
+        CHECK(cudaDeviceSynchronize());
+        for (long long i = 0; i < changed; i += 4096)
+            sum += m[bytes / 2 + i];
+        if (r >= 0)
+            part[r] = now_ns() - t;
+    }
+    for (int r = 0; r < repeats; r++) {
+        fillBytes<<<256, 256>>>(m, bytes, r + 100);
+        long long t = now_ns();
+        CHECK(cudaDeviceSynchronize());
+        for (long long i = 0; i < bytes; i += 4096)
+            sum += m[i];
+        whole[r] = now_ns() - t;
+    }
+    if (m[bytes / 2] != (unsigned char)(repeats + 99) || m[bytes - 1] != (unsigned char)(repeats + 99) || sum == 0) {
+        fprintf(stderr, "FAILED: managed memory is not what the kernels wrote\n");
+        return 1;
+    }
+    printf("RESULT {\"bytes\": %lld, \"changed\": %lld, \"part_us\": %.1f, \"whole_us\": %.1f}\n", bytes, changed,
+           median_us(part), median_us(whole));
+    CHECK(cudaFree(m));
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 4) {
-        fprintf(stderr, "usage: %s idle-sync|concurrency|zero-copy|managed A B\n", argv[0]);
+        fprintf(stderr, "usage: %s idle-sync|concurrency|zero-copy|managed|managed-delta A B\n", argv[0]);
         return 2;
     }
     long long a = atoll(argv[2]);
@@ -187,5 +226,7 @@ int main(int argc, char **argv)
         return concurrency(a, b);
     if (!strcmp(argv[1], "managed"))
         return managed(a, b);
+    if (!strcmp(argv[1], "managed-delta"))
+        return managed_delta(a, b);
     return zero_copy(a, b);
 }

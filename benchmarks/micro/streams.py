@@ -15,6 +15,10 @@ long kernel's time is modelled (cuda/stream_kernels.py):
                   each page): managed memory after cudaDeviceSynchronize,
                   against device memory and a cudaMemcpy to a host buffer
                   (goal: within GOAL_MANAGED at 64 MiB)
+    managed_delta cudaDeviceSynchronize and the host reading what changed,
+                  after a kernel changed 1 MiB of a DELTA_MIB managed
+                  allocation, and after one changed all of it (only what
+                  changed comes back: goal GOAL_DELTA of the whole)
 """
 from __future__ import annotations
 
@@ -29,12 +33,14 @@ TITLE = "Independent streams, mapped and managed memory"
 KERNELS = Path(common.__file__).resolve().parent / "cuda" / "stream_kernels.py"
 GOAL_IDLE_SYNC = 2.0
 GOAL_MANAGED = 1.5
+GOAL_DELTA = 0.1
 
 
 def parameters(quick: bool) -> dict:
     return {"kernel_ms": 300, "idle_syncs": 50 if quick else 300, "streams": 8, "concurrency_kernel_ms": 100,
             "zero_copy_bytes": (4 if quick else 64) << 20, "zero_copy_repeats": 2 if quick else 5,
-            "managed_mib": [4, 64] if quick else [1, 4, 16, 64], "managed_repeats": 3 if quick else 5}
+            "managed_mib": [4, 64] if quick else [1, 4, 16, 64], "managed_repeats": 3 if quick else 5,
+            "delta_mib": 64 if quick else 256, "delta_repeats": 3 if quick else 5}
 
 
 def run(ctx: Context) -> dict:
@@ -56,12 +62,16 @@ def run(ctx: Context) -> dict:
         for mib in params["managed_mib"]:
             ctx.progress(f"managed memory touched vs cudaMemcpy, {mib} MiB")
             managed.append(program("managed", mib << 20, params["managed_repeats"]))
+        ctx.progress(f"managed memory: 1 MiB of {params['delta_mib']} MiB changed, then all of it")
+        delta = program("managed-delta", params["delta_mib"] << 20, params["delta_repeats"])
     managed_ratio = managed[-1]["managed_us"] / managed[-1]["memcpy_us"]
+    delta_ratio = delta["part_us"] / delta["whole_us"]
     idle_ratio = idle["beside_us"] / idle["alone_us"]
     speedup = concurrency["one_stream_us"] / concurrency["parallel_us"]
     return {"parameters": params, "idle_sync": idle, "concurrency": concurrency, "zero_copy": zero_copy,
-            "managed": managed,
-            "ratios": {"idle_sync_beside_a_kernel_over_alone": round(idle_ratio, 3),
+            "managed": managed, "managed_delta": delta,
+            "ratios": {"managed_1mib_changed_over_all_changed": round(delta_ratio, 3),
+                       "idle_sync_beside_a_kernel_over_alone": round(idle_ratio, 3),
                        "one_stream_over_n_streams": round(speedup, 3),
                        "zero_copy_over_explicit_copies": round(zero_copy["mapped_us"] / zero_copy["copies_us"], 3),
                        "managed_touch_over_memcpy_largest": round(managed_ratio, 3)},
@@ -69,7 +79,9 @@ def run(ctx: Context) -> dict:
                       f"{params['streams']} streams of kernels: speed-up over one stream":
                           goal(speedup, ">=", params["streams"] / 2),
                       f"managed memory touched / cudaMemcpy, {params['managed_mib'][-1]} MiB":
-                          goal(managed_ratio, "<=", GOAL_MANAGED)}}
+                          goal(managed_ratio, "<=", GOAL_MANAGED),
+                      f"sync after 1 MiB of {params['delta_mib']} MiB managed changed / after all of it":
+                          goal(delta_ratio, "<=", GOAL_DELTA)}}
 
 
 def plot(result: dict, out_dir: Path) -> list[Path]:
@@ -86,6 +98,9 @@ def plot(result: dict, out_dir: Path) -> list[Path]:
     largest = result["managed"][-1]
     bars += [(f"managed, touched, {largest['bytes'] >> 20} MiB (ms)", largest["managed_us"] / 1000),
              (f"cudaMemcpy, {largest['bytes'] >> 20} MiB (ms)", largest["memcpy_us"] / 1000)]
+    d = result["managed_delta"]
+    bars += [(f"sync, 1 MiB of {d['bytes'] >> 20} MiB managed changed (ms)", d["part_us"] / 1000),
+             (f"sync, all {d['bytes'] >> 20} MiB changed (ms)", d["whole_us"] / 1000)]
     charts.bars(result, path, bars, "us / ms (see labels)",
                "Independent streams, mapped and managed memory via rcuda (sim)")
     return [path]
@@ -93,6 +108,7 @@ def plot(result: dict, out_dir: Path) -> list[Path]:
 
 def headline(result: dict) -> list[str]:
     i, c, z, r = result["idle_sync"], result["concurrency"], result["zero_copy"], result["ratios"]
+    d = result["managed_delta"]
     return [f"idle-stream sync: {i['alone_us']:.1f} us alone, {i['beside_us']:.1f} us beside a running kernel "
             f"({r['idle_sync_beside_a_kernel_over_alone']:.2f}x, goal <= {GOAL_IDLE_SYNC})",
             f"{c['streams']} streams: {c['parallel_us'] / 1000:.0f} ms, one stream {c['one_stream_us'] / 1000:.0f} ms "
@@ -101,4 +117,7 @@ def headline(result: dict) -> list[str]:
             f"({r['zero_copy_over_explicit_copies']:.2f}x) for {z['bytes'] >> 20} MiB",
             "managed memory touched after a kernel vs cudaMemcpy: " + ", ".join(
                 f"{m['bytes'] >> 20} MiB {m['managed_us'] / 1000:.1f} / {m['memcpy_us'] / 1000:.1f} ms"
-                for m in result["managed"]) + f" (goal <= {GOAL_MANAGED}x at the largest)"]
+                for m in result["managed"]) + f" (goal <= {GOAL_MANAGED}x at the largest)",
+            f"sync after a kernel changed 1 MiB of {d['bytes'] >> 20} MiB managed: {d['part_us'] / 1000:.1f} ms, "
+            f"after it changed all of it {d['whole_us'] / 1000:.1f} ms "
+            f"({r['managed_1mib_changed_over_all_changed']:.3f}x, goal <= {GOAL_DELTA})"]
