@@ -25,12 +25,12 @@ trace = logging.getLogger("rcuda.trace")  # RCUDA_LOG=debug: every forwarded mes
 #: host memory and managed memory are rcuda's own (client/memory/mapped.py,
 #: client/memory/managed.py): a registered range's device pointer differs
 #: from its host pointer, and the host must not touch managed memory while
-#: kernels run (no concurrent managed access).  Pageable memory access, IPC
-#: and host atomics need the GPU on this host's bus.
+#: kernels run (no concurrent managed access).  Pageable memory access and
+#: host atomics need the GPU on this host's bus.
 NOT_REMOTELY = {
     "canMapHostMemory": 1, "managedMemory": 1, "concurrentManagedAccess": 0, "pageableMemoryAccess": 0,
     "pageableMemoryAccessUsesHostPageTables": 0, "directManagedMemAccessFromHost": 0,
-    "hostNativeAtomicSupported": 0, "canUseHostPointerForRegisteredMem": 0, "ipcEventSupported": 0,
+    "hostNativeAtomicSupported": 0, "canUseHostPointerForRegisteredMem": 0,
     "hostRegisterSupported": 1,  # cudaHostRegister works: the memory just stays on this host
     "memoryPoolsSupported": 1,  # pools are rcuda's own (client/memory/pools.py)
 }
@@ -38,7 +38,7 @@ NOT_REMOTELY_ATTRIBUTES = {
     "cudaDevAttrCanMapHostMemory": 1, "cudaDevAttrManagedMemory": 1, "cudaDevAttrConcurrentManagedAccess": 0,
     "cudaDevAttrPageableMemoryAccess": 0, "cudaDevAttrPageableMemoryAccessUsesHostPageTables": 0,
     "cudaDevAttrDirectManagedMemAccessFromHost": 0, "cudaDevAttrHostNativeAtomicSupported": 0,
-    "cudaDevAttrCanUseHostPointerForRegisteredMem": 0, "cudaDevAttrIpcEventSupport": 0,
+    "cudaDevAttrCanUseHostPointerForRegisteredMem": 0,
     "cudaDevAttrHostRegisterSupported": 1,
     "cudaDevAttrMemoryPoolsSupported": 1,
 }

@@ -173,9 +173,14 @@ class StreamTable:
 
     # ---------------------------------------------------------- events
 
-    def create_event(self, device: RemoteDevice, flags: int) -> Event:
+    def create_event(self, device: RemoteDevice, flags: int, shared: tuple | None = None) -> Event:
+        """A new event; `shared` (worker, token): another process's, exported
+        on the same server (cudaIpcOpenEventHandle), opened before this returns."""
         event = Event(next(self._event_handles), device, self.new_id(), flags)
-        device.post("event_create", event=event.id, flags=flags)
+        if shared is None:
+            device.post("event_create", event=event.id, flags=flags)
+        else:
+            device.request("event_create", event=event.id, flags=flags, ipc=list(shared))
         with self._lock:
             self._events[event.handle] = event
         return event

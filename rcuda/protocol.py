@@ -110,6 +110,10 @@ the legacy default stream):
                   allocation is freed or this session closes
     ipc_open      {worker, token}                     -> {ptr, size}   cudaIpcOpenMemHandle
     ipc_close     {ptr}                               -> {}        cudaIpcCloseMemHandle
+    ipc_event_export {event}                          -> {worker, token}   cudaIpcGetEventHandle: an
+                  event made with cudaEventInterprocess, which another session
+                  of this server opens (event_create's `ipc`) until it is
+                  destroyed or this session closes
     module        {module} + module image             -> {info}    once per module; the image is a
                   fatbinary, a cubin or PTX text (cuModuleLoadData's); info: the
                   JIT compiler's info log; bad PTX fails with its error log as msg
@@ -133,7 +137,8 @@ the legacy default stream):
     stream_sync   {stream}                            -> {}
     stream_query  {stream}                            -> {ready}
     stream_wait   {stream, event}                     -> {}
-    event_create  {event, flags}                      -> {}
+    event_create  {event, flags}                      -> {}        optional ipc: [worker, token],
+                  another session's exported event (cudaIpcOpenEventHandle)
     event_destroy {event}                             -> {}
     event_record  {event, stream}                     -> {}
     event_sync    {event}                             -> {}
@@ -259,7 +264,7 @@ def transport(link: str, authenticated: bool) -> str:
     return TRANSPORT_CURVE_SOCKET if authenticated else TRANSPORT_SOCKET
 
 
-PROTOCOL_VERSION = 16
+PROTOCOL_VERSION = 17
 
 #: Bulk bytes on a ZeroMQ socket travel in frames of this size: ZeroMQ slows
 #: down on messages above ~32 MiB (fresh buffers page-fault).
@@ -319,6 +324,7 @@ OPS: dict[str, dict[str, type | tuple]] = {
     "ipc_export": {"ptr": _INT},
     "ipc_open": {"worker": _STR, "token": _STR},
     "ipc_close": {"ptr": _INT},
+    "ipc_event_export": {"event": _INT},
     "module": {"module": _STR},
     "link": {"names": _LIST, "sizes": _LIST},
     "function": {"fn": _INT, "module": _STR, "name": _STR, "offsets": _LIST, "sizes": _LIST},
@@ -375,6 +381,7 @@ OPS: dict[str, dict[str, type | tuple]] = {
 #: op -> {field: type} it may carry; checked when present.
 OPTIONAL_FIELDS: dict[str, dict[str, type | tuple]] = {
     "open": {"vmm_base": _INT},
+    "event_create": {"ipc": _LIST},
     "launch": {"cluster": _LIST},
     "memset": {"elem": _INT},
     "memset3d": {"elem": _INT},

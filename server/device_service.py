@@ -162,6 +162,7 @@ class DeviceService:
             "surface_create": self._surface_create, "surface_destroy": self._surface_destroy,
             "texref": self._texref,
             "ipc_export": self._ipc_export, "ipc_open": self._ipc_open, "ipc_close": self._ipc_close,
+            "ipc_event_export": self._ipc_event_export,
             "module": self._module, "link": self._link, "function": self._function, "func_attrs": self._func_attrs,
             "func_set_attr": self._func_set_attr, "symbol": self._symbol, "launch": self._launch,
             "launches": self._launches,
@@ -193,7 +194,7 @@ class DeviceService:
         self.graph_ops.forget()
         for token in getattr(self, "_ipc_tokens", {}).values():
             ipc.exports().withdraw(token)
-        self._ipc_tokens: dict[int, str] = {}  # exported allocations: start -> token
+        self._ipc_tokens: dict = {}  # exported allocations: start -> token; events: ("event", id) -> token
 
     def start(self, token: str) -> None:
         self.token = token
@@ -1018,16 +1019,42 @@ class DeviceService:
         self.device.stream_wait_event(self._stream(header), self._event(header))
 
     def _event_create(self, header, payload):
+        """A new event; with `ipc` ([worker, token]), another process's,
+        exported by `ipc_event_export` (cudaIpcOpenEventHandle)."""
         event = header["event"]
         if event in self._events or event <= 0:
             raise ProtocolError(f"event_create: id {event} is in use or reserved")
-        self.device.event_create(event, header["flags"])
+        shared = header.get("ipc")
+        if shared is None:
+            self.device.event_create(event, header["flags"])
+        else:
+            if len(shared) != 2 or not all(isinstance(v, str) for v in shared):
+                raise ProtocolError("event_create: ipc must be [worker, token]")
+            if ipc.exports().owns(shared[0]):
+                raise CudaError(cudaError.cudaErrorDeviceUninitialized,
+                                "cudaIpcOpenEventHandle: the handle is this process's own (open it in another)")
+            fd, _ = ipc.receive(*shared)
+            try:
+                self.device.event_open(event, header["flags"], fd)
+            finally:
+                os.close(fd)
         self._events.add(event)
 
     def _event_destroy(self, header, payload):
         event = self._event(header)
         self.device.event_destroy(event)
         self._events.discard(event)
+        token = self._ipc_tokens.pop(("event", event), None)
+        if token is not None:
+            ipc.exports().withdraw(token)
+
+    def _ipc_event_export(self, header, payload):
+        """cudaIpcGetEventHandle: the event offered to this server's other sessions."""
+        event = self._event(header)
+        key = ("event", event)
+        if key not in self._ipc_tokens:
+            self._ipc_tokens[key] = ipc.exports().export(self.device.event_export(event), 0)
+        return {"worker": ipc.exports().name, "token": self._ipc_tokens[key]}
 
     def _event_record(self, header, payload):
         self.device.event_record(self._event(header), self._stream(header))

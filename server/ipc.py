@@ -119,13 +119,13 @@ def receive(worker: str, token: str) -> tuple[int, int]:
             message, fds, _, _ = socket.recv_fds(connection, _REPLY.size, 1)
     except (OSError, ValueError) as exc:
         raise CudaError(cudaError.cudaErrorInvalidResourceHandle,
-                        f"cudaIpcOpenMemHandle: the exporting process's session is gone ({exc})") from None
+                        f"cudaIpcOpen*Handle: the exporting process's session is gone ({exc})") from None
     found, size = _REPLY.unpack(message) if len(message) == _REPLY.size else (False, 0)
     if not found or not fds:
         for fd in fds:
             os.close(fd)
         raise CudaError(cudaError.cudaErrorInvalidResourceHandle,
-                        "cudaIpcOpenMemHandle: no such exported memory (freed, or not this server's)")
+                        "cudaIpcOpen*Handle: no such export (freed or destroyed, or not this server's)")
     return fds[0], size
 
 

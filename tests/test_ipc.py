@@ -40,3 +40,17 @@ def test_a_memory_pool_on_an_auth_server(compile_cuda, tmp_path):
                         auth_root=tmp_path)
     check_section(result, "errors", "importer", "driver_importer", "short_lived", "shared", "exporter_gone")
     assert result.returncode == 0, result.stdout + result.stderr[-3000:]
+
+
+def test_two_processes_share_an_event(compile_cuda):
+    """tests/cuda/ipc_events.cu: an interprocess event recorded by either
+    process is what the other's query sees (runtime and driver API)."""
+    result = run_on_sim(compile_cuda, "ipc_events.cu", "mapped_kernels.py", flags=LINK_DRIVER, devices=1)
+    check_section(result, "child", "shared", "errors")
+    assert result.returncode == 0 and "PASSED ipc_events" in result.stdout, result.stdout + result.stderr[-3000:]
+
+
+def test_events_on_an_auth_server(compile_cuda, tmp_path):
+    result = run_on_sim(compile_cuda, "ipc_events.cu", "mapped_kernels.py", flags=LINK_DRIVER, devices=1,
+                        auth_root=tmp_path)
+    check_section(result, "child", "shared", "errors")

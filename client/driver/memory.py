@@ -463,3 +463,21 @@ def cuIpcCloseMemHandle(dptr):
     require_initialized()
     runtime_ipc.close_handle(dptr, "cuIpcCloseMemHandle")
     return SUCCESS
+
+
+@driver()
+def cuIpcGetEventHandle(pHandle, event):
+    require_initialized()
+    out_pointer(pHandle, "pHandle")
+    raw = runtime_ipc.get_event_handle(interposer.address(event), "cuIpcGetEventHandle")
+    interposer.ffi.memmove(pHandle, raw, len(raw))
+    return SUCCESS
+
+
+@driver()
+def cuIpcOpenEventHandle(phEvent, handle):
+    require_initialized()
+    out_pointer(phEvent, "phEvent")
+    raw = bytes(interposer.ffi.buffer(interposer.ffi.addressof(handle), runtime_ipc.EVENT_HANDLE.size))
+    phEvent[0] = interposer.ffi.cast("CUevent", runtime_ipc.open_event_handle(raw, "cuIpcOpenEventHandle"))
+    return SUCCESS

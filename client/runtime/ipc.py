@@ -17,8 +17,12 @@ export data (cudaMemPoolPtrExportData) carries the pool's bytes and the
 block's IPC export, which cudaMemPoolImportPointer opens as
 cudaIpcOpenMemHandle does; cudaFree closes it.
 
-Events cannot be shared (cudaDevAttrIpcEventSupport reads 0):
-cudaIpcGetEventHandle and cudaIpcOpenEventHandle answer cudaErrorNotSupported.
+An event made with cudaEventInterprocess is shared the same way
+(cudaIpcGetEventHandle, cudaIpcOpenEventHandle): the opening process's
+session opens the exporting one's event on the server (the sim: its last
+record's time in a memory file both map; a GPU server: the driver's own IPC
+event), so a record in either process is what a query, a synchronisation or
+a stream wait in the other sees.
 """
 from __future__ import annotations
 
@@ -28,6 +32,7 @@ import stat
 import struct
 import threading
 
+from rcuda._generated.cuda_enums import MACROS
 from rcuda.errors import CudaError, cudaError
 
 from .. import interposer
@@ -45,6 +50,11 @@ POINTER_MAGIC = b"rcudaPTR"
 #: What a pool's shareable handle (a memfd) holds: magic, the GPU's UUID, the pool's share id.
 POOL_RECORD = struct.Struct("<8s16s16s")
 POOL_MAGIC = b"rcudaMPL"
+#: cudaIpcEventHandle_t's 64 bytes: magic, the GPU's UUID, the worker's name, the token.
+EVENT_HANDLE = struct.Struct("<8s16s16s16s8x")
+EVENT_MAGIC = b"rcudaEVT"
+EVENT_INTERPROCESS = MACROS["cudaEventInterprocess"]
+EVENT_DISABLE_TIMING = MACROS["cudaEventDisableTiming"]
 #: Who opened memory: a handle (cudaIpcOpenMemHandle) or a pool's pointer
 #: (cudaMemPoolImportPointer), each closed only by its own call.
 BY_HANDLE, BY_POOL = "handle", "pool"
@@ -108,6 +118,31 @@ def open_handle(raw: bytes, flags: int, call: str) -> int:
                         f"{call}: the handle's GPU is none of this process's (another server's, or not in "
                         f"RCUDA_SERVERS / CUDA_VISIBLE_DEVICES)")
     return _open(device, worker, token, BY_HANDLE)
+
+
+def get_event_handle(handle: int, call: str) -> bytes:
+    """The 64 bytes of cudaIpcGetEventHandle for event `handle`."""
+    event = rt().streams.event(handle)
+    if not event.flags & EVENT_INTERPROCESS:
+        raise CudaError(cudaError.cudaErrorInvalidResourceHandle,
+                        f"{call}: the event was not made with cudaEventInterprocess")
+    reply, _ = event.device.request("ipc_event_export", event=event.id)
+    return EVENT_HANDLE.pack(EVENT_MAGIC, _uuid(event.device), bytes.fromhex(reply["worker"]),
+                             bytes.fromhex(reply["token"]))
+
+
+def open_event_handle(raw: bytes, call: str) -> int:
+    """cudaIpcOpenEventHandle: another process's event, as an event of ours."""
+    magic, uuid, worker, token = EVENT_HANDLE.unpack(raw)
+    if magic != EVENT_MAGIC:
+        raise CudaError(cudaError.cudaErrorInvalidResourceHandle, f"{call}: not a handle cudaIpcGetEventHandle made")
+    device = next((d for d in rt().devices if _uuid(d) == uuid), None)
+    if device is None:
+        raise CudaError(cudaError.cudaErrorInvalidResourceHandle,
+                        f"{call}: the handle's GPU is none of this process's (another server's, or not in "
+                        f"RCUDA_SERVERS / CUDA_VISIBLE_DEVICES)")
+    flags = EVENT_INTERPROCESS | EVENT_DISABLE_TIMING
+    return rt().streams.create_event(device, flags, shared=(worker.hex(), token.hex())).handle
 
 
 def _entry(key):
@@ -240,4 +275,20 @@ def cudaIpcOpenMemHandle(devPtr, handle, flags):
 @cuda()
 def cudaIpcCloseMemHandle(devPtr):
     close_handle(address(devPtr), "cudaIpcCloseMemHandle")
+    return SUCCESS
+
+
+@cuda()
+def cudaIpcGetEventHandle(handle, event):
+    out_pointer(handle, "handle")
+    raw = get_event_handle(address(event), "cudaIpcGetEventHandle")
+    interposer.ffi.memmove(handle, raw, len(raw))
+    return SUCCESS
+
+
+@cuda()
+def cudaIpcOpenEventHandle(event, handle):
+    out_pointer(event, "event")
+    raw = bytes(interposer.ffi.buffer(interposer.ffi.addressof(handle), EVENT_HANDLE.size))
+    event[0] = interposer.ffi.cast("cudaEvent_t", open_event_handle(raw, "cudaIpcOpenEventHandle"))
     return SUCCESS

@@ -354,9 +354,9 @@ def cudaEventCreateWithFlags(event, flags):
     out_pointer(event, "event")
     if flags & ~EVENT_FLAGS:
         raise CudaError(cudaError.cudaErrorInvalidValue, f"cudaEventCreate flags {flags:#x}")
-    if flags & EVENT_INTERPROCESS:
-        raise CudaError(cudaError.cudaErrorNotSupported,
-                        "cudaEventInterprocess: events cannot be shared between processes through rcuda")
+    if flags & EVENT_INTERPROCESS and not flags & MACROS["cudaEventDisableTiming"]:
+        raise CudaError(cudaError.cudaErrorInvalidValue,
+                        "cudaEventCreateWithFlags: cudaEventInterprocess needs cudaEventDisableTiming")
     event[0] = interposer.ffi.cast("cudaEvent_t", rt().streams.create_event(rt().device(), flags).handle)
     return SUCCESS
 

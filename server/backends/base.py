@@ -204,6 +204,19 @@ class Device(abc.ABC):
         raise CudaError(cudaError.cudaErrorNotSupported,
                         f"{type(self).__name__}: no IPC (cudaIpcGetMemHandle) on this backend")
 
+    def event_export(self, event: int) -> int:
+        """cudaIpcGetEventHandle of an event made with cudaEventInterprocess: a
+        file descriptor another process of this server can open it from
+        (this device keeps it)."""
+        raise CudaError(cudaError.cudaErrorNotSupported,
+                        f"{type(self).__name__}: no IPC events (cudaIpcGetEventHandle) on this backend")
+
+    def event_open(self, event: int, flags: int, fd: int) -> None:
+        """cudaIpcOpenEventHandle: event `event` of this session is another
+        process's, exported as `fd` (which the caller closes)."""
+        raise CudaError(cudaError.cudaErrorNotSupported,
+                        f"{type(self).__name__}: no IPC events (cudaIpcOpenEventHandle) on this backend")
+
     def ipc_open(self, fd: int, size: int) -> int:
         """Map another process's exported allocation (`fd`, which the
         caller closes); its address here."""

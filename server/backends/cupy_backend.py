@@ -241,6 +241,7 @@ class CupyDevice(Device):
         self._modules: dict[str, tuple[int, bytes]] = {}  # module key -> (CUmodule, image)
         self._streams: dict[int, int] = {0: 0}  # client id -> cudaStream_t (0: the legacy default stream)
         self._events: dict[int, int] = {}       # client id -> cudaEvent_t
+        self._event_exports: dict[int, int] = {}  # client id -> memory file holding its IPC handle
         self._arrays: dict[int, cuda_arrays.DriverArray] = {}  # client id -> the driver's array
         self._textures: set[int] = set()        # CUtexObject handles the session made
         self._surfaces: set[int] = set()        # CUsurfObject handles
@@ -905,8 +906,27 @@ class CupyDevice(Device):
             self._events[event] = self._runtime.eventCreateWithFlags(flags)
 
     def event_destroy(self, event: int) -> None:
+        exported = self._event_exports.pop(event, None)
+        if exported is not None:
+            os.close(exported)
         with self._cuda("cudaEventDestroy"):
             self._runtime.eventDestroy(self._events.pop(event))
+
+    def event_export(self, event: int) -> int:
+        """The driver's own IPC handle (the processes share this machine's
+        GPU), in a memory file the other worker receives."""
+        if event not in self._event_exports:
+            with self._cuda("cudaIpcGetEventHandle"):
+                handle = bytes(self._runtime.ipcGetEventHandle(self._events[event]))
+            fd = os.memfd_create("rcuda-ipc-event", os.MFD_CLOEXEC)
+            os.write(fd, handle)
+            self._event_exports[event] = fd
+        return self._event_exports[event]
+
+    def event_open(self, event: int, flags: int, fd: int) -> None:
+        handle = os.pread(fd, 64, 0)
+        with self._cuda("cudaIpcOpenEventHandle", cudaError.cudaErrorInvalidResourceHandle):
+            self._events[event] = self._runtime.ipcOpenEventHandle(handle)
 
     def event_record(self, event: int, stream: int) -> None:
         with self._cuda("cudaEventRecord"):

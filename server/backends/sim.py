@@ -23,8 +23,10 @@ import copy
 import functools
 import hashlib
 import logging
+import math
 import mmap
 import os
+import struct
 import sys
 import threading
 import time
@@ -195,6 +197,40 @@ class SimModule:
 class SimEvent:
     flags: int
     recorded_at: float | None = None  # perf_counter() seconds of the last record (modelled)
+
+
+class SharedSimEvent:
+    """An event shared between processes of this server (cudaIpcGetEventHandle):
+    its last record's modelled time lives in a memory file each process
+    maps (perf_counter is the machine's monotonic clock, the same in each)."""
+
+    _RECORD = struct.Struct("<d")  # NaN: never recorded
+
+    def __init__(self, flags: int, fd: int):
+        self.flags = flags
+        self.fd = fd  # ours, kept for more exports
+        self._mapping = mmap.mmap(fd, self._RECORD.size)
+
+    @classmethod
+    def create(cls, flags: int, recorded_at: float | None) -> "SharedSimEvent":
+        fd = os.memfd_create("rcuda-ipc-event", os.MFD_CLOEXEC)
+        os.ftruncate(fd, cls._RECORD.size)
+        event = cls(flags, fd)
+        event.recorded_at = recorded_at
+        return event
+
+    @property
+    def recorded_at(self) -> float | None:
+        (value,) = self._RECORD.unpack_from(self._mapping)
+        return None if math.isnan(value) else value
+
+    @recorded_at.setter
+    def recorded_at(self, value: float | None) -> None:
+        self._RECORD.pack_into(self._mapping, 0, math.nan if value is None else value)
+
+    def close(self) -> None:
+        self._mapping.close()
+        os.close(self.fd)
 
 
 _DONE = Done()
@@ -945,7 +981,18 @@ class SimDevice(Device):
         self._events[event] = SimEvent(flags)
 
     def event_destroy(self, event: int) -> None:
-        self._events.pop(event, None)
+        found = self._events.pop(event, None)
+        if isinstance(found, SharedSimEvent):
+            found.close()
+
+    def event_export(self, event: int) -> int:
+        found = self._events[event]
+        if not isinstance(found, SharedSimEvent):
+            found = self._events[event] = SharedSimEvent.create(found.flags, found.recorded_at)
+        return found.fd
+
+    def event_open(self, event: int, flags: int, fd: int) -> None:
+        self._events[event] = SharedSimEvent(flags, os.dup(fd))
 
     def event_record(self, event: int, stream: int) -> None:
         # The event happens when the stream's work before it has ended.
@@ -1257,7 +1304,7 @@ def _a100_properties(index: int, memory_bytes: int, identity: str) -> dict:
         "gpuDirectRDMAWritesOrdering": 0,
         "memoryPoolSupportedHandleTypes": 1,  # POSIX file descriptors: sessions share memory (ipc_export)
         "deferredMappingCudaArraySupported": 0,
-        "ipcEventSupported": 0,
+        "ipcEventSupported": 1,
         "clusterLaunch": 0,
         "unifiedFunctionPointers": 0,
         "deviceNumaConfig": 0,
