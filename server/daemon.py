@@ -76,9 +76,10 @@ class Worker:
         self.description = None if self.error else message
         self.ready.set()
 
-    def assign(self, token: str, client: dict) -> None:
+    def assign(self, token: str, client: dict, user: str | None = None) -> None:
+        """The worker serves `client`'s session; `user`: its --auth key (server/ipc.py)."""
         self.client = client
-        self.process.stdin.write(json.dumps({"token": token, "client": client}) + "\n")
+        self.process.stdin.write(json.dumps({"token": token, "client": client, "user": user}) + "\n")
         self.process.stdin.flush()
 
     def stop(self) -> None:
@@ -184,7 +185,8 @@ class Daemon:
             while not self._stop.is_set():
                 ready = dict(poller.poll(100))
                 if self.socket in ready:
-                    self._handle(self.socket.recv_multipart())
+                    frames = self.socket.recv_multipart(copy=False)
+                    self._handle([frame.bytes for frame in frames], self._user_of(frames[-1]))
                 while self.status_socket.poll(0):
                     self._take_report(self.status_socket.recv())
                 self._reap()
@@ -217,13 +219,24 @@ class Daemon:
 
     # ---------------------------------------------------------- requests
 
-    def _handle(self, parts: list[bytes]) -> None:
+    def _user_of(self, frame: zmq.Frame) -> str | None:
+        """Who sent `frame`, as --auth's CURVE handshake proved it: the z85
+        form of the client's public key (None without --auth)."""
+        if self.auth is None:
+            return None
+        try:
+            return frame.get("User-Id")
+        except zmq.ZMQError:
+            return None
+
+    def _handle(self, parts: list[bytes], user: str | None = None) -> None:
         if len(parts) != 2:
             return
         peer, header = parts[0], {}
         try:
             header = protocol.unpack(parts[1])
             op = protocol.check_header(header)
+            header["user"] = user  # the key the handshake proved, whatever the client wrote there
             if header["version"] != protocol.PROTOCOL_VERSION:
                 self._reply(peer, header, err=int(cudaError.cudaErrorDevicesUnavailable),
                             msg=f"protocol version {header['version']} is not this server's "
@@ -286,7 +299,7 @@ class Daemon:
                 log.info("the client of a queued hello went away before its worker was ready")
                 self.spares.insert(0, spare)
                 continue
-            spare.assign(token, header["client"])
+            spare.assign(token, header["client"], header["user"])
             self.sessions.append(spare)
             client = header["client"]
             log.info("session for %s pid %s (%s) -> worker pid %d", client.get("host"), client.get("pid"),

@@ -7,7 +7,9 @@ a shareable file (the sim: a memfd holding its bytes), and this worker
 hands that descriptor to a worker that asks for it, over an abstract Unix
 socket named for the worker, with SCM_RIGHTS.  What authorises a request is
 the export's token, 128 random bits that only the exporting client learns
-and puts in the handle it gives to the processes it chooses.
+and puts in the handle it gives to the processes it chooses.  On a --auth
+server a session's user is its client's key (the daemon's handshake proved
+it): an export opens only in a session of the same user.
 """
 from __future__ import annotations
 
@@ -28,6 +30,7 @@ SOCKET_PREFIX = b"\0rcuda-ipc-"
 OPEN_TIMEOUT = 5.0
 TOKEN_BYTES = 16
 _REPLY = struct.Struct("<?Q")  # found, size
+_USER = struct.Struct("<H")    # the length of the asking session's user, which follows
 
 
 class IpcExports:
@@ -35,6 +38,7 @@ class IpcExports:
 
     def __init__(self):
         self.name = secrets.token_hex(TOKEN_BYTES)  # in every handle: where to ask
+        self.user: str | None = None  # the session's --auth key (z85), whom its exports open for
         self._lock = threading.Lock()
         self._exports: dict[bytes, tuple[int, int]] = {}  # token -> (a descriptor of ours, size)
         self._listener: socket.socket | None = None
@@ -95,8 +99,10 @@ class IpcExports:
     def _answer(self, connection: socket.socket) -> None:
         connection.settimeout(OPEN_TIMEOUT)
         token = _receive_exactly(connection, TOKEN_BYTES)
+        (length,) = _USER.unpack(_receive_exactly(connection, _USER.size))
+        user = _receive_exactly(connection, length).decode() or None
         with self._lock:
-            entry = self._exports.get(token)
+            entry = self._exports.get(token) if user == self.user else None  # another user: no such export
             fd = os.dup(entry[0]) if entry else None  # still ours, whatever happens to the export meanwhile
         if fd is None:
             connection.sendall(_REPLY.pack(False, 0))
@@ -115,7 +121,8 @@ def receive(worker: str, token: str) -> tuple[int, int]:
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as connection:
             connection.settimeout(OPEN_TIMEOUT)
             connection.connect(SOCKET_PREFIX + worker.encode())
-            connection.sendall(key)
+            user = (exports().user or "").encode()
+            connection.sendall(key + _USER.pack(len(user)) + user)
             message, fds, _, _ = socket.recv_fds(connection, _REPLY.size, 1)
     except (OSError, ValueError) as exc:
         raise CudaError(cudaError.cudaErrorInvalidResourceHandle,
@@ -125,7 +132,8 @@ def receive(worker: str, token: str) -> tuple[int, int]:
         for fd in fds:
             os.close(fd)
         raise CudaError(cudaError.cudaErrorInvalidResourceHandle,
-                        "cudaIpcOpen*Handle: no such export (freed or destroyed, or not this server's)")
+                        "cudaIpcOpen*Handle: no such export (freed or destroyed, another user's, or not this "
+                        "server's)")
     return fds[0], size
 
 

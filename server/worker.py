@@ -33,6 +33,7 @@ from rcuda.errors import ProtocolError
 from rcuda.log import setup_server_logging
 from rcuda.server.backends import create_backend
 from rcuda.server.device_service import DeviceService
+from rcuda.server import ipc
 from rcuda.server.address_windows import SessionWindows
 from rcuda.auth import ServerAuth
 from rcuda.server.peer import Inbox, PeerReceiver, buffer_limit
@@ -209,6 +210,7 @@ def main(argv=None) -> int:
         return 0  # the daemon stopped before giving us a session
     assignment = json.loads(line)
     threading.Thread(target=watch_stdin, args=(worker,), daemon=True).start()
+    ipc.exports().user = assignment.get("user")  # who may open this session's IPC exports
     worker.serve(assignment["token"], assignment.get("client", {}))
     return 0
 

@@ -21,7 +21,7 @@ from multi_helpers import MULTI_KERNELS
 from rcuda import auth, protocol
 from rcuda.auth import ClientKeys, KeyFileError
 from rcuda.config import ClientConfig, parse_server
-from rcuda.errors import ProtocolError
+from rcuda.errors import ProtocolError, cudaError
 from rcuda.lane import LaneClosed
 
 SIM_KERNELS = str(CUDA_SOURCES / "sim_kernels.py")
@@ -357,3 +357,37 @@ def test_a_stranger_fuzzing_every_port_gets_no_answer(auth_server, keys, compile
     assert auth_server.process.poll() is None and "Traceback" not in auth_server.stderr
     result = run_program(compile_cuda("vector_add.cu"), auth_server, "1000", env_extra=keys.env())
     assert "PASSED vectorAdd n=1000" in result.stdout, result.stdout + result.stderr
+
+
+# ------------------------------------------------------------------ IPC between users
+
+
+def test_ipc_exports_open_only_for_the_same_user(auth_server, keys, tmp_path):
+    """On a --auth server a session's user is its client's key: memory and
+    events one user exports open in another session of the same user only."""
+    bob_public, bob_secret = auth.create_key_pair(tmp_path / "bob", "bob")
+    shutil.copy(bob_public, keys.server_dir / "clients")
+
+    def session(secret: Path) -> KeyedSession:
+        curve = ClientKeys(str(secret), [str(keys.server_public)]).for_server(parse_server(auth_server.address))
+        return KeyedSession(auth_server.address, curve)
+
+    alice, bob, alice_again = session(keys.client_secret), session(bob_secret), session(keys.client_secret)
+    try:
+        ptr = alice.call({"op": "malloc", "size": 4096})["ptr"]
+        memory = alice.call({"op": "ipc_export", "ptr": ptr})
+        flags = 0x2 | 0x4  # cudaEventDisableTiming | cudaEventInterprocess
+        assert alice.call({"op": "event_create", "event": 7, "flags": flags})["err"] == 0
+        event = alice.call({"op": "ipc_event_export", "event": 7})
+        refused = bob.call({"op": "ipc_open", "worker": memory["worker"], "token": memory["token"]})
+        assert refused["err"] == cudaError.cudaErrorInvalidResourceHandle, refused
+        refused = bob.call({"op": "event_create", "event": 3, "flags": flags, "ipc": [event["worker"], event["token"]]})
+        assert refused["err"] == cudaError.cudaErrorInvalidResourceHandle, refused
+        opened = alice_again.call({"op": "ipc_open", "worker": memory["worker"], "token": memory["token"]})
+        assert opened["err"] == 0 and opened["size"] == 4096, opened
+        opened = alice_again.call({"op": "event_create", "event": 3, "flags": flags,
+                                   "ipc": [event["worker"], event["token"]]})
+        assert opened["err"] == 0, opened
+    finally:
+        for s in (alice, bob, alice_again):
+            s.close()
