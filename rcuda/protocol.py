@@ -114,6 +114,10 @@ the legacy default stream):
                   event made with cudaEventInterprocess, which another session
                   of this server opens (event_create's `ipc`) until it is
                   destroyed or this session closes
+    tensor_map_encode {map}                           -> {} + 128 bytes   cuTensorMapEncode*:
+                  map: rcuda/tensor_maps.py's TensorMap fields; the bytes are
+                  the server's driver's CUtensorMap (the sim's own encoding)
+    tensor_map_replace {address} + 128 bytes          -> {} + 128 bytes   cuTensorMapReplaceAddress
     module        {module} + module image             -> {info}    once per module; the image is a
                   fatbinary, a cubin or PTX text (cuModuleLoadData's); info: the
                   JIT compiler's info log; bad PTX fails with its error log as msg
@@ -325,6 +329,8 @@ OPS: dict[str, dict[str, type | tuple]] = {
     "ipc_open": {"worker": _STR, "token": _STR},
     "ipc_close": {"ptr": _INT},
     "ipc_event_export": {"event": _INT},
+    "tensor_map_encode": {"map": dict},
+    "tensor_map_replace": {"address": _INT},
     "module": {"module": _STR},
     "link": {"names": _LIST, "sizes": _LIST},
     "function": {"fn": _INT, "module": _STR, "name": _STR, "offsets": _LIST, "sizes": _LIST},

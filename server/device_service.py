@@ -26,6 +26,7 @@ session's set of each, so the backend only ever sees ids that exist.
 """
 from __future__ import annotations
 
+import contextlib
 import hmac
 import logging
 import math
@@ -38,7 +39,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import zmq
 
-from rcuda import protocol, sealed, stream_memops, wire
+from rcuda import protocol, sealed, stream_memops, tensor_maps, wire
 from rcuda.errors import CudaError, ProtocolError, cudaError, is_sticky
 from rcuda.lane import Lane, LaneClosed, SpinPolicy, UnreadFrame, listen, set_timeouts
 from rcuda.launch_rules import MAX_PARAM_BYTES
@@ -163,6 +164,7 @@ class DeviceService:
             "texref": self._texref,
             "ipc_export": self._ipc_export, "ipc_open": self._ipc_open, "ipc_close": self._ipc_close,
             "ipc_event_export": self._ipc_event_export,
+            "tensor_map_encode": self._tensor_map_encode, "tensor_map_replace": self._tensor_map_replace,
             "module": self._module, "link": self._link, "function": self._function, "func_attrs": self._func_attrs,
             "func_set_attr": self._func_set_attr, "symbol": self._symbol, "launch": self._launch,
             "launches": self._launches,
@@ -1048,6 +1050,26 @@ class DeviceService:
         if token is not None:
             ipc.exports().withdraw(token)
 
+    # -- tensor maps (rcuda/tensor_maps.py, client/driver/tensor_maps.py)
+
+    def _tensor_map_encode(self, header, payload):
+        fields = header["map"]
+        if not all(type(v) is int or type(v) is list and all(type(x) is int for x in v) for v in fields.values()):
+            raise ProtocolError("tensor_map_encode: the map's values must be integers or lists of integers")
+        try:
+            tensor_map = tensor_maps.TensorMap(**fields)
+        except TypeError as exc:
+            raise ProtocolError(f"tensor_map_encode: map: {exc}") from None
+        with _invalid_tensor_map("cuTensorMapEncode"):
+            return {}, [self.device.tensor_map_encode(tensor_map)]
+
+    def _tensor_map_replace(self, header, payload):
+        raw = b"".join(bytes(frame.buffer) for frame in payload)
+        if len(raw) != tensor_maps.SIZE:
+            raise ProtocolError(f"tensor_map_replace: a map is {tensor_maps.SIZE} bytes, not {len(raw)}")
+        with _invalid_tensor_map("cuTensorMapReplaceAddress"):
+            return {}, [self.device.tensor_map_replace(raw, header["address"])]
+
     def _ipc_event_export(self, header, payload):
         """cudaIpcGetEventHandle: the event offered to this server's other sessions."""
         event = self._event(header)
@@ -1127,6 +1149,15 @@ def _lane_listener(bind_host: str) -> pysocket.socket | None:
     except OSError as exc:
         log.warning("no lane on %s (synchronous calls take the ZeroMQ socket): %s", bind_host, exc)
         return None
+
+
+@contextlib.contextmanager
+def _invalid_tensor_map(call: str):
+    """A parameter the rules refuse is the caller's cudaErrorInvalidValue."""
+    try:
+        yield
+    except tensor_maps.TensorMapError as exc:
+        raise CudaError(cudaError.cudaErrorInvalidValue, f"{call}: {exc}") from None
 
 
 def _non_negative(header: dict, field: str) -> int:

@@ -10,7 +10,7 @@ from .registry import DRIVER_IMPLEMENTED
 #: The modules that register driver functions (each with @driver()).
 MODULES = ("arrays", "core", "contexts", "devices", "functions", "graphs", "launch", "legacy_launch", "link",
            "managed", "memory", "modules", "peers", "pointers", "pools", "stream_memops", "streams", "textures",
-           "texture_references", "vmm")
+           "tensor_maps", "texture_references", "vmm")
 
 load_modules = importer(__package__, MODULES)
 

@@ -204,6 +204,15 @@ class Device(abc.ABC):
         raise CudaError(cudaError.cudaErrorNotSupported,
                         f"{type(self).__name__}: no IPC (cudaIpcGetMemHandle) on this backend")
 
+    def tensor_map_encode(self, tensor_map) -> bytes:
+        """cuTensorMapEncode*: the 128 bytes of a CUtensorMap (rcuda/tensor_maps.py's
+        TensorMap), as this backend's kernels read them."""
+        raise CudaError(cudaError.cudaErrorNotSupported, f"{type(self).__name__}: no tensor maps on this backend")
+
+    def tensor_map_replace(self, raw: bytes, address: int) -> bytes:
+        """cuTensorMapReplaceAddress of an encoded map."""
+        raise CudaError(cudaError.cudaErrorNotSupported, f"{type(self).__name__}: no tensor maps on this backend")
+
     def event_export(self, event: int) -> int:
         """cudaIpcGetEventHandle of an event made with cudaEventInterprocess: a
         file descriptor another process of this server can open it from

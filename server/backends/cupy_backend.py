@@ -912,6 +912,16 @@ class CupyDevice(Device):
         with self._cuda("cudaEventDestroy"):
             self._runtime.eventDestroy(self._events.pop(event))
 
+    def tensor_map_encode(self, tensor_map) -> bytes:
+        from . import cuda_tensor_maps
+        with self._cuda("cuTensorMapEncode"):
+            return cuda_tensor_maps.encode(tensor_map)
+
+    def tensor_map_replace(self, raw: bytes, address: int) -> bytes:
+        from . import cuda_tensor_maps
+        with self._cuda("cuTensorMapReplaceAddress"):
+            return cuda_tensor_maps.replace_address(raw, address)
+
     def event_export(self, event: int) -> int:
         """The driver's own IPC handle (the processes share this machine's
         GPU), in a memory file the other worker receives."""

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from rcuda import fatbin, launch_rules, stream_memops
+from rcuda import fatbin, launch_rules, stream_memops, tensor_maps
 from rcuda._generated.cuda_enums import ENUMS, MACROS
 from rcuda.device_attributes import attributes_from_properties
 from rcuda.errors import CudaError, cudaError
@@ -984,6 +984,15 @@ class SimDevice(Device):
         found = self._events.pop(event, None)
         if isinstance(found, SharedSimEvent):
             found.close()
+
+    # Tensor maps: the sim's own encoding (rcuda/tensor_maps.py), which its
+    # kernel plugins decode.
+
+    def tensor_map_encode(self, tensor_map) -> bytes:
+        return tensor_maps.encode(tensor_map)
+
+    def tensor_map_replace(self, raw: bytes, address: int) -> bytes:
+        return tensor_maps.replace_address(raw, address)
 
     def event_export(self, event: int) -> int:
         found = self._events[event]
