@@ -112,12 +112,7 @@ def open_handle(raw: bytes, flags: int, call: str) -> int:
         raise CudaError(cudaError.cudaErrorInvalidResourceHandle, f"{call}: not a handle cudaIpcGetMemHandle made")
     if flags & ~LAZY_ENABLE_PEER_ACCESS:
         raise CudaError(cudaError.cudaErrorInvalidValue, f"{call}: flags {flags:#x}")
-    device = next((d for d in rt().devices if _uuid(d) == uuid), None)
-    if device is None:
-        raise CudaError(cudaError.cudaErrorInvalidResourceHandle,
-                        f"{call}: the handle's GPU is none of this process's (another server's, or not in "
-                        f"RCUDA_SERVERS / CUDA_VISIBLE_DEVICES)")
-    return _open(device, worker, token, BY_HANDLE)
+    return _open(_device_of(uuid, call), worker, token, BY_HANDLE)
 
 
 def get_event_handle(handle: int, call: str) -> bytes:
@@ -136,13 +131,18 @@ def open_event_handle(raw: bytes, call: str) -> int:
     magic, uuid, worker, token = EVENT_HANDLE.unpack(raw)
     if magic != EVENT_MAGIC:
         raise CudaError(cudaError.cudaErrorInvalidResourceHandle, f"{call}: not a handle cudaIpcGetEventHandle made")
+    flags = EVENT_INTERPROCESS | EVENT_DISABLE_TIMING
+    return rt().streams.create_event(_device_of(uuid, call), flags, shared=(worker.hex(), token.hex())).handle
+
+
+def _device_of(uuid: bytes, call: str):
+    """This process's GPU of a handle's UUID."""
     device = next((d for d in rt().devices if _uuid(d) == uuid), None)
     if device is None:
         raise CudaError(cudaError.cudaErrorInvalidResourceHandle,
                         f"{call}: the handle's GPU is none of this process's (another server's, or not in "
                         f"RCUDA_SERVERS / CUDA_VISIBLE_DEVICES)")
-    flags = EVENT_INTERPROCESS | EVENT_DISABLE_TIMING
-    return rt().streams.create_event(device, flags, shared=(worker.hex(), token.hex())).handle
+    return device
 
 
 def _entry(key):
