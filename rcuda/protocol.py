@@ -194,6 +194,9 @@ the legacy default stream):
     vmm_retain    {handle}                            -> {}        one more reference to it
     vmm_release   {handle}                            -> {}        one reference fewer; freed once it has
                                                                    none and is mapped nowhere
+    vmm_export    {handle}                            -> {worker, token, size}   cuMemExportToShareableHandle
+                                                                   of one made with shareable: 1
+    vmm_import    {handle, worker, token}             -> {size}    cuMemImportFromShareableHandle
     vmm_map       {ptr, size, offset, handle}         -> {}        cuMemMap: bytes [offset, offset+size)
                                                                    of it at device address `ptr` (the
                                                                    client's VMM window), an allocation
@@ -369,6 +372,8 @@ OPS: dict[str, dict[str, type | tuple]] = {
     "vmm_retain": {"handle": _INT},
     "vmm_release": {"handle": _INT},
     "vmm_map": {"ptr": _INT, "size": _INT, "offset": _INT, "handle": _INT},
+    "vmm_export": {"handle": _INT},
+    "vmm_import": {"handle": _INT, "worker": _STR, "token": _STR},
     "vmm_unmap": {"ptr": _INT},
     # -- executable CUDA graphs, see client/graphs.py and server/graphs.py
     "graph_create": {"graph": _INT},
@@ -388,6 +393,7 @@ OPS: dict[str, dict[str, type | tuple]] = {
 OPTIONAL_FIELDS: dict[str, dict[str, type | tuple]] = {
     "open": {"vmm_base": _INT},
     "event_create": {"ipc": _LIST},
+    "vmm_create": {"shareable": _INT},
     "launch": {"cluster": _LIST},
     "memset": {"elem": _INT},
     "memset3d": {"elem": _INT},

@@ -178,6 +178,7 @@ class DeviceService:
             "mirror_htod": self._mirror_htod, "mirror_zero": self._mirror_zero, "mirror_dtoh": self._mirror_dtoh,
             "vmm_create": self._vmm_create, "vmm_retain": self._vmm_retain, "vmm_release": self._vmm_release,
             "vmm_map": self._vmm_map, "vmm_unmap": self._vmm_unmap, "lib": self._lib,
+            "vmm_export": self._vmm_export, "vmm_import": self._vmm_import,
         }
         # Server-to-server copies (server/peer.py): `inbox` holds the worker's
         # incoming transfers, `peer_token` authorises them.
@@ -842,13 +843,30 @@ class DeviceService:
     # -- virtual memory management (client/driver/vmm.py)
 
     def _vmm_create(self, header, payload):
-        self.device.vmm_create(header["handle"], _non_negative(header, "size"))
+        self.device.vmm_create(header["handle"], _non_negative(header, "size"), bool(header.get("shareable")))
+
+    def _vmm_export(self, header, payload):
+        """cuMemExportToShareableHandle: offered to this server's other sessions (server/ipc.py)."""
+        handle = header["handle"]
+        size = self.device.physical.get(handle, "cuMemExportToShareableHandle").size
+        key = ("physical", handle)
+        if key not in self._ipc_tokens:
+            self._ipc_tokens[key] = ipc.exports().export(self.device.vmm_export(handle), size)
+        return {"worker": ipc.exports().name, "token": self._ipc_tokens[key], "size": size}
+
+    def _vmm_import(self, header, payload):
+        fd, size = ipc.receive(header["worker"], header["token"])
+        try:
+            self.device.vmm_import(header["handle"], fd, size)
+        finally:
+            os.close(fd)
+        return {"size": size}
 
     def _vmm_retain(self, header, payload):
         self.device.vmm_retain(header["handle"])
 
     def _vmm_release(self, header, payload):
-        self.device.vmm_release(header["handle"])
+        self.device.vmm_release(header["handle"])  # (an export outlives it, as a shareable handle does)
 
     def _vmm_map(self, header, payload):
         self.windows.check_vmm(header["ptr"], _non_negative(header, "size"))

@@ -54,3 +54,12 @@ def test_events_on_an_auth_server(compile_cuda, tmp_path):
     result = run_on_sim(compile_cuda, "ipc_events.cu", "mapped_kernels.py", flags=LINK_DRIVER, devices=1,
                         auth_root=tmp_path)
     check_section(result, "child", "shared", "errors")
+
+
+def test_two_processes_share_physical_memory(compile_cuda):
+    """tests/cuda/vmm_ipc.cu: cuMemCreate with POSIX file descriptor handles,
+    cuMemExportToShareableHandle in one process, cuMemImportFromShareableHandle
+    in another, both mapping the same bytes; and the errors."""
+    result = run_on_sim(compile_cuda, "vmm_ipc.cu", "sim_kernels.py", flags=LINK_DRIVER, devices=1)
+    check_section(result, "child", "shared", "errors")
+    assert result.returncode == 0 and "PASSED vmm_ipc" in result.stdout, result.stdout + result.stderr[-3000:]

@@ -107,7 +107,9 @@ def cuDeviceGetAttribute(pi, attrib, dev):
     if driver_name is None or driver_name == "CU_DEVICE_ATTRIBUTE_MAX":
         raise CudaError(cudaError.cudaErrorInvalidValue, f"cuDeviceGetAttribute: {attrib} is not a CUdevice_attribute")
     name = attribute_name(attrib)
-    if name is None or RESERVED.fullmatch(name):
+    if driver_name == "CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED":
+        pi[0] = int(bool(device.properties.get("memoryPoolSupportedHandleTypes", 0) & 1))  # (client/driver/vmm.py)
+    elif name is None or RESERVED.fullmatch(name):
         pi[0] = DRIVER_ONLY.get(driver_name, 0)  # driver-only: mostly what rcuda does not forward
     elif name in device.attributes:
         pi[0] = device.attributes[name]

@@ -8,7 +8,10 @@ the physical allocation's bytes).  A mapping is an allocation of its
 physical memory's GPU for every other call.  cuMemSetAccess lets kernels
 of another GPU of the same server use a mapping (mem_access, as memory
 pools do); the owning GPU can use it from cuMemMap on, and a GPU of
-another server cannot reach it (CUDA_ERROR_INVALID_DEVICE).
+another server cannot reach it (CUDA_ERROR_INVALID_DEVICE).  Physical
+memory made with CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR is shared with
+another process of the same server as IPC memory is (client/runtime/ipc.py):
+the descriptor cuMemExportToShareableHandle gives names its export.
 """
 from __future__ import annotations
 
@@ -17,6 +20,7 @@ from rcuda.errors import CudaError, cudaError
 
 from .. import interposer
 from ..interposer import address, out_pointer
+from ..runtime import ipc as runtime_ipc
 from .registry import SUCCESS, driver, require_initialized
 from .handles import handles
 from ..memory.virtual import Mapping, PhysicalAllocation
@@ -25,6 +29,8 @@ from ..memory.virtual import Mapping, PhysicalAllocation
 ACCESS_FLAGS = (0, 1, 3)
 #: cuMemGetAllocationGranularity's options: CU_MEM_ALLOC_GRANULARITY_MINIMUM, _RECOMMENDED.
 GRANULARITY_OPTIONS = (0, 1)
+#: CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR: the one shareable handle type rcuda gives.
+POSIX_FD = 1
 
 
 def rt():
@@ -48,10 +54,18 @@ def _device_of_prop(prop, call: str):
     out_pointer(prop, "prop")
     if prop.type != interposer.lib.CU_MEM_ALLOCATION_TYPE_PINNED:
         raise _invalid(call, f"allocation type {prop.type} (CU_MEM_ALLOCATION_TYPE_PINNED is the one type)")
-    if prop.requestedHandleTypes != interposer.lib.CU_MEM_HANDLE_TYPE_NONE:
+    device = _device_of_location(prop.location, call)
+    if prop.requestedHandleTypes & ~_handle_types(device):
         raise CudaError(cudaError.cudaErrorNotSupported,
-                        f"{call}: shareable handles ({prop.requestedHandleTypes:#x}) cannot leave a remote GPU")
-    return _device_of_location(prop.location, call)
+                        f"{call}: shareable handles of types {prop.requestedHandleTypes:#x}: {device.label} shares "
+                        f"{_handle_types(device):#x} (POSIX file descriptors where 1)")
+    return device
+
+
+def _handle_types(device) -> int:
+    """The shareable handle types `device` gives: its server's sessions share
+    memory as they share pools' (client/runtime/ipc.py), so the same ones."""
+    return device.properties.get("memoryPoolSupportedHandleTypes", 0) & POSIX_FD
 
 
 def granularity(device, option: int = 0) -> int:
@@ -111,7 +125,48 @@ def cuMemCreate(handle, size, prop, flags):
                                       f"{step}, flags 0 (not {flags})")
     physical = PhysicalAllocation(handles.new_handle(), device, size,
                                   bytes(interposer.ffi.buffer(prop, interposer.ffi.sizeof("CUmemAllocationProp"))))
-    device.request("vmm_create", handle=physical.handle, size=size)
+    device.request("vmm_create", handle=physical.handle, size=size,
+                   **({"shareable": 1} if prop.requestedHandleTypes & POSIX_FD else {}))
+    handles.add(physical)
+    handle[0] = physical.handle
+    return SUCCESS
+
+
+@driver()
+def cuMemExportToShareableHandle(shareableHandle, handle, handleType, flags):
+    """A new file descriptor for the program (an int at shareableHandle)
+    naming the allocation's export on its server; another process of a
+    session of the same server (and user, with --auth) imports it."""
+    require_initialized()
+    out_pointer(shareableHandle, "shareableHandle")
+    physical = _physical(handle, "cuMemExportToShareableHandle")
+    requested = interposer.ffi.cast("CUmemAllocationProp *", interposer.ffi.from_buffer(physical.prop))
+    if flags or handleType != POSIX_FD or not requested.requestedHandleTypes & POSIX_FD:
+        raise _invalid("cuMemExportToShareableHandle", f"handle type {handleType} (the allocation was made for "
+                                                       f"{requested.requestedHandleTypes:#x}), flags {flags}")
+    reply, _ = physical.device.request("vmm_export", handle=handle)
+    fd = runtime_ipc.physical_handle(physical.device, bytes.fromhex(reply["worker"]), bytes.fromhex(reply["token"]),
+                                     reply["size"])
+    interposer.ffi.cast("int *", shareableHandle)[0] = fd
+    return SUCCESS
+
+
+@driver()
+def cuMemImportFromShareableHandle(handle, osHandle, shHandleType):
+    """osHandle: the descriptor (as a pointer-sized integer, as CUDA takes it)."""
+    require_initialized()
+    out_pointer(handle, "handle")
+    if shHandleType != POSIX_FD:
+        raise _invalid("cuMemImportFromShareableHandle", f"handle type {shHandleType}: POSIX file descriptors only")
+    device, worker, token, size = runtime_ipc.read_physical_handle(address(osHandle), "cuMemImportFromShareableHandle")
+    prop = interposer.ffi.new("CUmemAllocationProp *")
+    prop.type = interposer.lib.CU_MEM_ALLOCATION_TYPE_PINNED
+    prop.requestedHandleTypes = POSIX_FD
+    prop.location.type = interposer.lib.CU_MEM_LOCATION_TYPE_DEVICE
+    prop.location.id = device.ordinal
+    physical = PhysicalAllocation(handles.new_handle(), device, size,
+                                  bytes(interposer.ffi.buffer(prop, interposer.ffi.sizeof("CUmemAllocationProp"))))
+    device.request("vmm_import", handle=physical.handle, worker=worker.hex(), token=token.hex())
     handles.add(physical)
     handle[0] = physical.handle
     return SUCCESS

@@ -50,6 +50,10 @@ POINTER_MAGIC = b"rcudaPTR"
 #: What a pool's shareable handle (a memfd) holds: magic, the GPU's UUID, the pool's share id.
 POOL_RECORD = struct.Struct("<8s16s16s")
 POOL_MAGIC = b"rcudaMPL"
+#: What a physical allocation's shareable handle (a memfd) holds: magic, the GPU's UUID, the worker's name, the
+#: token, the size.
+PHYSICAL_RECORD = struct.Struct("<8s16s16s16sQ")
+PHYSICAL_MAGIC = b"rcudaVMM"
 #: cudaIpcEventHandle_t's 64 bytes: magic, the GPU's UUID, the worker's name, the token.
 EVENT_HANDLE = struct.Struct("<8s16s16s16s8x")
 EVENT_MAGIC = b"rcudaEVT"
@@ -198,12 +202,13 @@ def close_handle(ptr: int, call: str, kind: str = BY_HANDLE) -> None:
 # ------------------------------------------------------------------ memory pools (client/runtime/pools.py)
 
 
-def pool_handle(device, share_id: bytes) -> int:
-    """cudaMemPoolExportToShareableHandle: a new descriptor of a sealed
-    memfd naming the pool; the program owns it (and closes it)."""
-    fd = os.memfd_create("rcuda-pool", os.MFD_ALLOW_SEALING)  # no CLOEXEC: a child may exec and inherit it
+def sealed_record(raw: bytes) -> int:
+    """A new descriptor of a sealed memfd holding `raw`, for the program
+    (it owns it, and closes it): a pool's or a physical allocation's
+    shareable handle."""
+    fd = os.memfd_create("rcuda-handle", os.MFD_ALLOW_SEALING)  # no CLOEXEC: a child may exec and inherit it
     try:
-        os.write(fd, POOL_RECORD.pack(POOL_MAGIC, _uuid(device), share_id))
+        os.write(fd, raw)
         fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_WRITE
                     | fcntl.F_SEAL_SEAL)
     except OSError:
@@ -212,25 +217,48 @@ def pool_handle(device, share_id: bytes) -> int:
     return fd
 
 
-def read_pool_handle(fd: int, call: str) -> tuple:
-    """(the GPU of this process, the pool's share id) that a descriptor
-    pool_handle made names; cudaErrorInvalidValue for anything else."""
+def read_sealed_record(fd: int, record: struct.Struct, magic: bytes, what: str, call: str) -> tuple:
+    """The fields of a record sealed_record made (its GPU of this process
+    first, for the UUID after the magic); cudaErrorInvalidValue for any other descriptor."""
     try:
         if not 0 <= fd < 1 << 31 or not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise OSError("not a file descriptor of a pool (cudaMemPoolExportToShareableHandle's)")
-        raw = os.pread(fd, POOL_RECORD.size + 1, 0)
+            raise OSError(f"not a file descriptor of {what}")
+        raw = os.pread(fd, record.size + 1, 0)
     except OSError as exc:
         raise CudaError(cudaError.cudaErrorInvalidValue, f"{call}: descriptor {fd}: {exc}") from None
-    if len(raw) != POOL_RECORD.size or not raw.startswith(POOL_MAGIC):
-        raise CudaError(cudaError.cudaErrorInvalidValue,
-                        f"{call}: descriptor {fd} is not a pool's shareable handle (cudaMemPoolExportToShareableHandle)")
-    _, uuid, share_id = POOL_RECORD.unpack(raw)
+    if len(raw) != record.size or not raw.startswith(magic):
+        raise CudaError(cudaError.cudaErrorInvalidValue, f"{call}: descriptor {fd} is not {what}")
+    _, uuid, *fields = record.unpack(raw)
     device = next((d for d in rt().devices if _uuid(d) == uuid), None)
     if device is None:
         raise CudaError(cudaError.cudaErrorInvalidValue,
-                        f"{call}: the pool's GPU is none of this process's (another server's, or not in "
+                        f"{call}: the handle's GPU is none of this process's (another server's, or not in "
                         f"RCUDA_SERVERS / CUDA_VISIBLE_DEVICES)")
-    return device, share_id
+    return (device, *fields)
+
+
+def pool_handle(device, share_id: bytes) -> int:
+    """cudaMemPoolExportToShareableHandle: a new descriptor naming the pool."""
+    return sealed_record(POOL_RECORD.pack(POOL_MAGIC, _uuid(device), share_id))
+
+
+def read_pool_handle(fd: int, call: str) -> tuple:
+    """(the GPU of this process, the pool's share id) that a descriptor
+    pool_handle made names; cudaErrorInvalidValue for anything else."""
+    return read_sealed_record(fd, POOL_RECORD, POOL_MAGIC, "a pool's shareable handle "
+                              "(cudaMemPoolExportToShareableHandle)", call)
+
+
+def physical_handle(device, worker: bytes, token: bytes, size: int) -> int:
+    """cuMemExportToShareableHandle: a new descriptor naming a physical
+    allocation's export (server/ipc.py)."""
+    return sealed_record(PHYSICAL_RECORD.pack(PHYSICAL_MAGIC, _uuid(device), worker, token, size))
+
+
+def read_physical_handle(fd: int, call: str) -> tuple:
+    """(the GPU of this process, worker, token, size) of physical_handle's descriptor."""
+    return read_sealed_record(fd, PHYSICAL_RECORD, PHYSICAL_MAGIC, "a physical allocation's shareable handle "
+                              "(cuMemExportToShareableHandle)", call)
 
 
 def export_block(ptr: int, share_id: bytes) -> bytes:

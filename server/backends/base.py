@@ -501,9 +501,21 @@ class Device(abc.ABC):
         """(minimum, recommended) cuMemGetAllocationGranularity of device memory here."""
         return VMM_GRANULARITY, VMM_GRANULARITY
 
-    def vmm_create(self, handle: int, size: int) -> None:
-        """cuMemCreate: `size` bytes (a multiple of the granularity) of physical memory."""
+    def vmm_create(self, handle: int, size: int, shareable: bool = False) -> None:
+        """cuMemCreate: `size` bytes (a multiple of the granularity) of physical
+        memory; `shareable`: with a POSIX file descriptor handle (vmm_export)."""
         raise CudaError(cudaError.cudaErrorNotSupported, f"GPU {self.index}: no virtual memory management here")
+
+    def vmm_export(self, handle: int) -> int:
+        """cuMemExportToShareableHandle of a shareable physical allocation: a
+        file descriptor another process of this server imports it from (this
+        device keeps it)."""
+        raise CudaError(cudaError.cudaErrorNotSupported, f"GPU {self.index}: no shareable physical memory here")
+
+    def vmm_import(self, handle: int, fd: int, size: int) -> None:
+        """cuMemImportFromShareableHandle: another process's physical
+        allocation (`fd`, which the caller closes), named `handle` here."""
+        raise CudaError(cudaError.cudaErrorNotSupported, f"GPU {self.index}: no shareable physical memory here")
 
     def vmm_retain(self, handle: int) -> None:
         self.physical.get(handle, "vmm_retain").refs += 1
@@ -591,6 +603,7 @@ class Physical:
     memory: object = None  # the backend's (sim: a numpy array; cupy: the driver's handle)
     refs: int = 1
     mappings: int = 0
+    shared: int | None = None  # the file descriptor its bytes are in (shareable or imported: the sim's)
 
 
 class PhysicalTable:

@@ -337,13 +337,16 @@ class SimDevice(Device):
         self._memory.add(Allocation(start, size, memory, symbol=symbol))
         return start
 
-    def _zeros(self, size: int, what: str) -> np.ndarray:
-        """`size` bytes of new device memory, within the device's size."""
+    def _check_free(self, size: int, what: str) -> None:
         free = self._total - self.memory_in_use()
         if size > free:
             raise CudaError(cudaError.cudaErrorMemoryAllocation,
                             f"{what} of {size} bytes: only {free} of the sim device's {self._total} bytes "
                             f"are free (rcuda server --memory-limit sets its size)")
+
+    def _zeros(self, size: int, what: str) -> np.ndarray:
+        """`size` bytes of new device memory, within the device's size."""
+        self._check_free(size, what)
         try:
             return np.zeros(size, np.uint8)
         except MemoryError:
@@ -562,12 +565,33 @@ class SimDevice(Device):
     # allocation (on this GPU, or opened to another with mem_access) share
     # bytes.  Mapping and unmapping happen at once, as copies do.
 
-    def vmm_create(self, handle: int, size: int) -> None:
+    def vmm_create(self, handle: int, size: int, shareable: bool = False) -> None:
         granularity = self.vmm_granularity()[0]
         if size <= 0 or size % granularity:
             raise CudaError(cudaError.cudaErrorInvalidValue,
                             f"cuMemCreate of {size} bytes: not a positive multiple of the granularity {granularity}")
-        self.physical.add(handle, Physical(size, self._zeros(size, "cuMemCreate")))
+        if not shareable:
+            self.physical.add(handle, Physical(size, self._zeros(size, "cuMemCreate")))
+            return
+        self._check_free(size, "cuMemCreate")
+        fd = os.memfd_create("rcuda-vmm", os.MFD_CLOEXEC)  # its bytes in a file another session can map
+        os.ftruncate(fd, size)
+        self.physical.add(handle, Physical(size, np.frombuffer(mmap.mmap(fd, size), np.uint8), shared=fd))
+
+    def vmm_export(self, handle: int) -> int:
+        physical = self.physical.get(handle, "cuMemExportToShareableHandle")
+        if physical.shared is None:
+            raise CudaError(cudaError.cudaErrorInvalidValue, "cuMemExportToShareableHandle: the allocation was "
+                                                             "made without CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR")
+        return physical.shared
+
+    def vmm_import(self, handle: int, fd: int, size: int) -> None:
+        shared = os.dup(fd)
+        self.physical.add(handle, Physical(size, np.frombuffer(mmap.mmap(shared, size), np.uint8), shared=shared))
+
+    def _vmm_free(self, physical: Physical) -> None:
+        if physical.shared is not None:
+            os.close(physical.shared)  # the bytes go with the last mapping of them
 
     def vmm_map(self, ptr: int, size: int, offset: int, handle: int) -> None:
         physical = self.physical.get(handle, "cuMemMap")
