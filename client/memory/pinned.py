@@ -53,6 +53,7 @@ class PinnedMemory:
         self._lock = threading.Lock()
         self._blocks: dict[int, Block] = {}
         self._bases: list[int] = []  # the blocks' hosts, sorted
+        self._attaching = threading.Lock()
 
     def allocate(self, runtime, size: int, flags: int) -> int:
         """A block of `size` bytes (zeros), attached nowhere yet."""
@@ -82,8 +83,9 @@ class PinnedMemory:
         if block is None:
             return False
         runtime.fast.pinned_block(host, block.span, None, add=False)
-        if block.mirror is not None:
-            self._detach(runtime, block, keep_bytes=False)
+        with self._attaching:
+            if block.mirror is not None:
+                self._detach(runtime, block, keep_bytes=False)
         address_space.unmap(host, _round_up(block.size))
         runtime.virtual_memory.free(host, block.span)
         return True
@@ -97,17 +99,22 @@ class PinnedMemory:
             return
         words = memoryview(params)[:len(params) // 8 * 8].cast("Q")
         for word in set(words):
-            block = self._holding(word)
-            if block is not None and (block.mirror is None or block.mirror.device is not device):
-                self._attach(runtime, block, device)
+            self._attach_holding(runtime, word, device)
 
     def attach_at(self, runtime, address: int, device) -> bool:
         """cudaHostGetDevicePointer: the block holding `address`, attached to
         `device` (False if none holds it)."""
-        block = self._holding(address) if self._blocks else None
-        if block is not None and (block.mirror is None or block.mirror.device is not device):
-            self._attach(runtime, block, device)
-        return block is not None
+        return bool(self._blocks) and self._attach_holding(runtime, address, device)
+
+    def _attach_holding(self, runtime, address: int, device) -> bool:
+        """The block holding `address` attached to `device`; False if none holds it."""
+        block = self._holding(address)
+        if block is None:
+            return False
+        with self._attaching:  # two threads launching with one block attach it once
+            if block.mirror is None or block.mirror.device is not device:
+                self._attach(runtime, block, device)
+        return True
 
     def _holding(self, address: int) -> Block | None:
         with self._lock:
@@ -213,12 +220,15 @@ class PinnedMemory:
         there are plain memory again, with the host's bytes."""
         with self._lock:
             attached = [b for b in self._blocks.values() if b.mirror is not None and b.mirror.device is device]
-        for block in attached:
-            mirror, block.mirror = block.mirror, None
-            self._mapped.forget(runtime.fast, mirror, keep_alias=True)
-            runtime.allocations.remove(block.host)
-            self._unshare(block, mirror.alias, _round_up(block.size))
-            runtime.fast.pinned_block(block.host, block.span, None)
+        with self._attaching:
+            for block in attached:
+                mirror, block.mirror = block.mirror, None
+                if mirror is None:
+                    continue
+                self._mapped.forget(runtime.fast, mirror, keep_alias=True)
+                runtime.allocations.remove(block.host)
+                self._unshare(block, mirror.alias, _round_up(block.size))
+                runtime.fast.pinned_block(block.host, block.span, None)
 
     def forget_after_fork(self) -> None:
         """In a forked child: the blocks are its plain memory (C made the
