@@ -11,7 +11,9 @@
 // `memset` and `upload` make the loop's call a 4 KiB cudaMemsetAsync or
 // cudaMemcpyAsync from pageable memory instead, and `step` all three in a
 // row (a memset, an upload, a launch: a training loop's pattern), LAUNCHES
-// calls in all.
+// calls in all.  `pinned` is `params` while 64 page-locked allocations
+// (cudaMallocHost) exist, none passed to the kernel: C then looks at each
+// launch's parameters for their addresses (client/memory/pinned.py).
 #include <cstring>
 #include "bench_common.h"
 
@@ -29,13 +31,16 @@ int main(int argc, char **argv) {
     long launches = atol(argv[1]);
     int repeats = atoi(argv[2]);
     const char *kind = argc > 3 ? argv[3] : "empty";
-    bool with_params = strcmp(kind, "params") == 0, checked = strcmp(kind, "checked") == 0;
+    bool pinned = strcmp(kind, "pinned") == 0;
+    bool with_params = strcmp(kind, "params") == 0 || pinned, checked = strcmp(kind, "checked") == 0;
     bool memsets = strcmp(kind, "memset") == 0, uploads = strcmp(kind, "upload") == 0, steps = strcmp(kind, "step") == 0;
     float *buffer = nullptr;
     CHECK(cudaMalloc(&buffer, 2 * 256 * sizeof(float)));
     const size_t bytes = 4096;
     char *target = nullptr, *source = (char *)calloc(bytes, 1);
     CHECK(cudaMalloc(&target, bytes));
+    void *page_locked[64] = {};
+    for (int i = 0; pinned && i < 64; i++) CHECK(cudaMallocHost(&page_locked[i], 4096));
     // Warm-up: the first launch of a kernel registers it (a round trip in rcuda).
     empty_kernel<<<1, 1>>>();
     params_kernel<<<1, 1>>>(buffer, buffer + 256, 2.0f, 256);
@@ -69,6 +74,7 @@ int main(int argc, char **argv) {
         printf("%s[%.9f, %.9f]", r ? ", " : "", (looped - started) * 1e-9, (done - started) * 1e-9);
     }
     printf("]}\n");
+    for (int i = 0; pinned && i < 64; i++) CHECK(cudaFreeHost(page_locked[i]));
     CHECK(cudaFree(buffer));
     CHECK(cudaFree(target));
     free(source);

@@ -6,7 +6,9 @@ cudaDeviceSynchronize.  Two rates: the loop alone (what the program waits
 for, the figure the goal is about) and loop plus synchronize (until the sim
 server has taken every launch).  `params` passes four arguments, to show
 what packing them costs; `checked` calls cudaGetLastError after every launch,
-as careful programs do (answered in C, native/last_error.c).
+as careful programs do (answered in C, native/last_error.c); `pinned` is
+`params` while 64 page-locked allocations exist, none passed to the kernel
+(C then looks at each launch's parameters for their addresses).
 
 The other calls a launch loop makes, as the same program's loop of LAUNCHES
 calls: `rcuda_memset` (cudaMemsetAsync of 4 KiB), `rcuda_upload`
@@ -90,6 +92,7 @@ LABELS = {
     "rcuda_empty": "CUDA program via rcuda, empty kernel",
     "rcuda_params": "CUDA program via rcuda, 4-parameter kernel",
     "rcuda_checked": "CUDA program via rcuda, empty kernel + cudaGetLastError",
+    "rcuda_pinned": "CUDA program via rcuda, 4-parameter kernel, 64 page-locked blocks",
     "rcuda_memset": "CUDA program via rcuda, cudaMemsetAsync 4 KiB",
     "rcuda_upload": "CUDA program via rcuda, cudaMemcpyAsync 4 KiB upload",
     "rcuda_step": "CUDA program via rcuda, memset + upload + launch",
@@ -108,6 +111,7 @@ def run(ctx: Context) -> dict:
             "rcuda_empty": lambda: time_rcuda(binary, server, n, repeats, "empty"),
             "rcuda_params": lambda: time_rcuda(binary, server, n, repeats, "params"),
             "rcuda_checked": lambda: time_rcuda(binary, server, n, repeats, "checked"),
+            "rcuda_pinned": lambda: time_rcuda(binary, server, n, repeats, "pinned"),
             **{f"rcuda_{kind}": (lambda kind=kind: time_rcuda(binary, server, n, repeats, kind))
                for kind in ASYNC_CALLS},
             "pyzmq_send": lambda: time_pyzmq(msgpack_peer.address, n, repeats),
@@ -120,6 +124,8 @@ def run(ctx: Context) -> dict:
         "empty_launch_us": empty["loop_us_per_launch"],
         "four_parameters_us": results["rcuda_params"]["loop_us_per_launch"] - empty["loop_us_per_launch"],
         "cudaGetLastError_us": results["rcuda_checked"]["loop_us_per_launch"] - empty["loop_us_per_launch"],
+        "page_locked_blocks_us": results["rcuda_pinned"]["loop_us_per_launch"]
+        - results["rcuda_params"]["loop_us_per_launch"],
         "bare_zeromq_send_us": results["pyzmq_send"]["loop_us_per_launch"],
     }
     return {"parameters": {**params, "statistic": "best of repeats"}, "variants": results,
