@@ -657,19 +657,34 @@ class DeviceService:
     def _ipc_export(self, header, payload):
         ptr = header["ptr"]
         fd, size = self.device.ipc_export(ptr)
-        if ptr not in self._ipc_tokens:
-            self._ipc_tokens[ptr] = ipc.exports().export(fd, size)
-        return {"worker": ipc.exports().name, "token": self._ipc_tokens[ptr], "size": size}
+        return {**self._offer(ptr, fd, size), "size": size}
 
-    def _ipc_open(self, header, payload):
-        if ipc.exports().owns(header["worker"]):
+    def _offer(self, key, fd: int, size: int) -> dict:
+        """What the session exports (`key`: an allocation's start, or
+        ("event", id), ("physical", handle)) offered to this server's other
+        sessions once (server/ipc.py); until it goes, or the session does."""
+        if key not in self._ipc_tokens:
+            self._ipc_tokens[key] = ipc.exports().export(fd, size)
+        return {"worker": ipc.exports().name, "token": self._ipc_tokens[key]}
+
+    @staticmethod
+    @contextlib.contextmanager
+    def _received(worker: str, token: str, own: str | None = None):
+        """(descriptor, size) of another session's export, closed after;
+        `own`: the call refusing this session's own exports, as CUDA refuses
+        a process's own IPC handles."""
+        if own is not None and ipc.exports().owns(worker):
             raise CudaError(cudaError.cudaErrorDeviceUninitialized,
-                            "cudaIpcOpenMemHandle: the handle is this process's own (open it in another)")
-        fd, size = ipc.receive(header["worker"], header["token"])
+                            f"{own}: the handle is this process's own (open it in another)")
+        fd, size = ipc.receive(worker, token)
         try:
-            return {"ptr": self.device.ipc_open(fd, size), "size": size}
+            yield fd, size
         finally:
             os.close(fd)
+
+    def _ipc_open(self, header, payload):
+        with self._received(header["worker"], header["token"], own="cudaIpcOpenMemHandle") as (fd, size):
+            return {"ptr": self.device.ipc_open(fd, size), "size": size}
 
     def _ipc_close(self, header, payload):
         self.device.ipc_close(header["ptr"])
@@ -849,17 +864,11 @@ class DeviceService:
         """cuMemExportToShareableHandle: offered to this server's other sessions (server/ipc.py)."""
         handle = header["handle"]
         size = self.device.physical.get(handle, "cuMemExportToShareableHandle").size
-        key = ("physical", handle)
-        if key not in self._ipc_tokens:
-            self._ipc_tokens[key] = ipc.exports().export(self.device.vmm_export(handle), size)
-        return {"worker": ipc.exports().name, "token": self._ipc_tokens[key], "size": size}
+        return {**self._offer(("physical", handle), self.device.vmm_export(handle), size), "size": size}
 
     def _vmm_import(self, header, payload):
-        fd, size = ipc.receive(header["worker"], header["token"])
-        try:
+        with self._received(header["worker"], header["token"]) as (fd, size):
             self.device.vmm_import(header["handle"], fd, size)
-        finally:
-            os.close(fd)
         return {"size": size}
 
     def _vmm_retain(self, header, payload):
@@ -1050,14 +1059,8 @@ class DeviceService:
         else:
             if len(shared) != 2 or not all(isinstance(v, str) for v in shared):
                 raise ProtocolError("event_create: ipc must be [worker, token]")
-            if ipc.exports().owns(shared[0]):
-                raise CudaError(cudaError.cudaErrorDeviceUninitialized,
-                                "cudaIpcOpenEventHandle: the handle is this process's own (open it in another)")
-            fd, _ = ipc.receive(*shared)
-            try:
+            with self._received(*shared, own="cudaIpcOpenEventHandle") as (fd, _):
                 self.device.event_open(event, header["flags"], fd)
-            finally:
-                os.close(fd)
         self._events.add(event)
 
     def _event_destroy(self, header, payload):
@@ -1091,10 +1094,7 @@ class DeviceService:
     def _ipc_event_export(self, header, payload):
         """cudaIpcGetEventHandle: the event offered to this server's other sessions."""
         event = self._event(header)
-        key = ("event", event)
-        if key not in self._ipc_tokens:
-            self._ipc_tokens[key] = ipc.exports().export(self.device.event_export(event), 0)
-        return {"worker": ipc.exports().name, "token": self._ipc_tokens[key]}
+        return self._offer(("event", event), self.device.event_export(event), 0)
 
     def _event_record(self, header, payload):
         self.device.event_record(self._event(header), self._stream(header))

@@ -35,11 +35,15 @@ def _out(tensorMap, call: str) -> int:
     return at
 
 
-def _encode(tensorMap, call: str, **fields) -> int:
-    at = _out(tensorMap, call)
-    reply, frames = _device().request("tensor_map_encode", map=fields)
+def _store(at: int, frames) -> int:
+    """The server's map (reply frames) where the program asked."""
     interposer.ffi.memmove(interposer.ffi.cast("void *", at), b"".join(bytes(f.buffer) for f in frames), SIZE)
     return SUCCESS
+
+
+def _encode(tensorMap, call: str, **fields) -> int:
+    at = _out(tensorMap, call)
+    return _store(at, _device().request("tensor_map_encode", map=fields)[1])
 
 
 def _common(call, tensorDataType, tensorRank, globalAddress, globalDim, globalStrides, elementStrides) -> dict:
@@ -96,6 +100,5 @@ def cuTensorMapReplaceAddress(tensorMap, globalAddress):
     call = "cuTensorMapReplaceAddress"
     at = _out(tensorMap, call)
     raw = bytes(interposer.ffi.buffer(interposer.ffi.cast("char *", at), SIZE))
-    reply, frames = _device().request("tensor_map_replace", address=interposer.address(globalAddress), frames=[raw])
-    interposer.ffi.memmove(interposer.ffi.cast("void *", at), b"".join(bytes(f.buffer) for f in frames), SIZE)
-    return SUCCESS
+    return _store(at, _device().request("tensor_map_replace", address=interposer.address(globalAddress),
+                                        frames=[raw])[1])

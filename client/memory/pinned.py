@@ -160,12 +160,14 @@ class PinnedMemory:
         self._mapped.add(block.mirror)
         fast.pinned_block(block.host, block.span, device)
 
-    def _detach(self, runtime, block: Block, keep_bytes: bool) -> None:
-        """The block is plain memory again (its bytes as the host has them)."""
+    def _detach(self, runtime, block: Block, keep_bytes: bool, device_copy: bool = True) -> None:
+        """The block is plain memory again (its bytes as the host has them);
+        its device copy freed, unless it is gone already (`device_copy` false)."""
         mirror, block.mirror = block.mirror, None
         self._mapped.forget(runtime.fast, mirror, keep_alias=True)
         runtime.allocations.remove(block.host)
-        self._release_device_copy(mirror.device, block.host, block.handle)
+        if device_copy:
+            self._release_device_copy(mirror.device, block.host, block.handle)
         length = _round_up(block.size)
         if keep_bytes:
             self._unshare(block, mirror.alias, length)
@@ -222,13 +224,8 @@ class PinnedMemory:
             attached = [b for b in self._blocks.values() if b.mirror is not None and b.mirror.device is device]
         with self._attaching:
             for block in attached:
-                mirror, block.mirror = block.mirror, None
-                if mirror is None:
-                    continue
-                self._mapped.forget(runtime.fast, mirror, keep_alias=True)
-                runtime.allocations.remove(block.host)
-                self._unshare(block, mirror.alias, _round_up(block.size))
-                runtime.fast.pinned_block(block.host, block.span, None)
+                if block.mirror is not None:
+                    self._detach(runtime, block, keep_bytes=True, device_copy=False)
 
     def forget_after_fork(self) -> None:
         """In a forked child: the blocks are its plain memory (C made the
