@@ -362,6 +362,7 @@ def build(out_dir: Path, verbose: bool = False, editable: bool = False) -> list[
         built.append(build_filter(out_dir / "cudart" / "libcudart.so.13", load_api_table(), Path(tmp),
                                   NATIVE / "generated" / "libcudart.map"))
         built.append(build_filter(out_dir / "cudart" / "libcuda.so.1", load_driver_table(), Path(tmp)))
+        built.append(build_server_executor(out_dir / "librcuda_server.so", Path(tmp)))
         libraries, functions = load_library_tables()
         for name in LIBRARY_DROPINS:
             exports = {f: row for f, row in functions.items() if row["library"] == name}
@@ -416,6 +417,18 @@ def build_filter(target: Path, functions: dict, tmp: Path, version_script: Path 
     if version_script:
         command.append(f"-Wl,--version-script={version_script}")
     subprocess.run(command, check=True)
+    return target
+
+
+def build_server_executor(target: Path, tmp: Path) -> Path:
+    """The GPU server's batch executor (native/batch_executor.c): plain C,
+    no Python, opened by server/backends/cuda_batches.py."""
+    gen_wire = load_script("gen_wire")
+    (tmp / "wire.h").write_text(gen_wire.render())
+    compiler = shlex.split(sysconfig.get_config_var("CC") or "cc")
+    subprocess.run([*compiler, "-shared", "-fPIC", "-O2", "-fvisibility=hidden", "-Wall", "-Werror", "-Wno-unused-function",
+                    f"-I{tmp}", f"-I{NATIVE / 'generated'}", "-o", str(target), str(NATIVE / "batch_executor.c"),
+                    f"-Wl,-soname,{target.name}", "-Wl,--no-undefined", "-ldl"], check=True)
     return target
 
 

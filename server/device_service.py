@@ -930,6 +930,8 @@ class DeviceService:
                                                              f"bytes, more than CUDA's {MAX_PARAM_BYTES}")
         handle = self.device.get_function(self._loaded(header["module"]), header["name"], layout)
         self._functions[header["fn"]] = (handle, layout)
+        if self.device.batch_executor is not None:
+            self.device.batch_executor.set_function(header["fn"], handle)
         return {"attrs": self.device.function_attributes(handle)}
 
     def _func_attrs(self, header, payload):
@@ -956,41 +958,57 @@ class DeviceService:
                            self._stream(header), cooperative=header["cooperative"] == 1, cluster=cluster)
 
     def _launches(self, header, payload):
-        """A batch recorded by the client's C fast path.  Each launch fails
+        """A batch recorded by the client's C fast path.  Each record fails
         alone (the first failure is reported, as for `launch`); a sticky
-        one stops the rest, as a lost context would."""
+        one stops the rest, as a lost context would.  A device with a batch
+        executor (cupy) runs the records in C; the ones C hands back (kinds
+        it leaves to Python, and any it would refuse) run here."""
         data = _joined(payload)  # a ZeroMQ link sends a batch beyond protocol.CHUNK_SIZE in chunks
-        record, offset, first_error = wire.LAUNCH_RECORD, 0, None
-        for _ in range(_non_negative(header, "count")):
-            if offset + record.size > len(data):
-                raise ProtocolError(f"launches: truncated record at byte {offset}")
-            fn, shmem, gx, gy, gz, bx, by, bz, stream, nbytes = record.unpack_from(data, offset)
-            if offset + record.size + nbytes > len(data):
-                raise ProtocolError(f"launches: the record at byte {offset} claims {nbytes} bytes of parameters, "
-                                    f"{len(data) - offset - record.size} follow")
-            params = bytes(data[offset + record.size:offset + record.size + nbytes])
-            offset += (record.size + nbytes + 7) & ~7
-            try:
-                if fn >= wire.RECORD_FIRST_OP:
-                    self._recorded_op(fn, params, stream)
-                    continue
-                entry = self._functions.get(fn)
-                if entry is None:
-                    raise CudaError(cudaError.cudaErrorInvalidResourceHandle, f"launches: unknown function id {fn}")
-                handle, layout = entry
-                if len(params) != layout.buffer_size or stream not in self._streams:
-                    raise ProtocolError(f"launches: record of function {fn} has {len(params)} parameter bytes "
-                                        f"(needs {layout.buffer_size}) or an unknown stream {stream}")
-                self.device.launch(handle, (gx, gy, gz), (bx, by, bz), params, shmem, stream)
-            except CudaError as exc:
-                if is_sticky(exc.status):
-                    raise
-                first_error = first_error or exc
+        executor = self.device.batch_executor
+        offset, left, first_error = 0, _non_negative(header, "count"), None
+        while left:
+            error = None
+            if executor is not None:
+                offset, left, error = executor.run(data, offset, left, self._record_work)
+                self.usage.bytes_to_device += executor.uploaded
+            if error is None and left:
+                record, params, next_offset = _record_at(data, offset)
+                offset, left = next_offset, left - 1
+                try:
+                    self._run_record(record, params)
+                except CudaError as exc:
+                    error = exc
+            if error is not None:
+                if is_sticky(error.status):
+                    raise error
+                first_error = first_error or error
         if offset != len(data):
             raise ProtocolError(f"launches: {len(data) - offset} bytes after the last record")
         self.usage.calls += header["count"] - 1  # each launch is a call (the message counted one)
         if first_error is not None:
             raise first_error
+
+    def _run_record(self, record: tuple, params: bytes) -> None:
+        fn, shmem, gx, gy, gz, bx, by, bz, stream, _ = record
+        if fn >= wire.RECORD_FIRST_OP:
+            self._recorded_op(fn, params, stream)
+            return
+        entry = self._functions.get(fn)
+        if entry is None:
+            raise CudaError(cudaError.cudaErrorInvalidResourceHandle, f"launches: unknown function id {fn}")
+        handle, layout = entry
+        if len(params) != layout.buffer_size or stream not in self._streams:
+            raise ProtocolError(f"launches: record of function {fn} has {len(params)} parameter bytes "
+                                f"(needs {layout.buffer_size}) or an unknown stream {stream}")
+        self.device.launch(handle, (gx, gy, gz), (bx, by, bz), params, shmem, stream)
+
+    def _record_work(self, fn: int) -> str:
+        """What a batch record whose fn is `fn` does, for an error message."""
+        if fn >= wire.RECORD_FIRST_OP:
+            return {wire.RECORD_MEMSET: "cudaMemsetAsync", wire.RECORD_DTOD: "cudaMemcpyAsync device to device",
+                    wire.RECORD_HTOD: "cudaMemcpyAsync host to device"}.get(fn, f"batch record {fn:#x}")
+        entry = self._functions.get(fn)
+        return f"launch of kernel {getattr(entry[0], 'name', fn) if entry else fn}"
 
     def _recorded_op(self, kind: int, fields: bytes, stream: int) -> None:
         """A memory operation recorded in C among the launches
@@ -1275,6 +1293,21 @@ class _Payload:
 
 def _payload_size(payload) -> int:
     return sum(len(f) for f in payload)
+
+
+def _record_at(data, offset: int) -> tuple[tuple, bytes, int]:
+    """The batch record at `offset` (wire.LAUNCH_RECORD), its parameters or
+    fields, and where the next record starts."""
+    record = wire.LAUNCH_RECORD
+    if offset + record.size > len(data):
+        raise ProtocolError(f"launches: truncated record at byte {offset}")
+    fields = record.unpack_from(data, offset)
+    nbytes = fields[-1]
+    if offset + record.size + nbytes > len(data):
+        raise ProtocolError(f"launches: the record at byte {offset} claims {nbytes} bytes of parameters, "
+                            f"{len(data) - offset - record.size} follow")
+    params = bytes(data[offset + record.size:offset + record.size + nbytes])
+    return fields, params, offset + ((record.size + nbytes + 7) & ~7)
 
 
 def _joined(payload) -> memoryview:

@@ -170,6 +170,9 @@ class FakeGpu:
         self._load_kernel(function)
         return function
 
+    def funcGetAttribute(self, attribute: int, function: int) -> int:
+        return 1024 if attribute == 0 else 0  # CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK
+
     def launchKernel(self, f, gx, gy, gz, bx, by, bz, shared, stream, kernel_params, extra) -> None:
         self._load_kernel(f)
         name, body = self._kernels[f]

@@ -103,6 +103,9 @@ class Device(abc.ABC):
     runs everything at once in the device thread, every order is kept."""
 
     index: int  # server-side device ordinal
+    #: Runs `launches` batches in C (cupy: cuda_batches.BatchExecutor); None:
+    #: the session's thread runs each record through this class.
+    batch_executor = None
 
     @abc.abstractmethod
     def properties(self) -> dict:

@@ -32,10 +32,11 @@ from rcuda._generated.cuda_enums import ENUMS
 from rcuda.device_attributes import DEVICE_ATTRIBUTES
 from rcuda.errors import CudaError, cudaError
 
-from . import cuda_arrays, cuda_jit
+from . import cuda_arrays, cuda_batches, cuda_jit
 from .arrays import ArraySpec, Place
 from .base import (Allocation, AllocationTable, Backend, Completion, Device, Done, ParamLayout,
                    Physical, PhysicalTable, check_launch_configuration)
+from .cuda_batches import TaughtAllocationTable
 from .cuda_status import driver_status, runtime_status
 
 log = logging.getLogger(__name__)
@@ -235,7 +236,6 @@ class CupyDevice(Device):
         self.index = index
         self._runtime = runtime
         self._driver = driver
-        self._memory = AllocationTable()
         self.physical = PhysicalTable()  # the program's cuMemCreate allocations (memory: the driver's handle)
         self._program_mappings = None    # cuda_vmm.ProgramMappings, made on first use
         self._modules: dict[str, tuple[int, bytes]] = {}  # module key -> (CUmodule, image)
@@ -251,6 +251,9 @@ class CupyDevice(Device):
         self._watchers: set[threading.Thread] = set()  # EventCompletion waiter threads
         self._properties = self._read_properties(memory_limit)
         self._attributes = self._read_attributes()
+        self.batch_executor = self._open_batch_executor()
+        self._memory = (TaughtAllocationTable(self.batch_executor) if self.batch_executor is not None
+                        else AllocationTable())
         self._total = self._properties["totalGlobalMem"]
         self._window = None
         if window is not None:
@@ -278,6 +281,19 @@ class CupyDevice(Device):
             os.eventfd_write(self._wake_fd, 1)
         except OSError:
             pass  # closed: the session is over
+
+    def _open_batch_executor(self) -> cuda_batches.BatchExecutor | None:
+        """C's runner of this GPU's `launches` batches, or None (with a
+        warning) where it cannot start: each record then runs through
+        Python, as on the sim."""
+        try:
+            with self._cuda("starting the batch executor"):
+                executor = cuda_batches.BatchExecutor(self.index, self._properties, cuda_batches.DRIVER_LIBRARY)
+        except OSError as exc:
+            log.warning("%s; launches run through Python", exc)
+            return None
+        executor.set_stream(0, 0)
+        return executor
 
     def _completion(self, streams, on_ready=None) -> Completion:
         """When the work queued so far on `streams` (cudaStream_t handles) is done."""
@@ -830,6 +846,8 @@ class CupyDevice(Device):
     def stream_create(self, stream: int, flags: int, priority: int) -> None:
         with self._cuda("cudaStreamCreate"):
             self._streams[stream] = self._runtime.streamCreateWithPriority(flags, priority)
+        if self.batch_executor is not None:
+            self.batch_executor.set_stream(stream, self._streams[stream])
 
     # -- CUDA graphs: a run of a client graph's requests captured once from
     # the stream it is first launched in (relaxed mode: the service's other
@@ -865,6 +883,8 @@ class CupyDevice(Device):
             self._runtime.graphExecDestroy(graph)
 
     def stream_destroy(self, stream: int) -> None:
+        if self.batch_executor is not None:
+            self.batch_executor.forget_stream(stream)
         with self._cuda("cudaStreamDestroy"):
             self._runtime.streamDestroy(self._streams.pop(stream))
 

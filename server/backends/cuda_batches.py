@@ -1,0 +1,142 @@
+"""A GPU's `launches` batches run by C calling the driver
+(native/batch_executor.c, built into rcuda/_lib/librcuda_server.so).
+
+The cupy backend teaches the executor what it may run: the session's
+kernels (id, CUfunction, parameter buffer size), streams (id, CUstream),
+allocations (TaughtAllocationTable) and the device's launch limits.  The
+session's thread then hands it each batch; a record C will not run comes
+back to Python at its offset (server/device_service.py runs it, or refuses
+it with the same message as its own message would get).
+"""
+from __future__ import annotations
+
+import functools
+import logging
+
+import cffi
+
+from rcuda.binaries import LIB_DIR
+from rcuda.driver_errors import error_name
+from rcuda.errors import CudaError
+from rcuda.launch_rules import device_limits
+
+from .base import Allocation, AllocationTable
+from .cuda_status import driver_status
+
+log = logging.getLogger(__name__)
+
+LIBRARY = LIB_DIR / "librcuda_server.so"
+DRIVER_LIBRARY = "libcuda.so.1"
+_ERROR_SIZE = 256
+
+_CDEF = """
+typedef struct rcuda_executor rcuda_executor;
+struct rcuda_executor_progress { uint64_t offset; uint32_t count; uint32_t fn; int32_t status; uint64_t uploaded; };
+rcuda_executor *rcuda_executor_open(const char *driver_library, char *error, size_t error_size);
+void rcuda_executor_close(rcuda_executor *ex);
+void rcuda_executor_set_limits(rcuda_executor *ex, const uint32_t *max_threads_dim, const uint32_t *max_grid_size,
+                               uint64_t max_threads_per_block, uint64_t shared_mem_per_block_optin);
+int rcuda_executor_set_function(rcuda_executor *ex, uint32_t id, void *function, uint32_t buffer_size);
+int rcuda_executor_set_stream(rcuda_executor *ex, uint64_t id, void *stream);
+void rcuda_executor_forget_stream(rcuda_executor *ex, uint64_t id);
+int rcuda_executor_add_range(rcuda_executor *ex, uint64_t start, uint64_t size);
+void rcuda_executor_remove_range(rcuda_executor *ex, uint64_t start);
+void rcuda_executor_clear_ranges(rcuda_executor *ex);
+int rcuda_executor_run(rcuda_executor *ex, const uint8_t *data, size_t size, struct rcuda_executor_progress *progress);
+"""
+DONE, PYTHON, DRIVER_ERROR = 0, 1, 2  # rcuda_executor_run's outcomes
+
+
+@functools.cache
+def _library():
+    ffi = cffi.FFI()
+    ffi.cdef(_CDEF)
+    return ffi, ffi.dlopen(str(LIBRARY))
+
+
+class BatchExecutor:
+    """C's runner of one GPU's batches; made on that GPU's thread, with its
+    context current, and used by that thread only."""
+
+    def __init__(self, index: int, properties: dict, driver_library: str = DRIVER_LIBRARY):
+        self._ffi, self._lib = _library()
+        error = self._ffi.new("char[]", _ERROR_SIZE)
+        executor = self._lib.rcuda_executor_open(driver_library.encode(), error, _ERROR_SIZE)
+        if executor == self._ffi.NULL:
+            raise OSError(f"GPU {index}: the batch executor cannot start: {self._ffi.string(error).decode()}")
+        # Freed with the last reference (the device's, its allocation table's):
+        # nothing can call it after.
+        self._executor = self._ffi.gc(executor, self._lib.rcuda_executor_close)
+        self.index = index
+        self.uploaded = 0
+        self._progress = self._ffi.new("struct rcuda_executor_progress *")
+        limits = device_limits(properties)
+        self._lib.rcuda_executor_set_limits(self._executor, list(limits["maxThreadsDim"]),
+                                            list(limits["maxGridSize"]), limits["maxThreadsPerBlock"],
+                                            limits["sharedMemPerBlockOptin"])
+
+    def _checked(self, status: int, what: str) -> None:
+        if status:
+            raise MemoryError(f"GPU {self.index}: the batch executor is out of memory ({what})")
+
+    def set_function(self, fn: int, function) -> None:
+        """Kernel id `fn` of the session is `function` (a CupyFunction)."""
+        handle = self._ffi.cast("void *", function.handle)
+        self._checked(self._lib.rcuda_executor_set_function(self._executor, fn, handle,
+                                                            function.layout.buffer_size), "kernels")
+
+    def set_stream(self, stream: int, handle: int) -> None:
+        self._checked(self._lib.rcuda_executor_set_stream(self._executor, stream, self._ffi.cast("void *", handle)),
+                      "streams")
+
+    def forget_stream(self, stream: int) -> None:
+        self._lib.rcuda_executor_forget_stream(self._executor, stream)
+
+    def add_range(self, start: int, size: int) -> None:
+        self._checked(self._lib.rcuda_executor_add_range(self._executor, start, size), "allocations")
+
+    def remove_range(self, start: int) -> None:
+        self._lib.rcuda_executor_remove_range(self._executor, start)
+
+    def clear_ranges(self) -> None:
+        self._lib.rcuda_executor_clear_ranges(self._executor)
+
+    def run(self, data, offset: int, count: int, describe) -> tuple[int, int, CudaError | None]:
+        """Run `count` records of `data` from `offset` on, until one is
+        Python's or fails in the driver.  Returns where to go on (offset,
+        records left) and the failure (`describe(fn)` names the failed
+        record's work), else None; records left with no failure: the
+        record at the offset is Python's.  `uploaded` is then the bytes
+        the run's uploads sent."""
+        progress = self._progress
+        progress.offset, progress.count = offset, count
+        outcome = self._lib.rcuda_executor_run(self._executor, self._ffi.from_buffer(data), len(data), progress)
+        failure = None
+        if outcome == DRIVER_ERROR:
+            status = progress.status
+            failure = CudaError(driver_status(status), f"{describe(progress.fn)} on GPU {self.index}: "
+                                                       f"{error_name(status) or 'CUresult'} ({status})")
+        self.uploaded = progress.uploaded
+        return progress.offset, progress.count, failure
+
+
+class TaughtAllocationTable(AllocationTable):
+    """A GPU's allocation table that tells its batch executor each change,
+    so that C runs a memset or a copy only inside the session's memory."""
+
+    def __init__(self, executor: BatchExecutor):
+        super().__init__()
+        self._executor = executor
+
+    def add(self, allocation: Allocation) -> None:
+        super().add(allocation)
+        self._executor.add_range(allocation.start, allocation.size)
+
+    def remove(self, ptr: int, unmap: bool = False) -> Allocation:
+        allocation = super().remove(ptr, unmap)
+        self._executor.remove_range(ptr)
+        return allocation
+
+    def clear(self) -> list[Allocation]:
+        self._executor.clear_ranges()
+        return super().clear()
