@@ -305,3 +305,44 @@ def test_the_server_runs_batches_in_c_and_explains_what_it_refuses(driver, servi
         launches(launch_record(4, params), launch_record(4, params))
     with pytest.raises(Exception, match="truncated record"):
         launches(launch_record(4, params)[:30])
+
+
+# ---------------------------------------------------------------- on a GPU
+
+
+@pytest.fixture
+def gpu():
+    from test_backends import cupy_unavailable
+    if reason := cupy_unavailable():
+        pytest.skip(reason)
+    from rcuda.server.backends import create_backend
+    from rcuda.server.backends.base import VA_WINDOW_SIZE
+    backend = create_backend("cupy", 1)
+    window = backend.reserve(0, VA_WINDOW_SIZE, 0x2000_0000_0000)
+    device = backend.open_device(0, window)
+    yield device
+    device.close()
+    window.release()
+
+
+def test_batches_run_through_the_driver_on_a_gpu(gpu, module_image):
+    from test_backends import fetch
+    executor = gpu.batch_executor
+    assert executor is not None, "the cupy backend runs its batches in C"
+    gpu.load_module("m", module_image)
+    offsets, sizes = (0, 24), (24, 8)  # gridConstant(const __grid_constant__ P p, int *out): out[0] = p.b
+    function = gpu.get_function("m", "_Z12gridConstant1PPi", ParamLayout(offsets, sizes))
+    executor.set_function(1, function)
+    gpu.stream_create(5, 0, 0)
+    out = gpu.malloc(4096)
+
+    def p(b: int, where: int) -> bytes:
+        return struct.pack("<di12xQ", 1.5, b, where)
+
+    batch = (memset_record(out, 4096, 0x11, 5) + launch_record(1, p(77, out), stream=5)
+             + launch_record(1, p(-9, out + 4)) + htod_record(out + 8, b"abcdefgh", 5)
+             + dtod_record(out + 100, out + 8, 8, 5))
+    assert executor.run(batch, 0, 5, str) == (len(batch), 0, None)
+    data = fetch(gpu, out, 108, 5)
+    assert struct.unpack_from("<ii", data) == (77, -9)
+    assert data[8:16] == data[100:108] == b"abcdefgh" and data[16:100] == b"\x11" * 84
