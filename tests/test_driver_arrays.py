@@ -19,7 +19,7 @@ from rcuda.binaries import dropin_dir
 
 pytestmark = requires_nvcc
 
-SECTIONS = ["arrays", "copies", "peer", "mipmapped", "objects", "kernels", "bad_input", "queries"]
+SECTIONS = ["arrays", "copies", "peer", "mipmapped", "objects", "kernels", "bad_input", "queries", "old_abi"]
 KERNELS = "driver_array_kernels.py"
 LINK_DRIVER = (f"-L{dropin_dir()}", "-l:libcuda.so.1")
 

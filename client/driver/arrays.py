@@ -284,6 +284,34 @@ def cuMemcpyAtoD_v2(dstDevice, srcArray, srcOffset, ByteCount, per_thread=False)
     return _linear_copy(srcArray, srcOffset, dstDevice, ByteCount, DEVICE_TO_DEVICE, False, "cuMemcpyAtoD")
 
 
+# CUDA 2.0's forms (32-bit offsets and sizes; cuGetProcAddress at a version
+# before 3.2 finds them): the same copies.
+
+@driver()
+def cuMemcpyHtoA(dstArray, dstOffset, srcHost, ByteCount):
+    return cuMemcpyHtoA_v2(dstArray, dstOffset, srcHost, ByteCount)
+
+
+@driver()
+def cuMemcpyAtoH(dstHost, srcArray, srcOffset, ByteCount):
+    return cuMemcpyAtoH_v2(dstHost, srcArray, srcOffset, ByteCount)
+
+
+@driver()
+def cuMemcpyHtoAAsync(dstArray, dstOffset, srcHost, ByteCount, hStream):
+    return cuMemcpyHtoAAsync_v2(dstArray, dstOffset, srcHost, ByteCount, hStream)
+
+
+@driver()
+def cuMemcpyAtoHAsync(dstHost, srcArray, srcOffset, ByteCount, hStream):
+    return cuMemcpyAtoHAsync_v2(dstHost, srcArray, srcOffset, ByteCount, hStream)
+
+
+@driver()
+def cuMemcpyAtoA(dstArray, dstOffset, srcArray, srcOffset, ByteCount):
+    return cuMemcpyAtoA_v2(dstArray, dstOffset, srcArray, srcOffset, ByteCount)
+
+
 @driver(stream_variants=True)
 def cuMemcpyAtoA_v2(dstArray, dstOffset, srcArray, srcOffset, ByteCount, per_thread=False):
     """The runtime's cudaMemcpyArrayToArray.  The arrays' formats may

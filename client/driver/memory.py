@@ -115,6 +115,12 @@ def cuMemAllocHost_v2(pp, bytesize):
 
 
 @driver()
+def cuMemAllocHost(pp, bytesize):
+    """CUDA 2.0's form (a 32-bit size): the same call."""
+    return cuMemHostAlloc(pp, bytesize, 0)
+
+
+@driver()
 def cuMemHostAlloc(pp, bytesize, Flags):
     """cudaHostAlloc's memory: CU_MEMHOSTALLOC_DEVICEMAP makes a mirror on the
     current device (client/memory/mapped.py)."""
@@ -138,6 +144,12 @@ def cuMemFreeHost(p):
 def cuMemHostRegister_v2(p, bytesize, Flags):
     require_initialized()
     return _status(runtime_memory.cudaHostRegister(p, bytesize, Flags))
+
+
+@driver()
+def cuMemHostRegister(p, bytesize, Flags):
+    """CUDA 4.0's form: the same call."""
+    return cuMemHostRegister_v2(p, bytesize, Flags)
 
 
 @driver()

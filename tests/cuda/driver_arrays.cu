@@ -658,6 +658,61 @@ static void queries() {
     printf("ok queries\n");
 }
 
+// CUDA 2.0's forms of the 1-D array copies and of page-locked memory (32-bit
+// offsets and sizes), reached as an old program's driver would be: by
+// cuGetProcAddress at that version.
+static void old_abi() {
+    void *htoa, *atoh, *atoa, *htoa_async, *atoh_async, *alloc_host, *host_register;
+    CUdriverProcAddressQueryResult found;
+    DRV(cuGetProcAddress("cuMemcpyHtoA", &htoa, 2000, CU_GET_PROC_ADDRESS_DEFAULT, &found));
+    DRV(cuGetProcAddress("cuMemcpyAtoH", &atoh, 2000, CU_GET_PROC_ADDRESS_DEFAULT, &found));
+    DRV(cuGetProcAddress("cuMemcpyAtoA", &atoa, 2000, CU_GET_PROC_ADDRESS_DEFAULT, &found));
+    DRV(cuGetProcAddress("cuMemcpyHtoAAsync", &htoa_async, 2000, CU_GET_PROC_ADDRESS_DEFAULT, &found));
+    DRV(cuGetProcAddress("cuMemcpyAtoHAsync", &atoh_async, 2000, CU_GET_PROC_ADDRESS_DEFAULT, &found));
+    DRV(cuGetProcAddress("cuMemAllocHost", &alloc_host, 2000, CU_GET_PROC_ADDRESS_DEFAULT, &found));
+    DRV(cuGetProcAddress("cuMemHostRegister", &host_register, 4000, CU_GET_PROC_ADDRESS_DEFAULT, &found));
+    if (htoa == (void *)cuMemcpyHtoA || alloc_host == (void *)cuMemAllocHost) {
+        printf("FAILED line %d: CUDA 2.0's entry points are today's\n", __LINE__);
+        exit(1);
+    }
+    typedef CUresult(CUDAAPI * HtoA)(CUarray, unsigned, const void *, unsigned);
+    typedef CUresult(CUDAAPI * AtoH)(void *, CUarray, unsigned, unsigned);
+    typedef CUresult(CUDAAPI * AtoA)(CUarray, unsigned, CUarray, unsigned, unsigned);
+    typedef CUresult(CUDAAPI * HtoAAsync)(CUarray, unsigned, const void *, unsigned, CUstream);
+    typedef CUresult(CUDAAPI * AtoHAsync)(void *, CUarray, unsigned, unsigned, CUstream);
+    CUarray a = make_array(256, 0, 0, CU_AD_FORMAT_UNSIGNED_INT8, 1), b = make_array(256, 0, 0, CU_AD_FORMAT_UNSIGNED_INT8, 1);
+    std::vector<unsigned char> in = patterned(256, 3);
+    DRV(((HtoA)htoa)(a, 16, in.data(), 200));
+    DRV(((AtoA)atoa)(b, 0, a, 16, 200));
+    unsigned char *pinned = NULL;
+    DRV(((CUresult(CUDAAPI *)(void **, unsigned))alloc_host)((void **)&pinned, 4096));
+    memset(pinned, 0, 4096);
+    DRV(((AtoH)atoh)(pinned, b, 0, 200));
+    CUstream stream;
+    DRV(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
+    DRV(((HtoAAsync)htoa_async)(a, 0, pinned + 100, 50, stream));
+    DRV(((AtoHAsync)atoh_async)(pinned + 1000, a, 0, 60, stream));
+    DRV(cuStreamSynchronize(stream));
+    for (int i = 0; i < 200; i++)
+        if (pinned[i] != in[i]) {
+            printf("FAILED line %d: byte %d through CUDA 2.0's copies is %u, not %u\n", __LINE__, i, pinned[i], in[i]);
+            exit(1);
+        }
+    for (int i = 0; i < 50; i++)
+        if (pinned[1000 + i] != in[100 + i]) {
+            printf("FAILED line %d: byte %d of the asynchronous copies\n", __LINE__, i);
+            exit(1);
+        }
+    std::vector<unsigned char> registered(8192);
+    DRV(((CUresult(CUDAAPI *)(void *, size_t, unsigned))host_register)(registered.data(), registered.size(), 0));
+    DRV(cuMemHostUnregister(registered.data()));
+    DRV(cuMemFreeHost(pinned));
+    DRV(cuStreamDestroy(stream));
+    DRV(cuArrayDestroy(a));
+    DRV(cuArrayDestroy(b));
+    printf("ok old_abi\n");
+}
+
 int main(int argc, char **argv) {
     CUarray none;
     CUDA_ARRAY_DESCRIPTOR d = {};
@@ -669,6 +724,7 @@ int main(int argc, char **argv) {
     struct { const char *name; void (*run)(); } sections[] = {
         {"arrays", arrays}, {"copies", copies}, {"peer", peer}, {"mipmapped", mipmapped}, {"objects", objects},
         {"kernels", kernels}, {"bad_input", bad_input}, {"async_pinned", async_pinned}, {"queries", queries},
+        {"old_abi", old_abi},
     };
     for (auto &section : sections) {
         bool chosen = argc == 1;
