@@ -126,6 +126,8 @@ class Runtime:
         """Inside the interposer: launches are recorded in C (client/transport/fast_path.py)."""
         self.fast = fast
         self.streams.fast = fast
+        self.pools.fast = fast
+        fast.events_welcome(True)
         self.allocations.watch(fast)  # C makes cudaMemcpy where it knows the pointers
         self.host_memory.watch(fast)  # and records uploads from pageable memory only
 
@@ -356,8 +358,9 @@ class Runtime:
                 self.stats.link(device.label, device.link.transport)
             records = self.fast.records_in_c(device.ordinal)
             if records is not None:
-                log.info("%s: %d synchronous call(s) made in C on its link, %d asynchronous memset(s) and "
-                         "copies recorded in C", device.label, device.link.calls_in_c(), records)
+                log.info("%s: %d synchronous call(s) made in C on its link, %d asynchronous operation(s) "
+                         "(memsets, copies, event records and waits, graph launches) recorded in C", device.label,
+                         device.link.calls_in_c(), records)
             # A worker ends when its last device is closed: stop pinging it
             # now, or a slow close elsewhere would have it reported as lost.
             if all(other.session is not device.session for other in devices[i + 1:]):

@@ -183,6 +183,7 @@ class StreamTable:
             device.request("event_create", event=event.id, flags=flags, ipc=list(shared))
         with self._lock:
             self._events[event.handle] = event
+        self.fast.event_created(event)
         return event
 
     def event(self, handle: int) -> Event:
@@ -202,6 +203,7 @@ class StreamTable:
         if event is None:
             raise CudaError(cudaError.cudaErrorInvalidResourceHandle,
                             f"cudaEventDestroy({handle:#x}): not an event (destroyed already?)")
+        self.fast.event_destroyed(event)
         event.device.post("event_destroy", event=event.id)
 
     # ---------------------------------------------------------- reset, fork
@@ -213,6 +215,8 @@ class StreamTable:
                 for handle in [h for h, item in table.items() if item.device is device]:
                     if table is self._streams:
                         self.fast.stream_destroyed(table[handle])
+                    else:
+                        self.fast.event_destroyed(table[handle])
                     del table[handle]
             self._per_thread_made = [(g, s) for g, s in self._per_thread_made if s.device is not device]
             self._internal.pop(device, None)

@@ -13,6 +13,10 @@
  * asynchronous with respect to the host in CUDA too: they are recorded the
  * same way, in the legacy stream (the cudaMemcpy in sync_fast_path.c).
  *
+ * cudaEventRecord and cudaStreamWaitEvent (and the driver's twins) of an
+ * event and a stream C knows on one device are records too, naming the
+ * event; the server records or waits in the record's stream.
+ *
  * Only the plain cases, the others go to Python, which explains errors:
  *   cudaMemsetAsync   the range inside one allocation C knows (allocation_table.c)
  *   cudaMemcpyAsync   host to device from pageable memory (outside every
@@ -39,6 +43,8 @@
 #define RECORD_HTOD ((uint32_t)WIRE_RECORD_HTOD)     /* dst u64, then the bytes */
 #define RECORD_DTOD ((uint32_t)WIRE_RECORD_DTOD)     /* dst u64, src u64, size u64 */
 #define RECORD_GRAPH ((uint32_t)WIRE_RECORD_GRAPH)   /* graph id u64 */
+#define RECORD_EVENT ((uint32_t)WIRE_RECORD_EVENT)   /* event id u64, recorded in the record's stream */
+#define RECORD_WAIT ((uint32_t)WIRE_RECORD_WAIT)     /* event id u64, which the record's stream waits for */
 
 /* Larger uploads take Python's path, which sends them from where they are
  * instead of copying them into the batch first. */
@@ -49,6 +55,7 @@
 #define RECORD_BATCH_DATA_MAX (8u << 20)
 
 static int record_ops_welcome[FAST_MAX_DEVICES]; /* Python's word (rcuda_fast_record_ops) */
+static int events_welcome;                       /* Python's word (rcuda_fast_events) */
 static uint64_t records_made[FAST_MAX_DEVICES];  /* for the client's exit report */
 
 static void rcuda_fast_record_ops(int device, int welcome)
@@ -62,6 +69,14 @@ static uint64_t rcuda_fast_records_made(int device)
     if (device < 0 || device >= FAST_MAX_DEVICES)
         return 0;
     return __atomic_load_n(&records_made[device], __ATOMIC_RELAXED);
+}
+
+/* Whether event records and waits may be records: not once a memory pool
+ * has freed memory in stream order (client/memory/pools.py follows each
+ * event's place among the frees). */
+static void rcuda_fast_events(int welcome)
+{
+    __atomic_store_n(&events_welcome, welcome, __ATOMIC_SEQ_CST);
 }
 
 /* In a forked child: the parent's devices are not the child's; Python
@@ -203,6 +218,27 @@ static int graph_launch_in_c(cudaGraphExec_t exec, void *stream, int per_thread)
     return 1;
 }
 
+/* cudaEventRecord and cudaStreamWaitEvent (the default flags), and the
+ * driver's twins: one record naming the event, in the program's stream, for
+ * an event and a stream C knows on one device.  Across devices, or an event
+ * Python has not taught C (destroyed, another process's...): Python's. */
+struct event_fields {
+    uint64_t event;
+} __attribute__((packed));
+_Static_assert(sizeof(struct event_fields) == WIRE_EVENT_FIELDS_SIZE, "rcuda/wire.py EVENT_FIELDS");
+
+static int event_op_in_c(uint32_t kind, void *event, void *stream, int per_thread)
+{
+    int device, stream_device;
+    uint64_t stream_id;
+    struct event_fields head;
+    if (!__atomic_load_n(&events_welcome, __ATOMIC_ACQUIRE) ||
+        !find_handle((uintptr_t)event, HANDLE_EVENT, &device, &head.event) ||
+        !resolve_stream(stream, per_thread, &stream_device, &stream_id) || stream_device != device)
+        return 0;
+    return record_op_in(device, stream_id, kind, &head, sizeof head, NULL, 0);
+}
+
 /* ------------------------------------------------------------ the exports' C side */
 
 /* Each returns 1 with *status set when C recorded the call; 0 sends it to
@@ -269,4 +305,54 @@ static int rcuda_c_cuGraphLaunch_ptsz(CUgraphExec exec, CUstream stream, CUresul
 {
     *status = CUDA_SUCCESS;
     return driver_context_current && graph_launch_in_c((cudaGraphExec_t)exec, stream, 1);
+}
+
+static int rcuda_c_cudaEventRecord(cudaEvent_t event, cudaStream_t stream, cudaError_t *status)
+{
+    *status = cudaSuccess;
+    return event_op_in_c(RECORD_EVENT, event, stream, 0);
+}
+
+static int rcuda_c_cudaEventRecord_ptsz(cudaEvent_t event, cudaStream_t stream, cudaError_t *status)
+{
+    *status = cudaSuccess;
+    return event_op_in_c(RECORD_EVENT, event, stream, 1);
+}
+
+static int rcuda_c_cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int flags, cudaError_t *status)
+{
+    *status = cudaSuccess;
+    return flags == 0 && event_op_in_c(RECORD_WAIT, event, stream, 0);
+}
+
+static int rcuda_c_cudaStreamWaitEvent_ptsz(cudaStream_t stream, cudaEvent_t event, unsigned int flags,
+                                            cudaError_t *status)
+{
+    *status = cudaSuccess;
+    return flags == 0 && event_op_in_c(RECORD_WAIT, event, stream, 1);
+}
+
+/* The driver's: rcuda's CUevent and cudaEvent_t are the same handles. */
+static int rcuda_c_cuEventRecord(CUevent event, CUstream stream, CUresult *status)
+{
+    *status = CUDA_SUCCESS;
+    return driver_context_current && event_op_in_c(RECORD_EVENT, event, stream, 0);
+}
+
+static int rcuda_c_cuEventRecord_ptsz(CUevent event, CUstream stream, CUresult *status)
+{
+    *status = CUDA_SUCCESS;
+    return driver_context_current && event_op_in_c(RECORD_EVENT, event, stream, 1);
+}
+
+static int rcuda_c_cuStreamWaitEvent(CUstream stream, CUevent event, unsigned int flags, CUresult *status)
+{
+    *status = CUDA_SUCCESS;
+    return driver_context_current && flags == 0 && event_op_in_c(RECORD_WAIT, event, stream, 0);
+}
+
+static int rcuda_c_cuStreamWaitEvent_ptsz(CUstream stream, CUevent event, unsigned int flags, CUresult *status)
+{
+    *status = CUDA_SUCCESS;
+    return driver_context_current && flags == 0 && event_op_in_c(RECORD_WAIT, event, stream, 1);
 }

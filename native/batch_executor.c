@@ -19,7 +19,8 @@
  * The driver is opened by name (libcuda.so.1 on a GPU server, a stand-in
  * in tests: tests/stand_in_driver.c) and only these entry points are used:
  * cuCtxGetCurrent, cuCtxSetCurrent, cuLaunchKernel, cuMemsetD8Async,
- * cuMemcpyDtoDAsync_v2 and cuMemcpyHtoDAsync_v2.  One executor per GPU, used by that GPU's thread
+ * cuMemcpyDtoDAsync_v2, cuMemcpyHtoDAsync_v2, cuEventRecord and
+ * cuStreamWaitEvent.  One executor per GPU, used by that GPU's thread
  * only: no locks.
  */
 #include <dlfcn.h>
@@ -36,7 +37,7 @@ typedef struct { uint32_t x, y, z; } dim3;
 #define EXPORT __attribute__((visibility("default")))
 
 typedef int CUresult;
-typedef void *CUcontext, *CUfunction, *CUstream;
+typedef void *CUcontext, *CUfunction, *CUstream, *CUevent;
 typedef uint64_t CUdeviceptr;
 
 #define CU_LAUNCH_PARAM_END ((void *)0x00)
@@ -51,6 +52,8 @@ struct driver {
     CUresult (*memset_d8_async)(CUdeviceptr, unsigned char, size_t, CUstream);
     CUresult (*memcpy_dtod_async)(CUdeviceptr, CUdeviceptr, size_t, CUstream);
     CUresult (*memcpy_htod_async)(CUdeviceptr, const void *, size_t, CUstream);
+    CUresult (*event_record)(CUevent, CUstream);
+    CUresult (*stream_wait_event)(CUstream, CUevent, unsigned);
 };
 
 /* ------------------------------------------------------------ tables */
@@ -174,6 +177,7 @@ struct rcuda_executor {
     CUcontext context;
     struct table functions; /* id + 1 -> CUfunction, parameter buffer size */
     struct table streams;   /* id + 1 -> CUstream */
+    struct table events;    /* id + 1 -> CUevent */
     struct ranges ranges;
     uint32_t max_threads_dim[3], max_grid_size[3];
     struct launch_device_limits limits;
@@ -210,7 +214,9 @@ EXPORT rcuda_executor *rcuda_executor_open(const char *driver_library, char *err
         resolve(library, "cuLaunchKernel", (void **)&ex->cu.launch_kernel, error, error_size) ||
         resolve(library, "cuMemsetD8Async", (void **)&ex->cu.memset_d8_async, error, error_size) ||
         resolve(library, "cuMemcpyDtoDAsync_v2", (void **)&ex->cu.memcpy_dtod_async, error, error_size) ||
-        resolve(library, "cuMemcpyHtoDAsync_v2", (void **)&ex->cu.memcpy_htod_async, error, error_size)) {
+        resolve(library, "cuMemcpyHtoDAsync_v2", (void **)&ex->cu.memcpy_htod_async, error, error_size) ||
+        resolve(library, "cuEventRecord", (void **)&ex->cu.event_record, error, error_size) ||
+        resolve(library, "cuStreamWaitEvent", (void **)&ex->cu.stream_wait_event, error, error_size)) {
         dlclose(library);
         free(ex);
         return NULL;
@@ -234,6 +240,7 @@ EXPORT void rcuda_executor_close(rcuda_executor *ex)
         return;
     free(ex->functions.slots);
     free(ex->streams.slots);
+    free(ex->events.slots);
     free(ex->ranges.items);
     dlclose(ex->library);
     free(ex);
@@ -262,6 +269,16 @@ EXPORT int rcuda_executor_set_stream(rcuda_executor *ex, uint64_t id, void *stre
 EXPORT void rcuda_executor_forget_stream(rcuda_executor *ex, uint64_t id)
 {
     table_remove(&ex->streams, id + 1);
+}
+
+EXPORT int rcuda_executor_set_event(rcuda_executor *ex, uint64_t id, void *event)
+{
+    return table_put(&ex->events, id + 1, event, 0);
+}
+
+EXPORT void rcuda_executor_forget_event(rcuda_executor *ex, uint64_t id)
+{
+    table_remove(&ex->events, id + 1);
 }
 
 EXPORT int rcuda_executor_add_range(rcuda_executor *ex, uint64_t start, uint64_t size)
@@ -378,6 +395,18 @@ static CUresult run_record(rcuda_executor *ex, const struct launch_record *recor
         if (!status)
             *uploaded += size;
         return status;
+    }
+    if (record->fn == WIRE_RECORD_EVENT || record->fn == WIRE_RECORD_WAIT) {
+        uint64_t id;
+        if (record->param_bytes != sizeof id)
+            return FOR_PYTHON;
+        memcpy(&id, fields, sizeof id);
+        struct slot *event = table_find(&ex->events, id + 1);
+        if (!event)
+            return FOR_PYTHON;
+        if (record->fn == WIRE_RECORD_EVENT)
+            return ex->cu.event_record(event->handle, stream->handle);
+        return ex->cu.stream_wait_event(stream->handle, event->handle, 0);
     }
     if (record->fn >= WIRE_RECORD_FIRST_OP)
         return FOR_PYTHON; /* graph launches */

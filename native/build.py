@@ -81,6 +81,8 @@ static size_t rcuda_fast_take(int device, char **data, uint32_t *count);
 static void rcuda_fast_free(char *data);
 static void rcuda_fast_stream(uintptr_t handle, int device, uint64_t id, int add);
 static void rcuda_fast_graph(uintptr_t handle, int device, uint64_t id, int add);
+static void rcuda_fast_event(uintptr_t handle, int device, uint64_t id, int add);
+static void rcuda_fast_events(int welcome);
 static void rcuda_fast_per_thread_stream(int device, uint64_t id, uint64_t generation);
 static int rcuda_get_current_device(void);
 static void rcuda_set_current_device(int device);

@@ -224,7 +224,7 @@ static void rcuda_fast_free(char *data)
  * id on the device's server), a small open table.  Their handles come from
  * ranges that never meet (client/streams.py, client/graphs.py); the kind
  * keeps a graph's handle passed as a stream from being taken for one. */
-enum handle_kind { HANDLE_STREAM = 1, HANDLE_GRAPH = 2 };
+enum handle_kind { HANDLE_STREAM = 1, HANDLE_GRAPH = 2, HANDLE_EVENT = 3 };
 struct fast_stream {
     uintptr_t handle;
     int kind;
@@ -283,6 +283,13 @@ static void rcuda_fast_stream(uintptr_t handle, int device, uint64_t id, int add
 static void rcuda_fast_graph(uintptr_t handle, int device, uint64_t id, int add)
 {
     set_handle(handle, HANDLE_GRAPH, device, id, add);
+}
+
+/* An event (cudaEvent_t, CUevent) with id `id` on `device`: its records
+ * and the waits for it are records (async_fast_path.c). */
+static void rcuda_fast_event(uintptr_t handle, int device, uint64_t id, int add)
+{
+    set_handle(handle, HANDLE_EVENT, device, id, add);
 }
 
 static int find_stream(uintptr_t handle, int *device, uint64_t *id)

@@ -271,7 +271,7 @@ def transport(link: str, authenticated: bool) -> str:
     return TRANSPORT_CURVE_SOCKET if authenticated else TRANSPORT_SOCKET
 
 
-PROTOCOL_VERSION = 17
+PROTOCOL_VERSION = 18
 
 #: Bulk bytes on a ZeroMQ socket travel in frames of this size: ZeroMQ slows
 #: down on messages above ~32 MiB (fresh buffers page-fault).

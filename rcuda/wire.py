@@ -52,10 +52,13 @@ RECORD_MEMSET = 0xFFFFFFFF  # cudaMemsetAsync: MEMSET_FIELDS
 RECORD_HTOD = 0xFFFFFFFE    # cudaMemcpyAsync from the program's memory: HTOD_FIELDS, then the bytes
 RECORD_DTOD = 0xFFFFFFFD    # cudaMemcpyAsync within one device: DTOD_FIELDS
 RECORD_GRAPH = 0xFFFFFFFC   # cudaGraphLaunch of a graph whose work is one run on the server: GRAPH_FIELDS
+RECORD_EVENT = 0xFFFFFFFB   # cudaEventRecord in the record's stream: EVENT_FIELDS
+RECORD_WAIT = 0xFFFFFFFA    # cudaStreamWaitEvent: the record's stream waits for the event (EVENT_FIELDS)
 MEMSET_FIELDS = struct.Struct("<QQI")  # ptr, size, value
 HTOD_FIELDS = struct.Struct("<Q")      # dst
 DTOD_FIELDS = struct.Struct("<QQQ")    # dst, src, size
 GRAPH_FIELDS = struct.Struct("<Q")     # the graph's id: all of its requests (server/graphs.py)
+EVENT_FIELDS = struct.Struct("<Q")     # the event's id
 
 # ---------------------------------------------------------------- sealed lanes
 # Under --auth a lane's bytes travel in sealed records (rcuda/sealed.py):

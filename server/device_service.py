@@ -1006,7 +1006,8 @@ class DeviceService:
         """What a batch record whose fn is `fn` does, for an error message."""
         if fn >= wire.RECORD_FIRST_OP:
             return {wire.RECORD_MEMSET: "cudaMemsetAsync", wire.RECORD_DTOD: "cudaMemcpyAsync device to device",
-                    wire.RECORD_HTOD: "cudaMemcpyAsync host to device"}.get(fn, f"batch record {fn:#x}")
+                    wire.RECORD_HTOD: "cudaMemcpyAsync host to device", wire.RECORD_EVENT: "cudaEventRecord",
+                    wire.RECORD_WAIT: "cudaStreamWaitEvent"}.get(fn, f"batch record {fn:#x}")
         entry = self._functions.get(fn)
         return f"launch of kernel {getattr(entry[0], 'name', fn) if entry else fn}"
 
@@ -1021,6 +1022,14 @@ class DeviceService:
         elif kind == wire.RECORD_DTOD and len(fields) == wire.DTOD_FIELDS.size:
             dst, src, size = wire.DTOD_FIELDS.unpack(fields)
             self.device.memcpy_dtod(dst, src, size, stream)
+        elif kind in (wire.RECORD_EVENT, wire.RECORD_WAIT) and len(fields) == wire.EVENT_FIELDS.size:
+            (event,) = wire.EVENT_FIELDS.unpack(fields)
+            if event not in self._events:
+                raise CudaError(cudaError.cudaErrorInvalidResourceHandle, f"launches: unknown event {event}")
+            if kind == wire.RECORD_EVENT:
+                self.device.event_record(event, stream)
+            else:
+                self.device.stream_wait_event(stream, event)
         elif kind == wire.RECORD_GRAPH and len(fields) == wire.GRAPH_FIELDS.size:
             (graph,) = wire.GRAPH_FIELDS.unpack(fields)
             self.graph_ops.launch_whole(graph, stream)

@@ -18,7 +18,7 @@
 
 typedef int CUresult;
 
-enum { CALL_LAUNCH = 1, CALL_MEMSET = 2, CALL_DTOD = 3, CALL_HTOD = 4 };
+enum { CALL_LAUNCH = 1, CALL_MEMSET = 2, CALL_DTOD = 3, CALL_HTOD = 4, CALL_EVENT_RECORD = 5, CALL_WAIT = 6 };
 
 struct stand_in_call {
     int kind;
@@ -75,6 +75,19 @@ CUresult cuMemcpyHtoDAsync_v2(uint64_t dst, const void *src, size_t size, void *
     struct stand_in_call *call = logged(CALL_HTOD, stream);
     call->dst = dst, call->src = (uint64_t)(uintptr_t)src, call->size = size;
     memcpy((void *)(uintptr_t)dst, src, size);
+    return 0;
+}
+
+CUresult cuEventRecord(void *event, void *stream)
+{
+    logged(CALL_EVENT_RECORD, stream)->function = event;
+    return 0;
+}
+
+CUresult cuStreamWaitEvent(void *stream, void *event, unsigned flags)
+{
+    struct stand_in_call *call = logged(CALL_WAIT, stream);
+    call->function = event, call->value = flags;
     return 0;
 }
 

@@ -30,7 +30,7 @@ from rcuda.server.backends.cuda_batches import BatchExecutor
 
 PROPERTIES = {"maxThreadsDim": [1024, 1024, 64], "maxGridSize": [2**31 - 1, 65535, 65535],
               "maxThreadsPerBlock": 1024, "sharedMemPerBlockOptin": 232448, "sharedMemPerBlock": 49152}
-LAUNCH, MEMSET, DTOD, HTOD = 1, 2, 3, 4
+LAUNCH, MEMSET, DTOD, HTOD, EVENT_RECORD, WAIT = 1, 2, 3, 4, 5, 6
 
 
 class Call(ctypes.Structure):  # tests/stand_in_driver.c's struct stand_in_call
@@ -95,6 +95,10 @@ def htod_record(dst: int, data: bytes, stream: int = 0) -> bytes:
     return op_record(wire.RECORD_HTOD, wire.HTOD_FIELDS.pack(dst) + data, stream)
 
 
+def event_record(kind: int, event: int, stream: int = 0) -> bytes:
+    return op_record(kind, wire.EVENT_FIELDS.pack(event), stream)
+
+
 def run_all(executor: BatchExecutor, data: bytes, count: int):
     """Run a batch as the server does: C, and Python (here: noted) for
     each record C hands back.  Returns (Python's offsets, failures)."""
@@ -132,11 +136,16 @@ def test_a_batch_runs_in_order_with_its_parameters(driver, executor):
              + launch_record(2, b"")
              + memset_record(base, 0, 9)  # nothing to do, and no call
              + htod_record(base + 3000, b"uploaded", 7)
-             + htod_record(base + 3000, b""))
-    assert run_all(executor, batch, 7) == ([], [])
+             + htod_record(base + 3000, b"")
+             + event_record(wire.RECORD_EVENT, 3, 7)
+             + event_record(wire.RECORD_WAIT, 3, 0))
+    executor.set_event(3, 0xE3)
+    assert run_all(executor, batch, 9) == ([], [])
     assert executor.uploaded == 8
     log = calls(driver)
-    assert [c.kind for c in log] == [LAUNCH, MEMSET, DTOD, LAUNCH, HTOD]
+    assert [c.kind for c in log] == [LAUNCH, MEMSET, DTOD, LAUNCH, HTOD, EVENT_RECORD, WAIT]
+    assert (log[5].function, log[5].stream) == (0xE3, 0x5700)
+    assert (log[6].function, log[6].stream, log[6].value) == (0xE3, None, 0)
     first = log[0]
     assert (first.function, first.stream, list(first.grid), list(first.block), first.shared_mem) == \
         (0xF1, 0x5700, [3, 2, 1], [64, 2, 1], 128)
@@ -179,13 +188,15 @@ def test_records_c_must_not_run_come_back_to_python_at_their_offsets(driver, exe
         dtod_record(base + 4096 * 16, base, 64),                         # C: both inside
         op_record(wire.RECORD_MEMSET, bytes(8)),                         # fields of the wrong size
         op_record(wire.RECORD_HTOD, bytes(4)),                           # no destination
+        event_record(wire.RECORD_EVENT, 99),                             # an unknown event
+        op_record(wire.RECORD_WAIT, bytes(4)),                           # fields of the wrong size
         memset_record(2**64 - 8, 16, 1),                                 # wraps around
         launch_record(1, bytes(8)),                                      # C
     ]
     offsets = [sum(map(len, records[:i])) for i in range(len(records))]
     python, failures = run_all(executor, b"".join(records), len(records))
     assert failures == []
-    assert python == offsets[1:12] + offsets[13:16]
+    assert python == offsets[1:12] + offsets[13:18]
     assert [c.kind for c in calls(driver)] == [LAUNCH, DTOD, LAUNCH]
 
 
@@ -193,10 +204,13 @@ def test_forgotten_streams_and_allocations_are_python_s(driver, executor):
     memory = np.zeros(64, np.uint8)
     executor.add_range(memory.ctypes.data, 64)
     executor.set_function(1, kernel(0xF1))
+    executor.set_event(4, 0xE4)
     executor.forget_stream(7)
+    executor.forget_event(4)
     executor.remove_range(memory.ctypes.data)
-    batch = launch_record(1, b"", stream=7) + memset_record(memory.ctypes.data, 8, 1)
-    assert run_all(executor, batch, 2)[0] == [0, len(launch_record(1, b""))]
+    batch = launch_record(1, b"", stream=7) + memset_record(memory.ctypes.data, 8, 1) + event_record(wire.RECORD_EVENT, 4)
+    first, second = len(launch_record(1, b"")), len(memset_record(0, 0, 0))
+    assert run_all(executor, batch, 3)[0] == [0, first, first + second]
     executor.add_range(memory.ctypes.data, 64)
     executor.clear_ranges()
     assert run_all(executor, memset_record(memory.ctypes.data, 8, 1), 1)[0] == [0]

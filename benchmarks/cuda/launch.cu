@@ -1,6 +1,6 @@
 // Asynchronous launch throughput from one host thread.
 //
-//   launch LAUNCHES REPEATS [empty|params|checked|memset|upload|step]
+//   launch LAUNCHES REPEATS [empty|params|checked|memset|upload|step|events]
 //
 // Each repeat launches a kernel LAUNCHES times, then synchronises.  Prints
 // one RESULT line (JSON) with, per repeat, the seconds the launch loop took
@@ -14,6 +14,9 @@
 // calls in all.  `pinned` is `params` while 64 page-locked allocations
 // (cudaMallocHost) exist, none passed to the kernel: C then looks at each
 // launch's parameters for their addresses (client/memory/pinned.py).
+// `events` hands work from one stream to another, a multi-stream program's
+// pattern: a launch in stream a, cudaEventRecord in a, cudaStreamWaitEvent
+// in b, a launch in b (LAUNCHES calls in all).
 #include <cstring>
 #include "bench_common.h"
 
@@ -34,6 +37,12 @@ int main(int argc, char **argv) {
     bool pinned = strcmp(kind, "pinned") == 0;
     bool with_params = strcmp(kind, "params") == 0 || pinned, checked = strcmp(kind, "checked") == 0;
     bool memsets = strcmp(kind, "memset") == 0, uploads = strcmp(kind, "upload") == 0, steps = strcmp(kind, "step") == 0;
+    bool events = strcmp(kind, "events") == 0;
+    cudaStream_t a, b;
+    cudaEvent_t handed;
+    CHECK(cudaStreamCreateWithFlags(&a, cudaStreamNonBlocking));
+    CHECK(cudaStreamCreateWithFlags(&b, cudaStreamNonBlocking));
+    CHECK(cudaEventCreateWithFlags(&handed, cudaEventDisableTiming));
     float *buffer = nullptr;
     CHECK(cudaMalloc(&buffer, 2 * 256 * sizeof(float)));
     const size_t bytes = 4096;
@@ -43,6 +52,8 @@ int main(int argc, char **argv) {
     for (int i = 0; pinned && i < 64; i++) CHECK(cudaMallocHost(&page_locked[i], 4096));
     // Warm-up: the first launch of a kernel registers it (a round trip in rcuda).
     empty_kernel<<<1, 1>>>();
+    empty_kernel<<<1, 1, 0, a>>>();
+    empty_kernel<<<1, 1, 0, b>>>();
     params_kernel<<<1, 1>>>(buffer, buffer + 256, 2.0f, 256);
     CHECK(cudaDeviceSynchronize());
     printf("RESULT {\"kernel\": \"%s\", \"launches\": %ld, \"loop_s\": [", kind, launches);
@@ -65,6 +76,13 @@ int main(int argc, char **argv) {
                 CHECK(cudaMemcpyAsync(target, source, bytes, cudaMemcpyHostToDevice, 0));
                 empty_kernel<<<1, 32>>>();
             }
+        else if (events)
+            for (long i = 0; i < launches; i += 4) {
+                empty_kernel<<<1, 32, 0, a>>>();
+                CHECK(cudaEventRecord(handed, a));
+                CHECK(cudaStreamWaitEvent(b, handed, 0));
+                empty_kernel<<<1, 32, 0, b>>>();
+            }
         else
             for (long i = 0; i < launches; i++) empty_kernel<<<1, 32>>>();
         long long looped = now_ns();
@@ -77,6 +95,9 @@ int main(int argc, char **argv) {
     for (int i = 0; pinned && i < 64; i++) CHECK(cudaFreeHost(page_locked[i]));
     CHECK(cudaFree(buffer));
     CHECK(cudaFree(target));
+    CHECK(cudaEventDestroy(handed));
+    CHECK(cudaStreamDestroy(a));
+    CHECK(cudaStreamDestroy(b));
     free(source);
     return 0;
 }

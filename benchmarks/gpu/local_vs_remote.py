@@ -126,9 +126,10 @@ def launch(out: Path, sim: bool, launches: int = 20000, repeats: int = 5) -> dic
     report = {"what": "launch-bound loop (benchmarks/cuda/launch.cu): N tiny launches then cudaDeviceSynchronize, "
                       "best of the repeats", "machine": common.describe_machine(), "launches": launches,
               "repeats": repeats, "kernels": {}}
-    # The goal is about launches; the loops of memsets, uploads and steps of
-    # all three (recorded in C too) are measured beside them.
-    for kernel in ("empty", "params", "memset", "upload", "step"):
+    # The goal is about launches; the loops of memsets, uploads, steps of
+    # all three and hand-overs between streams by events (recorded in C too)
+    # are measured beside them.
+    for kernel in ("empty", "params", "memset", "upload", "step", "events"):
         entry = {}
         if not sim:
             entry["local"] = _launch_times(common.run_program([binary, launches, repeats, kernel]), launches)

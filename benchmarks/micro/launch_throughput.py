@@ -14,7 +14,9 @@ The other calls a launch loop makes, as the same program's loop of LAUNCHES
 calls: `rcuda_memset` (cudaMemsetAsync of 4 KiB), `rcuda_upload`
 (cudaMemcpyAsync of 4 KiB from pageable memory) and `rcuda_step` (a memset,
 an upload and a launch in turn), recorded in C with the launches
-(native/async_fast_path.c).
+(native/async_fast_path.c); `rcuda_events` hands work between two streams (a
+launch, cudaEventRecord, cudaStreamWaitEvent, a launch in the other stream),
+the event calls recorded in C too.
 
 In the same run, for scale:
 
@@ -36,7 +38,7 @@ NAME = "launch"
 TITLE = "Asynchronous tiny-launch throughput"
 
 GOAL_PER_S = 150_000
-ASYNC_CALLS = ("memset", "upload", "step")  # launch.cu's loops of other asynchronous calls
+ASYNC_CALLS = ("memset", "upload", "step", "events")  # launch.cu's loops of other asynchronous calls
 
 
 def parameters(quick: bool) -> dict:
@@ -96,6 +98,7 @@ LABELS = {
     "rcuda_memset": "CUDA program via rcuda, cudaMemsetAsync 4 KiB",
     "rcuda_upload": "CUDA program via rcuda, cudaMemcpyAsync 4 KiB upload",
     "rcuda_step": "CUDA program via rcuda, memset + upload + launch",
+    "rcuda_events": "CUDA program via rcuda, launch + cudaEventRecord + cudaStreamWaitEvent + launch, two streams",
     "pyzmq_send": "bare pyzmq send of the same messages",
 }
 

@@ -128,6 +128,9 @@ class MemoryPools:
         self._current: dict[object, MemoryPool] = {}
         self._owner: dict[int, MemoryPool] = {}   # base of a handed-out block -> its pool
         self._frees = 0                           # stream-ordered frees so far
+        #: C's fast path (client/transport/fast_path.py): it records events
+        #: only while there are no frees for them to follow.
+        self.fast = None
         self._pending: set = set()                # devices whose synchronisations pools wait for
 
     # ---------------------------------------------------------- pools
@@ -282,6 +285,8 @@ class MemoryPools:
                 pool.reserved -= block.size
             else:
                 self._frees += 1
+                if self._frees == 1 and self.fast is not None:
+                    self.fast.events_welcome(False)  # each record must now note its place among the frees
                 block.freed_in, block.freed_at = stream, self._frees
                 pool.idle.append(block)
                 # Work for a synchronisation: cheaper than _tell_devices, on the hot path.

@@ -67,6 +67,9 @@ class NullFastPath:
     def per_thread_stream(self, stream) -> None: ...
     def graph_ready(self, graph_exec) -> None: ...
     def graph_gone(self, graph_exec) -> None: ...
+    def event_created(self, event) -> None: ...
+    def event_destroyed(self, event) -> None: ...
+    def events_welcome(self, welcome: bool) -> None: ...
     def device_clean(self, device, clean: bool) -> None: ...
 
     def batch_source(self, ordinal: int):
@@ -197,6 +200,19 @@ class FastPath(NullFastPath):
     def graph_gone(self, graph_exec) -> None:
         """Its work changed, or it was destroyed: its launches are Python's."""
         self._lib.rcuda_fast_graph(graph_exec.handle, graph_exec.device.ordinal, graph_exec.id, 0)
+
+    def event_created(self, event) -> None:
+        """C records the event's records and the waits for it
+        (native/async_fast_path.c), in a stream of its device."""
+        self._lib.rcuda_fast_event(event.handle, event.device.ordinal, event.id, 1)
+
+    def event_destroyed(self, event) -> None:
+        self._lib.rcuda_fast_event(event.handle, event.device.ordinal, event.id, 0)
+
+    def events_welcome(self, welcome: bool) -> None:
+        """Whether any event's records and waits may be made in C: not once
+        memory pools follow events (client/memory/pools.py)."""
+        self._lib.rcuda_fast_events(int(welcome))
 
     def device_clean(self, device, clean: bool) -> None:
         """Whether C may make the device's synchronous calls: no asynchronous

@@ -684,11 +684,15 @@ static CUresult rcuda_after_exit_cuGetErrorName(CUresult error, const char ** pS
 static CUresult rcuda_after_exit_cuGetErrorString(CUresult error, const char ** pStr);  /* native/after_exit.c */
 
 static int rcuda_c_cuCtxSynchronize(CUresult *status);  /* native/sync_fast_path.c */
+static int rcuda_c_cuEventRecord(CUevent hEvent, CUstream hStream, CUresult *status);  /* native/async_fast_path.c */
+static int rcuda_c_cuEventRecord_ptsz(CUevent hEvent, CUstream hStream, CUresult *status);  /* native/async_fast_path.c */
 static int rcuda_c_cuGraphLaunch(CUgraphExec hGraph, CUstream hStream, CUresult *status);  /* native/async_fast_path.c */
 static int rcuda_c_cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream, CUresult *status);  /* native/async_fast_path.c */
 static int rcuda_c_cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream, void ** kernelParams, void ** extra, CUresult *status);  /* native/launch_fast_path.c */
 static int rcuda_c_cuLaunchKernel_ptsz(CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream, void ** kernelParams, void ** extra, CUresult *status);  /* native/launch_fast_path.c */
 static int rcuda_c_cuMemGetInfo_v2(size_t * free, size_t * total, CUresult *status);  /* native/sync_fast_path.c */
+static int rcuda_c_cuStreamWaitEvent(CUstream hStream, CUevent hEvent, unsigned int Flags, CUresult *status);  /* native/async_fast_path.c */
+static int rcuda_c_cuStreamWaitEvent_ptsz(CUstream hStream, CUevent hEvent, unsigned int Flags, CUresult *status);  /* native/async_fast_path.c */
 
 RCUDA_EXPORT CUresult cuArray3DCreate(CUarray * pHandle, const CUDA_ARRAY3D_DESCRIPTOR_v1 * pAllocateArray)
 {
@@ -1516,6 +1520,9 @@ RCUDA_EXPORT CUresult cuEventRecord(CUevent hEvent, CUstream hStream)
 {
     if (!rcuda_enter())
         return CUDA_ERROR_DEINITIALIZED;
+    CUresult status;
+    if (rcuda_c_cuEventRecord(hEvent, hStream, &status))
+        return status;
     return rcuda_py_cuEventRecord(hEvent, hStream);
 }
 
@@ -1537,6 +1544,9 @@ RCUDA_EXPORT CUresult cuEventRecord_ptsz(CUevent hEvent, CUstream hStream)
 {
     if (!rcuda_enter())
         return CUDA_ERROR_DEINITIALIZED;
+    CUresult status;
+    if (rcuda_c_cuEventRecord_ptsz(hEvent, hStream, &status))
+        return status;
     return rcuda_py_cuEventRecord_ptsz(hEvent, hStream);
 }
 
@@ -4912,6 +4922,9 @@ RCUDA_EXPORT CUresult cuStreamWaitEvent(CUstream hStream, CUevent hEvent, unsign
 {
     if (!rcuda_enter())
         return CUDA_ERROR_DEINITIALIZED;
+    CUresult status;
+    if (rcuda_c_cuStreamWaitEvent(hStream, hEvent, Flags, &status))
+        return status;
     return rcuda_py_cuStreamWaitEvent(hStream, hEvent, Flags);
 }
 
@@ -4919,6 +4932,9 @@ RCUDA_EXPORT CUresult cuStreamWaitEvent_ptsz(CUstream hStream, CUevent hEvent, u
 {
     if (!rcuda_enter())
         return CUDA_ERROR_DEINITIALIZED;
+    CUresult status;
+    if (rcuda_c_cuStreamWaitEvent_ptsz(hStream, hEvent, Flags, &status))
+        return status;
     return rcuda_py_cuStreamWaitEvent_ptsz(hStream, hEvent, Flags);
 }
 

@@ -426,6 +426,8 @@ static cudaError_t rcuda_after_exit_cudaStreamIsCapturing(cudaStream_t stream, e
 static cudaError_t rcuda_after_exit_cudaStreamIsCapturing_ptsz(cudaStream_t stream, enum cudaStreamCaptureStatus * pCaptureStatus);  /* native/after_exit.c */
 
 static int rcuda_c_cudaDeviceSynchronize(cudaError_t *status);  /* native/sync_fast_path.c */
+static int rcuda_c_cudaEventRecord(cudaEvent_t event, cudaStream_t stream, cudaError_t *status);  /* native/async_fast_path.c */
+static int rcuda_c_cudaEventRecord_ptsz(cudaEvent_t event, cudaStream_t stream, cudaError_t *status);  /* native/async_fast_path.c */
 static int rcuda_c_cudaGraphLaunch(cudaGraphExec_t graphExec, cudaStream_t stream, cudaError_t *status);  /* native/async_fast_path.c */
 static int rcuda_c_cudaGraphLaunch_ptsz(cudaGraphExec_t graphExec, cudaStream_t stream, cudaError_t *status);  /* native/async_fast_path.c */
 static int rcuda_c_cudaMemGetInfo(size_t * free, size_t * total, cudaError_t *status);  /* native/sync_fast_path.c */
@@ -439,6 +441,8 @@ static int rcuda_c_cudaMemsetAsync_ptsz(void * devPtr, int value, size_t count, 
 static int rcuda_c_cudaMemset_ptds(void * devPtr, int value, size_t count, cudaError_t *status);  /* native/async_fast_path.c */
 static int rcuda_c_cudaStreamSynchronize(cudaStream_t stream, cudaError_t *status);  /* native/sync_fast_path.c */
 static int rcuda_c_cudaStreamSynchronize_ptsz(cudaStream_t stream, cudaError_t *status);  /* native/sync_fast_path.c */
+static int rcuda_c_cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int flags, cudaError_t *status);  /* native/async_fast_path.c */
+static int rcuda_c_cudaStreamWaitEvent_ptsz(cudaStream_t stream, cudaEvent_t event, unsigned int flags, cudaError_t *status);  /* native/async_fast_path.c */
 
 RCUDA_EXPORT cudaError_t __cudaGetProcAddress(void)
 {
@@ -874,6 +878,9 @@ RCUDA_EXPORT cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream)
 {
     if (!rcuda_enter())
         return cudaSuccess;
+    cudaError_t status;
+    if (rcuda_c_cudaEventRecord(event, stream, &status))
+        return status;
     return rcuda_py_cudaEventRecord(event, stream);
 }
 
@@ -895,6 +902,9 @@ RCUDA_EXPORT cudaError_t cudaEventRecord_ptsz(cudaEvent_t event, cudaStream_t st
 {
     if (!rcuda_enter())
         return cudaSuccess;
+    cudaError_t status;
+    if (rcuda_c_cudaEventRecord_ptsz(event, stream, &status))
+        return status;
     return rcuda_py_cudaEventRecord_ptsz(event, stream);
 }
 
@@ -3244,6 +3254,9 @@ RCUDA_EXPORT cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t ev
 {
     if (!rcuda_enter())
         return cudaSuccess;
+    cudaError_t status;
+    if (rcuda_c_cudaStreamWaitEvent(stream, event, flags, &status))
+        return status;
     return rcuda_py_cudaStreamWaitEvent(stream, event, flags);
 }
 
@@ -3251,6 +3264,9 @@ RCUDA_EXPORT cudaError_t cudaStreamWaitEvent_ptsz(cudaStream_t stream, cudaEvent
 {
     if (!rcuda_enter())
         return cudaSuccess;
+    cudaError_t status;
+    if (rcuda_c_cudaStreamWaitEvent_ptsz(stream, event, flags, &status))
+        return status;
     return rcuda_py_cudaStreamWaitEvent_ptsz(stream, event, flags);
 }
 

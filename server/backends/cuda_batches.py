@@ -3,6 +3,7 @@
 
 The cupy backend teaches the executor what it may run: the session's
 kernels (id, CUfunction, parameter buffer size), streams (id, CUstream),
+events (id, CUevent),
 allocations (TaughtAllocationTable) and the device's launch limits.  The
 session's thread then hands it each batch; a record C will not run comes
 back to Python at its offset (server/device_service.py runs it, or refuses
@@ -39,6 +40,8 @@ void rcuda_executor_set_limits(rcuda_executor *ex, const uint32_t *max_threads_d
 int rcuda_executor_set_function(rcuda_executor *ex, uint32_t id, void *function, uint32_t buffer_size);
 int rcuda_executor_set_stream(rcuda_executor *ex, uint64_t id, void *stream);
 void rcuda_executor_forget_stream(rcuda_executor *ex, uint64_t id);
+int rcuda_executor_set_event(rcuda_executor *ex, uint64_t id, void *event);
+void rcuda_executor_forget_event(rcuda_executor *ex, uint64_t id);
 int rcuda_executor_add_range(rcuda_executor *ex, uint64_t start, uint64_t size);
 void rcuda_executor_remove_range(rcuda_executor *ex, uint64_t start);
 void rcuda_executor_clear_ranges(rcuda_executor *ex);
@@ -91,6 +94,13 @@ class BatchExecutor:
 
     def forget_stream(self, stream: int) -> None:
         self._lib.rcuda_executor_forget_stream(self._executor, stream)
+
+    def set_event(self, event: int, handle: int) -> None:
+        self._checked(self._lib.rcuda_executor_set_event(self._executor, event, self._ffi.cast("void *", handle)),
+                      "events")
+
+    def forget_event(self, event: int) -> None:
+        self._lib.rcuda_executor_forget_event(self._executor, event)
 
     def add_range(self, start: int, size: int) -> None:
         self._checked(self._lib.rcuda_executor_add_range(self._executor, start, size), "allocations")

@@ -924,8 +924,12 @@ class CupyDevice(Device):
     def event_create(self, event: int, flags: int) -> None:
         with self._cuda("cudaEventCreate"):
             self._events[event] = self._runtime.eventCreateWithFlags(flags)
+        if self.batch_executor is not None:
+            self.batch_executor.set_event(event, self._events[event])
 
     def event_destroy(self, event: int) -> None:
+        if self.batch_executor is not None:
+            self.batch_executor.forget_event(event)
         exported = self._event_exports.pop(event, None)
         if exported is not None:
             os.close(exported)
@@ -957,6 +961,8 @@ class CupyDevice(Device):
         handle = os.pread(fd, 64, 0)
         with self._cuda("cudaIpcOpenEventHandle", cudaError.cudaErrorInvalidResourceHandle):
             self._events[event] = self._runtime.ipcOpenEventHandle(handle)
+        if self.batch_executor is not None:
+            self.batch_executor.set_event(event, self._events[event])
 
     def event_record(self, event: int, stream: int) -> None:
         with self._cuda("cudaEventRecord"):
