@@ -965,42 +965,57 @@ class DeviceService:
         it leaves to Python, and any it would refuse) run here."""
         data = _joined(payload)  # a ZeroMQ link sends a batch beyond protocol.CHUNK_SIZE in chunks
         executor = self.device.batch_executor
-        offset, left, first_error = 0, _non_negative(header, "count"), None
-        while left:
-            error = None
-            if executor is not None:
+        count = _non_negative(header, "count")
+        if executor is None:
+            offset, first_error = self._run_records(data, 0, count)
+        else:
+            offset, left, first_error = 0, count, None
+            while left:
                 offset, left, error = executor.run(data, offset, left, self._record_work)
                 self.usage.bytes_to_device += executor.uploaded
-            if error is None and left:
-                record, params, next_offset = _record_at(data, offset)
-                offset, left = next_offset, left - 1
-                try:
-                    self._run_record(record, params)
-                except CudaError as exc:
-                    error = exc
-            if error is not None:
-                if is_sticky(error.status):
-                    raise error
-                first_error = first_error or error
+                if error is None and left:  # the record at `offset` is Python's
+                    offset, error = self._run_records(data, offset, 1)
+                    left -= 1
+                if error is not None:
+                    if is_sticky(error.status):
+                        raise error
+                    first_error = first_error or error
         if offset != len(data):
             raise ProtocolError(f"launches: {len(data) - offset} bytes after the last record")
-        self.usage.calls += header["count"] - 1  # each launch is a call (the message counted one)
+        self.usage.calls += count - 1  # each launch is a call (the message counted one)
         if first_error is not None:
             raise first_error
 
-    def _run_record(self, record: tuple, params: bytes) -> None:
-        fn, shmem, gx, gy, gz, bx, by, bz, stream, _ = record
-        if fn >= wire.RECORD_FIRST_OP:
-            self._recorded_op(fn, params, stream)
-            return
-        entry = self._functions.get(fn)
-        if entry is None:
-            raise CudaError(cudaError.cudaErrorInvalidResourceHandle, f"launches: unknown function id {fn}")
-        handle, layout = entry
-        if len(params) != layout.buffer_size or stream not in self._streams:
-            raise ProtocolError(f"launches: record of function {fn} has {len(params)} parameter bytes "
-                                f"(needs {layout.buffer_size}) or an unknown stream {stream}")
-        self.device.launch(handle, (gx, gy, gz), (bx, by, bz), params, shmem, stream)
+    def _run_records(self, data, offset: int, count: int) -> tuple[int, CudaError | None]:
+        """Run `count` records from `offset` through the device: where the
+        next record starts, and the first failure (a sticky one is raised)."""
+        record, first_error = wire.LAUNCH_RECORD, None
+        for _ in range(count):
+            if offset + record.size > len(data):
+                raise ProtocolError(f"launches: truncated record at byte {offset}")
+            fn, shmem, gx, gy, gz, bx, by, bz, stream, nbytes = record.unpack_from(data, offset)
+            if offset + record.size + nbytes > len(data):
+                raise ProtocolError(f"launches: the record at byte {offset} claims {nbytes} bytes of parameters, "
+                                    f"{len(data) - offset - record.size} follow")
+            params = bytes(data[offset + record.size:offset + record.size + nbytes])
+            offset += (record.size + nbytes + 7) & ~7
+            try:
+                if fn >= wire.RECORD_FIRST_OP:
+                    self._recorded_op(fn, params, stream)
+                    continue
+                entry = self._functions.get(fn)
+                if entry is None:
+                    raise CudaError(cudaError.cudaErrorInvalidResourceHandle, f"launches: unknown function id {fn}")
+                handle, layout = entry
+                if len(params) != layout.buffer_size or stream not in self._streams:
+                    raise ProtocolError(f"launches: record of function {fn} has {len(params)} parameter bytes "
+                                        f"(needs {layout.buffer_size}) or an unknown stream {stream}")
+                self.device.launch(handle, (gx, gy, gz), (bx, by, bz), params, shmem, stream)
+            except CudaError as exc:
+                if is_sticky(exc.status):
+                    raise
+                first_error = first_error or exc
+        return offset, first_error
 
     def _record_work(self, fn: int) -> str:
         """What a batch record whose fn is `fn` does, for an error message."""
@@ -1302,21 +1317,6 @@ class _Payload:
 
 def _payload_size(payload) -> int:
     return sum(len(f) for f in payload)
-
-
-def _record_at(data, offset: int) -> tuple[tuple, bytes, int]:
-    """The batch record at `offset` (wire.LAUNCH_RECORD), its parameters or
-    fields, and where the next record starts."""
-    record = wire.LAUNCH_RECORD
-    if offset + record.size > len(data):
-        raise ProtocolError(f"launches: truncated record at byte {offset}")
-    fields = record.unpack_from(data, offset)
-    nbytes = fields[-1]
-    if offset + record.size + nbytes > len(data):
-        raise ProtocolError(f"launches: the record at byte {offset} claims {nbytes} bytes of parameters, "
-                            f"{len(data) - offset - record.size} follow")
-    params = bytes(data[offset + record.size:offset + record.size + nbytes])
-    return fields, params, offset + ((record.size + nbytes + 7) & ~7)
 
 
 def _joined(payload) -> memoryview:
