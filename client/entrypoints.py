@@ -16,9 +16,11 @@ failures are only returned.
 from __future__ import annotations
 
 import atexit
+import collections
 import logging
 import os
 import sys
+import threading
 import time
 
 from rcuda import protocol
@@ -141,10 +143,37 @@ def fallback_value(result: str):
     return b"\0" if result == "char" else 0
 
 
+class _RepeatedErrors:
+    """A lost server fails every later call the same way: a program that
+    ignores its errors and goes on calling would print a line per call.
+    Each error text is logged SHOWN times, then once more saying so; its
+    repeats go to the debug level (RCUDA_LOG=debug)."""
+
+    SHOWN = 5
+
+    def __init__(self):
+        self._seen: collections.Counter = collections.Counter()
+        self._lock = threading.Lock()
+
+    def error(self, name: str, exc: BaseException) -> None:
+        with self._lock:
+            self._seen[str(exc)] += 1
+            seen = self._seen[str(exc)]
+        if seen <= self.SHOWN:
+            log.error("%s", _naming(name, exc))
+        elif seen == self.SHOWN + 1:
+            log.error("%s (again: from now on this error is logged at debug level only)", _naming(name, exc))
+        else:
+            log.debug("%s", _naming(name, exc))
+
+
+_repeated = _RepeatedErrors()
+
+
 def failed(name: str, exc: BaseException) -> int:
     status = to_cuda_status(exc)
     if isinstance(exc, TransportError):
-        log.error("%s", _naming(name, exc))
+        _repeated.error(name, exc)
     elif isinstance(exc, LibraryError):  # a bad argument the program can check for itself
         log.log(logging.WARNING if "NOT_SUPPORTED" in exc.library_status else logging.DEBUG, "%s",
                 _naming(name, exc))

@@ -74,6 +74,18 @@ def test_unreachable_server_fails_within_timeout_naming_it(compile_cuda):
     assert elapsed < 15, f"took {elapsed:.1f}s with RCUDA_TIMEOUT=2"
 
 
+def test_a_lost_server_is_reported_without_flooding_the_terminal(compile_cuda):
+    """A program that ignores errors and keeps calling: every call fails,
+    naming the server, but only the first few say so on stderr, then how
+    many were held back."""
+    address = f"127.0.0.1:{free_port()}"
+    result = run_program(compile_cuda("errors.cu"), address, "count", "500", env_extra={"RCUDA_TIMEOUT": "2"})
+    assert result.returncode == 0, result.stderr
+    assert "after 500 more calls: 46 cudaErrorDevicesUnavailable" in result.stdout
+    naming = [line for line in result.stderr.splitlines() if address in line]
+    assert 1 <= len(naming) <= 10, result.stderr[-3000:]
+
+
 def test_no_servers_configured_means_no_device(compile_cuda):
     result = run_program(compile_cuda("errors.cu"), [], "count", via="preload")
     assert shows(result, "cudaGetDeviceCount(&n)", 100, "cudaErrorNoDevice")

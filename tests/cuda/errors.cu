@@ -2,6 +2,7 @@
 // test can compare with what a GPU does.
 #include <cassert>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <cuda_runtime.h>
 
@@ -25,6 +26,11 @@ int main(int argc, char **argv) {
         SHOW(cudaGetLastError());
         float *p = nullptr;
         SHOW(cudaMalloc(&p, 16));
+        if (argc > 2) {  // a program that ignores errors and goes on calling
+            cudaError_t last = cudaSuccess;
+            for (int i = 0; i < atoi(argv[2]); i++) last = cudaMalloc(&p, 16);
+            printf("after %s more calls: %d %s\n", argv[2], (int)last, cudaGetErrorName(last));
+        }
         return 0;
     }
     float *d = nullptr;
