@@ -181,6 +181,9 @@ struct rcuda_executor {
     struct ranges ranges;
     uint32_t max_threads_dim[3], max_grid_size[3];
     struct launch_device_limits limits;
+    /* A launch's parameters, copied here from the batch: a record's start in
+     * the batch is aligned to 8 bytes only, its parameters to 4. */
+    _Alignas(16) uint8_t params[32768];
 };
 
 typedef struct rcuda_executor rcuda_executor;
@@ -418,7 +421,10 @@ static CUresult run_record(rcuda_executor *ex, const struct launch_record *recor
     if (launch_device_rule_broken(grid, block, record->shared_mem, &ex->limits))
         return FOR_PYTHON;
     size_t size = record->param_bytes;
-    void *extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, (void *)fields, CU_LAUNCH_PARAM_BUFFER_SIZE, &size,
+    if (size > sizeof ex->params)
+        return FOR_PYTHON;
+    memcpy(ex->params, fields, size);
+    void *extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, ex->params, CU_LAUNCH_PARAM_BUFFER_SIZE, &size,
                      CU_LAUNCH_PARAM_END};
     return ex->cu.launch_kernel(function->handle, grid.x, grid.y, grid.z, block.x, block.y, block.z,
                                 record->shared_mem, stream->handle, NULL, size ? extra : NULL);
