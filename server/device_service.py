@@ -1256,13 +1256,21 @@ def land_on_device(frame: UnreadFrame, device, dst: int, stream: int, piece: int
     if target is not None:
         frame.read_into(target)
         return
-    staging = memoryview(bytearray(min(len(frame), piece)))
+    staging = reusable = None
     offset = 0
     while frame.left:
-        chunk = staging[:min(frame.left, len(staging))]
+        size = min(frame.left, piece)
+        # A GPU's page-locked buffer, a fresh one for each piece (the copy
+        # engine may still be reading the last): the network's bytes land
+        # where the copy engine reads them, while it copies the last piece.
+        staging = device.upload_buffer(size)
+        if staging is None:
+            reusable = reusable if reusable is not None else memoryview(bytearray(size))
+            staging = reusable
+        chunk = staging[:size]
         frame.read_into(chunk)
         device.memcpy_htod(dst + offset, chunk, stream)
-        offset += len(chunk)
+        offset += size
 
 
 def land_box(frame: UnreadFrame, device, dst, extent, stream: int, staging: bytearray) -> bytearray:

@@ -178,3 +178,43 @@ def test_each_half_of_a_copy_in_a_stream_runs_in_it_on_its_gpu():
     third.request = lambda op, **fields: waited.append((op, fields))
     assert PeerCopies._streams(stream(third, 7), src, dst, "cudaMemcpyPeerAsync") == (0, 0)
     assert waited == [("stream_sync", {"stream": 7})]  # a third GPU's stream: waited for here
+
+
+# ---------------------------------------------------------------- uploads from the network
+
+
+def test_a_large_upload_lands_in_page_locked_staging_the_copy_reads(pool, monkeypatch):
+    """An htod payload still in the lane is read, a piece at a time, straight
+    into pinned buffers of the backend's, which the copies read: each
+    piece's bytes are copied once on the host (by the socket), not twice."""
+    from rcuda.server.device_service import land_on_device
+    gpu, device = open_gpu(pool)
+    size = (10 << 20) + 12345
+    data = np.random.default_rng(5).integers(0, 256, size, dtype=np.uint8).tobytes()
+    dst = device.malloc(size)
+    reads, copies = [], []
+
+    class Frame:  # an UnreadFrame: the lane's bytes, read where the caller says
+        left = size
+
+        def __len__(self):
+            return size
+
+        def read_into(self, target):
+            view = np.frombuffer(target, np.uint8)
+            start = size - self.left
+            view[:] = np.frombuffer(data, np.uint8, view.size, start)
+            reads.append(view.ctypes.data)
+            self.left -= view.size
+
+    real_copy = gpu.memcpyAsync
+
+    def copy(dst_, src, count, kind, stream):
+        copies.append(src)
+        return real_copy(dst_, src, count, kind, stream)
+
+    monkeypatch.setattr(gpu, "memcpyAsync", copy)
+    land_on_device(Frame(), device, dst, 0, piece=4 << 20)
+    finish(device.synchronize())
+    assert gpu.read(dst, size) == data
+    assert len(reads) == 3 and copies == reads and all(pool.holds(address, 1) for address in reads)

@@ -162,6 +162,14 @@ class Device(abc.ABC):
         modelled time (without it, the copy has no place in any stream)."""
         return None
 
+    def upload_buffer(self, size: int) -> memoryview | None:
+        """Where `size` bytes of an upload still arriving from the network
+        may be read to, so that memcpy_htod of them (next, with the buffer
+        itself or a prefix of it) copies them no more: the cupy backend's
+        page-locked staging, which the copy engine reads.  None: any buffer
+        will do."""
+        return None
+
     # Mapped host memory (the device copies of the program's mapped ranges,
     # client/memory/mapped.py): written and read at once, in no stream, as
     # a kernel on any stream would find host memory.  The range is checked

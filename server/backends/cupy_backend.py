@@ -247,6 +247,7 @@ class CupyDevice(Device):
         self._surfaces: set[int] = set()        # CUsurfObject handles
         self._spare_events: list[int] = []      # for Completions, recorded again and again
         self._staged: collections.deque = collections.deque()  # (Completion, pinned buffer) of uploads
+        self._landing: np.ndarray | None = None  # the pinned buffer upload_buffer handed out last
         self._wake_fd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
         self._watchers: set[threading.Thread] = set()  # EventCompletion waiter threads
         self._properties = self._read_properties(memory_limit)
@@ -449,13 +450,23 @@ class CupyDevice(Device):
             return
         self._reap_staged()
         # Large: through pinned memory of our own, since from pageable memory
-        # the driver may wait for the stream (and this thread with it).
-        staging = self._staging(source.size)
-        staging[:] = source
+        # the driver may wait for the stream (and this thread with it); the
+        # bytes are there already when the network put them in it.
+        staging, self._landing = self._landing, None
+        if staging is None or staging.ctypes.data != source.ctypes.data or staging.size < source.size:
+            staging = self._staging(source.size)
+            staging[:] = source
         with self._cuda("cudaMemcpy host to device"):
             self._runtime.memcpyAsync(dst, staging.ctypes.data, source.size, self._runtime.memcpyHostToDevice,
                                       self._streams[stream])
         self._staged.append((self._completion([self._streams[stream]]), staging))
+
+    def upload_buffer(self, size: int) -> memoryview | None:
+        if size < STAGE_UPLOADS_FROM:
+            return None  # memcpy_htod lets the driver stage it
+        self._reap_staged()
+        self._landing = self._staging(size)
+        return memoryview(self._landing)
 
     def memcpy_dtoh(self, src: int, size: int, stream: int = 0) -> tuple[memoryview, Completion]:
         if not size:
