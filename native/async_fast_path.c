@@ -130,14 +130,6 @@ static int memset_device(void *ptr, size_t count)
     return device_holding((uintptr_t)ptr, count);
 }
 
-struct memset_fields {
-    uint64_t ptr, size;
-    uint32_t value;
-} __attribute__((packed));
-_Static_assert(sizeof(struct memset_fields) == WIRE_MEMSET_FIELDS_SIZE, "rcuda/wire.py MEMSET_FIELDS");
-_Static_assert(sizeof(uint64_t) == WIRE_HTOD_FIELDS_SIZE && 3 * sizeof(uint64_t) == WIRE_DTOD_FIELDS_SIZE,
-               "rcuda/wire.py HTOD_FIELDS, DTOD_FIELDS");
-
 static int memset_async_in_c(void *ptr, int value, size_t count, void *stream, int per_thread)
 {
     int device = memset_device(ptr, count);
@@ -158,8 +150,8 @@ static int memset_in_c(void *ptr, int value, size_t count)
 /* A copy within one device, in its stream `stream_id`. */
 static int record_dtod(int device, uint64_t stream_id, void *dst, const void *src, size_t count)
 {
-    uint64_t head[3] = {(uintptr_t)dst, (uintptr_t)src, count};
-    return record_op_in(device, stream_id, RECORD_DTOD, head, sizeof head, NULL, 0);
+    struct dtod_fields head = {(uintptr_t)dst, (uintptr_t)src, count};
+    return record_op_in(device, stream_id, RECORD_DTOD, &head, sizeof head, NULL, 0);
 }
 
 /* sync_fast_path.c: a synchronous download on the device's link, in `stream`. */
@@ -199,10 +191,6 @@ static int memcpy_async_in_c(const char *name, void *dst, const void *src, size_
  * like a launch; the server runs all of the graph's work there
  * (server/graphs.py).  Any other graph (host nodes, copies of host memory,
  * work not yet on the server), or a stream C does not know: Python's. */
-struct graph_fields {
-    uint64_t graph;
-} __attribute__((packed));
-_Static_assert(sizeof(struct graph_fields) == WIRE_GRAPH_FIELDS_SIZE, "rcuda/wire.py GRAPH_FIELDS");
 
 static int graph_launch_in_c(cudaGraphExec_t exec, void *stream, int per_thread)
 {
@@ -222,20 +210,16 @@ static int graph_launch_in_c(cudaGraphExec_t exec, void *stream, int per_thread)
  * driver's twins: one record naming the event, in the program's stream, for
  * an event and a stream C knows on one device.  Across devices, or an event
  * Python has not taught C (destroyed, another process's...): Python's. */
-struct event_fields {
-    uint64_t event;
-} __attribute__((packed));
-_Static_assert(sizeof(struct event_fields) == WIRE_EVENT_FIELDS_SIZE, "rcuda/wire.py EVENT_FIELDS");
 
 static int event_op_in_c(uint32_t kind, void *event, void *stream, int per_thread)
 {
     int device, stream_device;
-    uint64_t stream_id;
-    struct event_fields head;
+    uint64_t stream_id, event_id;
     if (!__atomic_load_n(&events_welcome, __ATOMIC_ACQUIRE) ||
-        !find_handle((uintptr_t)event, HANDLE_EVENT, &device, &head.event) ||
+        !find_handle((uintptr_t)event, HANDLE_EVENT, &device, &event_id) ||
         !resolve_stream(stream, per_thread, &stream_device, &stream_id) || stream_device != device)
         return 0;
+    struct event_fields head = {event_id};
     return record_op_in(device, stream_id, kind, &head, sizeof head, NULL, 0);
 }
 

@@ -30,6 +30,7 @@
 #include <string.h>
 
 #include "wire.h" /* generated from rcuda/wire.py */
+#include "batch_records.h"
 
 typedef struct { uint32_t x, y, z; } dim3;
 #include "launch_rules.h" /* generated from rcuda/launch_rules.py: the device limits a launch must keep */
@@ -331,25 +332,6 @@ struct rcuda_executor_progress {
     int32_t status;    /* out (driver error): the CUresult */
     uint64_t uploaded; /* out: bytes the run's uploads sent to the device */
 };
-
-struct launch_record {
-    uint32_t fn, shared_mem;
-    uint32_t grid[3], block[3];
-    uint64_t stream;
-    uint32_t param_bytes;
-} __attribute__((packed));
-_Static_assert(sizeof(struct launch_record) == WIRE_LAUNCH_RECORD_SIZE, "rcuda/wire.py LAUNCH_RECORD");
-
-struct memset_fields {
-    uint64_t ptr, size;
-    uint32_t value;
-} __attribute__((packed));
-_Static_assert(sizeof(struct memset_fields) == WIRE_MEMSET_FIELDS_SIZE, "rcuda/wire.py MEMSET_FIELDS");
-
-struct dtod_fields {
-    uint64_t dst, src, size;
-} __attribute__((packed));
-_Static_assert(sizeof(struct dtod_fields) == WIRE_DTOD_FIELDS_SIZE, "rcuda/wire.py DTOD_FIELDS");
 
 #define FOR_PYTHON (-1) /* run_record: the record is Python's to run or refuse */
 

@@ -428,9 +428,10 @@ def build_server_executor(target: Path, tmp: Path) -> Path:
     gen_wire = load_script("gen_wire")
     (tmp / "wire.h").write_text(gen_wire.render())
     compiler = shlex.split(sysconfig.get_config_var("CC") or "cc")
-    subprocess.run([*compiler, "-shared", "-fPIC", "-O2", "-fvisibility=hidden", "-Wall", "-Werror", "-Wno-unused-function",
-                    f"-I{tmp}", f"-I{NATIVE / 'generated'}", "-o", str(target), str(NATIVE / "batch_executor.c"),
-                    f"-Wl,-soname,{target.name}", "-Wl,--no-undefined", "-ldl"], check=True)
+    subprocess.run([*compiler, "-shared", "-fPIC", "-O2", "-fvisibility=hidden", "-Wall", "-Werror",
+                    "-Wno-unused-function", f"-I{tmp}", f"-I{NATIVE / 'generated'}", f"-I{NATIVE}", "-o", str(target),
+                    str(NATIVE / "batch_executor.c"), f"-Wl,-soname,{target.name}", "-Wl,--no-undefined", "-ldl"],
+                   check=True)
     return target
 
 

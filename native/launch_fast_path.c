@@ -20,24 +20,15 @@
 #include <errno.h>
 #include <stdint.h>
 
-#include "launch_rules.h" /* generated from rcuda/launch_rules.py: the limits record_launch checks */
+#include "batch_records.h" /* a batch's records, as the server reads them */
+#include "launch_rules.h"  /* generated from rcuda/launch_rules.py: the limits record_launch checks */
 
 static int needs_pinned_attach(int device, const char *params, size_t size); /* allocation_table.c */
 
 #define FAST_MAX_DEVICES 64
 #define FAST_BATCH_INITIAL (64 << 10)
 
-/* One launch in a batch (rcuda/wire.py's LAUNCH_RECORD, then the
- * parameters, padded to 8 bytes); with `fn` at or above
- * WIRE_RECORD_FIRST_OP, a memory operation (async_fast_path.c). */
-struct launch_record {
-    uint32_t fn, shared_mem;
-    uint32_t grid[3], block[3];
-    uint64_t stream;
-    uint32_t param_bytes;
-} __attribute__((packed));
 #define RECORD_HEADER WIRE_LAUNCH_RECORD_SIZE
-_Static_assert(sizeof(struct launch_record) == WIRE_LAUNCH_RECORD_SIZE, "rcuda/wire.py LAUNCH_RECORD");
 
 /* ------------------------------------------------------------ kernels */
 
