@@ -289,6 +289,17 @@ def service(driver, monkeypatch):
     context.term()
 
 
+def test_a_server_told_so_runs_every_record_through_python(driver, monkeypatch):
+    """RCUDA_BATCH_EXECUTOR=python: no executor, for measuring both side by side."""
+    pool = PinnedPool()
+    monkeypatch.setitem(sys.modules, "cupy", pool.module())
+    monkeypatch.setattr(cuda_batches, "DRIVER_LIBRARY", driver.path)
+    gpu = pool.gpu()
+    assert cupy_backend.CupyDevice(gpu, gpu, 0, None, None).batch_executor is not None
+    monkeypatch.setenv(cuda_batches.SWITCH_VARIABLE, "python")
+    assert cupy_backend.CupyDevice(gpu, gpu, 0, None, None).batch_executor is None
+
+
 def test_the_server_runs_batches_in_c_and_explains_what_it_refuses(driver, service):
     handle = service._handlers
     gpu = service.gpu

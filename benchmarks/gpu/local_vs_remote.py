@@ -45,15 +45,16 @@ GOAL_LAUNCH_LOOP = 1.2
 
 
 @contextmanager
-def servers(sim: bool, count: int = SERVERS, sim_kernels: Path = model.SIM_KERNELS):
+def servers(sim: bool, count: int = SERVERS, sim_kernels: Path = model.SIM_KERNELS, server_env: dict | None = None):
     """RCUDA_SERVERS of `count` cupy servers serving GPU0 (or one sim server
-    with `count` simulated GPUs running `sim_kernels`)."""
+    with `count` simulated GPUs running `sim_kernels`); `server_env`:
+    variables added to the servers' environment."""
     with ExitStack() as stack:
         if sim:
-            server = stack.enter_context(common.sim_server(devices=count, kernels=sim_kernels))
+            server = stack.enter_context(common.sim_server(devices=count, kernels=sim_kernels, server_env=server_env))
             yield server.address, f"1 sim server with {count} simulated GPU(s) (no GPU: --sim)"
             return
-        env = dict(os.environ, CUDA_VISIBLE_DEVICES="0")
+        env = dict(os.environ, CUDA_VISIBLE_DEVICES="0", **(server_env or {}))
         addresses = []
         for _ in range(count):
             process = common.start_process([*common.RCUDA, "server", "--listen", "tcp://127.0.0.1:0", "--backend",
@@ -137,6 +138,14 @@ def launch(out: Path, sim: bool, launches: int = 20000, repeats: int = 5) -> dic
             report["remote"] = description
             entry["remote"] = _launch_times(common.run_program([binary, launches, repeats, kernel],
                                                                env=common.rcuda_environment(address)), launches)
+        if kernel in ("empty", "events") and not sim:
+            # The same servers with every batch record run through Python
+            # (server/backends/cuda_batches.py), as before the batch executor.
+            with servers(sim, 1, common.SIM_KERNELS, {"RCUDA_BATCH_EXECUTOR": "python"}) as (address, _):
+                entry["remote_python_batches"] = _launch_times(common.run_program(
+                    [binary, launches, repeats, kernel], env=common.rcuda_environment(address)), launches)
+            entry["python_batches_over_c"] = round(entry["remote_python_batches"]["total_us_per_launch"]
+                                                   / entry["remote"]["total_us_per_launch"], 3)
         if "local" in entry:
             ratio = entry["remote"]["total_us_per_launch"] / entry["local"]["total_us_per_launch"]
             entry["remote_over_local"] = round(ratio, 3)

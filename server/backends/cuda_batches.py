@@ -28,6 +28,9 @@ log = logging.getLogger(__name__)
 
 LIBRARY = LIB_DIR / "librcuda_server.so"
 DRIVER_LIBRARY = "libcuda.so.1"
+#: A server started with RCUDA_BATCH_EXECUTOR=python runs every record
+#: through Python, as before the executor: for measuring the two side by side.
+SWITCH_VARIABLE = "RCUDA_BATCH_EXECUTOR"
 _ERROR_SIZE = 256
 
 _CDEF = """

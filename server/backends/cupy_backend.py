@@ -286,7 +286,9 @@ class CupyDevice(Device):
     def _open_batch_executor(self) -> cuda_batches.BatchExecutor | None:
         """C's runner of this GPU's `launches` batches, or None (with a
         warning) where it cannot start: each record then runs through
-        Python, as on the sim."""
+        Python, as on the sim (or RCUDA_BATCH_EXECUTOR=python says so)."""
+        if os.environ.get(cuda_batches.SWITCH_VARIABLE) == "python":
+            return None
         try:
             with self._cuda("starting the batch executor"):
                 executor = cuda_batches.BatchExecutor(self.index, self._properties, cuda_batches.DRIVER_LIBRARY)
