@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 
 from rcuda.device_attributes import attribute_name
+from rcuda.driver_errors import CUresult
 from rcuda.errors import CudaError, cudaError
 
 from .. import interposer
@@ -82,6 +83,17 @@ def cuDeviceGetUuid_v2(uuid, dev):
     value = bytes(cu_device(dev).properties.get("uuid", b""))[:16].ljust(16, b"\0")
     interposer.ffi.memmove(uuid, value, 16)
     return SUCCESS
+
+
+@driver()
+def cuDeviceGetLuid(luid, deviceNodeMask, dev):
+    """A LUID matches a device with Direct3D's adapters: Windows only.  On
+    Linux a GPU's driver answers CUDA_ERROR_NOT_SUPPORTED for a valid
+    device and pointers, as here."""
+    out_pointer(luid, "luid")
+    out_pointer(deviceNodeMask, "deviceNodeMask")
+    cu_device(dev)
+    return CUresult.CUDA_ERROR_NOT_SUPPORTED  # what it is on Linux: no log line
 
 
 @driver()

@@ -957,6 +957,13 @@ static void devices(CUcontext *primary)
     DRV_EXPECT(cuDeviceGetHostAtomicCapabilities(NULL, operations, 3, 0), CUDA_ERROR_INVALID_VALUE);
     DRV_EXPECT(cuDeviceGetHostAtomicCapabilities(capabilities, NULL, 3, 0), CUDA_ERROR_INVALID_VALUE);
     DRV_EXPECT(cuDeviceGetHostAtomicCapabilities(capabilities, operations, 0, 0), CUDA_ERROR_INVALID_VALUE);
+    // A LUID is Windows's: a Linux GPU's driver says not supported, after checking its arguments.
+    char luid[8];
+    unsigned node_mask = 0;
+    DRV_EXPECT(cuDeviceGetLuid(luid, &node_mask, 0), CUDA_ERROR_NOT_SUPPORTED);
+    DRV_EXPECT(cuDeviceGetLuid(NULL, &node_mask, 0), CUDA_ERROR_INVALID_VALUE);
+    DRV_EXPECT(cuDeviceGetLuid(luid, NULL, 0), CUDA_ERROR_INVALID_VALUE);
+    DRV_EXPECT(cuDeviceGetLuid(luid, &node_mask, 9), CUDA_ERROR_INVALID_DEVICE);
     CUatomicOperation bad[] = {CU_ATOMIC_OPERATION_AND, CU_ATOMIC_OPERATION_MAX};
     capabilities[0] = 99;
     DRV_EXPECT(cuDeviceGetP2PAtomicCapabilities(capabilities, bad, 2, 0, 1), CUDA_ERROR_INVALID_VALUE);
