@@ -195,6 +195,9 @@ class StagingDevice:
     def host_view(self, ptr: int, size: int, stream: int | None = None):
         return None
 
+    def upload_buffer(self, size: int):
+        return None  # any buffer will do
+
     def memcpy_htod(self, dst: int, data, stream: int = 0) -> None:
         self.memory[dst:dst + len(data)] = data
         self.copies.append((dst, len(data), stream))
