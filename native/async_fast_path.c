@@ -303,6 +303,21 @@ static int rcuda_c_cudaEventRecord_ptsz(cudaEvent_t event, cudaStream_t stream, 
     return event_op_in_c(RECORD_EVENT, event, stream, 1);
 }
 
+/* With flags 0 (cudaEventRecordExternal only matters in a capture, Python's). */
+static int rcuda_c_cudaEventRecordWithFlags(cudaEvent_t event, cudaStream_t stream, unsigned int flags,
+                                            cudaError_t *status)
+{
+    *status = cudaSuccess;
+    return flags == 0 && event_op_in_c(RECORD_EVENT, event, stream, 0);
+}
+
+static int rcuda_c_cudaEventRecordWithFlags_ptsz(cudaEvent_t event, cudaStream_t stream, unsigned int flags,
+                                                 cudaError_t *status)
+{
+    *status = cudaSuccess;
+    return flags == 0 && event_op_in_c(RECORD_EVENT, event, stream, 1);
+}
+
 static int rcuda_c_cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int flags, cudaError_t *status)
 {
     *status = cudaSuccess;
@@ -327,6 +342,18 @@ static int rcuda_c_cuEventRecord_ptsz(CUevent event, CUstream stream, CUresult *
 {
     *status = CUDA_SUCCESS;
     return driver_context_current && event_op_in_c(RECORD_EVENT, event, stream, 1);
+}
+
+static int rcuda_c_cuEventRecordWithFlags(CUevent event, CUstream stream, unsigned int flags, CUresult *status)
+{
+    *status = CUDA_SUCCESS;
+    return driver_context_current && flags == 0 && event_op_in_c(RECORD_EVENT, event, stream, 0);
+}
+
+static int rcuda_c_cuEventRecordWithFlags_ptsz(CUevent event, CUstream stream, unsigned int flags, CUresult *status)
+{
+    *status = CUDA_SUCCESS;
+    return driver_context_current && flags == 0 && event_op_in_c(RECORD_EVENT, event, stream, 1);
 }
 
 static int rcuda_c_cuStreamWaitEvent(CUstream stream, CUevent event, unsigned int flags, CUresult *status)

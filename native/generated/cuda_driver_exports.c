@@ -685,6 +685,8 @@ static CUresult rcuda_after_exit_cuGetErrorString(CUresult error, const char ** 
 
 static int rcuda_c_cuCtxSynchronize(CUresult *status);  /* native/sync_fast_path.c */
 static int rcuda_c_cuEventRecord(CUevent hEvent, CUstream hStream, CUresult *status);  /* native/async_fast_path.c */
+static int rcuda_c_cuEventRecordWithFlags(CUevent hEvent, CUstream hStream, unsigned int flags, CUresult *status);  /* native/async_fast_path.c */
+static int rcuda_c_cuEventRecordWithFlags_ptsz(CUevent hEvent, CUstream hStream, unsigned int flags, CUresult *status);  /* native/async_fast_path.c */
 static int rcuda_c_cuEventRecord_ptsz(CUevent hEvent, CUstream hStream, CUresult *status);  /* native/async_fast_path.c */
 static int rcuda_c_cuGraphLaunch(CUgraphExec hGraph, CUstream hStream, CUresult *status);  /* native/async_fast_path.c */
 static int rcuda_c_cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream, CUresult *status);  /* native/async_fast_path.c */
@@ -1530,6 +1532,9 @@ RCUDA_EXPORT CUresult cuEventRecordWithFlags(CUevent hEvent, CUstream hStream, u
 {
     if (!rcuda_enter())
         return CUDA_ERROR_DEINITIALIZED;
+    CUresult status;
+    if (rcuda_c_cuEventRecordWithFlags(hEvent, hStream, flags, &status))
+        return status;
     return rcuda_py_cuEventRecordWithFlags(hEvent, hStream, flags);
 }
 
@@ -1537,6 +1542,9 @@ RCUDA_EXPORT CUresult cuEventRecordWithFlags_ptsz(CUevent hEvent, CUstream hStre
 {
     if (!rcuda_enter())
         return CUDA_ERROR_DEINITIALIZED;
+    CUresult status;
+    if (rcuda_c_cuEventRecordWithFlags_ptsz(hEvent, hStream, flags, &status))
+        return status;
     return rcuda_py_cuEventRecordWithFlags_ptsz(hEvent, hStream, flags);
 }
 

@@ -427,6 +427,8 @@ static cudaError_t rcuda_after_exit_cudaStreamIsCapturing_ptsz(cudaStream_t stre
 
 static int rcuda_c_cudaDeviceSynchronize(cudaError_t *status);  /* native/sync_fast_path.c */
 static int rcuda_c_cudaEventRecord(cudaEvent_t event, cudaStream_t stream, cudaError_t *status);  /* native/async_fast_path.c */
+static int rcuda_c_cudaEventRecordWithFlags(cudaEvent_t event, cudaStream_t stream, unsigned int flags, cudaError_t *status);  /* native/async_fast_path.c */
+static int rcuda_c_cudaEventRecordWithFlags_ptsz(cudaEvent_t event, cudaStream_t stream, unsigned int flags, cudaError_t *status);  /* native/async_fast_path.c */
 static int rcuda_c_cudaEventRecord_ptsz(cudaEvent_t event, cudaStream_t stream, cudaError_t *status);  /* native/async_fast_path.c */
 static int rcuda_c_cudaGraphLaunch(cudaGraphExec_t graphExec, cudaStream_t stream, cudaError_t *status);  /* native/async_fast_path.c */
 static int rcuda_c_cudaGraphLaunch_ptsz(cudaGraphExec_t graphExec, cudaStream_t stream, cudaError_t *status);  /* native/async_fast_path.c */
@@ -888,6 +890,9 @@ RCUDA_EXPORT cudaError_t cudaEventRecordWithFlags(cudaEvent_t event, cudaStream_
 {
     if (!rcuda_enter())
         return cudaSuccess;
+    cudaError_t status;
+    if (rcuda_c_cudaEventRecordWithFlags(event, stream, flags, &status))
+        return status;
     return rcuda_py_cudaEventRecordWithFlags(event, stream, flags);
 }
 
@@ -895,6 +900,9 @@ RCUDA_EXPORT cudaError_t cudaEventRecordWithFlags_ptsz(cudaEvent_t event, cudaSt
 {
     if (!rcuda_enter())
         return cudaSuccess;
+    cudaError_t status;
+    if (rcuda_c_cudaEventRecordWithFlags_ptsz(event, stream, flags, &status))
+        return status;
     return rcuda_py_cudaEventRecordWithFlags_ptsz(event, stream, flags);
 }
 

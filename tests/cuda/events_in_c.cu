@@ -80,7 +80,7 @@ int main(int argc, char **argv) {
         CHECK(cudaEventRecord(e, a));
         CHECK(cudaStreamWaitEvent(b, e, 0));
         addOne<<<1, 1, 0, b>>>(d + 2, d + 3);
-        CHECK(cudaEventRecord(e, b));
+        CHECK(cudaEventRecordWithFlags(e, b, 0));
         CHECK(cudaStreamWaitEvent(a, e, 0));
         addOne<<<1, 1, 0, a>>>(d + 3, d + 1);
     }
