@@ -186,21 +186,31 @@ static int memcpy_async_in_c(const char *name, void *dst, const void *src, size_
     return 0;
 }
 
+/* A record of `kind` naming the id of `handle` (a graph or an event C was
+ * taught, of `handle_kind`), in the program's `stream` if that is a stream C
+ * knows on the handle's device: that device, and the stream's id in
+ * *stream_id; -1 when C did not record it. */
+static int record_naming(uint32_t kind, uintptr_t handle, int handle_kind, void *stream, int per_thread,
+                         uint64_t *stream_id)
+{
+    int device, stream_device;
+    uint64_t id;
+    if (!find_handle(handle, handle_kind, &device, &id) ||
+        !resolve_stream(stream, per_thread, &stream_device, stream_id) || stream_device != device)
+        return -1; /* unknown, or another device's stream: Python orders the two */
+    return record_op_in(device, *stream_id, kind, &id, sizeof id, NULL, 0) ? device : -1;
+}
+
 /* cudaGraphLaunch of an executable graph the client taught C
  * (rcuda_fast_graph): one record naming the graph, in the program's stream,
  * like a launch; the server runs all of the graph's work there
  * (server/graphs.py).  Any other graph (host nodes, copies of host memory,
  * work not yet on the server), or a stream C does not know: Python's. */
-
 static int graph_launch_in_c(cudaGraphExec_t exec, void *stream, int per_thread)
 {
-    int device, stream_device;
-    uint64_t stream_id, graph;
-    if (!find_handle((uintptr_t)exec, HANDLE_GRAPH, &device, &graph) ||
-        !resolve_stream(stream, per_thread, &stream_device, &stream_id) || stream_device != device)
-        return 0;
-    struct graph_fields head = {graph};
-    if (!record_op_in(device, stream_id, RECORD_GRAPH, &head, sizeof head, NULL, 0))
+    uint64_t stream_id;
+    int device = record_naming(RECORD_GRAPH, (uintptr_t)exec, HANDLE_GRAPH, stream, per_thread, &stream_id);
+    if (device < 0)
         return 0;
     mirror_note_write(device, stream_id); /* its kernels may write mapped memory (native/mapped_memory.c) */
     return 1;
@@ -210,17 +220,11 @@ static int graph_launch_in_c(cudaGraphExec_t exec, void *stream, int per_thread)
  * driver's twins: one record naming the event, in the program's stream, for
  * an event and a stream C knows on one device.  Across devices, or an event
  * Python has not taught C (destroyed, another process's...): Python's. */
-
 static int event_op_in_c(uint32_t kind, void *event, void *stream, int per_thread)
 {
-    int device, stream_device;
-    uint64_t stream_id, event_id;
-    if (!__atomic_load_n(&events_welcome, __ATOMIC_ACQUIRE) ||
-        !find_handle((uintptr_t)event, HANDLE_EVENT, &device, &event_id) ||
-        !resolve_stream(stream, per_thread, &stream_device, &stream_id) || stream_device != device)
-        return 0;
-    struct event_fields head = {event_id};
-    return record_op_in(device, stream_id, kind, &head, sizeof head, NULL, 0);
+    uint64_t stream_id;
+    return __atomic_load_n(&events_welcome, __ATOMIC_ACQUIRE) &&
+           record_naming(kind, (uintptr_t)event, HANDLE_EVENT, stream, per_thread, &stream_id) >= 0;
 }
 
 /* ------------------------------------------------------------ the exports' C side */

@@ -31,14 +31,9 @@ _Static_assert(sizeof(struct dtod_fields) == WIRE_DTOD_FIELDS_SIZE, "rcuda/wire.
 /* WIRE_RECORD_HTOD: the destination (u64), then the bytes. */
 _Static_assert(sizeof(uint64_t) == WIRE_HTOD_FIELDS_SIZE, "rcuda/wire.py HTOD_FIELDS");
 
-struct graph_fields { /* WIRE_RECORD_GRAPH */
-    uint64_t graph;
-} __attribute__((packed));
-_Static_assert(sizeof(struct graph_fields) == WIRE_GRAPH_FIELDS_SIZE, "rcuda/wire.py GRAPH_FIELDS");
-
-struct event_fields { /* WIRE_RECORD_EVENT, WIRE_RECORD_WAIT */
-    uint64_t event;
-} __attribute__((packed));
-_Static_assert(sizeof(struct event_fields) == WIRE_EVENT_FIELDS_SIZE, "rcuda/wire.py EVENT_FIELDS");
+/* WIRE_RECORD_GRAPH, WIRE_RECORD_EVENT and WIRE_RECORD_WAIT: the graph's or
+ * the event's id (u64). */
+_Static_assert(sizeof(uint64_t) == WIRE_GRAPH_FIELDS_SIZE && sizeof(uint64_t) == WIRE_EVENT_FIELDS_SIZE,
+               "rcuda/wire.py GRAPH_FIELDS, EVENT_FIELDS");
 
 #endif
