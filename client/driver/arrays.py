@@ -252,22 +252,29 @@ def _linear_copy(array_handle, offset, linear: int, count, kind, to_array: bool,
     return SUCCESS
 
 
+# The copies' CUDA 2.0 forms (no _v2: 32-bit offsets and sizes; cuGetProcAddress
+# at a version before 3.2 finds them) are the same calls.
+
+@driver("cuMemcpyHtoA")
 @driver(stream_variants=True)
 def cuMemcpyHtoA_v2(dstArray, dstOffset, srcHost, ByteCount, per_thread=False):
     return _linear_copy(dstArray, dstOffset, address(srcHost), ByteCount, HOST_TO_DEVICE, True, "cuMemcpyHtoA")
 
 
+@driver("cuMemcpyAtoH")
 @driver(stream_variants=True)
 def cuMemcpyAtoH_v2(dstHost, srcArray, srcOffset, ByteCount, per_thread=False):
     return _linear_copy(srcArray, srcOffset, address(dstHost), ByteCount, DEVICE_TO_HOST, False, "cuMemcpyAtoH")
 
 
+@driver("cuMemcpyHtoAAsync")
 @driver(stream_variants=True)
 def cuMemcpyHtoAAsync_v2(dstArray, dstOffset, srcHost, ByteCount, hStream, per_thread=False):
     return _linear_copy(dstArray, dstOffset, address(srcHost), ByteCount, HOST_TO_DEVICE, True, "cuMemcpyHtoAAsync",
                         hStream, per_thread)
 
 
+@driver("cuMemcpyAtoHAsync")
 @driver(stream_variants=True)
 def cuMemcpyAtoHAsync_v2(dstHost, srcArray, srcOffset, ByteCount, hStream, per_thread=False):
     return _linear_copy(srcArray, srcOffset, address(dstHost), ByteCount, DEVICE_TO_HOST, False, "cuMemcpyAtoHAsync",
@@ -284,34 +291,7 @@ def cuMemcpyAtoD_v2(dstDevice, srcArray, srcOffset, ByteCount, per_thread=False)
     return _linear_copy(srcArray, srcOffset, dstDevice, ByteCount, DEVICE_TO_DEVICE, False, "cuMemcpyAtoD")
 
 
-# CUDA 2.0's forms (32-bit offsets and sizes; cuGetProcAddress at a version
-# before 3.2 finds them): the same copies.
-
-@driver()
-def cuMemcpyHtoA(dstArray, dstOffset, srcHost, ByteCount):
-    return cuMemcpyHtoA_v2(dstArray, dstOffset, srcHost, ByteCount)
-
-
-@driver()
-def cuMemcpyAtoH(dstHost, srcArray, srcOffset, ByteCount):
-    return cuMemcpyAtoH_v2(dstHost, srcArray, srcOffset, ByteCount)
-
-
-@driver()
-def cuMemcpyHtoAAsync(dstArray, dstOffset, srcHost, ByteCount, hStream):
-    return cuMemcpyHtoAAsync_v2(dstArray, dstOffset, srcHost, ByteCount, hStream)
-
-
-@driver()
-def cuMemcpyAtoHAsync(dstHost, srcArray, srcOffset, ByteCount, hStream):
-    return cuMemcpyAtoHAsync_v2(dstHost, srcArray, srcOffset, ByteCount, hStream)
-
-
-@driver()
-def cuMemcpyAtoA(dstArray, dstOffset, srcArray, srcOffset, ByteCount):
-    return cuMemcpyAtoA_v2(dstArray, dstOffset, srcArray, srcOffset, ByteCount)
-
-
+@driver("cuMemcpyAtoA")
 @driver(stream_variants=True)
 def cuMemcpyAtoA_v2(dstArray, dstOffset, srcArray, srcOffset, ByteCount, per_thread=False):
     """The runtime's cudaMemcpyArrayToArray.  The arrays' formats may

@@ -109,14 +109,8 @@ def cuMemAllocManaged(dptr, bytesize, flags):
 # ------------------------------------------------------------------ pinned host memory
 
 
-@driver()
+@driver("cuMemAllocHost_v2", "cuMemAllocHost")  # and CUDA 2.0's form (a 32-bit size)
 def cuMemAllocHost_v2(pp, bytesize):
-    return cuMemHostAlloc(pp, bytesize, 0)
-
-
-@driver()
-def cuMemAllocHost(pp, bytesize):
-    """CUDA 2.0's form (a 32-bit size): the same call."""
     return cuMemHostAlloc(pp, bytesize, 0)
 
 
@@ -140,16 +134,10 @@ def cuMemFreeHost(p):
     return _status(runtime_memory.cudaFreeHost(p))
 
 
-@driver()
+@driver("cuMemHostRegister_v2", "cuMemHostRegister")  # and CUDA 4.0's form
 def cuMemHostRegister_v2(p, bytesize, Flags):
     require_initialized()
     return _status(runtime_memory.cudaHostRegister(p, bytesize, Flags))
-
-
-@driver()
-def cuMemHostRegister(p, bytesize, Flags):
-    """CUDA 4.0's form: the same call."""
-    return cuMemHostRegister_v2(p, bytesize, Flags)
 
 
 @driver()
