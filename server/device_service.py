@@ -1256,7 +1256,7 @@ def land_on_device(frame: UnreadFrame, device, dst: int, stream: int, piece: int
     if target is not None:
         frame.read_into(target)
         return
-    staging = reusable = None
+    reusable = None
     offset = 0
     while frame.left:
         size = min(frame.left, piece)

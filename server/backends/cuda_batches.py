@@ -12,7 +12,6 @@ it with the same message as its own message would get).
 from __future__ import annotations
 
 import functools
-import logging
 
 import cffi
 
@@ -23,8 +22,6 @@ from rcuda.launch_rules import device_limits
 
 from .base import Allocation, AllocationTable
 from .cuda_status import driver_status
-
-log = logging.getLogger(__name__)
 
 LIBRARY = LIB_DIR / "librcuda_server.so"
 DRIVER_LIBRARY = "libcuda.so.1"
@@ -50,7 +47,7 @@ void rcuda_executor_remove_range(rcuda_executor *ex, uint64_t start);
 void rcuda_executor_clear_ranges(rcuda_executor *ex);
 int rcuda_executor_run(rcuda_executor *ex, const uint8_t *data, size_t size, struct rcuda_executor_progress *progress);
 """
-DONE, PYTHON, DRIVER_ERROR = 0, 1, 2  # rcuda_executor_run's outcomes
+DRIVER_ERROR = 2  # rcuda_executor_run's outcome for a driver error (0: all ran, 1: a record for Python)
 
 
 @functools.cache
