@@ -151,7 +151,8 @@ static void rcuda_pinned_removed(uint64_t base);
 MIRROR_CDEF = """
 struct mirror_sync { uint64_t written; int pending; int covers; };
 static int rcuda_mirror_add(uint64_t host, uint64_t size, uint64_t device_ptr, int device, uint64_t alias,
-                            int dirty, int no_refresh);
+                            int dirty, int no_refresh, int guarded);
+static void rcuda_mirror_guard(int slot, int guarded);
 static void rcuda_mirror_remove(int slot);
 static void rcuda_mirrors_forget(int device);
 static void rcuda_mirror_written(int device, uint64_t stream);

@@ -388,6 +388,7 @@ static PyGILState_STATE fork_gil_state;
  * child before exec.  So in a Python program only C's state is reset here. */
 static void before_fork(void)
 {
+    mirror_before_fork(); /* managed memory the host has not touched since a synchronisation: the child's copy */
     registrations_before_fork();
     if (!python_started || python_host)
         return;
@@ -409,7 +410,7 @@ static void last_error_after_fork(void);  /* native/last_error.c */
 static void link_after_fork(void);        /* native/link.c */
 static void allocation_table_after_fork(void); /* native/allocation_table.c */
 static void async_path_after_fork(void);  /* native/async_fast_path.c */
-/* mirror_after_fork: native/mapped_memory.h */
+/* mirror_before_fork, mirror_after_fork: native/mapped_memory.h */
 
 static void after_fork_child(void)
 {

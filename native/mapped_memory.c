@@ -26,13 +26,43 @@
  *   synchronising call's reply arrives (sync_fast_path.c's c_call, or
  *   Python's requests: rcuda_mirror_refresh) and the device may have
  *   written since the last refresh, each of its mirrors is downloaded into
- *   H (`mirror_dtoh`) without making its pages writable for the program:
+ *   H (`mirror_dtoh`; managed memory's at its first touch, below) without
+ *   making its pages writable for the program:
  *   through a second mapping of cudaHostAlloc's pages (its alias), else
  *   through /proc/self/mem, while a thread that writes them meanwhile waits
  *   in the handler until the bytes are there.  Launches and the
  *   device-side writes Python makes into mirrors count as writes
  *   (mirror_note_write); which synchronisations cover them is kept per
  *   device (the stream all writes since the last refresh went to, if one).
+ *
+ * Managed memory (cudaMallocManaged's mirrors, `guarded`) is more: CUDA
+ * on a device without concurrent managed access keeps it from the host
+ * while the device may use it, and so does this file, and it moves only
+ * what the host touches:
+ *
+ *   Once work that may write a guarded mirror goes to its device, every
+ *   guarded mirror of the device is made inaccessible (PROT_NONE, the
+ *   device `busy`) until a synchronisation covers that work.  Such a
+ *   synchronisation does not download them: they are `stale`, and stay
+ *   inaccessible until the host touches one, which is then refreshed (its
+ *   changed chunks, server/mirror_views.py) and read-only again.
+ *
+ *   A host access to an inaccessible page faults, and the handler hands it
+ *   to the settler thread: if the device is busy, the settler waits for its
+ *   work (`mirror_wait`); then it refreshes the touched mirror if stale, and
+ *   the access goes on with the device's writes in the host copy.  So a
+ *   host thread that updates managed memory while a kernel runs updates
+ *   what the kernel left, not a stale copy that would later overwrite it.
+ *
+ *   The settler is a thread of its own because the handler may run on a
+ *   small signal stack.  It never calls Python, and it does not wait for
+ *   the device where that could need the faulting thread (the link's queue
+ *   holds something back: a host function's gate, or a message for Python's
+ *   service thread); then, and when the link has failed, the access goes on
+ *   as for mapped memory, after the refresh.  A fork refreshes every stale
+ *   mirror first, for the child's copy.  Flushes send guarded mirrors' bytes
+ *   from the alias, which stays readable, so dirty pages can be
+ *   inaccessible too.
  *
  * Ordering between the handler and a flush needs no lock: the handler makes
  * the page writable and then sets its dirty bit; a flush clears the bit and
@@ -49,8 +79,12 @@
  * declares what the files before it call).
  */
 #include <fcntl.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <semaphore.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 
 #define MIRROR_SLOTS 1024
 /* Runs of dirty pages written with one writev. */
@@ -58,6 +92,9 @@
 /* Bytes of runs one message carries at most (but for a larger run alone,
  * which the server reads straight into the device copy). */
 #define MIRROR_MESSAGE_BYTES (8u << 20)
+/* What the host's first touch of stale managed memory brings: a round trip
+ * at most per MiB it reads at random, and a scan's parts double from here. */
+#define MIRROR_FIRST_PART (4 * WIRE_MIRROR_CHUNK)
 
 enum { MIRROR_FREE = 0, MIRROR_ACTIVE = 1, MIRROR_RETIRING = 2 };
 
@@ -74,6 +111,11 @@ struct mirror {
     int users;               /* the handler, a flush or a refresh looking at it right now */
     int device;              /* the program's device ordinal */
     int no_refresh;          /* the device only reads it (cudaHostRegisterReadOnly) */
+    int guarded;             /* managed memory: inaccessible while its device is busy or it is stale (the top) */
+    int stale;               /* guarded: some page is stale */
+    uint64_t *stale_bits;    /* one bit per protected page: older than the device's copy since a synchronisation */
+    uint64_t stale_since;    /* how many times it went stale (a refresh that began before the last is not enough) */
+    uint64_t next_part, part; /* the settler's last refresh of a part: where it ended, its length (read-ahead) */
     uint64_t host, size;     /* the mapped range [host, host + size) */
     uint64_t device_ptr;     /* the device address of host's first byte */
     uint64_t page_lo, page_hi; /* the protected pages, [page_lo, page_hi) (maybe none) */
@@ -97,6 +139,11 @@ struct mirror_device {
     uint64_t covered;     /* those whose results are in the host copies */
     uint64_t stream;      /* the stream every write since `covered` went to, unless mixed */
     int mixed;
+    int guarded;          /* active guarded mirrors */
+    int busy;             /* their pages are inaccessible: writes since `covered` may change them */
+    uint64_t settle_address; /* a faulting thread's, for the settler (0: none asked) */
+    uint32_t refused_round;  /* the last round in which the settler could not wait for the device */
+    uint32_t settled;        /* the settler's rounds done: the word faulting threads wait on (a futex) */
 };
 
 static struct mirror mirrors[MIRROR_SLOTS];
@@ -137,28 +184,86 @@ static void mirror_mark_pages(struct mirror *m, uint64_t first, uint64_t end)
     __atomic_store_n(&mirror_devices[m->device].maybe_dirty, 1, __ATOMIC_SEQ_CST);
 }
 
-/* Protected pages [first, end) of `m` read-only again, clean; where the
- * process cannot have one more mapping (vm.max_map_count), they stay
- * writable and dirty (sent again next time). */
+/* Whether protected page `index` of `m` is stale (async-signal-safe). */
+static int mirror_page_stale(struct mirror *m, uint64_t index)
+{
+    return (__atomic_load_n(&m->stale_bits[index / 64], __ATOMIC_SEQ_CST) >> (index % 64)) & 1;
+}
+
+/* Whether page `index` of `m` is to be inaccessible to the host now (see the top). */
+static int mirror_kept_from_host(struct mirror *m, uint64_t index)
+{
+    return m->guarded && (__atomic_load_n(&mirror_devices[m->device].busy, __ATOMIC_SEQ_CST) ||
+                          (__atomic_load_n(&m->stale, __ATOMIC_SEQ_CST) && mirror_page_stale(m, index)));
+}
+
+/* Protected pages [first, end) of `m` read-only again (inaccessible while
+ * its device is busy), clean; where the process cannot have one more
+ * mapping (vm.max_map_count), they stay writable and dirty (sent again
+ * next time). */
 static void mirror_protect_pages(struct mirror *m, uint64_t first, uint64_t end)
 {
-    if (end > first && mprotect((void *)(m->page_lo + first * mirror_page), (end - first) * mirror_page, PROT_READ))
+    if (end <= first)
+        return;
+    void *at = (void *)(m->page_lo + first * mirror_page);
+    size_t size = (end - first) * mirror_page;
+    /* Where some page of `m` is stale, all of these are kept: the handler
+     * makes one that is not accessible again. */
+    int kept = mirror_kept_from_host(m, first) || (m->guarded && __atomic_load_n(&m->stale, __ATOMIC_SEQ_CST));
+    if (mprotect(at, size, kept ? PROT_NONE : PROT_READ))
         mirror_mark_pages(m, first, end);
+    else if (!kept && mirror_kept_from_host(m, first)) /* busy meanwhile: its sweep may have come before this */
+        mprotect(at, size, PROT_NONE);
+}
+
+/* Have the settler (below) make `address`, in a guarded mirror of
+ * `device`, accessible: one of its rounds, begun after this asked, waits for
+ * the device if it is busy and refreshes the mirror if it is stale.  1 once
+ * such a round is done, or -1 if it could not wait (the access then goes on
+ * as for mapped memory); 0: no settler.  Atomics, a semaphore's post and a
+ * futex wait: fit for the handler. */
+static sem_t settler_wake;
+static pid_t settler_pid; /* the process whose settler runs (a forked child starts its own) */
+
+static int mirror_settle_wait(int device, uint64_t address)
+{
+    struct mirror_device *md = &mirror_devices[device];
+    if (__atomic_load_n(&settler_pid, __ATOMIC_ACQUIRE) != getpid())
+        return 0;
+    uint32_t seen = __atomic_load_n(&md->settled, __ATOMIC_SEQ_CST), now;
+    uint64_t none = 0;
+    /* Another thread's request waiting: the round that takes it is waited for, then this access tried again. */
+    if (__atomic_compare_exchange_n(&md->settle_address, &none, address, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
+        sem_post(&settler_wake);
+    struct timespec slice = {0, 50 * 1000000L};
+    while ((now = __atomic_load_n(&md->settled, __ATOMIC_SEQ_CST)) == seen)
+        syscall(SYS_futex, &md->settled, FUTEX_WAIT_PRIVATE, seen, &slice, NULL, 0);
+    return (int32_t)(__atomic_load_n(&md->refused_round, __ATOMIC_SEQ_CST) - seen) > 0 ? -1 : 1;
 }
 
 /* Whether a mirror protects the page at `address`: then it is made writable
- * and marked dirty (in a retiring mirror: writable only). */
-static int mirror_fault(uint64_t address)
+ * and marked dirty (in a retiring mirror: writable only); but while a
+ * guarded mirror is kept from the host, the settler makes it accessible
+ * first (`may_settle`) and the access is tried again.  A stale mirror's
+ * pages are never made writable here: its bytes are not the device's. */
+static int mirror_fault(uint64_t address, int may_settle)
 {
     uint64_t page = address & ~(mirror_page - 1);
-    int high = __atomic_load_n(&mirrors_high, __ATOMIC_ACQUIRE), found = 0;
+    int high = __atomic_load_n(&mirrors_high, __ATOMIC_ACQUIRE), found = 0, settle = -1;
     for (int i = 0; i < high && !found; i++) {
         struct mirror *m = &mirrors[i];
         if (__atomic_load_n(&m->state, __ATOMIC_ACQUIRE) == MIRROR_FREE)
             continue;
         __atomic_add_fetch(&m->users, 1, __ATOMIC_SEQ_CST);
         int state = __atomic_load_n(&m->state, __ATOMIC_SEQ_CST);
-        if (state != MIRROR_FREE && page >= m->page_lo && page < m->page_hi) {
+        if (state == MIRROR_ACTIVE && may_settle && page >= m->page_lo && page < m->page_hi &&
+            mirror_kept_from_host(m, (page - m->page_lo) / mirror_page)) {
+            found = 1;
+            settle = m->device; /* waited for once the mirror is let go: cudaFree may be retiring it */
+        } else if (state == MIRROR_ACTIVE && m->guarded && page >= m->page_lo && page < m->page_hi &&
+                   mirror_page_stale(m, (page - m->page_lo) / mirror_page)) {
+            found = 1; /* stale again since the settler's round: tried again, and settled again */
+        } else if (state != MIRROR_FREE && page >= m->page_lo && page < m->page_hi) {
             found = 1;
             int whole = mprotect((void *)page, mirror_page, PROT_READ | PROT_WRITE) != 0;
             if (whole) /* the process has as many mappings as it may (vm.max_map_count): fewer, then */
@@ -178,6 +283,8 @@ static int mirror_fault(uint64_t address)
         }
         __atomic_sub_fetch(&m->users, 1, __ATOMIC_SEQ_CST);
     }
+    if (settle >= 0 && mirror_settle_wait(settle, address) <= 0)
+        return mirror_fault(address, 0);
     return found;
 }
 
@@ -207,7 +314,7 @@ static void mirror_chain(int sig, siginfo_t *info, void *context)
 static void mirror_segv(int sig, siginfo_t *info, void *context)
 {
     int saved = errno;
-    int ours = info != NULL && info->si_code == SEGV_ACCERR && mirror_fault((uintptr_t)info->si_addr);
+    int ours = info != NULL && info->si_code == SEGV_ACCERR && mirror_fault((uintptr_t)info->si_addr, 1);
     errno = saved;
     if (!ours)
         mirror_chain(sig, info, context);
@@ -273,7 +380,50 @@ static struct mirror_device *mirror_device_at(int device)
     return device >= 0 && device < FAST_MAX_DEVICES ? &mirror_devices[device] : NULL;
 }
 
-/* Work that may write a mirror's device copy went to `device`, in `stream`. */
+/* Pages [first, end) of `m` read-only where they are not stale. */
+static void mirror_open_fresh(struct mirror *m, uint64_t first, uint64_t end)
+{
+    if (!__atomic_load_n(&m->stale, __ATOMIC_SEQ_CST)) {
+        if (end > first)
+            mprotect((void *)(m->page_lo + first * mirror_page), (end - first) * mirror_page, PROT_READ);
+        return;
+    }
+    for (uint64_t page = first; page < end;) {
+        if (mirror_page_stale(m, page)) {
+            page++;
+            continue;
+        }
+        uint64_t fresh = page;
+        while (fresh < end && !mirror_page_stale(m, fresh))
+            fresh++;
+        mprotect((void *)(m->page_lo + page * mirror_page), (fresh - page) * mirror_page, PROT_READ);
+        page = fresh;
+    }
+}
+
+/* With md->lock held: every guarded mirror of `device` inaccessible (as
+ * the device becomes busy), or read-only where it is not stale (once it is
+ * not busy). */
+static void mirror_guard_sweep(int device, int busy)
+{
+    int high = __atomic_load_n(&mirrors_high, __ATOMIC_ACQUIRE);
+    for (int i = 0; i < high; i++) {
+        struct mirror *m = &mirrors[i];
+        if (m->device != device || !m->guarded || !mirror_enter(m))
+            continue;
+        if (m->device == device && m->guarded && m->page_hi > m->page_lo) {
+            if (busy)
+                mprotect((void *)m->page_lo, m->page_hi - m->page_lo, PROT_NONE);
+            else
+                mirror_open_fresh(m, 0, (m->page_hi - m->page_lo) / mirror_page);
+        }
+        mirror_leave(m);
+    }
+}
+
+/* Work that may write a mirror's device copy went to `device`, in `stream`:
+ * its guarded mirrors are kept from the host until a synchronisation covers
+ * it, where the settler can wait for it (the device has a link in C). */
 static void mirror_note_write(int device, uint64_t stream)
 {
     struct mirror_device *md = mirror_device_at(device);
@@ -287,7 +437,22 @@ static void mirror_note_write(int device, uint64_t stream)
         md->mixed = 1;
     }
     md->written++;
+    if (md->guarded && !md->busy && __atomic_load_n(&devices[device].link, __ATOMIC_ACQUIRE) >= 0) {
+        __atomic_store_n(&md->busy, 1, __ATOMIC_SEQ_CST); /* first: a flush protecting pages now looks at it */
+        mirror_guard_sweep(device, 1);
+    }
     pthread_mutex_unlock(&md->lock);
+}
+
+/* With md->lock held: the device is not busy any more (every write is
+ * covered, or it has no guarded mirror left). */
+static void mirror_unbusy(int device)
+{
+    struct mirror_device *md = &mirror_devices[device];
+    if (!md->busy)
+        return;
+    mirror_guard_sweep(device, 0);
+    __atomic_store_n(&md->busy, 0, __ATOMIC_SEQ_CST);
 }
 
 /* Before a synchronising request goes out: what its reply will mean. */
@@ -314,6 +479,8 @@ static void mirror_covered(int device, const struct mirror_sync *token)
     pthread_mutex_lock(&md->lock);
     if (token->written > md->covered)
         md->covered = token->written;
+    if (md->covered == md->written)
+        mirror_unbusy(device);
     pthread_mutex_unlock(&md->lock);
 }
 
@@ -346,7 +513,9 @@ static int mirror_add_run(struct mirror_runs *r, uint64_t dst, const char *data,
 }
 
 /* Protected pages [first, end) (indexes) of `m` were dirty: read-only again
- * (a later write faults again), then their bytes of the mirror are a run. */
+ * (a later write faults again), then their bytes of the mirror are a run,
+ * read through the alias where there is one (it stays readable while the
+ * program's pages may not be). */
 static int mirror_close_run(struct mirror *m, uint64_t first, uint64_t end, struct mirror_runs *r)
 {
     uint64_t lo = m->page_lo + first * mirror_page, hi = m->page_lo + end * mirror_page;
@@ -355,7 +524,8 @@ static int mirror_close_run(struct mirror *m, uint64_t first, uint64_t end, stru
         lo = m->host;
     if (hi > m->host + m->size)
         hi = m->host + m->size;
-    return hi > lo ? mirror_add_run(r, m->device_ptr + (lo - m->host), (const char *)(uintptr_t)lo, hi - lo) : 0;
+    uint64_t bytes = m->alias ? m->alias + (lo - m->page_lo) : lo;
+    return hi > lo ? mirror_add_run(r, m->device_ptr + (lo - m->host), (const char *)(uintptr_t)bytes, hi - lo) : 0;
 }
 
 /* `m`'s dirty pages (bits cleared, then the pages read-only) and changed
@@ -496,7 +666,7 @@ static int mirror_flush(struct link *l)
 
 /* A refresh's download of `m` takes its place in the link's order (with
  * `send` held): what flushes send from now on is newer than what it brings
- * (mirror_store_clean keeps it). */
+ * (mirror_store_span keeps it). */
 static void mirror_download_sent(void *context)
 {
     struct mirror *m = context;
@@ -508,26 +678,34 @@ static void mirror_download_sent(void *context)
     pthread_mutex_unlock(&m->edge_lock);
 }
 
-/* A `mirror_dtoh` of `m` into `into`, jumping the link's queue (it may
- * wait behind a host function's gate, which waits for this).  0 (all of it
- * landed in `into`), 1 (only the pages that changed came: *runs of them
- * in reply->payload, for mirror_store_runs; free it with rcuda_link_free),
- * a link failure, or -1: the reply in *reply is not plain success. */
-static int mirror_download(struct link *l, struct mirror *m, void *into, struct link_reply *reply, uint64_t *runs)
+/* A `mirror_dtoh` of [offset, offset + size) of `m` into `into`, jumping
+ * the link's queue (it may wait behind a host function's gate, which waits
+ * for this).  0 (all of it landed in `into`), 1 (only the pages that
+ * changed came: *runs of them in reply->payload, for mirror_store_runs;
+ * free it with rcuda_link_free), a link failure, or -1: the reply in
+ * *reply is not plain success. */
+static int mirror_download(struct link *l, struct mirror *m, uint64_t offset, uint64_t size, void *into,
+                           struct link_reply *reply, uint64_t *runs)
 {
-    uint64_t src = m->device_ptr, size = m->size;
     uint64_t seq = __atomic_fetch_add(&next_c_seq, 1, __ATOMIC_RELAXED);
-    unsigned char head[96];
+    int part = size != m->size;
+    unsigned char head[128];
     struct mp_writer w = {head, head + sizeof head};
-    mp_map(&w, 4);
+    mp_map(&w, part ? 6 : 4);
     mp_str(&w, "op");
     mp_str(&w, "mirror_dtoh");
     mp_str(&w, "seq");
     mp_uint(&w, seq);
     mp_str(&w, "src");
-    mp_uint(&w, src);
+    mp_uint(&w, m->device_ptr);
     mp_str(&w, "size");
-    mp_uint(&w, size);
+    mp_uint(&w, m->size);
+    if (part) {
+        mp_str(&w, "offset");
+        mp_uint(&w, offset);
+        mp_str(&w, "length");
+        mp_uint(&w, size);
+    }
     struct iovec parts[1] = {{head, (size_t)(w.at - head)}};
     static const unsigned char kinds[1] = {PART_COPY};
     struct waiter waiter;
@@ -569,11 +747,12 @@ static int mirror_page_dirty(struct mirror *m, uint64_t page)
              __atomic_load_n(&m->fresh[page / 64], __ATOMIC_SEQ_CST)) >> (page % 64)) & 1;
 }
 
-/* Whether the host wrote `m` since it was last flushed. */
-static int mirror_host_wrote(struct mirror *m)
+/* Whether the host wrote `m` (its protected pages [first, end)) since it
+ * was last flushed. */
+static int mirror_host_wrote(struct mirror *m, uint64_t first, uint64_t end)
 {
-    for (size_t w = 0; w < m->words; w++)
-        if (__atomic_load_n(&m->dirty[w], __ATOMIC_SEQ_CST))
+    for (uint64_t page = first; page < end; page++)
+        if ((__atomic_load_n(&m->dirty[page / 64], __ATOMIC_SEQ_CST) >> (page % 64)) & 1)
             return 1;
     int changed = 0;
     pthread_mutex_lock(&m->edge_lock);
@@ -690,11 +869,6 @@ static void mirror_store_span(struct mirror *m, uint64_t offset, uint64_t size, 
     pthread_mutex_unlock(&m->edge_lock);
 }
 
-static void mirror_store_clean(struct mirror *m, const char *data)
-{
-    mirror_store_span(m, 0, m->size, data);
-}
-
 /* A download's changed pages (mirror_download's runs: `count` (offset,
  * length) pairs, then their bytes back to back, `size` bytes in all) into
  * the host copy of `m`.  0, or -1 if the runs do not fit the mirror. */
@@ -726,33 +900,37 @@ static int mirror_store_changed(struct mirror *m, struct link_reply *reply, uint
     return 0;
 }
 
-/* Download one mirror into its host copy (the caller has entered it). */
-static int mirror_refresh_one(struct link *l, struct mirror *m, struct link_reply *reply)
+/* Download [offset, offset + size) of one mirror into its host copy (the
+ * caller has entered it). */
+static int mirror_refresh_part(struct link *l, struct mirror *m, uint64_t offset, uint64_t size,
+                               struct link_reply *reply)
 {
     int result = -2;
     pthread_mutex_lock(&m->refresh_lock);
     if (m->alias && m->page_hi > m->page_lo) {
-        /* Straight into the alias, the whole mirror marked as being written
-         * first: a thread writing it meanwhile waits (in the handler) until
-         * the bytes are there.  Unless the host wrote it already. */
-        __atomic_store_n(&m->writing, (uint64_t)((m->page_hi - m->page_lo) / mirror_page), __ATOMIC_SEQ_CST);
+        /* Straight into the alias, the part's pages marked as being written
+         * first: a thread writing them meanwhile waits (in the handler)
+         * until the bytes are there.  Unless the host wrote them already.
+         * (An alias's mirror starts on a page: host == page_lo.) */
+        uint64_t first = offset / mirror_page, end = (offset + size + mirror_page - 1) / mirror_page;
+        __atomic_store_n(&m->writing, (first << 32) | end, __ATOMIC_SEQ_CST);
         uint64_t runs = 0;
-        if (!mirror_host_wrote(m))
-            result = mirror_download(l, m, (void *)(uintptr_t)(m->alias + (m->host - m->page_lo)), reply, &runs);
+        if (!mirror_host_wrote(m, first, end))
+            result = mirror_download(l, m, offset, size, (void *)(uintptr_t)(m->alias + offset), reply, &runs);
         __atomic_store_n(&m->writing, 0, __ATOMIC_SEQ_CST);
         if (result == 1) /* only what changed came: page by page, as the host may write meanwhile now */
             result = mirror_store_changed(m, reply, runs);
     }
     if (result == -2) { /* through a staging buffer, page by page */
-        char *staging = malloc(m->size);
+        char *staging = malloc(size ? size : 1);
         uint64_t runs = 0;
         if (!staging) {
             memset(reply, 0, sizeof *reply);
             result = reply->failure = LINK_NO_MEMORY;
         } else {
-            result = mirror_download(l, m, staging, reply, &runs);
+            result = mirror_download(l, m, offset, size, staging, reply, &runs);
             if (result == 0)
-                mirror_store_clean(m, staging);
+                mirror_store_span(m, offset, size, staging);
             else if (result == 1)
                 result = mirror_store_changed(m, reply, runs);
             free(staging);
@@ -762,8 +940,30 @@ static int mirror_refresh_one(struct link *l, struct mirror *m, struct link_repl
     return result;
 }
 
+static int mirror_refresh_one(struct link *l, struct mirror *m, struct link_reply *reply)
+{
+    return mirror_refresh_part(l, m, 0, m->size, reply);
+}
+
+/* `m` (guarded) may be older than its device copy: inaccessible until the
+ * host touches it, then refreshed where it does (mirror_freshen). */
+static void mirror_go_stale(struct mirror *m)
+{
+    struct mirror_device *md = &mirror_devices[m->device];
+    uint64_t pages = (m->page_hi - m->page_lo) / mirror_page;
+    pthread_mutex_lock(&md->lock);
+    __atomic_add_fetch(&m->stale_since, 1, __ATOMIC_SEQ_CST);
+    mirror_set_bits(m->stale_bits, 0, pages);
+    __atomic_store_n(&m->stale, 1, __ATOMIC_SEQ_CST);
+    m->next_part = UINT64_MAX;
+    if (pages)
+        mprotect((void *)m->page_lo, m->page_hi - m->page_lo, PROT_NONE);
+    pthread_mutex_unlock(&md->lock);
+}
+
 /* After a synchronising reply on `device`'s link: its mirrors' host copies
- * get what the device wrote, if it may have.  0, a link failure, or -1
+ * get what the device wrote, if it may have: downloaded now, or (managed
+ * memory) when the host first touches them.  0, a link failure, or -1
  * (*reply holds the refusal). */
 static int mirror_after_sync(int device, struct link *l, const struct mirror_sync *token, struct link_reply *reply)
 {
@@ -775,13 +975,191 @@ static int mirror_after_sync(int device, struct link *l, const struct mirror_syn
         struct mirror *m = &mirrors[i];
         if (m->device != device || !mirror_enter(m))
             continue;
-        if (m->device == device && !m->no_refresh)
+        if (m->device == device && !m->no_refresh && m->guarded)
+            mirror_go_stale(m);
+        else if (m->device == device && !m->no_refresh)
             result = mirror_refresh_one(l, m, reply);
         mirror_leave(m);
     }
     if (!result)
         mirror_covered(device, token);
     return result;
+}
+
+/* ------------------------------------------------------------ the settler */
+
+/* Whether the link holds something back in its queue: a host function's
+ * gate, or a message its service thread (a Python thread, which may need
+ * the faulting thread's GIL) is to send. */
+static int link_holds_back(struct link *l)
+{
+    pthread_mutex_lock(&l->lock);
+    int held = l->queue != NULL;
+    pthread_mutex_unlock(&l->lock);
+    return held;
+}
+
+/* Wait for all of `device`'s work (`mirror_wait`, which leaves an error and
+ * device output to the program's next call); its mirrors then go stale or
+ * are refreshed, as after any synchronisation.  1 when done. */
+static int mirror_wait_for_device(int device, struct link *l)
+{
+    struct mirror_sync token;
+    mirror_before_sync(device, MIRROR_SYNC_DEVICE, 0, &token);
+    uint64_t seq = __atomic_fetch_add(&next_c_seq, 1, __ATOMIC_RELAXED);
+    unsigned char head[48];
+    struct mp_writer w = {head, head + sizeof head};
+    mp_map(&w, 2);
+    mp_str(&w, "op");
+    mp_str(&w, "mirror_wait");
+    mp_str(&w, "seq");
+    mp_uint(&w, seq);
+    struct iovec parts[1] = {{head, (size_t)(w.at - head)}};
+    static const unsigned char kinds[1] = {PART_COPY};
+    struct link_reply reply;
+    struct c_call fields = {.op = "mirror_wait"};
+    int failure = link_call(l, seq, "mirror_wait", parts, kinds, 1, NULL, 0, &reply);
+    int done = !failure && plain_success(reply.header, reply.header_size, &fields);
+    rcuda_link_free(&reply);
+    if (done && token.pending) {
+        done = mirror_after_sync(device, l, &token, &reply) == 0;
+        rcuda_link_free(&reply);
+    }
+    return done;
+}
+
+/* The part of a stale `m` the host touched at `address` refreshed (through
+ * the link, jumping its queue as every refresh does), and accessible again:
+ * read-only, or not at all while its device is busy.  Unless it went stale
+ * again meanwhile.  The part starts on a chunk (wire.h's MIRROR_CHUNK) and
+ * is MIRROR_FIRST_PART long, twice the last part when it follows it (a
+ * scan), and at most the rest of `m`.
+ * Where the link has failed the part is given up as it is: the program's
+ * next call says why. */
+static void mirror_freshen(struct mirror *m, struct link *l, uint64_t address)
+{
+    struct mirror_device *md = &mirror_devices[m->device];
+    uint64_t since = __atomic_load_n(&m->stale_since, __ATOMIC_SEQ_CST);
+    uint64_t offset = (address - m->host) / WIRE_MIRROR_CHUNK * WIRE_MIRROR_CHUNK;
+    uint64_t length = offset == m->next_part ? 2 * m->part : MIRROR_FIRST_PART;
+    if (length > m->size - offset)
+        length = m->size - offset;
+    m->next_part = offset + length;
+    m->part = length;
+    struct link_reply reply;
+    memset(&reply, 0, sizeof reply);
+    if (l)
+        mirror_refresh_part(l, m, offset, length, &reply);
+    rcuda_link_free(&reply);
+    uint64_t first = offset / mirror_page, end = (offset + length + mirror_page - 1) / mirror_page;
+    pthread_mutex_lock(&md->lock);
+    if (__atomic_load_n(&m->stale_since, __ATOMIC_SEQ_CST) == since) {
+        for (uint64_t page = first; page < end; page++)
+            __atomic_and_fetch(&m->stale_bits[page / 64], ~(1ull << (page % 64)), __ATOMIC_SEQ_CST);
+        int stale = 0;
+        for (size_t w = 0; w < m->words && !stale; w++)
+            stale = __atomic_load_n(&m->stale_bits[w], __ATOMIC_SEQ_CST) != 0;
+        __atomic_store_n(&m->stale, stale, __ATOMIC_SEQ_CST);
+        if (!md->busy)
+            mprotect((void *)(m->page_lo + first * mirror_page), (end - first) * mirror_page, PROT_READ);
+    }
+    pthread_mutex_unlock(&md->lock);
+}
+
+/* All of a stale `m` refreshed (before a fork, or as it stops being kept
+ * from the host). */
+static void mirror_freshen_all(struct mirror *m, struct link *l)
+{
+    uint64_t pages = (m->page_hi - m->page_lo) / mirror_page;
+    for (int tries = 0; tries < 64 && __atomic_load_n(&m->stale, __ATOMIC_SEQ_CST); tries++) {
+        uint64_t page = 0;
+        while (page < pages && !mirror_page_stale(m, page))
+            page++;
+        if (page == pages)
+            break;
+        m->next_part = page * mirror_page / WIRE_MIRROR_CHUNK * WIRE_MIRROR_CHUNK; /* as a scan: parts double */
+        m->part = m->size;
+        mirror_freshen(m, l, m->host + page * mirror_page);
+    }
+}
+
+/* One round for a thread that touched `address` on `device`: wait for the
+ * device's work if it is busy (0 when it could not), then refresh the
+ * mirror there if it is stale. */
+static int mirror_settle(int device, uint64_t address)
+{
+    struct mirror_device *md = &mirror_devices[device];
+    struct link *l = link_at(__atomic_load_n(&devices[device].link, __ATOMIC_ACQUIRE));
+    int waited = 1;
+    if (__atomic_load_n(&md->busy, __ATOMIC_SEQ_CST))
+        waited = l && !link_holds_back(l) && mirror_wait_for_device(device, l);
+    int high = __atomic_load_n(&mirrors_high, __ATOMIC_ACQUIRE);
+    for (int i = 0; i < high; i++) {
+        struct mirror *m = &mirrors[i];
+        if (m->device != device || !mirror_enter(m))
+            continue;
+        if (m->device == device && m->guarded && address >= m->page_lo && address < m->page_hi &&
+            __atomic_load_n(&m->stale, __ATOMIC_SEQ_CST) && mirror_page_stale(m, (address - m->page_lo) / mirror_page))
+            mirror_freshen(m, l, address);
+        mirror_leave(m);
+    }
+    return waited;
+}
+
+static void *mirror_settler(void *unused)
+{
+    (void)unused;
+    sigset_t all;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, NULL); /* the program's signals are for its own threads */
+    for (;;) {
+        while (sem_wait(&settler_wake) != 0 && errno == EINTR)
+            ;
+        for (int device = 0; device < FAST_MAX_DEVICES; device++) {
+            struct mirror_device *md = &mirror_devices[device];
+            uint64_t address = __atomic_exchange_n(&md->settle_address, 0, __ATOMIC_SEQ_CST);
+            if (!address)
+                continue;
+            uint32_t round = __atomic_load_n(&md->settled, __ATOMIC_SEQ_CST) + 1;
+            if (!mirror_settle(device, address))
+                __atomic_store_n(&md->refused_round, round, __ATOMIC_SEQ_CST);
+            __atomic_store_n(&md->settled, round, __ATOMIC_SEQ_CST);
+            syscall(SYS_futex, &md->settled, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+        }
+    }
+    return NULL;
+}
+
+/* Before fork(): stale mirrors refreshed, so that a child (which has no
+ * session of its own yet) finds the device's writes in its copy. */
+static void mirror_before_fork(void)
+{
+    int high = __atomic_load_n(&mirrors_high, __ATOMIC_ACQUIRE);
+    for (int i = 0; i < high; i++) {
+        struct mirror *m = &mirrors[i];
+        if (!mirror_enter(m))
+            continue;
+        if (__atomic_load_n(&m->stale, __ATOMIC_SEQ_CST))
+            mirror_freshen_all(m, link_at(__atomic_load_n(&devices[m->device].link, __ATOMIC_ACQUIRE)));
+        mirror_leave(m);
+    }
+}
+
+/* With mirrors_lock held: this process's settler runs (1), or cannot (0). */
+static int mirror_start_settler(void)
+{
+    if (settler_pid == getpid())
+        return 1;
+    pthread_t thread;
+    pthread_attr_t attributes;
+    if (sem_init(&settler_wake, 0, 0) != 0 || pthread_attr_init(&attributes) != 0)
+        return 0;
+    pthread_attr_setdetachstate(&attributes, PTHREAD_CREATE_DETACHED);
+    int started = pthread_create(&thread, &attributes, mirror_settler, NULL) == 0;
+    pthread_attr_destroy(&attributes);
+    if (started)
+        __atomic_store_n(&settler_pid, getpid(), __ATOMIC_RELEASE);
+    return started;
 }
 
 /* ------------------------------------------------------------ Python's side */
@@ -792,10 +1170,12 @@ static int mirror_after_sync(int device, struct link *l, const struct mirror_syn
  * one (registered memory) a first or last page shared with other data is
  * an edge.  `dirty`: every byte is to be sent (registered memory,
  * whose bytes the device does not have yet); otherwise both copies hold
- * the same bytes and the pages become read-only now.  Returns its slot, or
+ * the same bytes and the pages become read-only now.  `guarded` (managed
+ * memory with an alias): kept from the host while the device is busy.
+ * Returns its slot, or
  * -1 (no room, or the range is not mapped memory of this process). */
 static int rcuda_mirror_add(uint64_t host, uint64_t size, uint64_t device_ptr, int device, uint64_t alias, int dirty,
-                            int no_refresh)
+                            int no_refresh, int guarded)
 {
     int owned = alias != 0;
     if (!size || device < 0 || device >= FAST_MAX_DEVICES)
@@ -815,7 +1195,7 @@ static int rcuda_mirror_add(uint64_t host, uint64_t size, uint64_t device_ptr, i
         page_hi = page_lo; /* within one page: no protected page, one edge */
     uint64_t pages = (page_hi - page_lo) / mirror_page;
     size_t words = (pages + 63) / 64;
-    uint64_t *bits = slot >= 0 ? calloc(2 * (words ? words : 1), sizeof *bits) : NULL; /* dirty, then fresh */
+    uint64_t *bits = slot >= 0 ? calloc(3 * (words ? words : 1), sizeof *bits) : NULL; /* dirty, fresh, stale */
     /* msync fails (ENOMEM) for a range that is not mapped. */
     if (!bits || msync((void *)first, last - first, MS_ASYNC) != 0) {
         free(bits);
@@ -854,6 +1234,7 @@ static int rcuda_mirror_add(uint64_t host, uint64_t size, uint64_t device_ptr, i
     m->writing = 0;
     m->device = device;
     m->no_refresh = no_refresh;
+    m->guarded = guarded && alias && mirror_start_settler();
     m->host = host;
     m->size = size;
     m->device_ptr = device_ptr;
@@ -861,6 +1242,9 @@ static int rcuda_mirror_add(uint64_t host, uint64_t size, uint64_t device_ptr, i
     m->page_hi = page_hi;
     m->dirty = bits;
     m->fresh = bits + (words ? words : 1);
+    m->stale_bits = bits + 2 * (words ? words : 1);
+    m->stale = 0;
+    m->next_part = UINT64_MAX;
     m->words = words;
     mirror_install_handler();
     struct mirror_device *md = &mirror_devices[device];
@@ -872,6 +1256,8 @@ static int rcuda_mirror_add(uint64_t host, uint64_t size, uint64_t device_ptr, i
     __atomic_add_fetch(&md->mirrors, 1, __ATOMIC_SEQ_CST);
     if (m->edge_count)
         __atomic_add_fetch(&md->edges, 1, __ATOMIC_SEQ_CST);
+    if (m->guarded)
+        md->guarded++; /* a busy device's new mirror is the host's until the next one: nothing wrote it yet */
     pthread_mutex_unlock(&md->lock);
     __atomic_store_n(&m->state, MIRROR_ACTIVE, __ATOMIC_SEQ_CST);
     if (slot + 1 > __atomic_load_n(&mirrors_high, __ATOMIC_ACQUIRE))
@@ -898,6 +1284,12 @@ static void mirror_retire(struct mirror *m)
     __atomic_sub_fetch(&md->mirrors, 1, __ATOMIC_SEQ_CST);
     if (m->edge_count)
         __atomic_sub_fetch(&md->edges, 1, __ATOMIC_SEQ_CST);
+    if (m->guarded) {
+        pthread_mutex_lock(&md->lock);
+        if (--md->guarded == 0)
+            mirror_unbusy(m->device);
+        pthread_mutex_unlock(&md->lock);
+    }
     __atomic_sub_fetch(&mirrors_active, 1, __ATOMIC_SEQ_CST);
     __atomic_store_n(&m->state, MIRROR_FREE, __ATOMIC_SEQ_CST);
     while (__atomic_load_n(&m->users, __ATOMIC_SEQ_CST))
@@ -905,7 +1297,7 @@ static void mirror_retire(struct mirror *m)
     free(m->dirty);
     for (int i = 0; i < m->edge_count; i++)
         free(m->edges[i].sent);
-    m->dirty = m->fresh = NULL;
+    m->dirty = m->fresh = m->stale_bits = NULL;
     m->edge_count = 0;
     pthread_mutex_destroy(&m->edge_lock);
     pthread_mutex_destroy(&m->refresh_lock);
@@ -931,6 +1323,33 @@ static void rcuda_mirrors_forget(int device)
             (device < 0 || mirrors[i].device == device))
             mirror_retire(&mirrors[i]);
     pthread_mutex_unlock(&mirrors_lock);
+}
+
+/* Whether slot `slot`'s managed memory is kept from the host while its
+ * device is busy: not while the program attached it to the host
+ * (cudaStreamAttachMemAsync with cudaMemAttachHost), which may then use it. */
+static void rcuda_mirror_guard(int slot, int guarded)
+{
+    if (slot < 0 || slot >= MIRROR_SLOTS)
+        return;
+    struct mirror *m = &mirrors[slot];
+    if (!mirror_enter(m))
+        return;
+    struct mirror_device *md = &mirror_devices[m->device];
+    if (!guarded && m->guarded) /* the host's from now on: what the device wrote first */
+        mirror_freshen_all(m, link_at(__atomic_load_n(&devices[m->device].link, __ATOMIC_ACQUIRE)));
+    pthread_mutex_lock(&md->lock);
+    guarded = guarded && m->alias && __atomic_load_n(&settler_pid, __ATOMIC_ACQUIRE) == getpid();
+    if (guarded != m->guarded) {
+        m->guarded = guarded;
+        md->guarded += guarded ? 1 : -1;
+        if (m->page_hi > m->page_lo && (md->busy || !guarded))
+            mprotect((void *)m->page_lo, m->page_hi - m->page_lo, guarded ? PROT_NONE : PROT_READ);
+        if (!md->guarded)
+            mirror_unbusy(m->device);
+    }
+    pthread_mutex_unlock(&md->lock);
+    mirror_leave(m);
 }
 
 static void rcuda_mirror_written(int device, uint64_t stream)
@@ -985,7 +1404,7 @@ static void rcuda_mirror_store(int slot, uint64_t device_ptr, const char *data, 
         return;
     if (m->device_ptr == device_ptr && m->size == size) {
         pthread_mutex_lock(&m->refresh_lock);
-        mirror_store_clean(m, data);
+        mirror_store_span(m, 0, m->size, data);
         pthread_mutex_unlock(&m->refresh_lock);
     }
     mirror_leave(m);
@@ -1119,6 +1538,8 @@ static void mirror_after_fork(void)
     for (int i = 0; i < FAST_MAX_DEVICES; i++) {
         pthread_mutex_init(&mirror_devices[i].lock, NULL);
         mirror_devices[i].mirrors = mirror_devices[i].maybe_dirty = mirror_devices[i].edges = 0;
+        mirror_devices[i].guarded = mirror_devices[i].busy = 0;
+        mirror_devices[i].settle_address = 0;
         mirror_devices[i].mixed = 0;
         mirror_devices[i].written = mirror_devices[i].covered = 0;
     }

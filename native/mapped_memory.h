@@ -22,4 +22,5 @@ static void mirror_note_write(int device, uint64_t stream);
 static int mirror_overlaps(uint64_t address, uint64_t size);
 static void mirror_before_sync(int device, int scope, uint64_t stream, struct mirror_sync *token);
 static int mirror_after_sync(int device, struct link *l, const struct mirror_sync *token, struct link_reply *reply);
+static void mirror_before_fork(void);
 static void mirror_after_fork(void);

@@ -217,15 +217,21 @@ the legacy default stream):
                   bytes in that order (a frame per run on a lane)
     mirror_zero   {ptr, size}                         -> {}        a new mapped range's
                   device copy zeroed at once, as its host copy starts
-    mirror_dtoh   {src, size}                         -> {} + data frames, or {runs} + frames
-                  a mapped range's device copy as it is now (not in any
-                  stream), for its host copy after a synchronisation: all of
-                  it, or only the chunks that changed since the client last
-                  had them (server/mirror_views.py): `runs` pairs (offset,
-                  length) as little-endian uint64 in the first frame, their
+    mirror_dtoh   {src, size, [offset, length]}       -> {} + data frames, or {runs} + frames
+                  a mapped range's device copy (or its part [offset, offset
+                  + length), on wire.MIRROR_CHUNK boundaries) as it is now
+                  (not in any stream), for its host copy after a
+                  synchronisation: all of it, or only the chunks that
+                  changed since the client last had them
+                  (server/mirror_views.py): `runs` pairs (offset in the
+                  mirror, length) as little-endian uint64 in the first frame, their
                   bytes back to back after it; the reply carries neither
                   device output nor an earlier asynchronous error (the next
                   reply does)
+    mirror_wait   {}                                  -> {}        all of the GPU's work
+                  done, for a host thread that touched managed memory while
+                  the GPU may have been writing it (native/mapped_memory.c);
+                  transparent as mirror_dtoh: a failure is the next reply's too
 Ops in MAY_BE_ASYNC take `"async": true` to be sent without waiting: then no
 reply comes at all.  Ops in ALWAYS_ASYNC are never answered.
 Session worker, peer port (one per worker, port and token in the hello
@@ -271,7 +277,7 @@ def transport(link: str, authenticated: bool) -> str:
     return TRANSPORT_CURVE_SOCKET if authenticated else TRANSPORT_SOCKET
 
 
-PROTOCOL_VERSION = 18
+PROTOCOL_VERSION = 19
 
 #: Bulk bytes on a ZeroMQ socket travel in frames of this size: ZeroMQ slows
 #: down on messages above ~32 MiB (fresh buffers page-fault).
@@ -384,6 +390,7 @@ OPS: dict[str, dict[str, type | tuple]] = {
     "mirror_htod": {"runs": _LIST},
     "mirror_zero": {"ptr": _INT, "size": _INT},
     "mirror_dtoh": {"src": _INT, "size": _INT},
+    "mirror_wait": {},
     "peer_data": {"token": _STR, "xfer": _INT, "offset": _INT, "total": _INT},
     "peer_abort": {"token": _STR, "xfer": (_INT, type(None)), "source": _STR, "upto": _INT, "msg": _STR},
     "peer_hello": {"token": _STR},
@@ -399,6 +406,7 @@ OPTIONAL_FIELDS: dict[str, dict[str, type | tuple]] = {
     "memset3d": {"elem": _INT},
     "peer_push": {"peer_secret": bytes, "stream": _INT},
     "peer_wait": {"stream": _INT},
+    "mirror_dtoh": {"offset": _INT, "length": _INT},
 }
 
 #: Ops that are never answered: their errors surface in a later reply.

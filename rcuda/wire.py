@@ -60,6 +60,12 @@ DTOD_FIELDS = struct.Struct("<QQQ")    # dst, src, size
 GRAPH_FIELDS = struct.Struct("<Q")     # the graph's id: all of its requests (server/graphs.py)
 EVENT_FIELDS = struct.Struct("<Q")     # the event's id
 
+# ---------------------------------------------------------------- mapped and managed memory
+#: The unit of a mirror's download (`mirror_dtoh`): the server compares its
+#: chunks with what the client has (server/mirror_views.py), and a part of
+#: a mirror the client asks for starts and ends on one (native/mapped_memory.c).
+MIRROR_CHUNK = 256 << 10
+
 # ---------------------------------------------------------------- sealed lanes
 # Under --auth a lane's bytes travel in sealed records (rcuda/sealed.py):
 #     RECORD_HEAD (plaintext length), the ciphertext, SEAL_TAG bytes of tag;

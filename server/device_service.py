@@ -93,7 +93,7 @@ FROM_DEVICE_OPS = frozenset({"dtoh", "dtoh3d", "mirror_dtoh"})
 STREAMED_OPS = frozenset({"htod", "htod3d", "mirror_htod"})
 #: Replies that carry neither device output nor an earlier asynchronous
 #: failure: the client's own bookkeeping (mapped memory), not a program's call.
-TRANSPARENT_OPS = frozenset({"mirror_dtoh"})
+TRANSPARENT_OPS = frozenset({"mirror_dtoh", "mirror_wait"})
 #: Zeros written at a time by mirror_zero.
 ZERO_PIECE = 4 << 20
 
@@ -176,6 +176,7 @@ class DeviceService:
             "reset_persisting_l2": self._reset_persisting_l2, "reset": self._reset,
             "close": self._close,
             "mirror_htod": self._mirror_htod, "mirror_zero": self._mirror_zero, "mirror_dtoh": self._mirror_dtoh,
+            "mirror_wait": self._mirror_wait,
             "vmm_create": self._vmm_create, "vmm_retain": self._vmm_retain, "vmm_release": self._vmm_release,
             "vmm_map": self._vmm_map, "vmm_unmap": self._vmm_unmap, "lib": self._lib,
             "vmm_export": self._vmm_export, "vmm_import": self._vmm_import,
@@ -539,12 +540,13 @@ class DeviceService:
         if isinstance(exc, CudaError) and is_sticky(status) and self._sticky is None:
             self._sticky = exc
             log.warning("GPU%d: sticky error in %s: %s", self.index, op, exc)
-        if not answer:
+        if not answer or op == "mirror_wait":  # the program's next call is told (mirror_wait: too)
             if self._deferred is None and exc is not self._sticky:
                 self._deferred = exc if isinstance(exc, CudaError) else CudaError(status, str(exc))
             self._collect_output()
-            return
-        self._reply(peer, {"seq": seq, "err": int(status), "msg": str(exc)})
+            if not answer:
+                return
+        self._reply(peer, {"seq": seq, "err": int(status), "msg": str(exc)}, with_output=op != "mirror_wait")
 
     def _reply(self, peer, reply: dict, frames=(), with_output: bool = True) -> None:
         """Answer on the socket (`peer`: the identity), or on the lane."""
@@ -735,19 +737,27 @@ class DeviceService:
         self.mirror_views.host_sent(header["ptr"], size)
 
     def _mirror_dtoh(self, header, payload):
-        """The device copy of a mirror, as it is now: all of it, or (`runs`:
-        how many) a table of (offset, length) little-endian pairs and then
-        the bytes of the chunks that changed since the client last had them
-        (server/mirror_views.py)."""
+        """The device copy of a mirror (`src`, `size`), or of its part
+        [offset, offset + length), as it is now: all of it, or (`runs`: how
+        many) a table of (offset in the mirror, length) little-endian pairs
+        and then the bytes of the chunks that changed since the client last
+        had them (server/mirror_views.py)."""
         src, size = header["src"], _non_negative(header, "size")
-        data = self.device.read_now(src, size)
-        runs = self.mirror_views.changed_runs(src, data, size) if size else None
+        offset = _non_negative(header, "offset") if "offset" in header else 0
+        length = _non_negative(header, "length") if "length" in header else size - offset
+        if offset + length > size:
+            raise ProtocolError(f"mirror_dtoh: part {offset}..+{length} of a {size}-byte mirror")
+        data = self.device.read_now(src + offset, length)
+        runs = self.mirror_views.changed_runs(src, data, size, offset) if length else None
         if runs is None:
             self.usage.bytes_from_device += len(data)
             return {}, [_bytes_view(data)]
-        pieces = [data[offset:offset + length] for offset, length in runs]
+        pieces = [data[at - offset:at - offset + length] for at, length in runs]
         self.usage.bytes_from_device += sum(length for _, length in runs)
         return {"runs": len(runs)}, [np.array(runs, "<u8").tobytes(), *map(_bytes_view, pieces)]
+
+    def _mirror_wait(self, header, payload):
+        return Later(self.device.synchronize())
 
     def _dtoh(self, header, payload):
         data, done = self.device.memcpy_dtoh(header["src"], _non_negative(header, "size"), self._stream(header))

@@ -2,7 +2,9 @@
 rcuda on sim servers: cudaMallocManaged and __managed__ variables used by
 the host and by kernels through one pointer; the host sees kernel writes
 after stream and device synchronisations, events, queries and in host
-functions, kernels see host writes made between launches; threads, two
+functions, kernels see host writes made between launches, a host thread
+touching managed memory while a kernel writes it waits for the kernel and
+keeps both sides' writes; threads, two
 devices, fork; thousands of small allocations; stream attachment, prefetches, advice and range attributes;
 bad input.  On the lane (C's link), on the ZeroMQ link of a --auth server,
 and with every call through Python (RCUDA_STATS).  (The programs' tests
@@ -10,18 +12,22 @@ skip without nvcc: compile_cuda says so.)"""
 from __future__ import annotations
 
 import re
+import time
+import urllib.request
 
 import pytest
 
-from conftest import run_program
+from conftest import CUDA_SOURCES, run_program
 from program_paths import THROUGH_PYTHON, check_section, run_on_sim
 
 SECTIONS = ["attributes", "vector_add", "host_writes_between_launches", "synchronisations", "threads",
             "managed_variables", "advice_and_prefetch", "many_small", "copies", "devices", "forked", "bad_input", "changed_chunks",
-            "touch_64mib"]
+            "touch_64mib", "host_waits_for_kernels", "system_atomics", "touch_only_what_is_read"]
 #: On the ZeroMQ link and with every call through Python: what takes other paths there.
 OTHER_PATHS = ["vector_add", "host_writes_between_launches", "synchronisations", "threads", "managed_variables",
                "many_small", "copies", "devices", "changed_chunks"]
+#: Through Python, the lane is still C's: the host waits for kernels there too.
+THROUGH_PYTHON_PATHS = OTHER_PATHS + ["host_waits_for_kernels", "system_atomics"]
 
 
 def _run(compile_cuda, *sections: str, **options):
@@ -41,7 +47,7 @@ def zeromq(compile_cuda, tmp_path_factory):
 @pytest.fixture(scope="module")
 def through_python(compile_cuda):
     """RCUDA_STATS=1: no call is made or recorded in C, launches aside."""
-    return _run(compile_cuda, *OTHER_PATHS, env=THROUGH_PYTHON)
+    return _run(compile_cuda, *THROUGH_PYTHON_PATHS, env=THROUGH_PYTHON)
 
 
 @pytest.mark.parametrize("section", SECTIONS)
@@ -65,7 +71,7 @@ def test_section_on_the_zeromq_link(zeromq, section):
     assert zeromq.returncode == 0
 
 
-@pytest.mark.parametrize("section", OTHER_PATHS)
+@pytest.mark.parametrize("section", THROUGH_PYTHON_PATHS)
 def test_section_through_python(through_python, section):
     check_section(through_python, section)
     assert through_python.returncode == 0
@@ -82,3 +88,27 @@ def test_on_a_gpu(compile_cuda, server_factory):
     sections = [s for s in SECTIONS if s != "devices"]
     result = run_program(compile_cuda("managed_memory.cu"), server, *sections, timeout=300)
     assert result.returncode == 0 and "PASSED" in result.stdout, result.stdout + result.stderr[-3000:]
+
+
+def test_only_what_the_host_touches_comes_back(compile_cuda, server_factory):
+    """A synchronisation leaves managed memory on the device until the host
+    touches it: kernels rewrite 32 MiB and a small allocation, the host
+    reads only the small one, and the server sends it (its arena, 2 MiB),
+    not the 32 MiB (the server's byte count, once the session has ended)."""
+    server = server_factory("--backend", "sim", "--kernels", str(CUDA_SOURCES / "managed_kernels.py"),
+                            "--metrics-port", "0")
+    port = int(re.search(r"metrics on http://127\.0\.0\.1:(\d+)/metrics", server.ready_line)[1])
+    result = run_program(compile_cuda("managed_memory.cu"), server, "touch_only_what_is_read")
+    check_section(result, "touch_only_what_is_read")
+
+    def sent_once_ended():
+        text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+        sent = re.search(r'rcuda_gpu_bytes_total\{direction="from_device"[^}]*\} (\S+)', text)
+        return float(sent[1]) if "rcuda_sessions 0.0" in text and sent and float(sent[1]) > 0 else None
+    deadline = time.monotonic() + 15
+    sent = sent_once_ended()
+    while sent is None and time.monotonic() < deadline:
+        time.sleep(0.2)
+        sent = sent_once_ended()
+    assert sent is not None, "the program's session did not end and get counted within 15 s"
+    assert sent < 8 << 20, f"{sent:.0f} bytes came back from the device for a 4 KiB read"

@@ -1,6 +1,7 @@
 """server/mirror_views.py: a mirror's download sends only the chunks whose
 bytes differ from what the client has; chunks the host sent are sent back;
-a mirror rewritten all over is sent whole without comparing."""
+a mirror rewritten all over is sent whole without comparing; a part of a
+mirror (managed memory where the host touches it) is compared alone."""
 from __future__ import annotations
 
 import numpy as np
@@ -63,3 +64,30 @@ def test_small_mirrors_and_freed_ones():
     views, device = learnt()
     views.forget(SRC, SIZE)
     assert download(views, device) is None  # a new mirror at the same address starts over
+
+
+def part(views, device, offset, length):
+    return views.changed_runs(SRC, memoryview(device[offset:offset + length]), device.size, offset)
+
+
+def test_a_part_is_learnt_and_compared_alone():
+    views, device = MirrorViews(), (np.arange(SIZE) % 251).astype(np.uint8)
+    window = (4 * CHUNK, 2 * CHUNK)
+    assert part(views, device, *window) is None  # first: all of it
+    assert part(views, device, *window) is None  # second: all of it, and learnt
+    device[5 * CHUNK + 7] += 1
+    device[CHUNK] += 1  # outside the part: not looked at
+    assert part(views, device, *window) == [(5 * CHUNK, CHUNK)]
+    assert part(views, device, *window) == []
+    last = SIZE // CHUNK * CHUNK  # the partial last chunk, alone
+    for _ in range(2):
+        assert part(views, device, last, SIZE - last) is None
+    assert part(views, device, last, SIZE - last) == []
+    # the whole mirror: the parts learnt are compared, the rest sent (and learnt next time)
+    assert download(views, device) == [(0, 4 * CHUNK), (6 * CHUNK, last - 6 * CHUNK)]
+
+
+def test_a_part_not_on_chunks_is_sent_whole_and_forgotten():
+    views, device = learnt()
+    assert part(views, device, CHUNK + 4096, CHUNK) is None
+    assert download(views, device) == [(CHUNK, 2 * CHUNK)]  # the shadow there may not be the client's

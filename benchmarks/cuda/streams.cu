@@ -10,7 +10,8 @@
 //                                     memory after cudaDeviceSynchronize, and device memory
 //                                     with cudaMemcpy to a host buffer
 //   streams managed-delta BYTES REPEATS  cudaDeviceSynchronize after a kernel changed 1 MiB of
-//                                     BYTES of managed memory, and after one changed all of it
+//                                     BYTES of managed memory, and after one changed all of it,
+//                                     read by the host or not
 //
 // Prints one RESULT {...} line with the times in microseconds.  On a GPU the
 // long kernel spins on the global timer; on a sim server its plugin's COSTS
@@ -177,7 +178,9 @@ static int managed(long long bytes, int repeats)
 
 // What a synchronisation costs after a kernel changed 1 MiB of a large
 // managed allocation (only that comes back), and after one changed all of
-// it; the host reads a byte of each changed page.
+// it; the host reads a byte of each changed page.  Then after one changed
+// all of it that the host does not read (nothing comes back), against the
+// same kernel on device memory.
 static int managed_delta(long long bytes, int repeats)
 {
     const long long changed = 1 << 20;
@@ -206,8 +209,27 @@ static int managed_delta(long long bytes, int repeats)
         fprintf(stderr, "FAILED: managed memory is not what the kernels wrote\n");
         return 1;
     }
-    printf("RESULT {\"bytes\": %lld, \"changed\": %lld, \"part_us\": %.1f, \"whole_us\": %.1f}\n", bytes, changed,
-           median_us(part), median_us(whole));
+    std::vector<long long> untouched(repeats), device(repeats);
+    unsigned char *d;
+    CHECK(cudaMalloc(&d, bytes));
+    for (int r = 0; r < repeats; r++) {  // all of it changed, and the host does not look; device memory beside it
+        fillBytes<<<256, 256>>>(m, bytes, r + 200);
+        long long t = now_ns();
+        CHECK(cudaDeviceSynchronize());
+        untouched[r] = now_ns() - t;
+        fillBytes<<<256, 256>>>(d, bytes, r + 200);
+        t = now_ns();
+        CHECK(cudaDeviceSynchronize());
+        device[r] = now_ns() - t;
+    }
+    CHECK(cudaFree(d));
+    if (m[bytes - 1] != (unsigned char)(repeats + 199)) {
+        fprintf(stderr, "FAILED: managed memory is not what the last kernel wrote\n");
+        return 1;
+    }
+    printf("RESULT {\"bytes\": %lld, \"changed\": %lld, \"part_us\": %.1f, \"whole_us\": %.1f, "
+           "\"untouched_us\": %.1f, \"device_us\": %.1f}\n", bytes, changed, median_us(part), median_us(whole),
+           median_us(untouched), median_us(device));
     CHECK(cudaFree(m));
     return 0;
 }

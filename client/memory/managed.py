@@ -9,8 +9,10 @@ serves both sides; native/mapped_memory.c keeps the copies in step: a
 kernel sees the host's writes made before its launch, the host sees the
 device's after a synchronisation.  That is CUDA's model for devices
 without concurrent managed access (cudaDevAttrConcurrentManagedAccess 0),
-which is what rcuda's devices report: the host must not touch managed
-memory while a kernel that uses it runs.
+which is what rcuda's devices report.  Such a device keeps managed memory
+from the host while it works; here a host access meanwhile waits for the
+device's work and sees its writes (native/mapped_memory.c, `guarded`
+mirrors), unless the memory is attached to the host.
 
 Advice and prefetch locations are kept per page, as CUDA keeps them, so
 that cudaMemRangeGetAttribute(s) answers what the program asked for.
@@ -264,8 +266,9 @@ class ManagedMemory:
 
     # ---------------------------------------------------------- what the program says
 
-    def attach(self, stream, null_stream: bool, address: int, length: int, flags: int) -> None:
-        """cudaStreamAttachMemAsync (`null_stream`: the program passed 0)."""
+    def attach(self, fast, stream, null_stream: bool, address: int, length: int, flags: int) -> None:
+        """cudaStreamAttachMemAsync (`null_stream`: the program passed 0).
+        Memory attached to the host is the host's while the device works."""
         call = "cudaStreamAttachMemAsync"
         if flags not in (ATTACH_GLOBAL, ATTACH_HOST, ATTACH_SINGLE):
             raise CudaError(cudaError.cudaErrorInvalidValue, f"{call}: flags {flags:#x}")
@@ -280,6 +283,8 @@ class ManagedMemory:
                             f"{call}: cudaMemAttachSingle to the NULL stream (a virtual global stream)")
         managed.attach = flags
         managed.attached_stream = stream if flags == ATTACH_SINGLE else None
+        if managed.arena is None and not managed.variable:  # (an arena's mirror is shared: always kept)
+            fast.mirror_guard(managed.mirror.slot, flags != ATTACH_HOST)
 
     def location(self, location, call: str, devices: int, host_allowed: bool = True) -> int:
         """A cudaMemLocation as one int: a device ordinal or CPU.  The host's

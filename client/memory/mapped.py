@@ -174,7 +174,8 @@ class MappedMemory:
         try:
             # Both copies start as zeros; answered, so no flush can come before it.
             device.request("mirror_zero", ptr=host, size=rounded)
-            slot = fast.mirror_add(host, size, host, device, alias=alias, dirty=False, device_only_reads=False)
+            slot = fast.mirror_add(host, size, host, device, alias=alias, dirty=False, device_only_reads=False,
+                                   guarded=managed and flags != MACROS["cudaMemAttachHost"])
             if slot < 0:
                 raise CudaError(cudaError.cudaErrorMemoryAllocation,
                                 f"{call}: too many mapped and managed ranges at once")

@@ -33,7 +33,7 @@ def cudaMallocManaged(devPtr, size, flags):
 def cudaStreamAttachMemAsync(stream, devPtr, length, flags, per_thread=False):
     """Recorded, not sent: which streams may use the memory changes nothing
     in how rcuda keeps its copies in step."""
-    rt().managed.attach(stream_of(stream, per_thread), address(stream) == 0, address(devPtr), length, flags)
+    rt().managed.attach(rt().fast, stream_of(stream, per_thread), address(stream) == 0, address(devPtr), length, flags)
     return SUCCESS
 
 

@@ -89,10 +89,11 @@ class NullFastPath:
 
     # Mapped host memory (native/mapped_memory.c): only inside the interposer.
     def mirror_add(self, host: int, size: int, device_ptr: int, device, alias: int, dirty: bool,
-                   device_only_reads: bool) -> int:
+                   device_only_reads: bool, guarded: bool = False) -> int:
         raise CudaError(cudaError.cudaErrorNotSupported, "mapped host memory needs the interposer")
 
     def pinned_block(self, base: int, span: int, device, add: bool = True) -> None: ...
+    def mirror_guard(self, slot: int, guarded: bool) -> None: ...
     def mirror_remove(self, slot: int) -> None: ...
     def mirrors_forget(self, device=None) -> None: ...
     def mirror_written(self, device, stream: int) -> None: ...
@@ -248,14 +249,20 @@ class FastPath(NullFastPath):
 
     # Mapped host memory (native/mapped_memory.c, client/memory/mapped.py).
     def mirror_add(self, host: int, size: int, device_ptr: int, device, alias: int, dirty: bool,
-                   device_only_reads: bool) -> int:
-        """`alias`: a second writable mapping of the host copy's pages (0: none)."""
+                   device_only_reads: bool, guarded: bool = False) -> int:
+        """`alias`: a second writable mapping of the host copy's pages (0: none).
+        `guarded`: managed memory, kept from the host while the device may
+        write it (native/mapped_memory.c)."""
         if device.ordinal >= self._lib.FAST_MAX_DEVICES:
             raise CudaError(cudaError.cudaErrorNotSupported,
                             f"mapped host memory on {device.label}: only the first "
                             f"{self._lib.FAST_MAX_DEVICES} devices can have it")
         return self._lib.rcuda_mirror_add(host, size, device_ptr, device.ordinal, alias, int(dirty),
-                                          int(device_only_reads))
+                                          int(device_only_reads), int(guarded))
+
+    def mirror_guard(self, slot: int, guarded: bool) -> None:
+        """Whether managed memory is kept from the host while its device may write it."""
+        self._lib.rcuda_mirror_guard(slot, int(guarded))
 
     def mirror_remove(self, slot: int) -> None:
         self._lib.rcuda_mirror_remove(slot)

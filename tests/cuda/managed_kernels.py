@@ -41,5 +41,17 @@ def fill(launch):
     words += np.uint32(seed)
 
 
+def long_kernel(launch):
+    """longKernel(int *flag, long long nanoseconds): *flag = 42 (its time is modelled: COSTS)."""
+    launch.array(launch.param(0, "Q"), np.int32, 1)[0] = 42
+
+
+def system_add(launch):
+    """systemAdd(int *p): each thread adds 10."""
+    grid, block = np.prod(launch.grid), np.prod(launch.block)
+    launch.array(launch.param(0, "Q"), np.int32, 1)[0] += 10 * int(grid * block)
+
+
 KERNELS = {"vectorAdd": vector_add, "addOne": add_one, "addOneEach": add_one_each, "accumulate": accumulate, "bumpGlobals": bump_globals,
-           "fill": fill}
+           "fill": fill, "longKernel": long_kernel, "systemAdd": system_add}
+COSTS = {"longKernel": lambda launch: launch.param(1, "q") / 1e9, "systemAdd": lambda launch: 0.2}

@@ -2,7 +2,8 @@
 // that the host and kernels use through one pointer; the host sees kernel
 // writes after every kind of synchronisation, kernels see host writes made
 // before their launch; stream attachment, prefetches, advice and range
-// attributes; copies and memsets; threads; fork; bad input.
+// attributes; copies and memsets; threads; fork; bad input; the host
+// touching managed memory while a kernel writes it.
 //
 //   managed_memory [SECTION...]      (default: all; "devices" needs 2 devices)
 //
@@ -19,6 +20,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include "check.h"
+#include "long_kernel.h"
 
 __managed__ int counter = 5;
 __managed__ float table[16];
@@ -61,6 +63,13 @@ __global__ void addOneEach(int **ptrs, int n)
 {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) *ptrs[i] += 1;
+}
+
+// Each thread adds 10 to *p, atomically for the whole system (as NVIDIA's
+// systemWideAtomics sample does while its host threads add too).
+__global__ void systemAdd(int *p)
+{
+    atomicAdd_system(p, 10);
 }
 
 static int blocks(size_t n) { return (int)((n + 255) / 256); }
@@ -463,6 +472,80 @@ static void bad_input()
 // A kernel that changes a few chunks of a large allocation: the host sees
 // exactly those changes (a download brings only what changed), also where
 // it wrote other bytes of the same chunk itself, and over several rounds.
+// The host touches managed memory while a kernel that writes it runs: it
+// waits for the kernel and sees its writes, and what it writes adds to the
+// kernel's instead of overwriting them with a stale copy.
+static void host_waits_for_kernels()
+{
+    const long long kernel_ns = 200 * 1000 * 1000;
+    int *p;
+    CHECK(cudaMallocManaged(&p, 64 << 10));
+    p[0] = 1;
+    p[5000] = 7;
+    longKernel<<<1, 1>>>(p, kernel_ns);  // *flag = 42 at its end
+    REQUIRE(p[0] == 42);                 // a read: after the kernel
+    longKernel<<<1, 1>>>(p + 1, kernel_ns);
+    p[1] += 100;                         // a write to the word it writes
+    p[5000] += 1;                        // and to another page
+    CHECK(cudaDeviceSynchronize());
+    REQUIRE(p[1] == 142 && p[5000] == 8);
+
+    cudaStream_t s;  // attached to the host: the host's while kernels run
+    CHECK(cudaStreamCreate(&s));
+    int *mine;
+    CHECK(cudaMallocManaged(&mine, 64 << 10, cudaMemAttachHost));
+    mine[0] = 5;
+    longKernel<<<1, 1, 0, s>>>(p + 2, kernel_ns);
+    mine[0] += 1;
+    REQUIRE(mine[0] == 6);
+    CHECK(cudaStreamSynchronize(s));
+    REQUIRE(p[2] == 42);
+    CHECK(cudaStreamDestroy(s));
+    CHECK(cudaFree(mine));
+    CHECK(cudaFree(p));
+    printf("ok host_waits_for_kernels\n");
+}
+
+// NVIDIA's systemWideAtomics, in short: host threads add to managed memory
+// while a kernel does; no side's additions are lost.
+static void system_atomics()
+{
+    const int threads = 4096, host_threads = 4, host_adds = 2048;
+    int *p;
+    CHECK(cudaMallocManaged(&p, sizeof(int)));
+    *p = 0;
+    systemAdd<<<threads / 256, 256>>>(p);
+    std::vector<std::thread> pool;
+    for (int t = 0; t < host_threads; t++)
+        pool.emplace_back([p] {
+            for (int i = 0; i < host_adds; i++) __sync_fetch_and_add(p, 10);
+        });
+    for (auto &thread : pool) thread.join();
+    CHECK(cudaDeviceSynchronize());
+    REQUIRE(*p == 10 * (threads + host_threads * host_adds));
+    CHECK(cudaFree(p));
+    printf("ok system_atomics\n");
+}
+
+// Only what the host touches comes back: kernels rewrite 32 MiB of managed
+// memory and a small allocation; the host reads the small one only.
+static void touch_only_what_is_read()
+{
+    const size_t n = 32u << 20 >> 2;
+    unsigned int *big;
+    int *small;
+    CHECK(cudaMallocManaged(&big, n * sizeof(unsigned int)));
+    CHECK(cudaMallocManaged(&small, 4096));
+    small[0] = 1;
+    fill<<<blocks(n), 256>>>(big, n, 3);
+    addOne<<<1, 1>>>(small, 1);
+    CHECK(cudaDeviceSynchronize());
+    REQUIRE(small[0] == 2);
+    CHECK(cudaFree(big));
+    CHECK(cudaFree(small));
+    printf("ok touch_only_what_is_read\n");
+}
+
 static void changed_chunks()
 {
     const int n = 24 << 20 >> 2;  // 24 MiB of ints
@@ -533,6 +616,8 @@ int main(int argc, char **argv)
         {"threads", threads}, {"managed_variables", managed_variables}, {"advice_and_prefetch", advice_and_prefetch},
         {"many_small", many_small}, {"copies", copies}, {"devices", devices}, {"forked", forked}, {"bad_input", bad_input},
         {"changed_chunks", changed_chunks}, {"touch_64mib", touch_64mib},
+        {"host_waits_for_kernels", host_waits_for_kernels}, {"system_atomics", system_atomics},
+        {"touch_only_what_is_read", touch_only_what_is_read},
     };
     for (auto &section : sections) {
         bool wanted = argc == 1;
