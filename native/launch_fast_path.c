@@ -448,14 +448,24 @@ static int record_launch(const void *host_fun, dim3 grid, dim3 block, void **arg
     }
     struct launch_record r = {k->fn[device], (uint32_t)shared_mem, {grid.x, grid.y, grid.z},
                               {block.x, block.y, block.z}, stream_id, k->buffer_size};
+    /* The arguments are read before the batch lock is taken: one the program
+     * keeps in managed memory may fault, and the handler may have to send
+     * the batch (native/mapped_memory.c). */
+    char small[1024], *staged = k->buffer_size <= sizeof small ? small : malloc(k->buffer_size);
+    if (!staged) {
+        pthread_rwlock_unlock(&kernels_lock);
+        return 0;
+    }
+    memset(staged, 0, k->buffer_size); /* the gaps between parameters */
+    for (uint32_t i = 0; i < k->nparams; i++)
+        memcpy(staged + k->offsets[i], args[i], k->sizes[i]);
     pthread_mutex_lock(&d->lock);
     char *params = start_record(d, &r);
-    if (params) {
-        memset(params, 0, k->buffer_size); /* the gaps between parameters */
-        for (uint32_t i = 0; i < k->nparams; i++)
-            memcpy(params + k->offsets[i], args[i], k->sizes[i]);
-    }
+    if (params)
+        memcpy(params, staged, k->buffer_size);
     pthread_rwlock_unlock(&kernels_lock);
+    if (staged != small)
+        free(staged);
     /* Page-locked memory the kernel is passed must be attached to this device first: Python's. */
     int recorded = params != NULL && !needs_pinned_attach(device, params, r.param_bytes);
     if (!finish_record(d, &r, recorded))
