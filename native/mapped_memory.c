@@ -93,7 +93,7 @@
  * which the server reads straight into the device copy). */
 #define MIRROR_MESSAGE_BYTES (8u << 20)
 /* What the host's first touch of stale managed memory brings: a round trip
- * at most per MiB it reads at random, and a scan's parts double from here. */
+ * at most per MiB it reads at random, and a scan's parts grow from here. */
 #define MIRROR_FIRST_PART (4 * WIRE_MIRROR_CHUNK)
 
 enum { MIRROR_FREE = 0, MIRROR_ACTIVE = 1, MIRROR_RETIRING = 2 };
@@ -1032,8 +1032,8 @@ static int mirror_wait_for_device(int device, struct link *l)
  * the link, jumping its queue as every refresh does), and accessible again:
  * read-only, or not at all while its device is busy.  Unless it went stale
  * again meanwhile.  The part starts on a chunk (wire.h's MIRROR_CHUNK) and
- * is MIRROR_FIRST_PART long, twice the last part when it follows it (a
- * scan), and at most the rest of `m`.
+ * is MIRROR_FIRST_PART long, four times the last part when it follows it
+ * (a scan: 64 MiB in four round trips), and at most the rest of `m`.
  * Where the link has failed the part is given up as it is: the program's
  * next call says why. */
 static void mirror_freshen(struct mirror *m, struct link *l, uint64_t address)
@@ -1041,7 +1041,7 @@ static void mirror_freshen(struct mirror *m, struct link *l, uint64_t address)
     struct mirror_device *md = &mirror_devices[m->device];
     uint64_t since = __atomic_load_n(&m->stale_since, __ATOMIC_SEQ_CST);
     uint64_t offset = (address - m->host) / WIRE_MIRROR_CHUNK * WIRE_MIRROR_CHUNK;
-    uint64_t length = offset == m->next_part ? 2 * m->part : MIRROR_FIRST_PART;
+    uint64_t length = offset == m->next_part ? 4 * m->part : MIRROR_FIRST_PART;
     if (length > m->size - offset)
         length = m->size - offset;
     m->next_part = offset + length;
@@ -1077,7 +1077,7 @@ static void mirror_freshen_all(struct mirror *m, struct link *l)
             page++;
         if (page == pages)
             break;
-        m->next_part = page * mirror_page / WIRE_MIRROR_CHUNK * WIRE_MIRROR_CHUNK; /* as a scan: parts double */
+        m->next_part = page * mirror_page / WIRE_MIRROR_CHUNK * WIRE_MIRROR_CHUNK; /* as a scan: parts grow */
         m->part = m->size;
         mirror_freshen(m, l, m->host + page * mirror_page);
     }
