@@ -71,6 +71,15 @@ def test_section_on_the_zeromq_link(zeromq, section):
     assert zeromq.returncode == 0
 
 
+def test_host_waits_for_kernels_on_a_sealed_lane(compile_cuda, tmp_path):
+    """A --auth server's sealed lanes are C's links too: the settler waits
+    for the GPU and refreshes through them."""
+    sections = ["host_waits_for_kernels", "system_atomics", "touch_only_what_is_read", "forked"]
+    result = _run(compile_cuda, *sections, auth_root=tmp_path, env={"RCUDA_LINK": "lane"})
+    check_section(result, *sections)
+    assert result.returncode == 0
+
+
 @pytest.mark.parametrize("section", THROUGH_PYTHON_PATHS)
 def test_section_through_python(through_python, section):
     check_section(through_python, section)

@@ -20,6 +20,7 @@ from conftest import run_program
 from program_paths import THROUGH_PYTHON, check_section, run_on_sim
 from rcuda.client.state import Runtime
 from rcuda.config import ClientConfig, parse_server
+from rcuda import wire
 from rcuda.errors import CudaError, cudaError
 
 SECTIONS = ["attributes", "alloc_vector_add", "register_vector_add", "rounds_64mib", "nonblocking_stream",
@@ -125,6 +126,32 @@ def test_mirror_dtoh_leaves_an_earlier_failure_to_the_programs_next_call(device)
     ptr = device.malloc(64)
     device.post("memset", ptr=ptr + 4096, value=0, size=8, stream=0)  # outside: fails, unanswered
     reply, _ = device.link.call({"op": "mirror_dtoh", "src": ptr, "size": 8})
+    assert reply["err"] == 0
+    with pytest.raises(CudaError) as error:
+        device.request("sync")
+    assert error.value.status == cudaError.cudaErrorInvalidValue
+
+
+def test_a_part_of_a_mirror_and_a_wait_by_hand(device):
+    """mirror_dtoh of a part (offset, length) reads those bytes of the
+    device copy, and a part outside the mirror is refused; mirror_wait
+    answers once the device's work is done and, like mirror_dtoh, leaves an
+    earlier failure to the program's next call."""
+    size = 8 << 20
+    ptr = device.malloc(size)
+    data = np.random.default_rng(5).integers(0, 256, size, dtype=np.uint8)
+    device.post("mirror_htod", [memoryview(data)], runs=[ptr, size])
+    chunk = wire.MIRROR_CHUNK
+    for _ in range(3):  # learnt by the server's view on the way: the bytes are the same each time
+        reply, frames = device.request("mirror_dtoh", src=ptr, size=size, offset=4 * chunk, length=2 * chunk)
+        assert "runs" not in reply or reply["runs"] == 0
+        if "runs" not in reply:
+            assert b"".join(bytes(f.buffer) for f in frames) == data[4 * chunk:6 * chunk].tobytes()
+    with pytest.raises(CudaError) as error:
+        device.request("mirror_dtoh", src=ptr, size=size, offset=size - chunk, length=2 * chunk)
+    assert error.value.status == cudaError.cudaErrorInvalidValue
+    device.post("memset", ptr=ptr + size + 4096, value=0, size=8, stream=0)  # outside: fails, unanswered
+    reply, _ = device.link.call({"op": "mirror_wait"})
     assert reply["err"] == 0
     with pytest.raises(CudaError) as error:
         device.request("sync")
