@@ -64,10 +64,11 @@ def test_the_first_call_may_come_from_another_thread(two_gpus):
 def test_an_extension_holding_the_gil_after_a_library_registered_its_modules(two_gpus, probe_dir, compile_cuda):
     """The library's modules, registered when ctypes loaded it (before any
     CUDA call), reach the client at the extension's first call: the
-    library's own kernel then runs."""
+    library's own kernel then runs, on device memory and on managed memory
+    the program reads with the GIL held right after the launch."""
     library = compile_cuda("module_library.cu", "-shared", "-Xcompiler", "-fPIC")
     assert ok_lines(run_host(two_gpus, "extension", str(library), str(probe_dir))) == [
-        "ok devices 2 status 0", "ok round trip", "ok library kernel"]
+        "ok devices 2 status 0", "ok round trip", "ok library kernel", "ok managed memory"]
 
 
 @requires_nvcc

@@ -48,6 +48,15 @@ def main(mode: str, *args: str) -> None:
         assert cudart.cudaMemcpy(values, device, ctypes.sizeof(values), 2) == 0
         assert list(values) == [float(i * i) for i in range(256)], list(values)[:4]
         print("ok library kernel", flush=True)
+        managed = ctypes.c_void_p()
+        assert cudart.cudaMallocManaged(ctypes.byref(managed), ctypes.sizeof(values), 1) == 0
+        on_host = (ctypes.c_float * 256).from_address(managed.value)
+        on_host[:] = range(256)
+        assert library.library_square(managed, 256) == 0
+        # Read with the GIL held while the kernel may run: the read waits for
+        # it (native/mapped_memory.c's settler needs no Python).
+        assert list(on_host) == [float(i * i) for i in range(256)], list(on_host)[:4]
+        print("ok managed memory", flush=True)
     elif mode == "race":  # first calls at once: some holding the GIL, some not
         sys.path.insert(0, args[0])
         import cuda_probe
