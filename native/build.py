@@ -153,6 +153,7 @@ struct mirror_sync { uint64_t written; int pending; int covers; };
 static int rcuda_mirror_add(uint64_t host, uint64_t size, uint64_t device_ptr, int device, uint64_t alias,
                             int dirty, int no_refresh, int guarded);
 static void rcuda_mirror_guard(int slot, int guarded);
+static void rcuda_mirror_prefetch(int slot, uint64_t offset, uint64_t size);
 static void rcuda_mirror_remove(int slot);
 static void rcuda_mirrors_forget(int device);
 static void rcuda_mirror_written(int device, uint64_t stream);

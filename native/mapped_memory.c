@@ -116,6 +116,7 @@ struct mirror {
     uint64_t *stale_bits;    /* one bit per protected page: older than the device's copy since a synchronisation */
     uint64_t stale_since;    /* how many times it went stale (a refresh that began before the last is not enough) */
     uint64_t next_part, part; /* the settler's last refresh of a part: where it ended, its length (read-ahead) */
+    uint64_t prefetch_lo, prefetch_hi; /* prefetched to the host: refreshed at the next synchronisation */
     uint64_t host, size;     /* the mapped range [host, host + size) */
     uint64_t device_ptr;     /* the device address of host's first byte */
     uint64_t page_lo, page_hi; /* the protected pages, [page_lo, page_hi) (maybe none) */
@@ -961,6 +962,8 @@ static void mirror_go_stale(struct mirror *m)
     pthread_mutex_unlock(&md->lock);
 }
 
+static void mirror_freshen_prefetched(struct mirror *m, struct link *l); /* the settler's, below */
+
 /* After a synchronising reply on `device`'s link: its mirrors' host copies
  * get what the device wrote, if it may have: downloaded now, or (managed
  * memory) when the host first touches them.  0, a link failure, or -1
@@ -975,8 +978,10 @@ static int mirror_after_sync(int device, struct link *l, const struct mirror_syn
         struct mirror *m = &mirrors[i];
         if (m->device != device || !mirror_enter(m))
             continue;
-        if (m->device == device && !m->no_refresh && m->guarded)
+        if (m->device == device && !m->no_refresh && m->guarded) {
             mirror_go_stale(m);
+            mirror_freshen_prefetched(m, l);
+        }
         else if (m->device == device && !m->no_refresh)
             result = mirror_refresh_one(l, m, reply);
         mirror_leave(m);
@@ -1028,24 +1033,15 @@ static int mirror_wait_for_device(int device, struct link *l)
     return done;
 }
 
-/* The part of a stale `m` the host touched at `address` refreshed (through
- * the link, jumping its queue as every refresh does), and accessible again:
- * read-only, or not at all while its device is busy.  Unless it went stale
- * again meanwhile.  The part starts on a chunk (wire.h's MIRROR_CHUNK) and
- * is MIRROR_FIRST_PART long, four times the last part when it follows it
- * (a scan: 64 MiB in four round trips), and at most the rest of `m`.
- * Where the link has failed the part is given up as it is: the program's
- * next call says why. */
-static void mirror_freshen(struct mirror *m, struct link *l, uint64_t address)
+/* [offset, offset + length) of a stale `m` refreshed (through the link,
+ * jumping its queue as every refresh does), and accessible again: read-only,
+ * or not at all while its device is busy.  Unless it went stale again
+ * meanwhile.  Where the link has failed the part is given up as it is: the
+ * program's next call says why. */
+static void mirror_freshen_part(struct mirror *m, struct link *l, uint64_t offset, uint64_t length)
 {
     struct mirror_device *md = &mirror_devices[m->device];
     uint64_t since = __atomic_load_n(&m->stale_since, __ATOMIC_SEQ_CST);
-    uint64_t offset = (address - m->host) / WIRE_MIRROR_CHUNK * WIRE_MIRROR_CHUNK;
-    uint64_t length = offset == m->next_part ? 4 * m->part : MIRROR_FIRST_PART;
-    if (length > m->size - offset)
-        length = m->size - offset;
-    m->next_part = offset + length;
-    m->part = length;
     struct link_reply reply;
     memset(&reply, 0, sizeof reply);
     if (l)
@@ -1064,6 +1060,37 @@ static void mirror_freshen(struct mirror *m, struct link *l, uint64_t address)
             mprotect((void *)(m->page_lo + first * mirror_page), (end - first) * mirror_page, PROT_READ);
     }
     pthread_mutex_unlock(&md->lock);
+}
+
+/* The part of a stale `m` around `address`, which the host touched,
+ * refreshed.  It starts on a chunk (wire.h's MIRROR_CHUNK) and is
+ * MIRROR_FIRST_PART long, four times the last part when it follows it (a
+ * scan: 64 MiB in four round trips), and at most the rest of `m`. */
+static void mirror_freshen(struct mirror *m, struct link *l, uint64_t address)
+{
+    uint64_t offset = (address - m->host) / WIRE_MIRROR_CHUNK * WIRE_MIRROR_CHUNK;
+    uint64_t length = offset == m->next_part ? 4 * m->part : MIRROR_FIRST_PART;
+    if (length > m->size - offset)
+        length = m->size - offset;
+    m->next_part = offset + length;
+    m->part = length;
+    mirror_freshen_part(m, l, offset, length);
+}
+
+/* What the program prefetched to the host of a stale `m` (since the last
+ * synchronisation), refreshed now: in one part, not at its touches. */
+static void mirror_freshen_prefetched(struct mirror *m, struct link *l)
+{
+    struct mirror_device *md = &mirror_devices[m->device];
+    pthread_mutex_lock(&md->lock);
+    uint64_t lo = m->prefetch_lo, hi = m->prefetch_hi;
+    m->prefetch_lo = m->prefetch_hi = 0;
+    pthread_mutex_unlock(&md->lock);
+    if (hi <= lo)
+        return;
+    lo = lo / WIRE_MIRROR_CHUNK * WIRE_MIRROR_CHUNK;
+    hi = (hi + WIRE_MIRROR_CHUNK - 1) / WIRE_MIRROR_CHUNK * WIRE_MIRROR_CHUNK;
+    mirror_freshen_part(m, l, lo, (hi < m->size ? hi : m->size) - lo);
 }
 
 /* All of a stale `m` refreshed (before a fork, or as it stops being kept
@@ -1245,6 +1272,7 @@ static int rcuda_mirror_add(uint64_t host, uint64_t size, uint64_t device_ptr, i
     m->stale_bits = bits + 2 * (words ? words : 1);
     m->stale = 0;
     m->next_part = UINT64_MAX;
+    m->prefetch_lo = m->prefetch_hi = 0;
     m->words = words;
     mirror_install_handler();
     struct mirror_device *md = &mirror_devices[device];
@@ -1349,6 +1377,32 @@ static void rcuda_mirror_guard(int slot, int guarded)
             mirror_unbusy(m->device);
     }
     pthread_mutex_unlock(&md->lock);
+    mirror_leave(m);
+}
+
+/* The program prefetched [offset, offset + size) of slot `slot`'s managed
+ * memory to the host (cudaMemPrefetchAsync): the next synchronisation
+ * refreshes it at once, as CUDA migrates it, instead of at its first touch. */
+static void rcuda_mirror_prefetch(int slot, uint64_t offset, uint64_t size)
+{
+    if (slot < 0 || slot >= MIRROR_SLOTS)
+        return;
+    struct mirror *m = &mirrors[slot];
+    if (!mirror_enter(m))
+        return;
+    if (m->guarded && offset < m->size && size) {
+        uint64_t end = size < m->size - offset ? offset + size : m->size;
+        struct mirror_device *md = &mirror_devices[m->device];
+        pthread_mutex_lock(&md->lock);
+        if (m->prefetch_hi <= m->prefetch_lo) {
+            m->prefetch_lo = offset;
+            m->prefetch_hi = end;
+        } else {
+            m->prefetch_lo = offset < m->prefetch_lo ? offset : m->prefetch_lo;
+            m->prefetch_hi = end > m->prefetch_hi ? end : m->prefetch_hi;
+        }
+        pthread_mutex_unlock(&md->lock);
+    }
     mirror_leave(m);
 }
 

@@ -22,7 +22,7 @@ from program_paths import THROUGH_PYTHON, check_section, run_on_sim
 
 SECTIONS = ["attributes", "vector_add", "host_writes_between_launches", "synchronisations", "threads",
             "managed_variables", "advice_and_prefetch", "many_small", "copies", "devices", "forked", "bad_input", "changed_chunks",
-            "touch_64mib", "host_waits_for_kernels", "system_atomics", "touch_only_what_is_read"]
+            "touch_64mib", "host_waits_for_kernels", "system_atomics", "touch_only_what_is_read", "prefetch_to_host"]
 #: On the ZeroMQ link and with every call through Python: what takes other paths there.
 OTHER_PATHS = ["vector_add", "host_writes_between_launches", "synchronisations", "threads", "managed_variables",
                "many_small", "copies", "devices", "changed_chunks"]
@@ -99,16 +99,14 @@ def test_on_a_gpu(compile_cuda, server_factory):
     assert result.returncode == 0 and "PASSED" in result.stdout, result.stdout + result.stderr[-3000:]
 
 
-def test_only_what_the_host_touches_comes_back(compile_cuda, server_factory):
-    """A synchronisation leaves managed memory on the device until the host
-    touches it: kernels rewrite 32 MiB and a small allocation, the host
-    reads only the small one, and the server sends it (its arena, 2 MiB),
-    not the 32 MiB (the server's byte count, once the session has ended)."""
+def bytes_sent(compile_cuda, server_factory, section: str) -> float:
+    """What the server sent from the device while `section` ran alone (its
+    metrics, once the program's session has ended and been counted)."""
     server = server_factory("--backend", "sim", "--kernels", str(CUDA_SOURCES / "managed_kernels.py"),
                             "--metrics-port", "0")
     port = int(re.search(r"metrics on http://127\.0\.0\.1:(\d+)/metrics", server.ready_line)[1])
-    result = run_program(compile_cuda("managed_memory.cu"), server, "touch_only_what_is_read")
-    check_section(result, "touch_only_what_is_read")
+    result = run_program(compile_cuda("managed_memory.cu"), server, section)
+    check_section(result, section)
 
     def sent_once_ended():
         text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
@@ -120,4 +118,21 @@ def test_only_what_the_host_touches_comes_back(compile_cuda, server_factory):
         time.sleep(0.2)
         sent = sent_once_ended()
     assert sent is not None, "the program's session did not end and get counted within 15 s"
+    return sent
+
+
+def test_only_what_the_host_touches_comes_back(compile_cuda, server_factory):
+    """A synchronisation leaves managed memory on the device until the host
+    touches it: kernels rewrite 32 MiB and a small allocation, the host
+    reads only the small one, and the server sends it (its arena, 2 MiB),
+    not the 32 MiB."""
+    sent = bytes_sent(compile_cuda, server_factory, "touch_only_what_is_read")
     assert sent < 8 << 20, f"{sent:.0f} bytes came back from the device for a 4 KiB read"
+
+
+def test_what_the_program_prefetches_to_the_host_comes_back(compile_cuda, server_factory):
+    """cudaMemPrefetchAsync to the host: the 4 MiB prefetched come back at
+    the synchronisation though the host reads a word of them, with the
+    part around the word it reads of the other half."""
+    sent = bytes_sent(compile_cuda, server_factory, "prefetch_to_host")
+    assert 5 << 20 <= sent < 8 << 20, f"{sent:.0f} bytes came back from the device"

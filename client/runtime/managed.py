@@ -11,7 +11,7 @@ from rcuda.errors import CudaError, cudaError
 from .. import interposer
 from .core import SUCCESS, cuda
 from ..interposer import address, out_pointer, stream_of
-from ..memory.managed import ADVICE
+from ..memory.managed import ADVICE, CPU
 
 
 def rt():
@@ -71,9 +71,10 @@ def cudaMemDiscardAndPrefetchBatchAsync(dptrs, sizes, count, prefetchLocs, prefe
 
 
 def _prefetch(call: str, ranges, locations, first_of_location, flags, stream, per_thread) -> None:
-    """Prefetches are recorded (cudaMemRangeAttributeLastPrefetchLocation):
-    the host's writes reach the device before its next operation and the
-    device's the host at the next synchronisation, prefetched or not."""
+    """Prefetches are recorded (cudaMemRangeAttributeLastPrefetchLocation).
+    The host's writes reach the device before its next operation anyway; a
+    range prefetched to the host comes back at the next synchronisation in
+    one piece, not where the host touches it (native/mapped_memory.c)."""
     _check_flags(call, flags)
     stream_of(stream, per_thread)
     managed, devices = rt().managed, len(rt().devices)
@@ -82,6 +83,8 @@ def _prefetch(call: str, ranges, locations, first_of_location, flags, stream, pe
     for i, (allocation, ptr, size) in enumerate(found):
         where = wheres[max(j for j, first in enumerate(first_of_location) if first <= i)]
         allocation.prefetched(ptr, size, where)
+        if where == CPU and not allocation.variable:
+            rt().fast.mirror_prefetch(allocation.mirror.slot, ptr - allocation.mirror.host, size)
 
 
 def _check_flags(call: str, flags: int) -> None:

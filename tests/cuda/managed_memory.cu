@@ -546,6 +546,22 @@ static void touch_only_what_is_read()
     printf("ok touch_only_what_is_read\n");
 }
 
+// What the program prefetches to the host comes back at the synchronisation:
+// the second half of 8 MiB, which the host does not read, travels too.
+static void prefetch_to_host()
+{
+    const size_t n = 8u << 20 >> 2;
+    unsigned int *p;
+    CHECK(cudaMallocManaged(&p, n * sizeof(unsigned int)));
+    fill<<<blocks(n), 256>>>(p, n, 11);
+    cudaMemLocation host = {cudaMemLocationTypeHost, 0};
+    CHECK(cudaMemPrefetchAsync(p + n / 2, n / 2 * sizeof(unsigned int), host, 0, 0));
+    CHECK(cudaDeviceSynchronize());
+    REQUIRE(p[0] == 11 && p[n / 2] == (unsigned int)(n / 2) * 7u + 11);
+    CHECK(cudaFree(p));
+    printf("ok prefetch_to_host\n");
+}
+
 static void changed_chunks()
 {
     const int n = 24 << 20 >> 2;  // 24 MiB of ints
@@ -617,7 +633,7 @@ int main(int argc, char **argv)
         {"many_small", many_small}, {"copies", copies}, {"devices", devices}, {"forked", forked}, {"bad_input", bad_input},
         {"changed_chunks", changed_chunks}, {"touch_64mib", touch_64mib},
         {"host_waits_for_kernels", host_waits_for_kernels}, {"system_atomics", system_atomics},
-        {"touch_only_what_is_read", touch_only_what_is_read},
+        {"touch_only_what_is_read", touch_only_what_is_read}, {"prefetch_to_host", prefetch_to_host},
     };
     for (auto &section : sections) {
         bool wanted = argc == 1;
