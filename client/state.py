@@ -162,6 +162,7 @@ class Runtime:
                             "no rcuda servers configured: set RCUDA_SERVERS=HOST:PORT[,HOST:PORT...] "
                             "or start the program with `rcuda run --servers HOST:PORT -- PROGRAM`")
         self._context = zmq.Context.instance() if self._context is None else self._context
+        self.fast.mirror_on_touch(config.managed_on_touch)
         sessions = self._connect_all(config)
         devices: list[RemoteDevice] = []
         for session in sessions:

@@ -154,6 +154,7 @@ static int rcuda_mirror_add(uint64_t host, uint64_t size, uint64_t device_ptr, i
                             int dirty, int no_refresh, int guarded);
 static void rcuda_mirror_guard(int slot, int guarded);
 static void rcuda_mirror_prefetch(int slot, uint64_t offset, uint64_t size);
+static void rcuda_mirror_on_touch(int on);
 static void rcuda_mirror_remove(int slot);
 static void rcuda_mirrors_forget(int device);
 static void rcuda_mirror_written(int device, uint64_t stream);

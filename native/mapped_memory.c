@@ -37,19 +37,20 @@
  *
  * Managed memory (cudaMallocManaged's mirrors, `guarded`) is more: CUDA
  * on a device without concurrent managed access keeps it from the host
- * while the device may use it, and so does this file, and it moves only
- * what the host touches:
+ * while the device may use it, and so does this file; on touch
+ * (RCUDA_MANAGED_ON_TOUCH) it moves only what the host touches:
  *
  *   Once work that may write a guarded mirror goes to its device, every
  *   guarded mirror of the device is made inaccessible (PROT_NONE, the
- *   device `busy`) until a synchronisation covers that work.  Such a
- *   synchronisation does not download them: they are `stale`, and stay
- *   inaccessible until the host touches one, which is then refreshed (its
- *   changed chunks, server/mirror_views.py) and read-only again.
+ *   device `busy`) until a synchronisation covers that work, which
+ *   downloads them.  On touch it does not: they are `stale`, and stay
+ *   inaccessible until the host touches one, whose part there is then
+ *   refreshed (its changed chunks, server/mirror_views.py) and read-only
+ *   again.
  *
  *   A host access to an inaccessible page faults, and the handler hands it
  *   to the settler thread: if the device is busy, the settler waits for its
- *   work (`mirror_wait`); then it refreshes the touched mirror if stale, and
+ *   work (`mirror_wait`); then it refreshes the touched part if stale, and
  *   the access goes on with the device's writes in the host copy.  So a
  *   host thread that updates managed memory while a kernel runs updates
  *   what the kernel left, not a stale copy that would later overwrite it.
@@ -964,6 +965,18 @@ static void mirror_go_stale(struct mirror *m)
 
 static void mirror_freshen_prefetched(struct mirror *m, struct link *l); /* the settler's, below */
 
+/* Managed memory comes back where the host touches it (RCUDA_MANAGED_ON_TOUCH),
+ * else at each synchronisation as mapped memory does.  Off by default: a
+ * system call given stale managed memory (write(2) of a result straight from
+ * it, before any load of the program's touched it) fails with EFAULT, where
+ * CUDA's call succeeds. */
+static int mirror_on_touch = 0;
+
+static void rcuda_mirror_on_touch(int on)
+{
+    __atomic_store_n(&mirror_on_touch, on, __ATOMIC_SEQ_CST);
+}
+
 /* After a synchronising reply on `device`'s link: its mirrors' host copies
  * get what the device wrote, if it may have: downloaded now, or (managed
  * memory) when the host first touches them.  0, a link failure, or -1
@@ -978,7 +991,7 @@ static int mirror_after_sync(int device, struct link *l, const struct mirror_syn
         struct mirror *m = &mirrors[i];
         if (m->device != device || !mirror_enter(m))
             continue;
-        if (m->device == device && !m->no_refresh && m->guarded) {
+        if (m->device == device && !m->no_refresh && m->guarded && __atomic_load_n(&mirror_on_touch, __ATOMIC_SEQ_CST)) {
             mirror_go_stale(m);
             mirror_freshen_prefetched(m, l);
         }
@@ -1390,7 +1403,7 @@ static void rcuda_mirror_prefetch(int slot, uint64_t offset, uint64_t size)
     struct mirror *m = &mirrors[slot];
     if (!mirror_enter(m))
         return;
-    if (m->guarded && offset < m->size && size) {
+    if (m->guarded && __atomic_load_n(&mirror_on_touch, __ATOMIC_SEQ_CST) && offset < m->size && size) {
         uint64_t end = size < m->size - offset ? offset + size : m->size;
         struct mirror_device *md = &mirror_devices[m->device];
         pthread_mutex_lock(&md->lock);

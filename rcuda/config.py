@@ -16,6 +16,7 @@ environment; `rcuda run` turns its flags into the same variables.
     server_key = ["gpu1:7777=~/keys/gpu1.key", "~/keys"]   # servers' public keys; RCUDA_SERVER_KEY
     spin_us = 300                           # busy-poll for a reply before sleeping; RCUDA_SPIN_US
     link = "lane"                           # or "socket": each GPU's ZeroMQ socket, never its lane; RCUDA_LINK
+    managed_on_touch = false                # managed memory comes back where the host touches it; RCUDA_MANAGED_ON_TOUCH
     [server]
     listen = "tcp://127.0.0.1:7777"
     backend = "auto"
@@ -206,6 +207,9 @@ CLIENT_SPECS = {
     # offers one and it connects (sealed on --auth servers), else its ZeroMQ
     # socket; "socket" always takes the socket.
     "link": Spec("lane", lambda v: _choice(v, "link", ("lane", "socket")), "RCUDA_LINK"),
+    # Managed memory comes back where the host touches it after a
+    # synchronisation, not all of it at each (docs/design.md, Managed memory).
+    "managed_on_touch": Spec(False, parse_bool, "RCUDA_MANAGED_ON_TOUCH"),
     "key": Spec(None, _optional_path, "RCUDA_KEY"),
     "server_key": Spec([], _path_list, "RCUDA_SERVER_KEY"),
     "visible_devices": Spec(None, lambda v: None if v is None else str(v), "CUDA_VISIBLE_DEVICES"),
@@ -296,6 +300,7 @@ class ClientConfig:
     stats: bool = False
     spin_us: float = 300.0
     link: str = "lane"
+    managed_on_touch: bool = False
     key: str | None = None
     server_key: list[str] = field(default_factory=list)
 

@@ -22,8 +22,9 @@ long kernel's time is modelled (cuda/stream_kernels.py):
                   changed comes back: goal GOAL_DELTA of the whole); and
                   cudaDeviceSynchronize after a kernel changed all of it
                   that the host does not read, against the same kernel on
-                  device memory (only what the host touches comes back:
-                  goal GOAL_UNTOUCHED)
+                  device memory.  Both managed modes run again with
+                  RCUDA_MANAGED_ON_TOUCH=1, where only what the host
+                  touches comes back (goals GOAL_DELTA, GOAL_UNTOUCHED)
 """
 from __future__ import annotations
 
@@ -54,9 +55,9 @@ def run(ctx: Context) -> dict:
     ctx.progress("building cuda/streams.cu")
     binary = common.compile_cuda("streams.cu")
     with common.sim_server(kernels=KERNELS) as server:
-        def program(*args):
+        def program(*args, env=None):
             server.wait_idle()
-            return common.run_program([binary, *args], env=common.rcuda_environment(server.address))
+            return common.run_program([binary, *args], env=common.rcuda_environment(server.address, env))
 
         ctx.progress(f"idle-stream syncs, alone and beside a {params['kernel_ms']} ms kernel")
         idle = program("idle-sync", params["kernel_ms"], params["idle_syncs"])
@@ -64,21 +65,30 @@ def run(ctx: Context) -> dict:
         concurrency = program("concurrency", params["concurrency_kernel_ms"], params["streams"])
         ctx.progress(f"zero copy vs explicit copies, {params['zero_copy_bytes'] >> 20} MiB")
         zero_copy = program("zero-copy", params["zero_copy_bytes"], params["zero_copy_repeats"])
-        managed = []
+        managed, on_touch = [], {"RCUDA_MANAGED_ON_TOUCH": "1"}
         for mib in params["managed_mib"]:
             ctx.progress(f"managed memory touched vs cudaMemcpy, {mib} MiB")
             managed.append(program("managed", mib << 20, params["managed_repeats"]))
+            managed[-1]["on_touch"] = program("managed", mib << 20, params["managed_repeats"], env=on_touch)
         ctx.progress(f"managed memory: 1 MiB of {params['delta_mib']} MiB changed, then all of it")
         delta = program("managed-delta", params["delta_mib"] << 20, params["delta_repeats"])
+        delta["on_touch"] = program("managed-delta", params["delta_mib"] << 20, params["delta_repeats"], env=on_touch)
     managed_ratio = managed[-1]["managed_us"] / managed[-1]["memcpy_us"]
     delta_ratio = delta["part_us"] / delta["whole_us"]
     untouched_ratio = delta["untouched_us"] / delta["device_us"]
+    touched = delta["on_touch"]
+    touched_delta_ratio = touched["part_us"] / touched["whole_us"]
+    touched_untouched_ratio = touched["untouched_us"] / touched["device_us"]
     idle_ratio = idle["beside_us"] / idle["alone_us"]
     speedup = concurrency["one_stream_us"] / concurrency["parallel_us"]
     return {"parameters": params, "idle_sync": idle, "concurrency": concurrency, "zero_copy": zero_copy,
             "managed": managed, "managed_delta": delta,
             "ratios": {"managed_1mib_changed_over_all_changed": round(delta_ratio, 3),
                        "managed_untouched_over_device_memory": round(untouched_ratio, 3),
+                       "on_touch_managed_1mib_changed_over_all_changed": round(touched_delta_ratio, 3),
+                       "on_touch_managed_untouched_over_device_memory": round(touched_untouched_ratio, 3),
+                       "on_touch_managed_touch_over_memcpy_largest":
+                           round(managed[-1]["on_touch"]["managed_us"] / managed[-1]["on_touch"]["memcpy_us"], 3),
                        "idle_sync_beside_a_kernel_over_alone": round(idle_ratio, 3),
                        "one_stream_over_n_streams": round(speedup, 3),
                        "zero_copy_over_explicit_copies": round(zero_copy["mapped_us"] / zero_copy["copies_us"], 3),
@@ -92,8 +102,9 @@ def run(ctx: Context) -> dict:
                           goal(managed_ratio, "<=", GOAL_MANAGED),
                       f"sync after 1 MiB of {params['delta_mib']} MiB managed changed / after all of it":
                           goal(delta_ratio, "<=", GOAL_DELTA),
+                      "the same, RCUDA_MANAGED_ON_TOUCH=1": goal(touched_delta_ratio, "<=", GOAL_DELTA),
                       f"sync after a kernel wrote {params['delta_mib']} MiB managed the host does not read / "
-                      f"device memory": goal(untouched_ratio, "<=", GOAL_UNTOUCHED)}}
+                      f"device memory, RCUDA_MANAGED_ON_TOUCH=1": goal(touched_untouched_ratio, "<=", GOAL_UNTOUCHED)}}
 
 
 def plot(result: dict, out_dir: Path) -> list[Path]:
@@ -114,7 +125,10 @@ def plot(result: dict, out_dir: Path) -> list[Path]:
     d = result["managed_delta"]
     bars += [(f"sync, 1 MiB of {d['bytes'] >> 20} MiB managed changed (ms)", d["part_us"] / 1000),
              (f"sync, all {d['bytes'] >> 20} MiB changed (ms)", d["whole_us"] / 1000),
+             (f"sync, 1 MiB of {d['bytes'] >> 20} MiB managed changed, on touch (ms)", d["on_touch"]["part_us"] / 1000),
              (f"sync, all {d['bytes'] >> 20} MiB changed, not read (ms)", d["untouched_us"] / 1000),
+             (f"sync, all {d['bytes'] >> 20} MiB changed, not read, on touch (ms)",
+              d["on_touch"]["untouched_us"] / 1000),
              (f"sync, {d['bytes'] >> 20} MiB of device memory written (ms)", d["device_us"] / 1000)]
     charts.bars(result, path, bars, "us / ms (see labels)",
                "Independent streams, mapped and managed memory via rcuda (sim)")
@@ -124,19 +138,24 @@ def plot(result: dict, out_dir: Path) -> list[Path]:
 def headline(result: dict) -> list[str]:
     i, c, z, r = result["idle_sync"], result["concurrency"], result["zero_copy"], result["ratios"]
     d = result["managed_delta"]
+    t = d["on_touch"]
     return [f"idle-stream sync: {i['alone_us']:.1f} us alone, {i['beside_us']:.1f} us beside a running kernel "
             f"({r['idle_sync_beside_a_kernel_over_alone']:.2f}x, goal <= {GOAL_IDLE_SYNC})",
             f"{c['streams']} streams: {c['parallel_us'] / 1000:.0f} ms, one stream {c['one_stream_us'] / 1000:.0f} ms "
             f"({r['one_stream_over_n_streams']:.2f}x)",
             f"zero copy {z['mapped_us'] / 1000:.1f} ms vs explicit copies {z['copies_us'] / 1000:.1f} ms "
             f"({r['zero_copy_over_explicit_copies']:.2f}x) for {z['bytes'] >> 20} MiB",
-            "managed memory touched after a kernel (prefetched first) vs cudaMemcpy: " + ", ".join(
-                f"{m['bytes'] >> 20} MiB {m['managed_us'] / 1000:.1f} ({m['prefetched_us'] / 1000:.1f}) / "
-                f"{m['memcpy_us'] / 1000:.1f} ms"
+            "managed memory touched after a kernel (on touch; on touch, prefetched first) vs cudaMemcpy: " + ", ".join(
+                f"{m['bytes'] >> 20} MiB {m['managed_us'] / 1000:.1f} ({m['on_touch']['managed_us'] / 1000:.1f}; "
+                f"{m['on_touch']['prefetched_us'] / 1000:.1f}) / {m['memcpy_us'] / 1000:.1f} ms"
                 for m in result["managed"]) + f" (goal <= {GOAL_MANAGED}x at the largest)",
             f"sync after a kernel changed 1 MiB of {d['bytes'] >> 20} MiB managed: {d['part_us'] / 1000:.1f} ms, "
             f"after it changed all of it {d['whole_us'] / 1000:.1f} ms "
             f"({r['managed_1mib_changed_over_all_changed']:.3f}x, goal <= {GOAL_DELTA}); "
             f"all of it changed and not read {d['untouched_us'] / 1000:.1f} ms, "
-            f"device memory {d['device_us'] / 1000:.1f} ms "
-            f"({r['managed_untouched_over_device_memory']:.2f}x, goal <= {GOAL_UNTOUCHED})"]
+            f"device memory {d['device_us'] / 1000:.1f} ms ({r['managed_untouched_over_device_memory']:.2f}x)",
+            f"RCUDA_MANAGED_ON_TOUCH=1: 1 MiB of {d['bytes'] >> 20} MiB changed {t['part_us'] / 1000:.1f} ms "
+            f"({r['on_touch_managed_1mib_changed_over_all_changed']:.3f}x, goal <= {GOAL_DELTA}); "
+            f"all of it changed and not read {t['untouched_us'] / 1000:.1f} ms, device memory "
+            f"{t['device_us'] / 1000:.1f} ms ({r['on_touch_managed_untouched_over_device_memory']:.2f}x, "
+            f"goal <= {GOAL_UNTOUCHED})"]

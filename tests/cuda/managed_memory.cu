@@ -562,6 +562,29 @@ static void prefetch_to_host()
     printf("ok prefetch_to_host\n");
 }
 
+// A system call reads managed memory right after a synchronisation, as
+// CUDA allows: fwrite of a kernel's result (a write(2) from the memory
+// itself), read back and compared.
+static void system_call_after_sync()
+{
+    const size_t n = 4u << 20 >> 2;
+    unsigned int *p;
+    CHECK(cudaMallocManaged(&p, n * sizeof(unsigned int)));
+    fill<<<blocks(n), 256>>>(p, n, 5);
+    CHECK(cudaDeviceSynchronize());
+    FILE *file = tmpfile();
+    REQUIRE(file != NULL);
+    setvbuf(file, NULL, _IONBF, 0);
+    REQUIRE(fwrite(p, sizeof(unsigned int), n, file) == n);
+    std::vector<unsigned int> back(n);
+    rewind(file);
+    REQUIRE(fread(back.data(), sizeof(unsigned int), n, file) == n);
+    fclose(file);
+    for (size_t i = 0; i < n; i += 997) REQUIRE(back[i] == (unsigned int)i * 7u + 5);
+    CHECK(cudaFree(p));
+    printf("ok system_call_after_sync\n");
+}
+
 static void changed_chunks()
 {
     const int n = 24 << 20 >> 2;  // 24 MiB of ints
@@ -634,6 +657,7 @@ int main(int argc, char **argv)
         {"changed_chunks", changed_chunks}, {"touch_64mib", touch_64mib},
         {"host_waits_for_kernels", host_waits_for_kernels}, {"system_atomics", system_atomics},
         {"touch_only_what_is_read", touch_only_what_is_read}, {"prefetch_to_host", prefetch_to_host},
+        {"system_call_after_sync", system_call_after_sync},
     };
     for (auto &section : sections) {
         bool wanted = argc == 1;
