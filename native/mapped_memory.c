@@ -1117,9 +1117,8 @@ static void mirror_freshen_all(struct mirror *m, struct link *l)
             page++;
         if (page == pages)
             break;
-        m->next_part = page * mirror_page / WIRE_MIRROR_CHUNK * WIRE_MIRROR_CHUNK; /* as a scan: parts grow */
-        m->part = m->size;
-        mirror_freshen(m, l, m->host + page * mirror_page);
+        uint64_t offset = page * mirror_page / WIRE_MIRROR_CHUNK * WIRE_MIRROR_CHUNK;
+        mirror_freshen_part(m, l, offset, m->size - offset);
     }
 }
 
