@@ -171,6 +171,17 @@ def sim_program_output(compile_cuda):
     return run
 
 
+def wait_for(predicate, seconds: float, what: str):
+    """predicate()'s first true value, asked every 0.3 s for at most `seconds`."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.3)
+    raise AssertionError(f"not within {seconds}s: {what}")
+
+
 def run_program(binary, servers, *args: str, env_extra: dict | None = None, timeout: float = PROGRAM_TIMEOUT,
                 via: str = "run") -> subprocess.CompletedProcess:
     """Run a program unmodified through rcuda (`rcuda run`, or plain

@@ -12,12 +12,11 @@ skip without nvcc: compile_cuda says so.)"""
 from __future__ import annotations
 
 import re
-import time
 import urllib.request
 
 import pytest
 
-from conftest import CUDA_SOURCES, run_program
+from conftest import CUDA_SOURCES, run_program, wait_for
 from program_paths import THROUGH_PYTHON, check_section, run_on_sim
 
 SECTIONS = ["attributes", "vector_add", "host_writes_between_launches", "synchronisations", "threads",
@@ -132,13 +131,7 @@ def bytes_sent(compile_cuda, server_factory, section: str, env: dict | None = No
         text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
         sent = re.search(r'rcuda_gpu_bytes_total\{direction="from_device"[^}]*\} (\S+)', text)
         return float(sent[1]) if "rcuda_sessions 0.0" in text and sent and float(sent[1]) > 0 else None
-    deadline = time.monotonic() + 15
-    sent = sent_once_ended()
-    while sent is None and time.monotonic() < deadline:
-        time.sleep(0.2)
-        sent = sent_once_ended()
-    assert sent is not None, "the program's session did not end and get counted within 15 s"
-    return sent
+    return wait_for(sent_once_ended, 15, "the program's session ends and is counted")
 
 
 def test_only_what_the_host_touches_comes_back(compile_cuda, server_factory):

@@ -14,7 +14,7 @@ import urllib.request
 
 import pytest
 
-from conftest import CUDA_SOURCES, RCUDA, requires_nvcc, run_program
+from conftest import CUDA_SOURCES, RCUDA, requires_nvcc, run_program, wait_for
 
 pytestmark = requires_nvcc
 KERNELS = str(CUDA_SOURCES / "sim_kernels.py")
@@ -36,16 +36,6 @@ def smi_json(*servers, timeout=3) -> list[dict]:
     out = subprocess.run([*RCUDA, "smi", "--json", "--timeout", str(timeout), "--servers", ",".join(servers)],
                          capture_output=True, text=True, timeout=TIMEOUT)
     return json.loads(out.stdout.strip().splitlines()[-1])
-
-
-def wait_for(predicate, seconds: float, what: str):
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.3)
-    raise AssertionError(f"not within {seconds}s: {what}")
 
 
 def status_when(server, test, seconds: float, what: str) -> dict:
