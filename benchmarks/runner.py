@@ -24,11 +24,11 @@ from pathlib import Path
 
 from . import common, paper
 from .micro import (copy_throughput, driver_api, graph_launch, latency, launch_throughput, libraries, pitched, pools,
-                    startup, streams, torch_startup)
+                    served_requests, startup, streams, torch_startup)
 
 SUITES = {
     "micro": [latency, copy_throughput, launch_throughput, startup, streams, pools, driver_api, libraries,
-              torch_startup, pitched, graph_launch],
+              torch_startup, pitched, graph_launch, served_requests],
     "paper": paper.BENCHMARKS,
 }
 

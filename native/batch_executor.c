@@ -20,8 +20,12 @@
  * in tests: tests/stand_in_driver.c) and only these entry points are used:
  * cuCtxGetCurrent, cuCtxSetCurrent, cuLaunchKernel, cuMemsetD8Async,
  * cuMemcpyDtoDAsync_v2, cuMemcpyHtoDAsync_v2, cuEventRecord and
- * cuStreamWaitEvent.  One executor per GPU, used by that GPU's thread
- * only: no locks.
+ * cuStreamWaitEvent; serving small synchronous requests
+ * (native/served_requests.c) adds cuMemcpyDtoHAsync_v2, cuEventCreate,
+ * cuEventQuery, cuEventSynchronize, cuStreamCreate, cuMemHostAlloc and
+ * their destroyers.
+ * One executor per GPU, used by that GPU's thread only (but a waiter
+ * thread's cuEventSynchronize on a pending slot): no locks.
  */
 #include <dlfcn.h>
 #include <stdint.h>
@@ -172,8 +176,25 @@ static int ranges_hold(const struct ranges *r, uint64_t ptr, uint64_t size)
 
 /* ------------------------------------------------------------ the executor */
 
+/* The entry points native/served_requests.c calls beyond these. */
+struct served_driver {
+    CUresult (*memcpy_dtoh_async)(void *, CUdeviceptr, size_t, CUstream);
+    CUresult (*event_create)(CUevent *, unsigned);
+    CUresult (*event_query)(CUevent);
+    CUresult (*event_synchronize)(CUevent);
+    CUresult (*stream_create)(CUstream *, unsigned);
+    CUresult (*mem_host_alloc)(void **, size_t, unsigned);
+    CUresult (*event_destroy)(CUevent);
+    CUresult (*stream_destroy)(CUstream);
+    CUresult (*mem_free_host)(void *);
+};
+
+struct served_requests;
+
 struct rcuda_executor {
     struct driver cu;
+    struct served_driver served_cu;  /* native/served_requests.c */
+    struct served_requests *served;  /* made by rcuda_executor_serve_start */
     void *library;
     CUcontext context;
     struct table functions; /* id + 1 -> CUfunction, parameter buffer size */
@@ -220,7 +241,16 @@ EXPORT rcuda_executor *rcuda_executor_open(const char *driver_library, char *err
         resolve(library, "cuMemcpyDtoDAsync_v2", (void **)&ex->cu.memcpy_dtod_async, error, error_size) ||
         resolve(library, "cuMemcpyHtoDAsync_v2", (void **)&ex->cu.memcpy_htod_async, error, error_size) ||
         resolve(library, "cuEventRecord", (void **)&ex->cu.event_record, error, error_size) ||
-        resolve(library, "cuStreamWaitEvent", (void **)&ex->cu.stream_wait_event, error, error_size)) {
+        resolve(library, "cuStreamWaitEvent", (void **)&ex->cu.stream_wait_event, error, error_size) ||
+        resolve(library, "cuMemcpyDtoHAsync_v2", (void **)&ex->served_cu.memcpy_dtoh_async, error, error_size) ||
+        resolve(library, "cuEventCreate", (void **)&ex->served_cu.event_create, error, error_size) ||
+        resolve(library, "cuEventQuery", (void **)&ex->served_cu.event_query, error, error_size) ||
+        resolve(library, "cuEventSynchronize", (void **)&ex->served_cu.event_synchronize, error, error_size) ||
+        resolve(library, "cuStreamCreate", (void **)&ex->served_cu.stream_create, error, error_size) ||
+        resolve(library, "cuMemHostAlloc", (void **)&ex->served_cu.mem_host_alloc, error, error_size) ||
+        resolve(library, "cuEventDestroy_v2", (void **)&ex->served_cu.event_destroy, error, error_size) ||
+        resolve(library, "cuStreamDestroy_v2", (void **)&ex->served_cu.stream_destroy, error, error_size) ||
+        resolve(library, "cuMemFreeHost", (void **)&ex->served_cu.mem_free_host, error, error_size)) {
         dlclose(library);
         free(ex);
         return NULL;
@@ -246,6 +276,7 @@ EXPORT void rcuda_executor_close(rcuda_executor *ex)
     free(ex->streams.slots);
     free(ex->events.slots);
     free(ex->ranges.items);
+    free(ex->served); /* its events, stream and buffers were freed by rcuda_executor_serve_stop */
     dlclose(ex->library);
     free(ex);
 }
@@ -448,3 +479,5 @@ EXPORT int rcuda_executor_run(rcuda_executor *ex, const uint8_t *data, size_t si
     }
     return EXECUTOR_DONE;
 }
+
+#include "served_requests.c"

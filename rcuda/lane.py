@@ -257,6 +257,16 @@ class Lane:
         """Whether bytes of the next message have been read already."""
         return bool(self._left) or (self.seal is not None and self.seal.buffered)
 
+    @property
+    def read_ahead(self) -> bytes:
+        """The bytes read past the last message (what a reader other than
+        this object, native/served_requests.c, must take first)."""
+        return self._left
+
+    def drop_read_ahead(self, count: int) -> None:
+        """The first `count` bytes of `read_ahead` were taken by another reader."""
+        self._left = self._left[count:]
+
     def readable(self) -> bool:
         """Whether a read would not block (bytes, or the end of the stream)."""
         if self.buffered:

@@ -45,6 +45,7 @@ from rcuda.lane import Lane, LaneClosed, SpinPolicy, UnreadFrame, listen, set_ti
 from rcuda.launch_rules import MAX_PARAM_BYTES
 from rcuda.log import RateLimitedLog
 from rcuda.server.backends.arrays import ArraySpec, Place, extent_from_wire
+from rcuda.server.backends import cuda_batches
 from rcuda.server.backends.base import Completion, ParamLayout
 from rcuda.server import ipc
 from rcuda.server.address_windows import SessionWindows
@@ -136,6 +137,7 @@ class DeviceService:
         self._spin = SpinPolicy(spin_us / 1e6)  # keyed by the op served last on the lane
         self._spin_seconds = spin_us / 1e6
         self._lane_served: tuple[str, float] | None = None  # (op, when) of the last lane message
+        self._lane_served_in_c = False  # C served the last ones and waited awake for more already
         self._later: list[Later] = []  # requests waiting for the device, in arrival order
         self.token: str | None = None
         self.closed = threading.Event()
@@ -249,14 +251,18 @@ class DeviceService:
         if self._lane_listener is not None and self._lane_listener.fileno() in ready:
             self._accept_lane()
         lane = self._lane
-        if lane is not None and (lane.buffered or (lane.fileno() in ready and lane.readable())):
-            self._serve_lane()
+        if lane is not None and (lane.buffered or lane.fileno() in ready):
+            # (C reads only what is there; Python's read would wait for it.)
+            if self._serve_lane_in_c() and self._lane is not None and (lane.buffered or lane.readable()):
+                self._serve_lane()
             while self._lane_buffered():
                 # The last read took in (part of) the next message too, which
                 # poll() cannot see: a request answered with nothing (a launch)
                 # may be followed at once by another.
-                self._serve_lane()
-            if self._lane is not None and self._lane_served is not None and not self._later:
+                if self._serve_lane_in_c():
+                    self._serve_lane()
+            if (self._lane is not None and self._lane_served is not None and not self._later
+                    and not self._lane_served_in_c):
                 # A program making synchronous calls often makes the next one
                 # soon: stay awake for it a moment, if that paid after this
                 # kind of message lately (rcuda/lane.py, SpinPolicy).
@@ -364,6 +370,7 @@ class DeviceService:
         other payload is read first."""
         lane = self._lane
         started = time.perf_counter()
+        self._lane_served_in_c = False
         try:
             head, lengths = lane.receive_head()
         except sealed.SealBroken as exc:  # someone between us and the client
@@ -406,6 +413,45 @@ class DeviceService:
         except LaneClosed as exc:
             log.warning("GPU%d: lane closed in the middle of a message: %s", self.index, exc)
             self._close_lane()
+
+    def _serve_lane_in_c(self) -> bool:
+        """Let C serve the lane's next requests where they are small copies
+        or synchronisations (native/served_requests.c, on a GPU server);
+        whether Python must serve the next message itself."""
+        self._lane_served_in_c = False
+        lane, device = self._lane, self.device
+        server = device.request_server() if device is not None and lane is not None and lane.seal is None else None
+        if (server is None or self._peer is not lane or self._sticky is not None or self._deferred is not None
+                or self._output):
+            return True  # C would answer without what Python must tell first
+        started = time.perf_counter()
+        output_fd, output_seen = device.output_position()
+        # C waits awake for the next request as _serve_what_arrives would
+        # (none while answers are pending: their wake-ups must be seen).
+        idle_spin = 0.0 if self._later else self._spin.window(self._lane_served[0] if self._lane_served else "?")
+        outcome, state = server.serve(lane.fileno(), lane.read_ahead, output_fd, output_seen, self._spin_seconds,
+                                      idle_spin)
+        if state.consumed:
+            lane.drop_read_ahead(state.consumed)
+        self._lane_served_in_c = outcome == cuda_batches.SERVE_IDLE and state.served > 0  # (it waited awake)
+        if state.last_op:
+            now = time.perf_counter()
+            self._fresh = False
+            self._lane_served = (cuda_batches.SERVED_OPS[state.last_op], now)
+            usage = self.usage
+            usage.calls += state.served + (outcome == cuda_batches.SERVE_PENDING)
+            usage.busy_seconds += now - started
+            usage.serve_seconds += now - started
+            usage.bytes_to_device += state.to_device
+            usage.bytes_from_device += state.from_device
+        if outcome == cuda_batches.SERVE_PENDING:
+            pending = server.pending(state, device.wake)
+            then = (lambda: ({}, [pending.data()])) if pending.op == "dtoh" else None
+            self._defer(Later(pending, then), lane, state.seq, pending.op)
+        elif outcome == cuda_batches.SERVE_BROKEN:
+            log.warning("GPU%d: the lane broke while answering: %s", self.index, os.strerror(state.status))
+            self._close_lane()
+        return outcome == cuda_batches.SERVE_PYTHON
 
     def _lane_stalled(self) -> None:
         raise LaneClosed(f"no bytes for {LANE_READ_TIMEOUT:g}s in the middle of a message")

@@ -198,3 +198,34 @@ def run_program(binary, servers, *args: str, env_extra: dict | None = None, time
         env.update(LD_PRELOAD=lib, RCUDA_SERVERS=servers)
         cmd = [str(binary), *args]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+
+
+# ---------------------------------------------------------------- a GPU server's thread, stood in for
+
+
+@pytest.fixture(scope="session")
+def stand_in(tmp_path_factory):
+    """The stand-in driver library (tests/stand_in_service.py)."""
+    import stand_in_service
+    library = stand_in_service.build(tmp_path_factory.mktemp("driver"))
+    if library is None:
+        pytest.skip("no C compiler to build the stand-in driver")
+    return library
+
+
+@pytest.fixture
+def driver(stand_in):
+    """The stand-in, its log and answers reset."""
+    stand_in.stand_in_reset()
+    stand_in.stand_in_set_current(0xC0)
+    return stand_in
+
+
+@pytest.fixture
+def service(driver):
+    """A session's GPU thread (DeviceService) on the cupy backend, CuPy
+    stood in for by tests/fake_cuda.py and the driver by the stand-in."""
+    import stand_in_service
+    with stand_in_service.service(driver.path) as gpu_service:
+        assert gpu_service.device.batch_executor is not None
+        yield gpu_service

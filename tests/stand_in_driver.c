@@ -6,19 +6,25 @@
  * the addresses given.  A launch writes nothing; it is recorded (the
  * function, the shape, the stream, the context current then, a copy of
  * the parameter buffer) for the test to read back.  Every call is logged
- * in order; stand_in_fail makes one function's launches fail.
+ * in order; stand_in_fail makes one function's launches fail.  Events
+ * are numbers; each query answers what stand_in_events_answer set last
+ * (0, done, at first; 600, not ready; or an error), and a wait for one
+ * waits until the answer is no longer 600.
  *
  * Built by the tests (tests/test_batch_executor.py) with the system's cc.
  */
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define MAX_CALLS 4096
 #define MAX_PARAMS 4096
 
 typedef int CUresult;
 
-enum { CALL_LAUNCH = 1, CALL_MEMSET = 2, CALL_DTOD = 3, CALL_HTOD = 4, CALL_EVENT_RECORD = 5, CALL_WAIT = 6 };
+enum { CALL_LAUNCH = 1, CALL_MEMSET = 2, CALL_DTOD = 3, CALL_HTOD = 4, CALL_EVENT_RECORD = 5, CALL_WAIT = 6,
+       CALL_DTOH = 7 };
 
 struct stand_in_call {
     int kind;
@@ -34,12 +40,15 @@ static int call_count;
 static void *current_context = (void *)0xC0;
 static void *failing_function;
 static CUresult failing_result;
+static volatile CUresult events_answer;
+static uintptr_t events_made;
 
 int stand_in_call_count(void) { return call_count; }
 const struct stand_in_call *stand_in_call_at(int i) { return &calls[i]; }
-void stand_in_reset(void) { call_count = 0; failing_function = NULL; }
+void stand_in_reset(void) { call_count = 0; failing_function = NULL; events_answer = 0; }
 void stand_in_fail(void *function, CUresult result) { failing_function = function; failing_result = result; }
 void stand_in_set_current(void *context) { current_context = context; }
+void stand_in_events_answer(CUresult answer) { events_answer = answer; }
 
 static struct stand_in_call *logged(int kind, void *stream)
 {
@@ -77,6 +86,57 @@ CUresult cuMemcpyHtoDAsync_v2(uint64_t dst, const void *src, size_t size, void *
     memcpy((void *)(uintptr_t)dst, src, size);
     return 0;
 }
+
+CUresult cuMemcpyDtoHAsync_v2(void *dst, uint64_t src, size_t size, void *stream)
+{
+    struct stand_in_call *call = logged(CALL_DTOH, stream);
+    call->dst = (uint64_t)(uintptr_t)dst, call->src = src, call->size = size;
+    memcpy(dst, (const void *)(uintptr_t)src, size);
+    return 0;
+}
+
+CUresult cuEventCreate(void **event, unsigned flags)
+{
+    (void)flags;
+    *event = (void *)(0xE000 + ++events_made);
+    return 0;
+}
+
+CUresult cuEventQuery(void *event)
+{
+    (void)event;
+    return events_answer;
+}
+
+CUresult cuEventSynchronize(void *event)
+{
+    (void)event;
+    for (int i = 0; i < 10000 && events_answer == 600; i++) /* at most 10 s */
+        nanosleep(&(struct timespec){0, 1000000}, NULL);
+    return events_answer;
+}
+
+CUresult cuStreamCreate(void **stream, unsigned flags)
+{
+    *stream = (void *)(uintptr_t)(0x5000 + flags);
+    return 0;
+}
+
+CUresult cuMemHostAlloc(void **host, size_t size, unsigned flags)
+{
+    (void)flags;
+    *host = calloc(1, size);
+    return *host ? 0 : 2;
+}
+
+CUresult cuMemFreeHost(void *host)
+{
+    free(host);
+    return 0;
+}
+
+CUresult cuEventDestroy_v2(void *event) { (void)event; return 0; }
+CUresult cuStreamDestroy_v2(void *stream) { (void)stream; return 0; }
 
 CUresult cuEventRecord(void *event, void *stream)
 {

@@ -12,9 +12,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import random
-import shutil
 import struct
-import subprocess
 import sys
 import types
 
@@ -22,52 +20,15 @@ import numpy as np
 import pytest
 
 from fake_cuda import PinnedPool
+from stand_in_service import DTOD, EVENT_RECORD, HTOD, LAUNCH, MEMSET, WAIT, calls
 from rcuda import wire
 from rcuda.errors import CudaError, cudaError
-from rcuda.server.backends import cuda_batches, cuda_jit, cupy_backend
+from rcuda.server.backends import cuda_batches, cupy_backend
 from rcuda.server.backends.base import ParamLayout
 from rcuda.server.backends.cuda_batches import BatchExecutor
 
 PROPERTIES = {"maxThreadsDim": [1024, 1024, 64], "maxGridSize": [2**31 - 1, 65535, 65535],
               "maxThreadsPerBlock": 1024, "sharedMemPerBlockOptin": 232448, "sharedMemPerBlock": 49152}
-LAUNCH, MEMSET, DTOD, HTOD, EVENT_RECORD, WAIT = 1, 2, 3, 4, 5, 6
-
-
-class Call(ctypes.Structure):  # tests/stand_in_driver.c's struct stand_in_call
-    _fields_ = [("kind", ctypes.c_int), ("context", ctypes.c_void_p), ("function", ctypes.c_void_p),
-                ("stream", ctypes.c_void_p), ("grid", ctypes.c_uint32 * 3), ("block", ctypes.c_uint32 * 3),
-                ("shared_mem", ctypes.c_uint32), ("dst", ctypes.c_uint64), ("src", ctypes.c_uint64),
-                ("size", ctypes.c_uint64), ("value", ctypes.c_uint64), ("param_bytes", ctypes.c_uint32),
-                ("params", ctypes.c_uint8 * 4096)]
-
-
-@pytest.fixture(scope="module")
-def stand_in(tmp_path_factory):
-    compiler = shutil.which("cc") or shutil.which("gcc")
-    if compiler is None:
-        pytest.skip("no C compiler to build the stand-in driver")
-    target = tmp_path_factory.mktemp("driver") / "libcuda_stand_in.so"
-    source = __file__.replace("test_batch_executor.py", "stand_in_driver.c")
-    subprocess.run([compiler, "-shared", "-fPIC", "-O1", "-o", str(target), source], check=True)
-    library = ctypes.CDLL(str(target))
-    library.stand_in_call_at.restype = ctypes.POINTER(Call)
-    library.stand_in_fail.argtypes = [ctypes.c_void_p, ctypes.c_int]
-    library.stand_in_set_current.argtypes = [ctypes.c_void_p]
-    library.path = str(target)
-    return library
-
-
-@pytest.fixture
-def driver(stand_in):
-    stand_in.stand_in_reset()
-    stand_in.stand_in_set_current(0xC0)
-    return stand_in
-
-
-def calls(driver) -> list[Call]:
-    return [driver.stand_in_call_at(i).contents for i in range(driver.stand_in_call_count())]
-
-
 def kernel(handle: int, *sizes: int) -> types.SimpleNamespace:
     offsets = [sum(sizes[:i]) for i in range(len(sizes))]
     return types.SimpleNamespace(handle=handle, name=f"kernel{handle:#x}",
@@ -264,29 +225,6 @@ def test_executor_opening_a_library_without_the_driver_says_so(driver):
 
 
 # ---------------------------------------------------------------- through the server's handler
-
-
-@pytest.fixture
-def service(driver, monkeypatch):
-    """A session's GPU thread (DeviceService) on the cupy backend, CuPy
-    stood in for by tests/fake_cuda.py and the driver's batch entry points
-    by the stand-in."""
-    import zmq
-    from rcuda.server.device_service import DeviceService
-    pool = PinnedPool()
-    monkeypatch.setitem(sys.modules, "cupy", pool.module())
-    monkeypatch.setattr(cuda_batches, "DRIVER_LIBRARY", driver.path)
-    gpu = pool.gpu()
-    monkeypatch.setattr(cuda_jit, "_driver", lambda: gpu.libcuda)
-    device = cupy_backend.CupyDevice(gpu, gpu, 0, None, None)
-    assert device.batch_executor is not None
-    context = zmq.Context()
-    service = DeviceService(context, types.SimpleNamespace(), 0, "127.0.0.1")
-    service.device = device
-    service.gpu = gpu
-    yield service
-    service.socket.close()
-    context.term()
 
 
 def test_a_server_told_so_runs_every_record_through_python(driver, monkeypatch):

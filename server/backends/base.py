@@ -78,6 +78,57 @@ class Completion(abc.ABC):
             time.sleep(max(deadline - time.perf_counter(), 0.0) if deadline is not None else 0.0005)
 
 
+class WatchedCompletion(Completion):
+    """A Completion of real device work (cupy): `watch` starts a waiter
+    thread that blocks in `_block` (off the GPU thread) and then calls
+    `wake` (the device's wake_fd).  What it holds (`_give_back`) returns
+    once it is released and no waiter uses it any more."""
+
+    def __init__(self, wake, name: str, watchers: set | None = None):
+        self._wake = wake
+        self._name = name
+        self._watchers = watchers  # the device's live waiter threads, if it joins them at its close
+        self._lock = threading.Lock()
+        self._watcher: threading.Thread | None = None
+        self._released = False
+
+    def _block(self) -> None:
+        """Wait until the work is done (errors are for ready() to report)."""
+        raise NotImplementedError
+
+    def _give_back(self) -> None:
+        """Return what the Completion holds (events, a slot)."""
+
+    def watch(self) -> None:
+        with self._lock:
+            if self._watcher is None and not self._released:
+                self._watcher = threading.Thread(target=self._watch, name=self._name, daemon=True)
+                if self._watchers is not None:
+                    self._watchers.add(self._watcher)
+                self._watcher.start()
+
+    def _watch(self) -> None:
+        try:
+            self._block()
+        finally:
+            self._wake()
+            with self._lock:
+                if self._watchers is not None:
+                    self._watchers.discard(self._watcher)
+                self._watcher = None
+                if self._released:
+                    self._give_back()
+
+    def release(self) -> None:
+        with self._lock:
+            if self._released:
+                return
+            self._released = True
+            if self._watcher is not None:
+                return  # the waiter gives it back when its wait ends
+        self._give_back()
+
+
 class Done(Completion):
     """Already complete (e.g. anything on a sim device without COSTS)."""
 
@@ -445,6 +496,17 @@ class Device(abc.ABC):
         """Device output (printf) produced since the last call, and forget it.
         Backends that cannot capture device output return ""."""
         return ""
+
+    def request_server(self):
+        """What serves small synchronous requests of a plain lane in C
+        (cuda_batches.BatchExecutor, native/served_requests.c), or None:
+        the device service serves them all (the sim)."""
+        return None
+
+    def output_position(self) -> tuple[int, int]:
+        """Where device output is captured (a file descriptor, -1 for
+        none) and how much of it take_output has handed out."""
+        return -1, 0
 
     # -- performance hints: a backend that models no cache or scheduling (the
     # sim) ignores them; the client keeps what the program reads back.

@@ -20,7 +20,7 @@ from rcuda.driver_errors import error_name
 from rcuda.errors import CudaError
 from rcuda.launch_rules import device_limits
 
-from .base import Allocation, AllocationTable
+from .base import Allocation, AllocationTable, WatchedCompletion
 from .cuda_status import driver_status
 
 LIBRARY = LIB_DIR / "librcuda_server.so"
@@ -46,8 +46,26 @@ int rcuda_executor_add_range(rcuda_executor *ex, uint64_t start, uint64_t size);
 void rcuda_executor_remove_range(rcuda_executor *ex, uint64_t start);
 void rcuda_executor_clear_ranges(rcuda_executor *ex);
 int rcuda_executor_run(rcuda_executor *ex, const uint8_t *data, size_t size, struct rcuda_executor_progress *progress);
+struct rcuda_serve_state {
+    int32_t output_fd; uint64_t output_seen; uint64_t spin_ns; uint64_t idle_spin_ns;
+    uint64_t consumed; uint32_t served; uint32_t last_op; uint64_t to_device, from_device;
+    uint64_t seq; uint32_t slot, op, size; int32_t status;
+};
+int rcuda_executor_serve_start(rcuda_executor *ex);
+void rcuda_executor_serve_stop(rcuda_executor *ex);
+int rcuda_executor_serve(rcuda_executor *ex, int fd, const uint8_t *left, size_t left_size,
+                         struct rcuda_serve_state *state);
+int rcuda_executor_slot_query(rcuda_executor *ex, uint32_t slot);
+int rcuda_executor_slot_wait(rcuda_executor *ex, uint32_t slot);
+const void *rcuda_executor_slot_buffer(rcuda_executor *ex, uint32_t slot);
+void rcuda_executor_slot_free(rcuda_executor *ex, uint32_t slot);
 """
 DRIVER_ERROR = 2  # rcuda_executor_run's outcome for a driver error (0: all ran, 1: a record for Python)
+#: rcuda_executor_serve's outcomes (native/served_requests.c).
+SERVE_IDLE, SERVE_PYTHON, SERVE_PENDING, SERVE_BROKEN = range(4)
+#: The requests C serves, by native/served_requests.c's number.
+SERVED_OPS = {1: "dtoh", 2: "htod", 3: "sync", 4: "stream_sync"}
+CUDA_ERROR_NOT_READY = 600
 
 
 @functools.cache
@@ -128,6 +146,73 @@ class BatchExecutor:
                                                        f"{error_name(status) or 'CUresult'} ({status})")
         self.uploaded = progress.uploaded
         return progress.offset, progress.count, failure
+
+
+    # -- small synchronous requests (native/served_requests.c)
+
+    def start_serving(self) -> None:
+        """Make what serving requests in C needs (pinned buffers, events):
+        raises OSError where the driver refuses."""
+        status = self._lib.rcuda_executor_serve_start(self._executor)
+        if status:
+            raise OSError(f"GPU {self.index}: requests cannot be served in C: "
+                          f"{error_name(status) or 'CUresult'} ({status})")
+        self._serve_state = self._ffi.new("struct rcuda_serve_state *")
+
+    def stop_serving(self) -> None:
+        """Free what start_serving made (the device's close, its context current)."""
+        self._lib.rcuda_executor_serve_stop(self._executor)
+
+    def serve(self, fd: int, left: bytes, output_fd: int, output_seen: int, spin_seconds: float,
+              idle_spin_seconds: float):
+        """Serve the lane's requests C can, from `left` (read ahead) or the
+        socket: (outcome, state), the state's fields as C left them.
+        `spin_seconds`: how long a request's work is polled before Python
+        gets it; `idle_spin_seconds`: how long C waits awake for the next
+        request after answering one."""
+        state = self._serve_state
+        state.output_fd, state.output_seen = output_fd, output_seen
+        state.spin_ns, state.idle_spin_ns = int(spin_seconds * 1e9), int(idle_spin_seconds * 1e9)
+        outcome = self._lib.rcuda_executor_serve(self._executor, fd, left, len(left), state)
+        return outcome, state
+
+    def pending(self, state, wake) -> "ServedRequest":
+        """The request C took but left to Python to answer (SERVE_PENDING);
+        `wake`: the device's, for the waiter thread."""
+        return ServedRequest(self, state.slot, SERVED_OPS[state.op], state.size, wake)
+
+
+class ServedRequest(WatchedCompletion):
+    """A request C took and issued whose work was not done within the spin
+    window (or ended with an error, or with device output): its slot's
+    event says when it is done; a download's bytes are in its slot's
+    pinned buffer until it is released."""
+
+    def __init__(self, executor: BatchExecutor, slot: int, op: str, size: int, wake):
+        super().__init__(wake, f"rcuda GPU{executor.index} waiter")
+        self._executor, self.slot, self.op, self.size = executor, slot, op, size
+
+    def ready(self) -> bool:
+        status = self._executor._lib.rcuda_executor_slot_query(self._executor._executor, self.slot)
+        if status == CUDA_ERROR_NOT_READY:
+            return False
+        if status:
+            raise CudaError(driver_status(status), f"{self.op} on GPU {self._executor.index}: "
+                                                   f"{error_name(status) or 'CUresult'} ({status})")
+        return True
+
+    def data(self) -> memoryview:
+        """A download's bytes, copied out of the slot (which is reused)."""
+        ffi = self._executor._ffi
+        buffer = self._executor._lib.rcuda_executor_slot_buffer(self._executor._executor, self.slot)
+        return memoryview(bytes(ffi.buffer(buffer, self.size)))
+
+    def _block(self) -> None:
+        # cffi lets go of the GIL for the call: the GPU thread serves on.
+        self._executor._lib.rcuda_executor_slot_wait(self._executor._executor, self.slot)
+
+    def _give_back(self) -> None:
+        self._executor._lib.rcuda_executor_slot_free(self._executor._executor, self.slot)
 
 
 class TaughtAllocationTable(AllocationTable):

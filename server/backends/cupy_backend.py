@@ -34,8 +34,8 @@ from rcuda.errors import CudaError, cudaError
 
 from . import cuda_arrays, cuda_batches, cuda_jit
 from .arrays import ArraySpec, Place
-from .base import (Allocation, AllocationTable, Backend, Completion, Device, Done, ParamLayout,
-                   Physical, PhysicalTable, check_launch_configuration)
+from .base import (Allocation, AllocationTable, Backend, Completion, Device, Done, ParamLayout, Physical,
+                   PhysicalTable, WatchedCompletion, check_launch_configuration)
 from .cuda_batches import TaughtAllocationTable
 from .cuda_status import driver_status, runtime_status
 
@@ -164,17 +164,15 @@ STREAM_NON_BLOCKING = 0x01
 STAGE_UPLOADS_FROM = 256 << 10
 
 
-class EventCompletion(Completion):
+class EventCompletion(WatchedCompletion):
     """Events recorded on streams: ready when every one has happened."""
 
     def __init__(self, device: "CupyDevice", events: list[int], on_ready=None):
+        super().__init__(device.wake, f"rcuda GPU{device.index} waiter", device._watchers)
         self._device = device
         self._events = events
         self._on_ready = on_ready  # runs once, when first found ready (a deferred free)
         self._ready = False
-        self._lock = threading.Lock()
-        self._watcher: threading.Thread | None = None
-        self._released = False
 
     def ready(self) -> bool:
         if not self._ready:
@@ -191,15 +189,7 @@ class EventCompletion(Completion):
                 self._on_ready()
         return True
 
-    def watch(self) -> None:
-        with self._lock:
-            if self._watcher is None and not self._released:
-                self._watcher = threading.Thread(target=self._watch, name=f"rcuda GPU{self._device.index} waiter",
-                                                 daemon=True)
-                self._device._watchers.add(self._watcher)
-                self._watcher.start()
-
-    def _watch(self) -> None:
+    def _block(self) -> None:
         device = self._device
         try:
             device._runtime.setDevice(device.index)
@@ -207,28 +197,15 @@ class EventCompletion(Completion):
                 device._runtime.eventSynchronize(event)
         except device._runtime.CUDARuntimeError:
             pass  # the service's ready() reports the error
-        finally:
-            device.wake()
-            with self._lock:
-                device._watchers.discard(self._watcher)
-                self._watcher = None
-                if self._released:
-                    device._recycle(self._events)
+
+    def _give_back(self) -> None:
+        self._device._recycle(self._events)
 
     def wait(self) -> None:
         with self._device._cuda("waiting for the device"):
             for event in self._events:
                 self._device._runtime.eventSynchronize(event)
         self.ready()
-
-    def release(self) -> None:
-        with self._lock:
-            if self._released:
-                return
-            self._released = True
-            if self._watcher is not None:
-                return  # the waiter thread gives the events back when it ends
-        self._device._recycle(self._events)
 
 
 class CupyDevice(Device):
@@ -253,6 +230,7 @@ class CupyDevice(Device):
         self._properties = self._read_properties(memory_limit)
         self._attributes = self._read_attributes()
         self.batch_executor = self._open_batch_executor()
+        self._serving: bool | None = None  # whether the executor serves small requests (None: not asked yet)
         self._memory = (TaughtAllocationTable(self.batch_executor) if self.batch_executor is not None
                         else AllocationTable())
         self._total = self._properties["totalGlobalMem"]
@@ -1018,6 +996,26 @@ class CupyDevice(Device):
     def take_output(self) -> str:
         return _device_output.take() if _device_output else ""
 
+    def output_position(self) -> tuple[int, int]:
+        return _device_output.position() if _device_output else (-1, 0)
+
+    def request_server(self):
+        """The batch executor, once it has made its slots (on first use:
+        before the session's work, as it allocates pinned memory)."""
+        executor = self.batch_executor
+        if executor is None or self._serving is False:
+            return None
+        if self._serving is None:
+            try:
+                with self._cuda("starting to serve requests in C"):
+                    executor.start_serving()
+                self._serving = True
+            except (OSError, CudaError) as exc:
+                log.warning("%s; small requests are served by Python", exc)
+                self._serving = False
+                return None
+        return executor
+
     def stream_set_attribute(self, stream: int, attribute: str, value) -> None:
         """Applied with cuStreamSetAttribute (CuPy has no binding; the driver
         takes the runtime's attribute numbers and value layout)."""
@@ -1082,6 +1080,8 @@ class CupyDevice(Device):
                   for h in [*self._events.values(), *self._spare_events]]
         steps += [("cudaStreamDestroy", lambda h=h: self._runtime.streamDestroy(h))
                   for h in (self._wait_stream, self._mirror_stream)]
+        if self._serving:
+            steps.append(("freeing the served requests' slots", self.batch_executor.stop_serving))
         steps += [(f"unloading module {key}", lambda m=m: self._driver.moduleUnload(m))
                   for key, (m, _) in self._modules.items()]
         if self._window:
@@ -1116,6 +1116,9 @@ class DeviceOutput:
         self._file = tempfile.TemporaryFile()
         os.dup2(self._file.fileno(), 1)
         self._offset = 0
+
+    def position(self) -> tuple[int, int]:
+        return self._file.fileno(), self._offset
 
     def take(self) -> str:
         self._libc.fflush(None)  # the driver's stdio buffer
