@@ -45,7 +45,9 @@
 #define CUDA_ERROR_NOT_READY 600
 
 /* Which request a slot or a served message was (Python names them). */
-enum served_op { SERVED_NONE = 0, SERVED_DTOH = 1, SERVED_HTOD = 2, SERVED_SYNC = 3, SERVED_STREAM_SYNC = 4 };
+enum served_op {
+    SERVED_NONE = 0, SERVED_DTOH = 1, SERVED_HTOD = 2, SERVED_SYNC = 3, SERVED_STREAM_SYNC = 4, SERVED_EVENT_SYNC = 5
+};
 
 struct served_slot {
     CUevent event;  /* recorded where the request's work ends */
@@ -98,19 +100,20 @@ static uint64_t now_ns(void)
 
 struct served_request {
     enum served_op op;
-    uint64_t seq, address, size, stream;
+    uint64_t seq, address, size, stream, event;
+    CUevent event_handle;   /* event_sync's event */
     const uint8_t *payload; /* an upload's bytes */
     size_t length;          /* the whole message's bytes */
 };
 
 /* The fields a request C serves may have, each at most once: exactly
- * these, all integers, or the request is Python's (which also explains
- * any malformed one). */
+ * its op's, all non-negative integers, or the request is Python's (which
+ * also explains any malformed one). */
 static int read_header(const uint8_t *header, size_t size, struct served_request *req)
 {
     struct mp_reader r = {header, header + size, 1};
     int64_t fields = mp_map_size(&r);
-    enum { HAS_SEQ = 1, HAS_ADDRESS = 2, HAS_SIZE = 4, HAS_STREAM = 8 };
+    enum { HAS_SEQ = 1, HAS_SRC = 2, HAS_DST = 4, HAS_SIZE = 8, HAS_STREAM = 16, HAS_EVENT = 32 };
     unsigned has = 0;
     for (int64_t i = 0; i < fields && r.ok; i++) {
         size_t length = 0;
@@ -133,6 +136,8 @@ static int read_header(const uint8_t *header, size_t size, struct served_request
                 req->op = SERVED_SYNC;
             else if (mp_key_is(op, op_length, "stream_sync"))
                 req->op = SERVED_STREAM_SYNC;
+            else if (mp_key_is(op, op_length, "event_sync"))
+                req->op = SERVED_EVENT_SYNC;
             else
                 return 0;
             continue;
@@ -141,35 +146,39 @@ static int read_header(const uint8_t *header, size_t size, struct served_request
         int64_t value = mp_value(&r, &kind, 0);
         if (!r.ok || kind != MP_INT || value < 0)
             return 0;
-        unsigned bit = mp_key_is(key, length, "seq") ? HAS_SEQ
-                       : mp_key_is(key, length, "src") || mp_key_is(key, length, "dst") ? HAS_ADDRESS
-                       : mp_key_is(key, length, "size") ? HAS_SIZE
-                       : mp_key_is(key, length, "stream") ? HAS_STREAM : 0;
+        unsigned bit = mp_key_is(key, length, "seq")      ? HAS_SEQ
+                       : mp_key_is(key, length, "src")    ? HAS_SRC
+                       : mp_key_is(key, length, "dst")    ? HAS_DST
+                       : mp_key_is(key, length, "size")   ? HAS_SIZE
+                       : mp_key_is(key, length, "stream") ? HAS_STREAM
+                       : mp_key_is(key, length, "event")  ? HAS_EVENT : 0;
         if (!bit || (has & bit))
             return 0;
-        if (bit == HAS_ADDRESS &&
-            (req->op == SERVED_NONE || !mp_key_is(key, length, req->op == SERVED_HTOD ? "dst" : "src")))
-            return 0; /* (a request C serves has its op first: the client writes it so) */
         has |= bit;
         if (bit == HAS_SEQ)
             req->seq = (uint64_t)value;
-        else if (bit == HAS_ADDRESS)
+        else if (bit == HAS_SRC || bit == HAS_DST)
             req->address = (uint64_t)value;
         else if (bit == HAS_SIZE)
             req->size = (uint64_t)value;
-        else
+        else if (bit == HAS_STREAM)
             req->stream = (uint64_t)value;
+        else
+            req->event = (uint64_t)value;
     }
-    if (fields < 0 || !r.ok || r.at != r.end || !(has & HAS_SEQ))
+    if (fields < 0 || !r.ok || r.at != r.end)
         return 0;
     switch (req->op) {
     case SERVED_DTOH:
+        return has == (HAS_SEQ | HAS_SRC | HAS_SIZE | HAS_STREAM);
     case SERVED_HTOD:
-        return has == (HAS_SEQ | HAS_ADDRESS | HAS_SIZE | HAS_STREAM);
+        return has == (HAS_SEQ | HAS_DST | HAS_SIZE | HAS_STREAM);
     case SERVED_SYNC:
         return has == HAS_SEQ;
     case SERVED_STREAM_SYNC:
         return has == (HAS_SEQ | HAS_STREAM);
+    case SERVED_EVENT_SYNC:
+        return has == (HAS_SEQ | HAS_EVENT);
     default:
         return 0;
     }
@@ -220,12 +229,21 @@ static struct served_slot *free_slot(struct served_requests *s)
     return NULL;
 }
 
-/* Whether C can run `req`: its stream is known, its memory the session's. */
-static struct slot *served_stream(rcuda_executor *ex, const struct served_request *req)
+/* Whether C can run `req`: its stream (or event) is known, its memory the
+ * session's.  The stream's table entry (the legacy stream's for requests
+ * that name none). */
+static struct slot *served_stream(rcuda_executor *ex, struct served_request *req)
 {
-    struct slot *stream = table_find(&ex->streams, (req->op == SERVED_SYNC ? 0 : req->stream) + 1);
+    struct slot *stream = table_find(&ex->streams, (req->op == SERVED_STREAM_SYNC || req->op == SERVED_DTOH ||
+                                                    req->op == SERVED_HTOD ? req->stream : 0) + 1);
     if (!stream)
         return NULL;
+    if (req->op == SERVED_EVENT_SYNC) {
+        struct slot *event = table_find(&ex->events, req->event + 1);
+        if (!event)
+            return NULL;
+        req->event_handle = event->handle;
+    }
     if ((req->op == SERVED_DTOH || req->op == SERVED_HTOD) && !ranges_hold(&ex->ranges, req->address, req->size))
         return NULL;
     return stream;
@@ -253,6 +271,10 @@ static CUresult issue(rcuda_executor *ex, const struct served_request *req, CUst
             if (!status)
                 status = ex->cu.stream_wait_event(s->wait_stream, s->scratch, 0);
         }
+        stream = s->wait_stream;
+        break;
+    case SERVED_EVENT_SYNC: /* after the program's event, on a stream of our own: the program may destroy it */
+        status = ex->cu.stream_wait_event(s->wait_stream, req->event_handle, 0);
         stream = s->wait_stream;
         break;
     default:

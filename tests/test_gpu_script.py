@@ -53,7 +53,7 @@ def test_gpu_selection_finds_every_files_gpu_tests():
 def test_run_sh_dry_run_records_every_step(tmp_path):
     out = tmp_path / "out"
     env = dict(os.environ, OUT=str(out), RCUDA_GPU_DRY_RUN="1", RCUDA_GPU_PYTHON=sys.executable,
-               RCUDA_GPU_STEPS="machine install cupy tests-gpu calibrate launch graphs",
+               RCUDA_GPU_STEPS="machine install cupy tests-gpu calibrate launch small-calls graphs",
                RCUDA_GPU_PYTEST_ARGS="tests/no_such_test_file.py")
     run = subprocess.run(["bash", str(RUN_SH)], env=env, capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert run.returncode == 0, run.stdout + run.stderr
@@ -64,8 +64,8 @@ def test_run_sh_dry_run_records_every_step(tmp_path):
     results = tmp_path / "unpacked" / "gpu-results"
     lines = (results / "steps.tsv").read_text().splitlines()
     status = {name: state for name, state, _ in (line.split("\t") for line in lines[1:])}
-    assert list(status) == ["machine", "install", "cupy", "tests-gpu", "demo", "launch", "graphs", "paper",
-                            "calibrate", "micro", "summary"]
+    assert list(status) == ["machine", "install", "cupy", "tests-gpu", "demo", "launch", "small-calls", "graphs",
+                            "paper", "calibrate", "micro", "summary"]
     assert status["machine"] == "ok" and (results / "machine" / "uname.txt").is_file()
     assert status["install"] == f"skipped: using RCUDA_GPU_PYTHON={sys.executable}"
     assert status["cupy"] == "skipped: dry run: no GPU"
@@ -73,6 +73,7 @@ def test_run_sh_dry_run_records_every_step(tmp_path):
     assert status["demo"] == status["paper"] == status["micro"] == "skipped: not selected (RCUDA_GPU_STEPS)"
     assert status["launch"] == "ok", (results / "logs" / "launch.log").read_text()
     assert status["graphs"] == "ok", (results / "logs" / "graphs.log").read_text()
+    assert status["small-calls"] == "ok", (results / "logs" / "small-calls.log").read_text()
     assert status["tests-gpu"].startswith("failed (exit"), "a failing step is recorded and the run goes on"
     assert status["summary"] == "ok"
     assert "done, with failures: tests-gpu" in run.stdout
@@ -81,6 +82,9 @@ def test_run_sh_dry_run_records_every_step(tmp_path):
     assert launch["local"].startswith("skipped")
     for kernel in ("empty", "params", "memset", "upload", "step"):
         assert launch["kernels"][kernel]["remote"]["total_us_per_launch"] > 0
+    small = json.loads((results / "small_calls.json").read_text())
+    assert all(small["p50_us"][call]["remote_c"] > 0 and "local" not in small["p50_us"][call]
+               for call in ("dtoh4", "sync"))
     graphs = json.loads((results / "graph_step.json").read_text())
     assert graphs["local"].startswith("skipped")
     assert graphs["remote"]["checks"]["one_step_same"] and graphs["remote"]["checks"]["every_launch_ran"]

@@ -92,6 +92,7 @@ def test_synchronisations_wait_for_every_stream_or_for_one(service, lane, driver
     assert reply(lane)[0] == {"seq": 3, "err": 0}
     assert reply(lane)[0] == {"seq": 4, "err": 0}
     log = [(c.kind, c.stream) for c in calls(driver)]
+    assert service.usage.calls == 2
     # The device's: an event on each of the session's streams, each waited
     # for by C's own stream, then the slot's event there; the stream's: the
     # slot's event on that stream.
@@ -99,6 +100,25 @@ def test_synchronisations_wait_for_every_stream_or_for_one(service, lane, driver
     assert {None, stream} <= recorded
     assert sum(kind == WAIT for kind, _ in log) == len(recorded) - 1
     assert log[-1] == (EVENT_RECORD, stream)
+
+
+def test_an_event_is_waited_for_on_a_stream_of_c_s_own(service, lane, driver):
+    """cudaEventSynchronize, sent by the client's Python (op after the
+    fields): C waits for the program's event on its own stream, so the
+    program may destroy the event meanwhile; an unknown event is Python's."""
+    service._handlers["event_create"]({"event": 4, "flags": 0}, [])
+    event = service.device._events[4]
+    lane.send({"event": 4, "op": "event_sync", "seq": 11})
+    serve(service)
+    assert reply(lane)[0] == {"seq": 11, "err": 0}
+    waits = [c for c in calls(driver) if c.kind == WAIT]
+    assert len(waits) == 1 and waits[0].function == event and waits[0].stream not in (None, event)
+    assert calls(driver)[-1].kind == EVENT_RECORD and calls(driver)[-1].stream == waits[0].stream
+    lane.send({"event": 5, "op": "event_sync", "seq": 12})
+    serve(service)
+    header, _ = reply(lane)
+    assert header["seq"] == 12 and header["err"] == cudaError.cudaErrorInvalidResourceHandle
+    assert len([c for c in calls(driver) if c.kind == WAIT]) == 1
 
 
 def test_what_python_read_ahead_is_served_from_its_buffer(service, lane, memory, driver):
@@ -226,16 +246,15 @@ def test_device_output_goes_back_with_python_s_reply(service, lane, memory, driv
 
 
 def c_serves(header: bytes, memory) -> bool:
-    """Whether a header is exactly a download C serves: a map whose first
-    key is op "dtoh", then seq, src, size and stream once each (in any
-    order), non-negative integers, the copy inside `memory`, at most 64
-    KiB, on the legacy stream."""
+    """Whether a header is exactly a download C serves: a map of op "dtoh",
+    seq, src, size and stream once each, in any order, non-negative
+    integers, the copy inside `memory`, at most 64 KiB, on the legacy stream."""
     try:
         decoded = protocol.unpack(header)
     except Exception:
         return False
-    if (not isinstance(decoded, dict) or list(decoded)[:1] != ["op"] or decoded["op"] != "dtoh"
-            or set(decoded) != {"op", "seq", "src", "size", "stream"}):
+    if (not isinstance(decoded, dict) or set(decoded) != {"op", "seq", "src", "size", "stream"}
+            or decoded["op"] != "dtoh"):
         return False
     fields = [decoded[k] for k in ("seq", "src", "size", "stream")]
     if not all(type(v) is int and 0 <= v < 1 << 63 for v in fields):
@@ -312,6 +331,7 @@ def test_requests_are_served_by_c_on_a_gpu(gpu_service, monkeypatch):
     device = service.device
     client = open_lane(service)
     service._handlers["stream_create"]({"stream": 3, "flags": 0, "priority": 0}, [])
+    service._handlers["event_create"]({"event": 4, "flags": 0}, [])
     out = device.malloc(1 << 16)
 
     def python_must_not(*args, **kwargs):
@@ -324,6 +344,9 @@ def test_requests_are_served_by_c_on_a_gpu(gpu_service, monkeypatch):
          {"op": "dtoh", "seq": 3, "src": out + 4, "size": 4, "stream": 0},
          {"op": "dtoh", "seq": 4, "src": out, "size": len(data), "stream": 3},
          {"op": "sync", "seq": 5})
+    service._serve_what_arrives()
+    service._handlers["event_record"]({"event": 4, "stream": 3}, [])
+    send(client, {"event": 4, "op": "event_sync", "seq": 6})
     answers = {}
     for _ in range(1000):  # bounded: each round serves what came, or answers what is done
         service._serve_what_arrives()
@@ -331,9 +354,9 @@ def test_requests_are_served_by_c_on_a_gpu(gpu_service, monkeypatch):
         while client.readable():
             header, frames = reply(client)
             answers[header["seq"]] = (header, frames)
-        if len(answers) == 5:
+        if len(answers) == 6:
             break
-    assert {seq: header["err"] for seq, (header, _) in answers.items()} == {1: 0, 2: 0, 3: 0, 4: 0, 5: 0}
+    assert {seq: header["err"] for seq, (header, _) in answers.items()} == {seq: 0 for seq in range(1, 7)}
     assert answers[3][1] == [data[4:8]] and answers[4][1] == [data]
-    assert device.request_server() is not None and service.usage.calls == 5
+    assert device.request_server() is not None and service.usage.calls == 6
     client.close()

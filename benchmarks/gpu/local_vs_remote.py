@@ -158,6 +158,55 @@ def launch(out: Path, sim: bool, launches: int = 20000, repeats: int = 5) -> dic
     return report
 
 
+def small_calls(out: Path, sim: bool, calls: int = 5000) -> dict:
+    """Synchronous 4-byte copies to the host and idle cudaDeviceSynchronize
+    (benchmarks/cuda/latency.cu), p50 of each call: on the local GPU,
+    through rcuda with the GPU server's C serving them
+    (native/served_requests.c), with Python serving them
+    (RCUDA_BATCH_EXECUTOR=python), and a raw TCP ping-pong of the same
+    sizes.  The issue's goal: at most the ping-pong plus the local call
+    plus 10 µs."""
+    import tempfile
+
+    import numpy as np
+
+    from rcuda.benchmarks.micro import latency
+
+    binary = common.compile_cuda("latency.cu")
+    report = {"what": small_calls.__doc__.split("\n\n")[0], "machine": common.describe_machine(), "calls": calls,
+              "p50_us": {}}
+
+    def p50(samples) -> float:
+        return float(np.percentile(samples, 50)) / 1e3
+
+    with tempfile.TemporaryDirectory(prefix="rcuda-bench-") as scratch:
+        scratch = Path(scratch)
+        out_file = scratch / "latency.bin"
+        for call in ("dtoh4", "sync"):
+            entry = report["p50_us"][call] = {}
+            if not sim:
+                common.run_program([binary, calls, 200, out_file, call])
+                entry["local"] = p50(np.fromfile(out_file, dtype=np.int64))
+            for name, server_env in (("remote_c", None), ("remote_python", {"RCUDA_BATCH_EXECUTOR": "python"})):
+                with servers(sim, 1, common.SIM_KERNELS, server_env) as (address, description):
+                    report["remote"] = description
+                    entry[name] = p50(latency.time_forwarded(binary, address, calls, 200, scratch, call))
+        request, reply_bytes = latency.message_sizes()
+        with common.peer("tcp-pingpong", str(len(request)), str(reply_bytes)) as tcp_peer:
+            report["p50_us"]["raw_tcp_pingpong"] = p50(latency.time_raw_tcp(tcp_peer.address, request, reply_bytes,
+                                                                             calls, 200))
+    ping = report["p50_us"]["raw_tcp_pingpong"]
+    for call, entry in report["p50_us"].items():
+        if call == "raw_tcp_pingpong":
+            continue
+        entry["python_over_c"] = round(entry["remote_python"] / entry["remote_c"], 3)
+        if "local" in entry:
+            report.setdefault("goals", {})[f"{call}: rcuda - (ping-pong + local), µs"] = common.goal(
+                round(entry["remote_c"] - ping - entry["local"], 2), "<=", 10.0)
+    common.write_json(out, report)
+    return report
+
+
 def graph_steps(out: Path, sim: bool, steps: int = 500, runs: int = 3) -> dict:
     from rcuda.benchmarks.micro import graph_launch
 
@@ -205,6 +254,10 @@ def main(argv=None) -> int:
     la.add_argument("--out", type=Path, required=True)
     la.add_argument("--launches", type=int, default=20000)
     la.add_argument("--sim", action="store_true")
+    sc = actions.add_parser("small-calls")
+    sc.add_argument("--out", type=Path, required=True)
+    sc.add_argument("--calls", type=int, default=5000)
+    sc.add_argument("--sim", action="store_true")
     g = actions.add_parser("graphs")
     g.add_argument("--out", type=Path, required=True)
     g.add_argument("--steps", type=int, default=500)
@@ -214,6 +267,9 @@ def main(argv=None) -> int:
         if args.action == "demo":
             report = demo(args.out, args.epochs, args.sim)
             print(json.dumps({"accuracies": report["accuracies"], "comparisons": report["comparisons"]}, indent=1))
+        elif args.action == "small-calls":
+            report = small_calls(args.out, args.sim, args.calls)
+            print(json.dumps({"p50_us": report["p50_us"], "goals": report.get("goals", {})}, indent=1))
         elif args.action == "graphs":
             report = graph_steps(args.out, args.sim, args.steps)
             print(json.dumps({where: {kind: {k: v[k] for k in ("median_step_us", "p90_step_us", "launches_per_s")}

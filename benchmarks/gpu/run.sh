@@ -26,6 +26,8 @@
 #               1 and 4 cupy servers (each serving GPU0), the numpy
 #               reference: accuracies and loss curves compared
 #   launch      launch-bound loop, local vs remote (goal <= 1.2x)
+#   small-calls 4-byte copies to the host and idle syncs, p50: local, through
+#               rcuda served by C and by Python, raw TCP ping-pong
 #   graphs      a step of 100 tiny kernels as a CUDA graph vs one by one,
 #               local and through rcuda on a cupy server (goal >= 5x remote)
 #   paper       rcuda bench paper --quick: local-GPU row, cupy rows, emulated testbeds
@@ -209,6 +211,12 @@ step_launch() {
     "$PY" benchmarks/gpu/local_vs_remote.py launch --out "$RESULTS/launch_loop.json" "${extra[@]}"
 }
 
+step_small_calls() {
+    local extra=()
+    [[ $DRY_RUN == 1 ]] && extra=(--sim --calls 500)
+    "$PY" benchmarks/gpu/local_vs_remote.py small-calls --out "$RESULTS/small_calls.json" "${extra[@]}"
+}
+
 step_graphs() {
     local extra=()
     [[ $DRY_RUN == 1 ]] && extra=(--sim --steps 50)
@@ -309,6 +317,7 @@ step cupy 60 step_cupy
 step tests-gpu 420 step_tests_gpu
 step demo 120 step_demo 60
 step launch 60 step_launch 30
+step small-calls 40 step_small_calls 20
 step graphs 45 step_graphs 20
 step paper 120 step_paper 60
 step calibrate 60 step_calibrate 45

@@ -64,7 +64,7 @@ DRIVER_ERROR = 2  # rcuda_executor_run's outcome for a driver error (0: all ran,
 #: rcuda_executor_serve's outcomes (native/served_requests.c).
 SERVE_IDLE, SERVE_PYTHON, SERVE_PENDING, SERVE_BROKEN = range(4)
 #: The requests C serves, by native/served_requests.c's number.
-SERVED_OPS = {1: "dtoh", 2: "htod", 3: "sync", 4: "stream_sync"}
+SERVED_OPS = {1: "dtoh", 2: "htod", 3: "sync", 4: "stream_sync", 5: "event_sync"}
 CUDA_ERROR_NOT_READY = 600
 
 
