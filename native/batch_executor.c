@@ -22,8 +22,8 @@
  * cuMemcpyDtoDAsync_v2, cuMemcpyHtoDAsync_v2, cuEventRecord and
  * cuStreamWaitEvent; serving small synchronous requests
  * (native/served_requests.c) adds cuMemcpyDtoHAsync_v2, cuEventCreate,
- * cuEventQuery, cuEventSynchronize, cuStreamCreate, cuMemHostAlloc and
- * their destroyers.
+ * cuEventQuery, cuEventSynchronize, cuStreamCreate, cuMemHostAlloc, their
+ * destroyers and cuMemGetInfo_v2.
  * One executor per GPU, used by that GPU's thread only (but a waiter
  * thread's cuEventSynchronize on a pending slot): no locks.
  */
@@ -187,6 +187,7 @@ struct served_driver {
     CUresult (*event_destroy)(CUevent);
     CUresult (*stream_destroy)(CUstream);
     CUresult (*mem_free_host)(void *);
+    CUresult (*mem_get_info)(size_t *, size_t *);
 };
 
 struct served_requests;
@@ -250,7 +251,8 @@ EXPORT rcuda_executor *rcuda_executor_open(const char *driver_library, char *err
         resolve(library, "cuMemHostAlloc", (void **)&ex->served_cu.mem_host_alloc, error, error_size) ||
         resolve(library, "cuEventDestroy_v2", (void **)&ex->served_cu.event_destroy, error, error_size) ||
         resolve(library, "cuStreamDestroy_v2", (void **)&ex->served_cu.stream_destroy, error, error_size) ||
-        resolve(library, "cuMemFreeHost", (void **)&ex->served_cu.mem_free_host, error, error_size)) {
+        resolve(library, "cuMemFreeHost", (void **)&ex->served_cu.mem_free_host, error, error_size) ||
+        resolve(library, "cuMemGetInfo_v2", (void **)&ex->served_cu.mem_get_info, error, error_size)) {
         dlclose(library);
         free(ex);
         return NULL;

@@ -46,7 +46,8 @@
 
 /* Which request a slot or a served message was (Python names them). */
 enum served_op {
-    SERVED_NONE = 0, SERVED_DTOH = 1, SERVED_HTOD = 2, SERVED_SYNC = 3, SERVED_STREAM_SYNC = 4, SERVED_EVENT_SYNC = 5
+    SERVED_NONE = 0, SERVED_DTOH = 1, SERVED_HTOD = 2, SERVED_SYNC = 3, SERVED_STREAM_SYNC = 4, SERVED_EVENT_SYNC = 5,
+    SERVED_MEM_INFO = 6
 };
 
 struct served_slot {
@@ -71,6 +72,8 @@ struct rcuda_serve_state {
     uint64_t output_seen;    /* how much of it Python has taken */
     uint64_t spin_ns;        /* how long to poll a request's work before handing it to Python */
     uint64_t idle_spin_ns;   /* after answering, how long to wait awake for the next request */
+    uint64_t memory_total;   /* what cudaMemGetInfo may report as total; a driver reporting more means a
+                                --memory-limit applies, and Python answers (0: C never answers it) */
     /* out */
     uint64_t consumed;       /* bytes of `left` the served messages took */
     uint32_t served;         /* requests answered */
@@ -138,6 +141,8 @@ static int read_header(const uint8_t *header, size_t size, struct served_request
                 req->op = SERVED_STREAM_SYNC;
             else if (mp_key_is(op, op_length, "event_sync"))
                 req->op = SERVED_EVENT_SYNC;
+            else if (mp_key_is(op, op_length, "mem_info"))
+                req->op = SERVED_MEM_INFO;
             else
                 return 0;
             continue;
@@ -174,6 +179,7 @@ static int read_header(const uint8_t *header, size_t size, struct served_request
     case SERVED_HTOD:
         return has == (HAS_SEQ | HAS_DST | HAS_SIZE | HAS_STREAM);
     case SERVED_SYNC:
+    case SERVED_MEM_INFO:
         return has == HAS_SEQ;
     case SERVED_STREAM_SYNC:
         return has == (HAS_SEQ | HAS_STREAM);
@@ -308,17 +314,24 @@ static int output_waiting(const struct rcuda_serve_state *state)
     return fstat(state->output_fd, &st) == 0 && (uint64_t)st.st_size > state->output_seen;
 }
 
-/* Answer {seq, err: 0} with the download's bytes, if any: 0, or errno. */
-static int answer(int fd, uint64_t seq, const void *data, uint32_t size)
+/* Answer {seq, err: 0} (and cudaMemGetInfo's free and total, when
+ * `info`) with the download's bytes, if any: 0, or errno. */
+static int answer(int fd, uint64_t seq, const void *data, uint32_t size, const size_t *info)
 {
-    uint8_t head[64];
+    uint8_t head[96];
     struct mp_writer w = {head + 8 + (size ? 8 : 0), head + sizeof head};
     uint8_t *header = w.at;
-    mp_map(&w, 2);
+    mp_map(&w, info ? 4 : 2);
     mp_str(&w, "seq");
     mp_uint(&w, seq);
     mp_str(&w, "err");
     mp_uint(&w, 0);
+    if (info) {
+        mp_str(&w, "free");
+        mp_uint(&w, info[0]);
+        mp_str(&w, "total");
+        mp_uint(&w, info[1]);
+    }
     uint32_t header_size = (uint32_t)(w.at - header), frames = size ? 1 : 0;
     uint64_t length = size;
     memcpy(head, &header_size, 4);
@@ -461,13 +474,21 @@ EXPORT int rcuda_executor_serve(rcuda_executor *ex, int fd, const uint8_t *left,
             size = (size_t)got;
         }
         struct served_request req;
-        struct served_slot *slot = free_slot(s);
-        if (!slot || !read_request(data, size, &req))
+        if (!read_request(data, size, &req))
             return SERVE_PYTHON;
-        struct slot *stream = served_stream(ex, &req);
-        if (!stream)
-            return SERVE_PYTHON; /* Python runs it, or refuses it with its message */
-        CUresult status = issue(ex, &req, stream->handle, slot);
+        int waits = req.op != SERVED_MEM_INFO; /* cudaMemGetInfo: no work to wait for, no slot */
+        struct served_slot *slot = waits ? free_slot(s) : NULL;
+        size_t info[2];
+        CUresult status = 0;
+        if (!waits) {
+            if (ex->served_cu.mem_get_info(&info[0], &info[1]) || info[1] > state->memory_total)
+                return SERVE_PYTHON; /* Python explains the error, or applies --memory-limit */
+        } else {
+            struct slot *stream = slot ? served_stream(ex, &req) : NULL;
+            if (!stream)
+                return SERVE_PYTHON; /* Python runs it, or refuses it with its message */
+            status = issue(ex, &req, stream->handle, slot);
+        }
         if (from_left) {
             state->consumed += req.length;
         } else if (consume(fd, s, req.length)) {
@@ -475,25 +496,28 @@ EXPORT int rcuda_executor_serve(rcuda_executor *ex, int fd, const uint8_t *left,
             return SERVE_BROKEN;
         }
         state->last_op = req.op;
-        if (!status) {
-            if (req.op == SERVED_HTOD)
-                state->to_device += req.size;
-            else if (req.op == SERVED_DTOH)
-                state->from_device += req.size;
-            status = spin(ex, slot, fd, state->consumed < left_size, state->spin_ns);
+        if (waits) {
+            if (!status) {
+                if (req.op == SERVED_HTOD)
+                    state->to_device += req.size;
+                else if (req.op == SERVED_DTOH)
+                    state->from_device += req.size;
+                status = spin(ex, slot, fd, state->consumed < left_size, state->spin_ns);
+            }
+            if (status || output_waiting(state)) {
+                slot->busy = 1;
+                slot->status = status == CUDA_ERROR_NOT_READY ? 0 : status;
+                state->seq = req.seq;
+                state->slot = (uint32_t)(slot - s->slots);
+                state->op = req.op;
+                state->size = req.op == SERVED_DTOH ? (uint32_t)req.size : 0;
+                state->status = slot->status;
+                return SERVE_PENDING;
+            }
         }
-        if (status || output_waiting(state)) {
-            slot->busy = 1;
-            slot->status = status == CUDA_ERROR_NOT_READY ? 0 : status;
-            state->seq = req.seq;
-            state->slot = (uint32_t)(slot - s->slots);
-            state->op = req.op;
-            state->size = req.op == SERVED_DTOH ? (uint32_t)req.size : 0;
-            state->status = slot->status;
-            return SERVE_PENDING;
-        }
-        int failed = answer(fd, req.seq, req.op == SERVED_DTOH ? slot->buffer : NULL,
-                            req.op == SERVED_DTOH ? (uint32_t)req.size : 0);
+        int download = req.op == SERVED_DTOH;
+        int failed = answer(fd, req.seq, download ? slot->buffer : NULL, download ? (uint32_t)req.size : 0,
+                            waits ? NULL : info);
         if (failed) {
             state->status = failed;
             return SERVE_BROKEN;

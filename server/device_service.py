@@ -430,7 +430,7 @@ class DeviceService:
         # (none while answers are pending: their wake-ups must be seen).
         idle_spin = 0.0 if self._later else self._spin.window(self._lane_served[0] if self._lane_served else "?")
         outcome, state = server.serve(lane.fileno(), lane.read_ahead, output_fd, output_seen, self._spin_seconds,
-                                      idle_spin)
+                                      idle_spin, device.memory_total())
         if state.consumed:
             lane.drop_read_ahead(state.consumed)
         self._lane_served_in_c = outcome == cuda_batches.SERVE_IDLE and state.served > 0  # (it waited awake)

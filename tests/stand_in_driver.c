@@ -135,6 +135,15 @@ CUresult cuMemFreeHost(void *host)
     return 0;
 }
 
+static size_t memory_free = 3ull << 30, memory_total = 4ull << 30;
+void stand_in_memory(size_t free_bytes, size_t total_bytes) { memory_free = free_bytes, memory_total = total_bytes; }
+
+CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total_bytes)
+{
+    *free_bytes = memory_free, *total_bytes = memory_total;
+    return 0;
+}
+
 CUresult cuEventDestroy_v2(void *event) { (void)event; return 0; }
 CUresult cuStreamDestroy_v2(void *stream) { (void)stream; return 0; }
 

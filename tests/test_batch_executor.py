@@ -128,7 +128,7 @@ def test_the_gpu_context_is_made_current_for_each_batch(driver, executor):
 
 
 def test_records_c_must_not_run_come_back_to_python_at_their_offsets(driver, executor):
-    memory = np.zeros(256, np.uint8)
+    memory = np.zeros(4096 * 16 + 64, np.uint8)  # (the stand-in writes what C copies: real bytes at both)
     base = memory.ctypes.data
     executor.add_range(base, 256)
     executor.add_range(base + 4096 * 16, 64)  # another allocation, not adjacent

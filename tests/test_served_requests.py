@@ -11,6 +11,7 @@ which the device printed something, and every message that is not its
 kind or not well formed; and stays out while an error waits to be told."""
 from __future__ import annotations
 
+import ctypes
 import os
 import socket
 import tempfile
@@ -119,6 +120,20 @@ def test_an_event_is_waited_for_on_a_stream_of_c_s_own(service, lane, driver):
     header, _ = reply(lane)
     assert header["seq"] == 12 and header["err"] == cudaError.cudaErrorInvalidResourceHandle
     assert len([c for c in calls(driver) if c.kind == WAIT]) == 1
+
+
+def test_memory_info_is_answered_by_c_unless_a_limit_applies(service, lane, driver, monkeypatch):
+    total = service.device.memory_total()
+    driver.stand_in_memory(ctypes.c_size_t(1 << 20), ctypes.c_size_t(total))
+    monkeypatch.setattr(service.device, "mem_get_info", lambda: (7, 8))  # Python's answer, told apart
+    lane.send({"op": "mem_info", "seq": 21})
+    serve(service)
+    assert reply(lane)[0] == {"seq": 21, "err": 0, "free": 1 << 20, "total": total}
+    # The driver reports more than the session may have: --memory-limit, which Python applies.
+    driver.stand_in_memory(ctypes.c_size_t(1 << 20), ctypes.c_size_t(total + 1))
+    lane.send({"op": "mem_info", "seq": 22})
+    serve(service)
+    assert reply(lane)[0] == {"seq": 22, "err": 0, "free": 7, "total": 8}
 
 
 def test_what_python_read_ahead_is_served_from_its_buffer(service, lane, memory, driver):

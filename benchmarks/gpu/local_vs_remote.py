@@ -159,8 +159,8 @@ def launch(out: Path, sim: bool, launches: int = 20000, repeats: int = 5) -> dic
 
 
 def small_calls(out: Path, sim: bool, calls: int = 5000) -> dict:
-    """Synchronous 4-byte copies to the host and idle cudaDeviceSynchronize
-    (benchmarks/cuda/latency.cu), p50 of each call: on the local GPU,
+    """Synchronous 4-byte copies to the host, idle cudaDeviceSynchronize
+    and cudaMemGetInfo (benchmarks/cuda/latency.cu), p50 of each call: on the local GPU,
     through rcuda with the GPU server's C serving them
     (native/served_requests.c), with Python serving them
     (RCUDA_BATCH_EXECUTOR=python), and a raw TCP ping-pong of the same
@@ -182,7 +182,7 @@ def small_calls(out: Path, sim: bool, calls: int = 5000) -> dict:
     with tempfile.TemporaryDirectory(prefix="rcuda-bench-") as scratch:
         scratch = Path(scratch)
         out_file = scratch / "latency.bin"
-        for call in ("dtoh4", "sync"):
+        for call in ("dtoh4", "sync", "meminfo"):
             entry = report["p50_us"][call] = {}
             if not sim:
                 common.run_program([binary, calls, 200, out_file, call])

@@ -49,6 +49,15 @@ LABELS = {
 GOAL_OVER_TRANSPORT_US = 10.0
 
 
+def unavailable() -> str | None:
+    import shutil
+    if not (TESTS / "stand_in_service.py").is_file():
+        return "needs the repository's tests/ (the stand-ins for CuPy and the driver): run it from a checkout"
+    if shutil.which("cc") is None and shutil.which("gcc") is None:
+        return "needs a C compiler (cc) to build the stand-in driver"
+    return None
+
+
 def parameters(quick: bool) -> dict:
     return {"requests": 300 if quick else 2000, "rounds": 3 if quick else 9, "size": 4}
 

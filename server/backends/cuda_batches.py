@@ -47,7 +47,7 @@ void rcuda_executor_remove_range(rcuda_executor *ex, uint64_t start);
 void rcuda_executor_clear_ranges(rcuda_executor *ex);
 int rcuda_executor_run(rcuda_executor *ex, const uint8_t *data, size_t size, struct rcuda_executor_progress *progress);
 struct rcuda_serve_state {
-    int32_t output_fd; uint64_t output_seen; uint64_t spin_ns; uint64_t idle_spin_ns;
+    int32_t output_fd; uint64_t output_seen; uint64_t spin_ns; uint64_t idle_spin_ns; uint64_t memory_total;
     uint64_t consumed; uint32_t served; uint32_t last_op; uint64_t to_device, from_device;
     uint64_t seq; uint32_t slot, op, size; int32_t status;
 };
@@ -64,7 +64,7 @@ DRIVER_ERROR = 2  # rcuda_executor_run's outcome for a driver error (0: all ran,
 #: rcuda_executor_serve's outcomes (native/served_requests.c).
 SERVE_IDLE, SERVE_PYTHON, SERVE_PENDING, SERVE_BROKEN = range(4)
 #: The requests C serves, by native/served_requests.c's number.
-SERVED_OPS = {1: "dtoh", 2: "htod", 3: "sync", 4: "stream_sync", 5: "event_sync"}
+SERVED_OPS = {1: "dtoh", 2: "htod", 3: "sync", 4: "stream_sync", 5: "event_sync", 6: "mem_info"}
 CUDA_ERROR_NOT_READY = 600
 
 
@@ -164,14 +164,16 @@ class BatchExecutor:
         self._lib.rcuda_executor_serve_stop(self._executor)
 
     def serve(self, fd: int, left: bytes, output_fd: int, output_seen: int, spin_seconds: float,
-              idle_spin_seconds: float):
+              idle_spin_seconds: float, memory_total: int):
         """Serve the lane's requests C can, from `left` (read ahead) or the
         socket: (outcome, state), the state's fields as C left them.
         `spin_seconds`: how long a request's work is polled before Python
         gets it; `idle_spin_seconds`: how long C waits awake for the next
-        request after answering one."""
+        request after answering one; `memory_total`: the device memory a
+        session may have (cudaMemGetInfo goes to Python where the driver's
+        total is larger: a --memory-limit)."""
         state = self._serve_state
-        state.output_fd, state.output_seen = output_fd, output_seen
+        state.output_fd, state.output_seen, state.memory_total = output_fd, output_seen, memory_total
         state.spin_ns, state.idle_spin_ns = int(spin_seconds * 1e9), int(idle_spin_seconds * 1e9)
         outcome = self._lib.rcuda_executor_serve(self._executor, fd, left, len(left), state)
         return outcome, state

@@ -375,6 +375,11 @@ class CupyDevice(Device):
         arrays = sum(cuda_arrays.array_bytes(array.spec) for array in self._arrays.values())
         return self._memory.bytes_in_use + self.physical.bytes_in_use + arrays
 
+    def memory_total(self) -> int:
+        """What cudaMemGetInfo may report as total: the device's, or less
+        under --memory-limit (then the driver's answer needs adjusting)."""
+        return self._total
+
     def mem_get_info(self) -> tuple[int, int]:
         with self._cuda("cudaMemGetInfo"):
             free, total = self._runtime.memGetInfo()
