@@ -223,7 +223,12 @@ def not_supported(runtime: Runtime, name: str, result: str):
 def report_unsupported(runtime: Runtime, name: str, status: str) -> None:
     if name not in runtime.unsupported_reported:
         runtime.unsupported_reported.add(name)
-        log.warning("%s is not supported by rcuda yet: returning %s", name, status)
+        from rcuda.coverage import by_design  # (only here: a program's first unsupported call)
+        reason = by_design(name)
+        if reason is not None:
+            log.warning("%s is not supported by rcuda, by design (%s): returning %s", name, reason, status)
+        else:
+            log.warning("%s is not supported by rcuda yet: returning %s", name, status)
 
 
 def attach_driver(ffi, runtime: Runtime) -> None:

@@ -58,8 +58,13 @@ def group_of(fn) -> str:
 #: Graphics and external-resource interop: left out by design.  A remote GPU
 #: shares no memory with this machine's OpenGL, EGL or VDPAU, and external
 #: memory and semaphores are handles (file descriptors, NvSci objects) of the
-#: GPU's own machine.  They answer cudaErrorNotSupported / CUDA_ERROR_NOT_SUPPORTED.
-INTEROP = re.compile(r"Graphics|^cu(da)?(GL|EGL|VDPAU)|External(Memory|Semaphore)|EGLSync|NvSci")
+#: GPU's own machine, as is the dma-buf file descriptor of a range of device
+#: memory (cuMemGetHandleForAddressRange, for another device's DMA).  They
+#: answer cudaErrorNotSupported / CUDA_ERROR_NOT_SUPPORTED.
+INTEROP = re.compile(r"Graphics|^cu(da)?(GL|EGL|VDPAU)|External(Memory|Semaphore)|EGLSync|NvSci"
+                     r"|^cuMemGetHandleForAddressRange")
+INTEROP_REASON = ("graphics and external-resource interop: a remote GPU shares no memory or handles with this "
+                  "machine's graphics or devices")
 INTEROP_GROUP = "interop (by design)"
 
 
@@ -69,6 +74,11 @@ INTEROP_GROUP = "interop (by design)"
 ABI32 = re.compile(r"CUdeviceptr_v1|CUDA_MEMCPY[23]D_v1|unsigned int \* (free|total)")
 ABI32_GROUP = "32-bit ABI (by design)"
 BY_DESIGN = (INTEROP_GROUP, ABI32_GROUP)
+
+
+def by_design(name: str) -> str | None:
+    """Why a function rcuda leaves out is left out by design, or None."""
+    return INTEROP_REASON if INTEROP.search(name) else None
 
 
 def _unsupported(name: str) -> str:
@@ -202,9 +212,11 @@ CUFFT_LEFT_OUT = [
 
 INTEROP_TEXT = [
     f"The functions marked `{INTEROP_GROUP}` in both APIs' tables (OpenGL, EGL, VDPAU, graphics resources,",
-    "external memory and semaphores, NvSci) answer `cudaErrorNotSupported` / `CUDA_ERROR_NOT_SUPPORTED`: a",
-    "remote GPU shares no memory with this machine's graphics stack, and external memory and semaphores are",
-    "handles (file descriptors, NvSci objects) of the GPU's own machine, which a program here cannot hold.",
+    "external memory and semaphores, NvSci, dma-buf handles of device memory) answer `cudaErrorNotSupported`",
+    "/ `CUDA_ERROR_NOT_SUPPORTED`: a remote GPU shares no memory with this machine's graphics stack, and",
+    "external memory and semaphores, like the dma-buf file descriptor `cuMemGetHandleForAddressRange` makes",
+    "for another device's DMA, are handles (file descriptors, NvSci objects) of the GPU's own machine, which",
+    "a program here cannot hold.",
     f"The driver's exports marked `{ABI32_GROUP}` are CUDA 3.1's, with 32-bit device pointers or sizes",
     "(`CUdeviceptr_v1`): rcuda's device addresses lie above 4 GiB, as a 64-bit driver's do, so they cannot",
     "name them (programs built with any later cuda.h call the `_v2` exports, which work).",

@@ -45,8 +45,9 @@ def test_driver_program_runs_through_rcuda_run(driver_program, servers):
     result = run_program(driver_program, servers)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "FAILED" not in result.stdout and "PASSED driver_basics" in result.stdout, result.stdout
-    # What rcuda does not implement yet is said once, and the program went on.
-    assert result.stderr.count("cuGraphicsUnregisterResource is not supported by rcuda yet") == 1, result.stderr
+    # What rcuda leaves out is said once, with why, and the program went on.
+    assert result.stderr.count("cuGraphicsUnregisterResource is not supported by rcuda, by design (graphics and "
+                               "external-resource interop") == 1, result.stderr
 
 
 def test_driver_program_needs_rcuda_to_start(driver_program):
