@@ -27,6 +27,7 @@ from rcuda import protocol
 from rcuda._generated.cuda_driver_api import DRIVER_FUNCTIONS
 from rcuda._generated.cudart_api import FUNCTIONS
 from rcuda._generated.libraries_api import LIBRARIES, LIBRARY_FUNCTIONS
+from rcuda.left_out import by_design
 from rcuda.driver_errors import CUresult, DriverError, driver_status
 from rcuda.config import ClientConfig, ConfigError
 from rcuda.errors import CudaError, RcudaError, TransportError, cudaError, to_cuda_status
@@ -223,7 +224,6 @@ def not_supported(runtime: Runtime, name: str, result: str):
 def report_unsupported(runtime: Runtime, name: str, status: str) -> None:
     if name not in runtime.unsupported_reported:
         runtime.unsupported_reported.add(name)
-        from rcuda.coverage import by_design  # (only here: a program's first unsupported call)
         reason = by_design(name)
         if reason is not None:
             log.warning("%s is not supported by rcuda, by design (%s): returning %s", name, reason, status)

@@ -32,6 +32,7 @@ from pathlib import Path
 from rcuda._generated.cuda_driver_api import DRIVER_FUNCTIONS
 from rcuda._generated.cudart_api import FUNCTIONS
 from rcuda._generated.libraries_api import LIBRARIES, LIBRARY_FUNCTIONS
+from rcuda.left_out import INTEROP
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "coverage.md"
 
@@ -55,16 +56,6 @@ def group_of(fn) -> str:
     return (fn.func if isinstance(fn, functools.partial) else fn).__module__.rsplit(".", 1)[-1]
 
 
-#: Graphics and external-resource interop: left out by design.  A remote GPU
-#: shares no memory with this machine's OpenGL, EGL or VDPAU, and external
-#: memory and semaphores are handles (file descriptors, NvSci objects) of the
-#: GPU's own machine, as is the dma-buf file descriptor of a range of device
-#: memory (cuMemGetHandleForAddressRange, for another device's DMA).  They
-#: answer cudaErrorNotSupported / CUDA_ERROR_NOT_SUPPORTED.
-INTEROP = re.compile(r"Graphics|^cu(da)?(GL|EGL|VDPAU)|External(Memory|Semaphore)|EGLSync|NvSci"
-                     r"|^cuMemGetHandleForAddressRange")
-INTEROP_REASON = ("graphics and external-resource interop: a remote GPU shares no memory or handles with this "
-                  "machine's graphics or devices")
 INTEROP_GROUP = "interop (by design)"
 
 
@@ -74,11 +65,6 @@ INTEROP_GROUP = "interop (by design)"
 ABI32 = re.compile(r"CUdeviceptr_v1|CUDA_MEMCPY[23]D_v1|unsigned int \* (free|total)")
 ABI32_GROUP = "32-bit ABI (by design)"
 BY_DESIGN = (INTEROP_GROUP, ABI32_GROUP)
-
-
-def by_design(name: str) -> str | None:
-    """Why a function rcuda leaves out is left out by design, or None."""
-    return INTEROP_REASON if INTEROP.search(name) else None
 
 
 def _unsupported(name: str) -> str:
