@@ -231,6 +231,15 @@ def test_graph_launch_quick(tmp_path):
         assert 0 < v["issue_us"]["p50"] <= v["median_step_us"] <= v["p90_step_us"] and v["launches_per_s"] > 0
 
 
+def test_served_requests_quick(tmp_path):
+    """No nvcc needed: the GPU server's session thread with the stand-ins."""
+    run = run_bench("micro", "--quick", "--only", "served_requests", "--out", str(tmp_path))
+    assert run.returncode == 0, run.stderr
+    result = check_outputs(tmp_path, "served_requests")
+    assert set(result["variants"]) == {"c", "python", "transport"}
+    assert all(v["round_trip_us"] > 0 and v["server_us"] > 0 for v in result["variants"].values())
+
+
 @requires_nvcc
 def test_driver_api_quick(tmp_path):
     run = run_bench("micro", "--quick", "--only", "driver_api", "--out", str(tmp_path))

@@ -176,8 +176,10 @@ def run(ctx: Context) -> dict:
                                                       variants["transport"]["round_trip_us"], 2),
                        "trip_python_over_transport": round(variants["python"]["round_trip_us"] /
                                                            variants["transport"]["round_trip_us"], 2)},
-            "goals": {"C's round trip over the bare transport's (µs)": goal(round(over, 2), "<=",
-                                                                           GOAL_OVER_TRANSPORT_US)}}
+            "over_transport_us": round(over, 2),
+            "goals": {"C's round trip (µs), at most the bare one's + 10": goal(
+                round(variants["c"]["round_trip_us"], 2), "<=",
+                round(variants["transport"]["round_trip_us"] + GOAL_OVER_TRANSPORT_US, 2))}}
 
 
 def plot(result: dict, out_dir: Path) -> list[Path]:
