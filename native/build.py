@@ -427,8 +427,8 @@ def build_filter(target: Path, functions: dict, tmp: Path, version_script: Path 
 
 def build_server_executor(target: Path, tmp: Path) -> Path:
     """The GPU server's batch executor (native/batch_executor.c, which
-    includes native/served_requests.c): plain C,
-    no Python, opened by server/backends/cuda_batches.py."""
+    includes native/served_requests.c): plain C, no Python, opened by
+    server/backends/cuda_batches.py."""
     gen_wire = load_script("gen_wire")
     (tmp / "wire.h").write_text(gen_wire.render())
     compiler = shlex.split(sysconfig.get_config_var("CC") or "cc")

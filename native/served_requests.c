@@ -1,7 +1,8 @@
 /* Small synchronous requests served by C on a GPU server: a copy of at
- * most 64 KiB to or from the host, cudaDeviceSynchronize and
- * cudaStreamSynchronize, read from the lane, run through the driver and
- * answered on the lane, with no Python per request.
+ * most 64 KiB to or from the host, cudaDeviceSynchronize,
+ * cudaStreamSynchronize, cudaEventSynchronize and cudaMemGetInfo, read
+ * from the lane, run through the driver and answered on the lane, with no
+ * Python per request.
  *
  * Through Python each such request costs tens of microseconds on the
  * server (reading and decoding the message, CuPy's bindings, encoding and
@@ -9,21 +10,22 @@
  * the driver's calls and two system calls.
  *
  * The session's thread (server/device_service.py) calls
- * rcuda_executor_serve when the lane has bytes and nothing Python must
- * see first is waiting (an asynchronous error, a sticky one, a sealed
- * lane).  C serves the messages that are whole and its own, one after the
- * other, and stops at the first that is not: Python serves that one the
- * ordinary way.  The bytes come from what Python's lane read ahead
- * (`left`) or, when that is empty, from the socket with MSG_PEEK, so that
- * a message C leaves stays in the stream for Python.
+ * rcuda_executor_serve when the lane has bytes, the lane is not sealed,
+ * and nothing Python must tell first is waiting (an asynchronous error, a
+ * sticky one, device output).  C serves the messages that are whole and
+ * its own, one after the other, and stops at the first that is not:
+ * Python serves that one the ordinary way.  The bytes come from what
+ * Python's lane read ahead (`left`) or, when that is empty, from the
+ * socket with MSG_PEEK, so that a message C leaves stays in the stream
+ * for Python.
  *
  * A request whose work is not done within the spin window (a copy behind
  * a long kernel) is not waited for: its *slot* (an event, and a pinned
  * buffer for a download) goes to Python, which answers when the event has
- * happened (CudaSlotCompletion), serving other requests meanwhile.  So
- * does a finished request when the device printed something (Python's
- * reply carries the output) and one the driver refused (Python explains
- * the error).
+ * happened (server/backends/cuda_batches.py, ServedRequest), serving
+ * other requests meanwhile.  So does a finished request when the device
+ * printed something (Python's reply carries the output) and one the
+ * driver refused (Python explains the error).
  *
  * Included into batch_executor.c: it uses the executor's tables (streams,
  * allocations) and its driver entry points.
