@@ -278,7 +278,7 @@ EXPORT void rcuda_executor_close(rcuda_executor *ex)
     free(ex->streams.slots);
     free(ex->events.slots);
     free(ex->ranges.items);
-    free(ex->served); /* its events, stream and buffers were freed by rcuda_executor_serve_stop */
+    free(ex->served); /* still here only if a slot was Python's at rcuda_executor_serve_stop */
     dlclose(ex->library);
     free(ex);
 }

@@ -239,11 +239,10 @@ static struct served_slot *free_slot(struct served_requests *s)
 
 /* Whether C can run `req`: its stream (or event) is known, its memory the
  * session's.  The stream's table entry (the legacy stream's for requests
- * that name none). */
+ * that name none: their `stream` is 0). */
 static struct slot *served_stream(rcuda_executor *ex, struct served_request *req)
 {
-    struct slot *stream = table_find(&ex->streams, (req->op == SERVED_STREAM_SYNC || req->op == SERVED_DTOH ||
-                                                    req->op == SERVED_HTOD ? req->stream : 0) + 1);
+    struct slot *stream = table_find(&ex->streams, req->stream + 1);
     if (!stream)
         return NULL;
     if (req->op == SERVED_EVENT_SYNC) {
@@ -291,15 +290,23 @@ static CUresult issue(rcuda_executor *ex, const struct served_request *req, CUst
     return status ? status : ex->cu.event_record(slot->event, stream);
 }
 
+/* Whether the slot's work is done: 0, CUDA_ERROR_NOT_READY, or the error.
+ * Done, it is synchronised with, which flushes the kernels' printf output. */
+static CUresult slot_done(rcuda_executor *ex, const struct served_slot *slot)
+{
+    CUresult status = ex->served_cu.event_query(slot->event);
+    return status ? status : ex->served_cu.event_synchronize(slot->event);
+}
+
 /* Poll the slot's event for up to `spin_ns`, giving up early when another
  * message arrives (Python serves it meanwhile): 0 when the work is done. */
 static CUresult spin(rcuda_executor *ex, struct served_slot *slot, int fd, int more_read, uint64_t spin_ns)
 {
     uint64_t deadline = now_ns() + spin_ns;
     for (;;) {
-        CUresult status = ex->served_cu.event_query(slot->event);
+        CUresult status = slot_done(ex, slot);
         if (status != CUDA_ERROR_NOT_READY)
-            return status ? status : ex->served_cu.event_synchronize(slot->event); /* (flushes printf output) */
+            return status;
         char byte;
         if (more_read || now_ns() > deadline || recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT) > 0)
             return CUDA_ERROR_NOT_READY;
@@ -401,7 +408,30 @@ static ssize_t peek(int fd, struct served_requests *s, uint64_t spin_ns)
 
 /* ------------------------------------------------------------ the entry points */
 
-EXPORT void rcuda_executor_serve_stop(rcuda_executor *ex);
+/* Free the slots and the wait stream (the device's close, its context
+ * current).  While a slot is Python's, a waiter thread may still wait on
+ * it: then everything stays (rcuda_executor_close frees the memory). */
+EXPORT void rcuda_executor_serve_stop(rcuda_executor *ex)
+{
+    struct served_requests *s = ex->served;
+    if (!s)
+        return;
+    for (int i = 0; i < SERVED_SLOTS; i++)
+        if (s->slots[i].busy)
+            return;
+    for (int i = 0; i < SERVED_SLOTS; i++) {
+        if (s->slots[i].event)
+            ex->served_cu.event_destroy(s->slots[i].event);
+        if (s->slots[i].buffer)
+            ex->served_cu.mem_free_host(s->slots[i].buffer);
+    }
+    if (s->scratch)
+        ex->served_cu.event_destroy(s->scratch);
+    if (s->wait_stream)
+        ex->served_cu.stream_destroy(s->wait_stream);
+    free(s);
+    ex->served = NULL;
+}
 
 /* Make the slots and the wait stream, on the GPU thread with the context
  * current: 0, or the driver's status.  Pinned memory is allocated here,
@@ -425,29 +455,6 @@ EXPORT int rcuda_executor_serve_start(rcuda_executor *ex)
     if (status)
         rcuda_executor_serve_stop(ex);
     return status;
-}
-
-/* Free the slots and the wait stream (the device's close, its context
- * current).  A slot a waiter thread may still wait on is left alone. */
-EXPORT void rcuda_executor_serve_stop(rcuda_executor *ex)
-{
-    struct served_requests *s = ex->served;
-    if (!s)
-        return;
-    for (int i = 0; i < SERVED_SLOTS; i++) {
-        if (s->slots[i].busy)
-            continue;
-        if (s->slots[i].event)
-            ex->served_cu.event_destroy(s->slots[i].event);
-        if (s->slots[i].buffer)
-            ex->served_cu.mem_free_host(s->slots[i].buffer);
-    }
-    if (s->scratch)
-        ex->served_cu.event_destroy(s->scratch);
-    if (s->wait_stream)
-        ex->served_cu.stream_destroy(s->wait_stream);
-    free(s);
-    ex->served = NULL;
 }
 
 /* Serve the lane's whole requests of C's kinds, from `left` (what Python
@@ -533,10 +540,7 @@ EXPORT int rcuda_executor_serve(rcuda_executor *ex, int fd, const uint8_t *left,
 EXPORT int rcuda_executor_slot_query(rcuda_executor *ex, uint32_t slot)
 {
     struct served_slot *s = &ex->served->slots[slot];
-    if (s->status)
-        return s->status;
-    CUresult status = ex->served_cu.event_query(s->event);
-    return status == CUDA_ERROR_NOT_READY || status ? status : ex->served_cu.event_synchronize(s->event);
+    return s->status ? s->status : slot_done(ex, s);
 }
 
 /* Block until a pending slot's work is done (a waiter thread's call). */

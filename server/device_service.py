@@ -445,7 +445,7 @@ class DeviceService:
             usage.bytes_to_device += state.to_device
             usage.bytes_from_device += state.from_device
         if outcome == cuda_batches.SERVE_PENDING:
-            pending = server.pending(state, device.wake)
+            pending = server.pending(state, device.wake, device.waiter_threads())
             then = (lambda: ({}, [pending.data()])) if pending.op == "dtoh" else None
             self._defer(Later(pending, then), lane, state.seq, pending.op)
         elif outcome == cuda_batches.SERVE_BROKEN:

@@ -215,6 +215,21 @@ def test_work_not_done_in_the_spin_window_is_answered_when_it_is(service, lane, 
     assert not service._later
 
 
+def test_slots_outlive_a_stop_while_a_request_is_pending(service, lane, memory, driver):
+    """The device's close frees the slots, but not while one is Python's:
+    its answer still comes, with the bytes the copy read."""
+    service._spin_seconds = 0.0
+    driver.stand_in_events_answer(NOT_READY)
+    send(lane, {"op": "dtoh", "seq": 9, "src": memory.ctypes.data + 32, "size": 8, "stream": 0})
+    serve(service)
+    copied = bytes(memory[32:40])
+    service.device.batch_executor.stop_serving()
+    memory[32:40] = 0
+    driver.stand_in_events_answer(0)
+    service._answer_what_is_ready()
+    assert reply(lane) == ({"seq": 9, "err": 0}, [copied])
+
+
 def test_every_slot_pending_leaves_the_next_request_to_python(service, lane, memory, driver):
     service._spin_seconds = 0.0
     driver.stand_in_events_answer(NOT_READY)

@@ -16,7 +16,7 @@ import functools
 import cffi
 
 from rcuda.binaries import LIB_DIR
-from rcuda.driver_errors import error_name
+from rcuda.driver_errors import CUresult, error_name
 from rcuda.errors import CudaError
 from rcuda.launch_rules import device_limits
 
@@ -65,7 +65,6 @@ DRIVER_ERROR = 2  # rcuda_executor_run's outcome for a driver error (0: all ran,
 SERVE_IDLE, SERVE_PYTHON, SERVE_PENDING, SERVE_BROKEN = range(4)
 #: The requests C serves, by native/served_requests.c's number.
 SERVED_OPS = {1: "dtoh", 2: "htod", 3: "sync", 4: "stream_sync", 5: "event_sync", 6: "mem_info"}
-CUDA_ERROR_NOT_READY = 600
 
 
 @functools.cache
@@ -147,7 +146,6 @@ class BatchExecutor:
         self.uploaded = progress.uploaded
         return progress.offset, progress.count, failure
 
-
     # -- small synchronous requests (native/served_requests.c)
 
     def start_serving(self) -> None:
@@ -178,10 +176,11 @@ class BatchExecutor:
         outcome = self._lib.rcuda_executor_serve(self._executor, fd, left, len(left), state)
         return outcome, state
 
-    def pending(self, state, wake) -> "ServedRequest":
+    def pending(self, state, wake, watchers: set) -> "ServedRequest":
         """The request C took but left to Python to answer (SERVE_PENDING);
-        `wake`: the device's, for the waiter thread."""
-        return ServedRequest(self, state.slot, SERVED_OPS[state.op], state.size, wake)
+        `wake` and `watchers`: the device's, for the waiter thread (which
+        the device's close joins before freeing the slots)."""
+        return ServedRequest(self, state.slot, SERVED_OPS[state.op], state.size, wake, watchers)
 
 
 class ServedRequest(WatchedCompletion):
@@ -190,13 +189,13 @@ class ServedRequest(WatchedCompletion):
     event says when it is done; a download's bytes are in its slot's
     pinned buffer until it is released."""
 
-    def __init__(self, executor: BatchExecutor, slot: int, op: str, size: int, wake):
-        super().__init__(wake, f"rcuda GPU{executor.index} waiter")
+    def __init__(self, executor: BatchExecutor, slot: int, op: str, size: int, wake, watchers: set):
+        super().__init__(wake, f"rcuda GPU{executor.index} waiter", watchers)
         self._executor, self.slot, self.op, self.size = executor, slot, op, size
 
     def ready(self) -> bool:
         status = self._executor._lib.rcuda_executor_slot_query(self._executor._executor, self.slot)
-        if status == CUDA_ERROR_NOT_READY:
+        if status == CUresult.CUDA_ERROR_NOT_READY:
             return False
         if status:
             raise CudaError(driver_status(status), f"{self.op} on GPU {self._executor.index}: "

@@ -1004,6 +1004,10 @@ class CupyDevice(Device):
     def output_position(self) -> tuple[int, int]:
         return _device_output.position() if _device_output else (-1, 0)
 
+    def waiter_threads(self) -> set:
+        """The live waiter threads of Completions, which close() joins."""
+        return self._watchers
+
     def request_server(self):
         """The batch executor, once it has made its slots (on first use:
         before the session's work, as it allocates pinned memory)."""
