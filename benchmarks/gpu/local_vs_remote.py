@@ -182,15 +182,18 @@ def small_calls(out: Path, sim: bool, calls: int = 5000) -> dict:
     with tempfile.TemporaryDirectory(prefix="rcuda-bench-") as scratch:
         scratch = Path(scratch)
         out_file = scratch / "latency.bin"
-        for call in ("dtoh4", "sync", "meminfo"):
+        kinds = ("dtoh4", "sync", "meminfo")
+        for call in kinds:
             entry = report["p50_us"][call] = {}
             if not sim:
                 common.run_program([binary, calls, 200, out_file, call])
                 entry["local"] = p50(np.fromfile(out_file, dtype=np.int64))
-            for name, server_env in (("remote_c", None), ("remote_python", {"RCUDA_BATCH_EXECUTOR": "python"})):
-                with servers(sim, 1, common.SIM_KERNELS, server_env) as (address, description):
-                    report["remote"] = description
-                    entry[name] = p50(latency.time_forwarded(binary, address, calls, 200, scratch, call))
+        for name, server_env in (("remote_c", None), ("remote_python", {"RCUDA_BATCH_EXECUTOR": "python"})):
+            with servers(sim, 1, common.SIM_KERNELS, server_env) as (address, description):  # one start for all calls
+                report["remote"] = description
+                for call in kinds:
+                    report["p50_us"][call][name] = p50(latency.time_forwarded(binary, address, calls, 200, scratch,
+                                                                              call))
         request, reply_bytes = latency.message_sizes()
         with common.peer("tcp-pingpong", str(len(request)), str(reply_bytes)) as tcp_peer:
             report["p50_us"]["raw_tcp_pingpong"] = p50(latency.time_raw_tcp(tcp_peer.address, request, reply_bytes,

@@ -94,8 +94,9 @@ def _stand_in_service():
         sys.path.remove(str(TESTS))
 
 
-def _round_trips(service, client, request: dict, count: int) -> tuple[float, float]:
-    """Median seconds per round trip, and per request on the server's side."""
+def _round_trips(service, client, request: dict, count: int, serve) -> tuple[float, float]:
+    """Median seconds per round trip, and per request on the server's side
+    (`serve()`: what the server does once the request has arrived)."""
     trips, served = [], []
     for _ in range(count):
         started = time.perf_counter()
@@ -103,7 +104,7 @@ def _round_trips(service, client, request: dict, count: int) -> tuple[float, flo
         while not service._lane.readable():  # (the request is on its way through loopback)
             pass
         serving = time.perf_counter()
-        service._serve_what_arrives()
+        serve()
         done_serving = time.perf_counter()
         header, frames = client.receive()
         trips.append(time.perf_counter() - started)
@@ -113,28 +114,19 @@ def _round_trips(service, client, request: dict, count: int) -> tuple[float, flo
     return statistics.median(trips), statistics.median(served)
 
 
-def _transport_round_trips(service, client, request: dict, reply: bytes, count: int) -> tuple[float, float]:
-    """As _round_trips, the server's side replaced by a bare read of the
-    request's bytes and a write of a ready-made reply on the same connection."""
-    from rcuda.lane import _parts
+def _bare_server(service, request: dict, reply: bytes):
+    """The server's side with nothing decoded or copied: the request's bytes
+    read and a ready-made reply written, on the service's connection."""
     from rcuda import protocol
+    from rcuda.lane import _parts
 
     server = service._lane.sock
     request_size = sum(len(p) for p in _parts(protocol.pack(request), ()))
-    trips, served = [], []
-    for _ in range(count):
-        started = time.perf_counter()
-        client.send(request)
-        while not service._lane.readable():
-            pass
-        serving = time.perf_counter()
+
+    def serve():
         server.recv(request_size, socket.MSG_WAITALL)
         server.sendall(reply)
-        done_serving = time.perf_counter()
-        client.receive()
-        trips.append(time.perf_counter() - started)
-        served.append(done_serving - serving)
-    return statistics.median(trips), statistics.median(served)
+    return serve
 
 
 def run(ctx: Context) -> dict:
@@ -155,11 +147,13 @@ def run(ctx: Context) -> dict:
                 if name == "python":
                     device.request_server = lambda: None
                     device.memcpy_dtoh = lambda src, size, stream: (memoryview(bytes(size)), Done())
-                trip, served = _round_trips(service, client, request, params["requests"])
+                trip, served = _round_trips(service, client, request, params["requests"],
+                                            service._serve_what_arrives)
                 device.request_server, device.memcpy_dtoh = c_server, copy
                 runs[name]["trip_s"].append(trip)
                 runs[name]["server_s"].append(served)
-            trip, served = _transport_round_trips(service, client, request, reply, params["requests"])
+            trip, served = _round_trips(service, client, request, params["requests"],
+                                        _bare_server(service, request, reply))
             runs["transport"]["trip_s"].append(trip)
             runs["transport"]["server_s"].append(served)
     variants = {}
