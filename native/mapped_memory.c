@@ -994,9 +994,9 @@ static int mirror_after_sync(int device, struct link *l, const struct mirror_syn
         if (m->device == device && !m->no_refresh && m->guarded && __atomic_load_n(&mirror_on_touch, __ATOMIC_SEQ_CST)) {
             mirror_go_stale(m);
             mirror_freshen_prefetched(m, l);
-        }
-        else if (m->device == device && !m->no_refresh)
+        } else if (m->device == device && !m->no_refresh) {
             result = mirror_refresh_one(l, m, reply);
+        }
         mirror_leave(m);
     }
     if (!result)
