@@ -53,7 +53,7 @@ def test_gpu_selection_finds_every_files_gpu_tests():
 def test_run_sh_dry_run_records_every_step(tmp_path):
     out = tmp_path / "out"
     env = dict(os.environ, OUT=str(out), RCUDA_GPU_DRY_RUN="1", RCUDA_GPU_PYTHON=sys.executable,
-               RCUDA_GPU_STEPS="machine install cupy tests-gpu calibrate launch small-calls graphs",
+               RCUDA_GPU_STEPS="machine install cupy tests-gpu calibrate launch small-calls copies managed graphs",
                RCUDA_GPU_PYTEST_ARGS="tests/no_such_test_file.py")
     run = subprocess.run(["bash", str(RUN_SH)], env=env, capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert run.returncode == 0, run.stdout + run.stderr
@@ -64,7 +64,8 @@ def test_run_sh_dry_run_records_every_step(tmp_path):
     results = tmp_path / "unpacked" / "gpu-results"
     lines = (results / "steps.tsv").read_text().splitlines()
     status = {name: state for name, state, _ in (line.split("\t") for line in lines[1:])}
-    assert list(status) == ["machine", "install", "cupy", "tests-gpu", "demo", "launch", "small-calls", "graphs",
+    assert list(status) == ["machine", "install", "cupy", "tests-gpu", "launch", "small-calls", "copies",
+                            "managed", "demo", "graphs",
                             "paper", "calibrate", "micro", "summary"]
     assert status["machine"] == "ok" and (results / "machine" / "uname.txt").is_file()
     assert status["install"] == f"skipped: using RCUDA_GPU_PYTHON={sys.executable}"
@@ -74,6 +75,7 @@ def test_run_sh_dry_run_records_every_step(tmp_path):
     assert status["launch"] == "ok", (results / "logs" / "launch.log").read_text()
     assert status["graphs"] == "ok", (results / "logs" / "graphs.log").read_text()
     assert status["small-calls"] == "ok", (results / "logs" / "small-calls.log").read_text()
+    assert status["copies"] == status["managed"] == "ok", (results / "logs" / "managed.log").read_text()
     assert status["tests-gpu"].startswith("failed (exit"), "a failing step is recorded and the run goes on"
     assert status["summary"] == "ok"
     assert "done, with failures: tests-gpu" in run.stdout
@@ -85,6 +87,10 @@ def test_run_sh_dry_run_records_every_step(tmp_path):
     small = json.loads((results / "small_calls.json").read_text())
     assert all(small["p50_us"][call]["remote_c"] > 0 and "local" not in small["p50_us"][call]
                for call in ("dtoh4", "sync"))
+    copies = json.loads((results / "copies.json").read_text())
+    assert "local" not in copies["gb_per_s"] and all(rate > 0 for rate in copies["gb_per_s"]["rcuda"]["htod"].values())
+    managed = json.loads((results / "managed.json").read_text())
+    assert "local" not in managed["runs"] and managed["runs"]["rcuda_on_touch"]["part_us"] > 0
     graphs = json.loads((results / "graph_step.json").read_text())
     assert graphs["local"].startswith("skipped")
     assert graphs["remote"]["checks"]["one_step_same"] and graphs["remote"]["checks"]["every_launch_ran"]

@@ -15,6 +15,18 @@ by side (benchmarks/gpu/run.sh runs them):
         4 KiB cudaMemsetAsync, 4 KiB cudaMemcpyAsync uploads, and memset +
         upload + launch steps, remote over local (no goal).
 
+    local_vs_remote.py copies --out FILE.json
+        benchmarks/cuda/copy.cu timing cudaMemcpy of 64 and 256 MiB both
+        ways (pageable host memory): on the local GPU, through rcuda on one
+        cupy server on loopback, and a raw TCP stream of the same sizes.
+        Goal: rcuda at least 95% of the raw stream both ways.
+    local_vs_remote.py managed --out FILE.json
+        benchmarks/cuda/streams.cu managed-delta on a 1 GiB managed
+        allocation: cudaDeviceSynchronize plus the host reading what a
+        kernel changed, after it changed 1 MiB and after it changed all of
+        it; locally and through rcuda (default and RCUDA_MANAGED_ON_TOUCH=1).
+        Goal: through rcuda, 1 MiB changed costs at most 0.1x all of it.
+
     local_vs_remote.py graphs --out FILE.json
         benchmarks/cuda/graph_step.cu (rcuda bench micro's graph_launch): a
         step of 100 tiny kernels as a CUDA graph and as 100 launches, each
@@ -210,6 +222,85 @@ def small_calls(out: Path, sim: bool, calls: int = 5000) -> dict:
     return report
 
 
+GOAL_COPY = 0.95
+GOAL_MANAGED_DELTA = 0.1
+
+
+def copies(out: Path, sim: bool, sizes=(64 << 20, 256 << 20), repeats: int = 5) -> dict:
+    """cudaMemcpy of large pageable buffers both ways: local GPU, through
+    rcuda on one cupy server, and a raw TCP stream, medians in GB/s."""
+    import tempfile
+
+    import numpy as np
+
+    from rcuda.benchmarks.micro import copy_throughput
+
+    binary = common.compile_cuda("copy.cu")
+    counts = {size: repeats for size in sizes}
+    report = {"what": copies.__doc__.split("\n\n")[0], "machine": common.describe_machine(),
+              "sizes": list(sizes), "repeats": repeats, "gb_per_s": {}}
+
+    def rates(times: dict) -> dict:
+        return {name: {str(size): round(size / float(np.median(seconds)) / 1e9, 3) for size, seconds in by.items()}
+                for name, by in times.items()}
+
+    def program(scratch: Path, env: dict | None) -> dict:
+        csv = scratch / "copy.csv"
+        common.run_program([binary, csv, 300, *(f"{s}:{r}" for s, r in counts.items())], env=env)
+        times: dict = {"htod": {}, "dtoh": {}}
+        for line in csv.read_text().splitlines():
+            direction, size, seconds = line.split(",")
+            times[direction].setdefault(int(size), []).append(float(seconds))
+        return times
+
+    with tempfile.TemporaryDirectory(prefix="rcuda-bench-") as scratch:
+        scratch = Path(scratch)
+        if not sim:
+            report["gb_per_s"]["local"] = rates(program(scratch, None))
+        with servers(sim, 1, common.SIM_KERNELS) as (address, description):
+            report["remote"] = description
+            report["gb_per_s"]["rcuda"] = rates(program(scratch, common.rcuda_environment(address)))
+        with common.peer("tcp-stream", str(max(sizes))) as tcp_peer:
+            raw = rates(copy_throughput.time_raw_tcp(tcp_peer.address, counts))
+        report["gb_per_s"]["raw_tcp"] = {"htod": raw["raw_tcp_upload"], "dtoh": raw["raw_tcp_download"]}
+    report["goals"] = {}
+    for direction in ("htod", "dtoh"):
+        for size in sizes:
+            ratio = report["gb_per_s"]["rcuda"][direction][str(size)] / report["gb_per_s"]["raw_tcp"][direction][str(size)]
+            report["goals"][f"{direction} {size >> 20} MiB: rcuda / raw TCP"] = common.goal(round(ratio, 3), ">=",
+                                                                                          GOAL_COPY)
+    common.write_json(out, report)
+    return report
+
+
+def managed(out: Path, sim: bool, size: int = 1 << 30, repeats: int = 3) -> dict:
+    """A kernel changes 1 MiB of a managed allocation, then all of it; each
+    time cudaDeviceSynchronize and the host reads what changed: locally and
+    through rcuda on one cupy server (and with RCUDA_MANAGED_ON_TOUCH=1)."""
+    from rcuda.benchmarks.micro import streams
+
+    binary = common.compile_cuda("streams.cu")
+    if sim:
+        size = 64 << 20  # the sim's kernels are numpy on this machine's memory
+    args = [binary, "managed-delta", size, repeats]
+    report = {"what": managed.__doc__.split("\n\n")[0], "machine": common.describe_machine(), "bytes": size,
+              "repeats": repeats, "runs": {}}
+    if not sim:
+        report["runs"]["local"] = common.run_program(args)
+    with servers(sim, 1, streams.KERNELS) as (address, description):
+        report["remote"] = description
+        report["runs"]["rcuda"] = common.run_program(args, env=common.rcuda_environment(address))
+        report["runs"]["rcuda_on_touch"] = common.run_program(
+            args, env=common.rcuda_environment(address, {"RCUDA_MANAGED_ON_TOUCH": "1"}))
+    report["goals"] = {}
+    for name in ("rcuda", "rcuda_on_touch"):
+        run = report["runs"][name]
+        report["goals"][f"{name}: sync after 1 MiB of {size >> 20} MiB changed / after all of it"] = common.goal(
+            round(run["part_us"] / run["whole_us"], 4), "<=", GOAL_MANAGED_DELTA)
+    common.write_json(out, report)
+    return report
+
+
 def graph_steps(out: Path, sim: bool, steps: int = 500, runs: int = 3) -> dict:
     from rcuda.benchmarks.micro import graph_launch
 
@@ -261,6 +352,10 @@ def main(argv=None) -> int:
     sc.add_argument("--out", type=Path, required=True)
     sc.add_argument("--calls", type=int, default=5000)
     sc.add_argument("--sim", action="store_true")
+    for name in ("copies", "managed"):
+        action = actions.add_parser(name)
+        action.add_argument("--out", type=Path, required=True)
+        action.add_argument("--sim", action="store_true")
     g = actions.add_parser("graphs")
     g.add_argument("--out", type=Path, required=True)
     g.add_argument("--steps", type=int, default=500)
@@ -273,6 +368,9 @@ def main(argv=None) -> int:
         elif args.action == "small-calls":
             report = small_calls(args.out, args.sim, args.calls)
             print(json.dumps({"p50_us": report["p50_us"], "goals": report.get("goals", {})}, indent=1))
+        elif args.action in ("copies", "managed"):
+            report = (copies if args.action == "copies" else managed)(args.out, args.sim)
+            print(json.dumps({key: report[key] for key in ("gb_per_s", "runs", "goals") if key in report}, indent=1))
         elif args.action == "graphs":
             report = graph_steps(args.out, args.sim, args.steps)
             print(json.dumps({where: {kind: {k: v[k] for k in ("median_step_us", "p90_step_us", "launches_per_s")}

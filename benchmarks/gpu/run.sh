@@ -22,12 +22,16 @@
 #   tests-gpu   every GPU test (named *on_a_gpu*, *local_gpu* or with a cupy
 #               case: $GPU_TESTS); -rs lists skips, which only the tests
 #               needing more GPUs than the machine has may be
-#   demo        mnist_dp on the local GPU without rcuda, through rcuda on
-#               1 and 4 cupy servers (each serving GPU0), the numpy
-#               reference: accuracies and loss curves compared
 #   launch      launch-bound loop, local vs remote (goal <= 1.2x)
 #   small-calls 4-byte copies to the host and idle syncs, p50: local, through
 #               rcuda served by C and by Python, raw TCP ping-pong
+#   copies      64 and 256 MiB cudaMemcpy both ways: local, through rcuda, raw
+#               TCP stream (goal: rcuda >= 95% of the stream)
+#   managed     a kernel changes 1 MiB of 1 GiB managed memory, then all of
+#               it: the synchronisations, local and through rcuda
+#   demo        mnist_dp on the local GPU without rcuda, through rcuda on
+#               1 and 4 cupy servers (each serving GPU0), the numpy
+#               reference: accuracies and loss curves compared
 #   graphs      a step of 100 tiny kernels as a CUDA graph vs one by one,
 #               local and through rcuda on a cupy server (goal >= 5x remote)
 #   paper       rcuda bench paper --quick: local-GPU row, cupy rows, emulated testbeds
@@ -217,6 +221,18 @@ step_small_calls() {
     "$PY" benchmarks/gpu/local_vs_remote.py small-calls --out "$RESULTS/small_calls.json" "${extra[@]}"
 }
 
+step_copies() {
+    local extra=()
+    [[ $DRY_RUN == 1 ]] && extra=(--sim)
+    "$PY" benchmarks/gpu/local_vs_remote.py copies --out "$RESULTS/copies.json" "${extra[@]}"
+}
+
+step_managed() {
+    local extra=()
+    [[ $DRY_RUN == 1 ]] && extra=(--sim)
+    "$PY" benchmarks/gpu/local_vs_remote.py managed --out "$RESULTS/managed.json" "${extra[@]}"
+}
+
 step_graphs() {
     local extra=()
     [[ $DRY_RUN == 1 ]] && extra=(--sim --steps 50)
@@ -313,11 +329,13 @@ step machine 30 step_machine
 step install 120 step_install
 step cupy 60 step_cupy
 # The GPU tests may take most of the budget; the benchmarks get what is left,
-# those with goals first.
+# the short ones with goals first.
 step tests-gpu 420 step_tests_gpu
-step demo 120 step_demo 60
 step launch 60 step_launch 30
 step small-calls 40 step_small_calls 20
+step copies 45 step_copies 25
+step managed 45 step_managed 25
+step demo 120 step_demo 60
 step graphs 45 step_graphs 20
 step paper 120 step_paper 60
 step calibrate 60 step_calibrate 45
