@@ -68,6 +68,20 @@ def compile_cuda(build_dir):
     return compile_
 
 
+@pytest.fixture(scope="session")
+def module_image(tmp_path_factory) -> bytes:
+    """tests/cuda_sources/fatbin_kernels.cu as a fatbinary (sm_75 code and PTX),
+    for the tests that load a module into a backend device directly."""
+    nvcc = shutil.which("nvcc")
+    if nvcc is None:
+        pytest.skip("nvcc not found: install the CUDA 13 toolkit to build test programs")
+    out = tmp_path_factory.mktemp("backend") / "kernels.fatbin"
+    subprocess.run([nvcc, "-fatbin", "-o", str(out), str(TESTS / "cuda_sources" / "fatbin_kernels.cu"),
+                    "-gencode", "arch=compute_75,code=sm_75", "-gencode", "arch=compute_75,code=compute_75"],
+                   check=True, capture_output=True, timeout=300)
+    return out.read_bytes()
+
+
 @dataclass
 class Server:
     """A running `rcuda server`."""

@@ -3,9 +3,7 @@ backend: sim always, cupy where a GPU is usable (skipped, saying why,
 elsewhere).  Modules are real nvcc output (tests/cuda_sources/fatbin_kernels.cu)."""
 from __future__ import annotations
 
-import shutil
 import struct
-import subprocess
 import time
 from pathlib import Path
 
@@ -31,18 +29,6 @@ def cupy_unavailable() -> str | None:
         return "cupy sees no GPU"
     except Exception as exc:  # noqa: BLE001 - ImportError, no driver, ...
         return f"no usable GPU for the cupy backend ({type(exc).__name__}: {exc})"
-
-
-@pytest.fixture(scope="module")
-def module_image(tmp_path_factory) -> bytes:
-    nvcc = shutil.which("nvcc")
-    if nvcc is None:
-        pytest.skip("nvcc not found")
-    out = tmp_path_factory.mktemp("backend") / "kernels.fatbin"
-    subprocess.run([nvcc, "-fatbin", "-o", str(out), str(TESTS / "cuda_sources" / "fatbin_kernels.cu"),
-                    "-gencode", "arch=compute_75,code=sm_75", "-gencode", "arch=compute_75,code=compute_75"],
-                   check=True, capture_output=True, timeout=300)
-    return out.read_bytes()
 
 
 def wait(completion: Completion, limit: float = 30.0) -> None:

@@ -100,3 +100,14 @@ def test_run_sh_dry_run_records_every_step(tmp_path):
     assert "launch_loop.json" in summary["files"] and "graph_step.json" in summary["files"]
     assert "DRY RUN" in (out / "summary.md").read_text()
     assert (out / "summary.md").read_text() == (results / "summary.md").read_text()
+
+
+def test_every_gpu_test_finds_its_fixtures():
+    """Without a GPU the GPU tests skip in their first fixture, before pytest
+    looks up the rest: a fixture a GPU test names but cannot see (defined
+    in another test file) shows only on a GPU.  --setup-plan resolves every
+    fixture without running any."""
+    selection = re.search(r'^GPU_TESTS="([^"]+)"', RUN_SH.read_text(), re.M)[1]
+    plan = subprocess.run([sys.executable, "-m", "pytest", "--setup-plan", "-q", "-p", "no:cacheprovider",
+                           "-k", selection, "tests"], capture_output=True, text=True, timeout=300, cwd=REPO)
+    assert plan.returncode == 0 and "fixture '" not in plan.stdout, plan.stdout[-3000:] + plan.stderr[-3000:]
