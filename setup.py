@@ -70,6 +70,8 @@ setup(
     install_requires=["cffi>=1.17", "pyzmq>=25", "msgpack>=1.0", "numpy>=1.24",
                       "pyelftools>=0.31", "zstandard>=0.22", "lz4>=4.3", "cxxfilt>=0.3",
                       "prometheus_client>=0.17",
+                      # digests of device memory chunks on the host (server/backends/chunk_digests.py)
+                      "xxhash>=3",
                       # the sealed lanes of --auth servers: OpenSSL's AES-256-GCM and HKDF (rcuda/sealed.py)
                       "cryptography>=45",
                       # the sim's cuBLAS (triangular solves, LU) and cuRAND (Sobol' directions, Poisson)

@@ -793,12 +793,12 @@ class DeviceService:
         length = _non_negative(header, "length") if "length" in header else size - offset
         if offset + length > size:
             raise ProtocolError(f"mirror_dtoh: part {offset}..+{length} of a {size}-byte mirror")
-        data = self.device.read_now(src + offset, length)
-        runs = self.mirror_views.changed_runs(src, data, size, offset) if length else None
+        runs = self.mirror_views.changed_runs(src, size, offset, length, self.device.chunk_digests) if length else None
         if runs is None:
+            data = self.device.read_now(src + offset, length)
             self.usage.bytes_from_device += len(data)
             return {}, [_bytes_view(data)]
-        pieces = [data[at - offset:at - offset + length] for at, length in runs]
+        pieces = [self.device.read_now(src + at, length) for at, length in runs]
         self.usage.bytes_from_device += sum(length for _, length in runs)
         return {"runs": len(runs)}, [np.array(runs, "<u8").tobytes(), *map(_bytes_view, pieces)]
 

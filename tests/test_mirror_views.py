@@ -1,19 +1,32 @@
 """server/mirror_views.py: a mirror's download sends only the chunks whose
-bytes differ from what the client has; chunks the host sent are sent back;
-a mirror rewritten all over is sent whole without comparing; a part of a
-mirror (managed memory where the host touches it) is compared alone."""
+digests differ from those of what the client has; chunks the host sent are
+sent back; a mirror rewritten all over is sent whole without digesting; a
+part of a mirror (managed memory where the host touches it) is digested
+alone.  server/backends/chunk_digests.py: the GPU's digest function tells
+apart the changes a plain sum of words would not."""
 from __future__ import annotations
 
 import numpy as np
 
+from rcuda.server.backends.chunk_digests import on_host, reference, weights
 from rcuda.server.mirror_views import CHUNK, MAX_COOLDOWN, MIN_BYTES, MirrorViews
 
 SRC = 0x1000_0000_0000
 SIZE = MIN_BYTES + CHUNK // 2  # a partial last chunk
 
 
-def download(views, device):
-    return views.changed_runs(SRC, memoryview(device), device.size)
+def digests_of(device, asked=None):
+    """Device.chunk_digests over the numpy array `device` at SRC; `asked`
+    collects the ranges digested."""
+    def digests(address: int, size: int, chunk: int):
+        if asked is not None:
+            asked.append((address - SRC, size))
+        return on_host(memoryview(device[address - SRC:address - SRC + size]), chunk)
+    return digests
+
+
+def download(views, device, asked=None):
+    return views.changed_runs(SRC, device.size, 0, device.size, digests_of(device, asked))
 
 
 def learnt():
@@ -60,14 +73,14 @@ def test_small_mirrors_and_freed_ones():
     views = MirrorViews()
     small = np.zeros(MIN_BYTES - 1, np.uint8)
     for _ in range(3):
-        assert views.changed_runs(SRC, memoryview(small), small.size) is None
+        assert views.changed_runs(SRC, small.size, 0, small.size, digests_of(small)) is None
     views, device = learnt()
     views.forget(SRC, SIZE)
     assert download(views, device) is None  # a new mirror at the same address starts over
 
 
 def part(views, device, offset, length):
-    return views.changed_runs(SRC, memoryview(device[offset:offset + length]), device.size, offset)
+    return views.changed_runs(SRC, device.size, offset, length, digests_of(device))
 
 
 def test_a_part_is_learnt_and_compared_alone():
@@ -90,4 +103,30 @@ def test_a_part_is_learnt_and_compared_alone():
 def test_a_part_not_on_chunks_is_sent_whole_and_forgotten():
     views, device = learnt()
     assert part(views, device, CHUNK + 4096, CHUNK) is None
-    assert download(views, device) == [(CHUNK, 2 * CHUNK)]  # the shadow there may not be the client's
+    assert download(views, device) == [(CHUNK, 2 * CHUNK)]  # the digests there may not be the client's
+
+
+def test_a_first_download_digests_nothing_and_cooling_down_digests_nothing():
+    views, device = MirrorViews(), (np.arange(SIZE) % 251).astype(np.uint8)
+    asked = []
+    assert download(views, device, asked) is None and asked == []  # once: maybe never again
+    assert download(views, device, asked) is None and asked == [(0, SIZE)]
+    device += 1
+    assert download(views, device, asked) is None and len(asked) == 2  # all changed: cooling down
+    device += 1
+    assert download(views, device, asked) is None and len(asked) == 2
+
+
+def test_the_gpu_digest_sees_changes_a_sum_of_words_would_not():
+    words = np.frombuffer(np.random.default_rng(7).bytes(4 * 4096), np.uint64).reshape(4, -1).copy()
+    weight = weights(words.shape[1])
+    base = reference(words, weight)
+    assert len(set(base.tolist())) == 4
+    changed = words.copy()
+    changed[0, 10] += np.uint64(1)  # one word, by one
+    changed[1, [3, 9]] ^= np.uint64(1 << 63)  # the top bit of two words: a weighted sum alone would not see it
+    changed[2, [5, 6]] = changed[2, [6, 5]]  # two words swapped: a plain sum would not see it
+    changed[3, 7] -= np.uint64(1)
+    changed[3, 8] += np.uint64(1)  # two words moved in opposite directions: nor here
+    assert (reference(changed, weight) != base).all()
+    assert (reference(words.copy(), weight) == base).all()

@@ -25,7 +25,7 @@ PY=${RCUDA_WHEEL_PYTHON:-python3.12}
 VERSION=$("$PY" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
 # rcuda's requirements (setup.py) that the GPU image lacks, and theirs
 # (mlxtend 0.23's own are loose: the image's scikit-learn, pandas... do).
-MISSING=(cffi pycparser pyzmq pyelftools zstandard lz4 cxxfilt cryptography mlxtend==0.23.4)
+MISSING=(cffi pycparser pyzmq pyelftools zstandard lz4 cxxfilt cryptography xxhash mlxtend==0.23.4)
 
 rm -rf "$DEST"
 mkdir -p "$DEST"

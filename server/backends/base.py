@@ -24,10 +24,14 @@ import threading
 import time
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from rcuda import launch_rules
 from rcuda._generated.cuda_enums import ENUMS
 from rcuda.errors import CudaError, cudaError
 from rcuda.protocol import VA_WINDOW_SIZE  # noqa: F401 - the backends' import of it
+
+from .chunk_digests import on_host
 
 #: cudaMalloc's guaranteed alignment.
 ALLOCATION_ALIGNMENT = 256
@@ -236,6 +240,13 @@ class Device(abc.ABC):
         kernels wrote to them so far).  May be a view of device memory that
         the caller sends before serving anything else."""
         raise CudaError(cudaError.cudaErrorNotSupported, f"{type(self).__name__}: no mapped host memory")
+
+    def chunk_digests(self, src: int, size: int, chunk: int) -> np.ndarray:
+        """One uint64 digest per `chunk` bytes of the `size` bytes at `src` as
+        they are now (the last chunk may be short): equal digests, equal
+        bytes, but for a chance of about 2**-64 (server/mirror_views.py).
+        This default digests what read_now gives on the host."""
+        return on_host(self.read_now(src, size), chunk)
 
     @abc.abstractmethod
     def memcpy_dtod(self, dst: int, src: int, size: int, stream: int = 0) -> None:

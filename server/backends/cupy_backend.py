@@ -33,6 +33,7 @@ from rcuda.device_attributes import DEVICE_ATTRIBUTES
 from rcuda.errors import CudaError, cudaError
 
 from . import cuda_arrays, cuda_batches, cuda_jit
+from .chunk_digests import GpuDigests
 from .arrays import ArraySpec, Place
 from .base import (Allocation, AllocationTable, Backend, Completion, Device, Done, ParamLayout, Physical,
                    PhysicalTable, WatchedCompletion, check_launch_configuration)
@@ -243,6 +244,7 @@ class CupyDevice(Device):
             self._wait_stream = self._runtime.streamCreateWithFlags(STREAM_NON_BLOCKING)
             self._mirror_stream = self._runtime.streamCreateWithFlags(STREAM_NON_BLOCKING)  # write_now, read_now
         self._libraries = None
+        self._digests: GpuDigests | bool | None = None  # made at first use; False: it failed
 
     # ---------------------------------------------------------- completions
 
@@ -491,6 +493,35 @@ class CupyDevice(Device):
         host = np.empty(size, np.uint8)
         self._mirror_copy(host.ctypes.data, src, size, self._runtime.memcpyDeviceToHost, "mapped memory from device")
         return memoryview(host)
+
+    def chunk_digests(self, src: int, size: int, chunk: int) -> np.ndarray:
+        """Whole chunks digested on the GPU (chunk_digests.GpuDigests), a short
+        last one on the host; all on the host where the GPU's digests failed
+        their check."""
+        whole = size // chunk
+        digests = self._gpu_digests(chunk) if whole else None
+        if digests is None:
+            return super().chunk_digests(src, size, chunk)
+        self._memory.require(src, size, "mapped memory")
+        with self._cuda("digests of mapped memory"):
+            on_gpu = digests(src, whole, self.index, self._mirror_stream)
+        if size % chunk:
+            on_gpu = np.concatenate((on_gpu, super().chunk_digests(src + whole * chunk, size % chunk, chunk)))
+        return on_gpu
+
+    def _gpu_digests(self, chunk: int):
+        """The GPU's digest kernel (made at first use), or None where it
+        cannot be made or computes another function than the reference."""
+        if self._digests is not None and (self._digests is False or self._digests.chunk == chunk):
+            return self._digests or None
+        try:
+            with self._cuda("the chunk digest kernel"):
+                self._digests = GpuDigests(chunk)
+        except Exception as exc:  # noqa: BLE001 - NVRTC, CuPy or a wrong result: digest on the host
+            log.warning("GPU %d: mirrors are compared on the host (the chunk digest kernel failed: %s)",
+                        self.index, exc)
+            self._digests = False
+        return self._digests or None
 
     def memcpy_dtod(self, dst: int, src: int, size: int, stream: int = 0) -> None:
         if size:
