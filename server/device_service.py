@@ -793,6 +793,7 @@ class DeviceService:
         length = _non_negative(header, "length") if "length" in header else size - offset
         if offset + length > size:
             raise ProtocolError(f"mirror_dtoh: part {offset}..+{length} of a {size}-byte mirror")
+        self.device.check_range(src, size, "mirror_dtoh")  # before its view is made
         runs = self.mirror_views.changed_runs(src, size, offset, length, self.device.chunk_digests) if length else None
         if runs is None:
             data = self.device.read_now(src + offset, length)
