@@ -439,13 +439,14 @@ class DeviceService:
         lane, device = self._lane, self.device
         server = device.request_server() if device is not None and lane is not None and lane.seal is None else None
         if (server is None or self._peer is not lane or self._sticky is not None or self._deferred is not None
-                or self._output):
-            return True  # C would answer without what Python must tell first
+                or self._output or self._later):
+            # C would answer without what Python must tell first, or ahead of
+            # an answer Python holds whose work may be done (see _answer_what_is_ready).
+            return True
         started = time.perf_counter()
         output_fd, output_seen = device.output_position()
-        # C waits awake for the next request as _serve_what_arrives would
-        # (none while answers are pending: their wake-ups must be seen).
-        idle_spin = 0.0 if self._later else self._spin.window(self._lane_served[0] if self._lane_served else "?")
+        # C waits awake for the next request as _serve_what_arrives would.
+        idle_spin = self._spin.window(self._lane_served[0] if self._lane_served else "?")
         outcome, state = server.serve(lane.fileno(), lane.read_ahead, output_fd, output_seen, self._spin_seconds,
                                       idle_spin, device.memory_total())
         if state.consumed:

@@ -103,3 +103,22 @@ def test_work_done_between_two_queries_keeps_the_answers_in_order(service, lane,
     for _ in range(2):
         service._answer_what_is_ready()
     assert [header["seq"] for header, _ in answers(lane, 2)] == [1, 2]
+
+
+def test_c_answers_nothing_ahead_of_a_download_python_holds(service, lane, driver):
+    """A download C took and handed to Python (not done within the spin
+    window): what follows, C's kind or not, is answered after it."""
+    import numpy as np
+    memory = np.full(SIZE, 9, np.uint8)
+    service.device.batch_executor.add_range(memory.ctypes.data, memory.size)
+    service._spin_seconds = 0.0
+    driver.stand_in_events_answer(NOT_READY)
+    send(lane, {"op": "dtoh", "seq": 1, "src": memory.ctypes.data, "size": SIZE, "stream": 0})
+    serve(service)
+    assert len(service._later) == 1 and not lane.readable()  # C's slot, Python's to answer
+    driver.stand_in_events_answer(0)  # the GPU is done
+    send(lane, {"op": "stream_sync", "seq": 2, "stream": 0}, {"op": "marker", "seq": 3, "stream": 0})
+    serve(service)
+    got = answers(lane, 3)
+    assert [header["seq"] for header, _ in got] == [1, 2, 3]
+    assert got[0][1] == b"\x09" * SIZE
