@@ -378,6 +378,9 @@ def test_requests_are_served_by_c_on_a_gpu(gpu_service, monkeypatch):
         raise AssertionError("served by Python")
     monkeypatch.setattr(device, "memcpy_dtoh", python_must_not)
     monkeypatch.setattr(device, "memcpy_htod", python_must_not)
+    # Each done within C's spin window: one left to Python to answer would
+    # leave the next requests to Python too (so that none overtakes it).
+    service._spin_seconds = 1.0
     data = os.urandom(1 << 16)
     send(client, ({"op": "htod", "seq": 1, "dst": out, "size": len(data), "stream": 3}, [data]),
          {"op": "stream_sync", "seq": 2, "stream": 3},
