@@ -13,7 +13,11 @@ a host function's marker) gets a `Completion` from the backend and is
 answered when it is ready, while the thread goes on serving the session's
 other requests: a client thread waiting on a long stream holds up no other
 thread's calls.  Replies therefore come in any order; each echoes its
-request's `seq`.
+request's `seq`.  But never ahead of an earlier request's whose work is done
+by then: the client acts on a reply as it arrives (a download into pinned
+memory lands its bytes, a marker runs a host function, a finished query lets
+the program read), so in one stream the replies keep the stream's order
+(`_answer_what_is_ready`).
 
 CUDA's error model is kept: asynchronous requests (launches, and copies or
 stream/event operations sent with "async") get no reply, their failures are
@@ -304,15 +308,28 @@ class DeviceService:
         self._later.append(later)
 
     def _answer_what_is_ready(self) -> None:
-        """Answer the waiting requests whose work is done, in arrival order."""
+        """Answer the waiting requests whose work is done, in arrival order.
+
+        They are looked at newest first: work ends while we look, and in one
+        stream a request found done means the earlier ones are done when
+        looked at after it.  Oldest first, a download could be found still
+        running and the marker behind it done, and the marker answered first."""
         if not self._later:
             return
-        waiting = []
-        for later in self._later:
+        found: list = [False] * len(self._later)  # done, or the exception that looking raised
+        for i in reversed(range(len(self._later))):
             try:
-                if not later.completion.ready():
-                    waiting.append(later)
-                    continue
+                found[i] = self._later[i].completion.ready()
+            except Exception as exc:  # noqa: BLE001 - answered in its turn, below
+                found[i] = exc
+        waiting = []
+        for later, done in zip(self._later, found):
+            if done is False:
+                waiting.append(later)
+                continue
+            try:
+                if isinstance(done, Exception):
+                    raise done
                 result = later.then() if later.then is not None else None
             except (CudaError, ProtocolError) as exc:
                 later.completion.release()
@@ -422,13 +439,14 @@ class DeviceService:
         lane, device = self._lane, self.device
         server = device.request_server() if device is not None and lane is not None and lane.seal is None else None
         if (server is None or self._peer is not lane or self._sticky is not None or self._deferred is not None
-                or self._output):
-            return True  # C would answer without what Python must tell first
+                or self._output or self._later):
+            # C would answer without what Python must tell first, or ahead of
+            # an answer Python holds whose work may be done (see _answer_what_is_ready).
+            return True
         started = time.perf_counter()
         output_fd, output_seen = device.output_position()
-        # C waits awake for the next request as _serve_what_arrives would
-        # (none while answers are pending: their wake-ups must be seen).
-        idle_spin = 0.0 if self._later else self._spin.window(self._lane_served[0] if self._lane_served else "?")
+        # C waits awake for the next request as _serve_what_arrives would.
+        idle_spin = self._spin.window(self._lane_served[0] if self._lane_served else "?")
         outcome, state = server.serve(lane.fileno(), lane.read_ahead, output_fd, output_seen, self._spin_seconds,
                                       idle_spin, device.memory_total())
         if state.consumed:
@@ -552,6 +570,7 @@ class DeviceService:
         if not answer:
             self._collect_output()
             return
+        self._answer_what_is_ready()  # earlier requests done by now are answered first
         self._respond(reply_to, seq, result, transparent=op in TRANSPARENT_OPS)
 
     def _respond(self, reply_to, seq, result, transparent: bool = False) -> None:

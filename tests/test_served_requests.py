@@ -8,7 +8,8 @@ C answers 4-byte and 64 KiB copies both ways and synchronisations itself,
 in order, from the socket or from what Python read ahead; hands Python a
 request whose work is not done yet, one the driver refused, one after
 which the device printed something, and every message that is not its
-kind or not well formed; and stays out while an error waits to be told."""
+kind or not well formed; and stays out while an error waits to be told
+or Python holds an answer."""
 from __future__ import annotations
 
 import ctypes
@@ -230,18 +231,27 @@ def test_slots_outlive_a_stop_while_a_request_is_pending(service, lane, memory, 
     assert reply(lane) == ({"seq": 9, "err": 0}, [copied])
 
 
-def test_every_slot_pending_leaves_the_next_request_to_python(service, lane, memory, driver):
+def test_while_python_holds_an_answer_c_stays_out(service, lane, driver, monkeypatch):
+    """C answers at once what it serves: while Python holds an answer (a
+    request of C's not done within the spin window), C leaves the next
+    requests to Python, which answers none ahead of an earlier one whose
+    work is done by then (tests/test_answer_order.py).  Once it is
+    answered, C serves again."""
+    driver.stand_in_memory(ctypes.c_size_t(1 << 20), ctypes.c_size_t(service.device.memory_total()))
+    monkeypatch.setattr(service.device, "mem_get_info", lambda: (7, 8))  # Python's answer, told apart
     service._spin_seconds = 0.0
     driver.stand_in_events_answer(NOT_READY)
-    for seq in range(9):
-        send(lane, {"op": "stream_sync", "seq": seq, "stream": 0})
-        serve(service)
-    # 8 slots of C's; the ninth is Python's (the fake CuPy's stream is idle:
-    # answered at once).
-    assert [isinstance(later.completion, cuda_batches.ServedRequest) for later in service._later] == [True] * 8
+    send(lane, {"op": "stream_sync", "seq": 1, "stream": 0}, {"op": "mem_info", "seq": 2})
+    serve(service)
+    serve(service)
+    assert [isinstance(later.completion, cuda_batches.ServedRequest) for later in service._later] == [True]
+    assert reply(lane)[0] == {"seq": 2, "err": 0, "free": 7, "total": 8}  # Python's
     driver.stand_in_events_answer(0)
     service._answer_what_is_ready()
-    assert sorted(reply(lane)[0]["seq"] for _ in range(9)) == list(range(9))
+    assert reply(lane)[0] == {"seq": 1, "err": 0}
+    lane.send({"op": "mem_info", "seq": 3})
+    serve(service)
+    assert reply(lane)[0] == {"seq": 3, "err": 0, "free": 1 << 20, "total": service.device.memory_total()}  # C's
 
 
 def test_a_driver_error_is_told_by_python_and_c_stays_out_after(service, lane, memory, driver):
@@ -368,6 +378,9 @@ def test_requests_are_served_by_c_on_a_gpu(gpu_service, monkeypatch):
         raise AssertionError("served by Python")
     monkeypatch.setattr(device, "memcpy_dtoh", python_must_not)
     monkeypatch.setattr(device, "memcpy_htod", python_must_not)
+    # Each done within C's spin window: one left to Python to answer would
+    # leave the next requests to Python too (so that none overtakes it).
+    service._spin_seconds = 1.0
     data = os.urandom(1 << 16)
     send(client, ({"op": "htod", "seq": 1, "dst": out, "size": len(data), "stream": 3}, [data]),
          {"op": "stream_sync", "seq": 2, "stream": 3},
