@@ -17,6 +17,7 @@ from conftest import requires_nvcc, run_program, start_server
 from program_paths import check_passed, check_section
 from rcuda.binaries import dropin_dir
 from rcuda.client.memory import address_space
+from rcuda.errors import CudaError, cudaError
 from rcuda.protocol import VA_WINDOW_SIZE
 from rcuda.server.backends import cuda_vmm
 
@@ -111,6 +112,7 @@ class HintlessDriver:
     def __init__(self):
         self.reserved: dict[int, int] = {}
         self.mapped: dict[int, int] = {}
+        self.released: list[int] = []
         self._next = 0x7F00_0000_0000
 
     def cuMemGetAllocationGranularity(self, out, prop, option):
@@ -127,13 +129,15 @@ class HintlessDriver:
         return 0 if self.reserved.pop(ptr, None) == size else 1
 
     def cuMemCreate(self, out, size, prop, flags):
-        out._obj.value = 1000 + len(self.mapped)
+        out._obj.value = 1000 + len(self.mapped) + len(self.released)
         return 0
 
     def cuMemMap(self, ptr, size, offset, handle, flags):
         inside = any(b <= ptr and ptr + size <= b + s for b, s in self.reserved.items())
         if not inside:
             return 1  # CUDA_ERROR_INVALID_VALUE
+        if offset:
+            return 801  # CUDA_ERROR_NOT_SUPPORTED: the offset "currently must be zero" (CUDA 13.0 on an H100)
         self.mapped[ptr] = size
         return 0
 
@@ -144,6 +148,7 @@ class HintlessDriver:
         return 0
 
     def cuMemRelease(self, handle):
+        self.released.append(handle)
         return 0
 
 
@@ -191,3 +196,26 @@ def test_on_a_gpu(compile_cuda):
     result = run_on_gpu(compile_cuda, "address_windows.cu", devices=2, one_server=False,
                         flags=(f"-L{dropin_dir()}", "-l:libcuda.so.1"))
     check_passed(result, "address_windows.cu")
+
+
+def test_the_service_maps_program_memory_on_the_cupy_backend(hintless, service):
+    """The device service's VMM handlers on a CupyDevice (CuPy and the
+    driver stood in for, its VMM calls going to the driver above): what
+    every cuMemCreate and cuMemMap of a program, and every page-locked block
+    a kernel is given (client/memory/pinned.py), asks of a GPU server."""
+    handle = service._handlers
+    vmm = service.windows.vmm = cuda_vmm.Reservation(0, 1 << 30, 0x6000_0000_0000)
+    handle["vmm_create"]({"handle": 7, "size": 4 << 20}, [])
+    with pytest.raises(CudaError) as refused:  # as a GPU's driver refuses it, before asking it
+        handle["vmm_map"]({"ptr": vmm.base, "size": 2 << 20, "offset": 2 << 20, "handle": 7}, [])
+    assert refused.value.status == cudaError.cudaErrorNotSupported and not hintless.mapped
+    handle["vmm_map"]({"ptr": vmm.base, "size": 4 << 20, "offset": 0, "handle": 7}, [])
+    assert hintless.mapped == {vmm.base: 4 << 20}
+    with pytest.raises(CudaError) as refused:  # no shareable handle types on this backend
+        handle["vmm_create"]({"handle": 8, "size": 2 << 20, "shareable": 1}, [])
+    assert refused.value.status == cudaError.cudaErrorNotSupported
+    handle["vmm_release"]({"handle": 7}, [])
+    assert not hintless.released  # mapped still
+    handle["vmm_unmap"]({"ptr": vmm.base}, [])
+    assert not hintless.mapped and len(hintless.released) == 1
+    vmm.release()

@@ -628,7 +628,7 @@ class Device(abc.ABC):
 
     def _check_vmm_range(self, ptr: int, size: int, offset: int, physical: "Physical") -> None:
         """What cuMemMap checks: granularity-aligned, inside the physical
-        allocation, over no other mapping."""
+        allocation, over no other mapping, from the allocation's start."""
         granularity = self.vmm_granularity()[0]
         if size <= 0 or (ptr | size | offset) % granularity or offset + size > physical.size:
             raise CudaError(cudaError.cudaErrorInvalidValue,
@@ -636,6 +636,10 @@ class Device(abc.ABC):
                             f"multiples of {granularity}, inside the {physical.size}-byte allocation")
         if self._memory.overlaps(ptr, size):
             raise CudaError(cudaError.cudaErrorInvalidValue, f"cuMemMap({ptr:#x}, {size}): overlaps a mapping")
+        if offset:  # cuda.h: the offset "currently must be zero"; a GPU's driver answers CUDA_ERROR_NOT_SUPPORTED
+            raise CudaError(cudaError.cudaErrorNotSupported,
+                            f"cuMemMap({ptr:#x}, {size}, offset {offset}): CUDA maps physical memory from its start "
+                            f"only")
 
 
 class Backend(abc.ABC):

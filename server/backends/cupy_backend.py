@@ -561,7 +561,10 @@ class CupyDevice(Device):
         with self._cuda("cuMemGetAllocationGranularity"):
             return self._mappings().granularity()
 
-    def vmm_create(self, handle: int, size: int) -> None:
+    def vmm_create(self, handle: int, size: int, shareable: bool = False) -> None:
+        if shareable:  # clients ask only where memoryPoolSupportedHandleTypes says so: 0 here (vmm_export too)
+            raise CudaError(cudaError.cudaErrorNotSupported,
+                            f"cuMemCreate on GPU {self.index}: no shareable physical memory on this backend")
         if self.memory_in_use() + size > self._total:
             raise CudaError(cudaError.cudaErrorMemoryAllocation,
                             f"cuMemCreate of {size} bytes: the session already uses {self.memory_in_use()} of the "

@@ -427,6 +427,12 @@ static void streams_across_apis(const CUcontext *primary)
     DRV(cuStreamWaitEvent(driver_stream, (CUevent)runtime_event, CU_EVENT_WAIT_DEFAULT));
     CHECK(cudaMemcpyAsync(pinned + 3, data, sizeof(int), cudaMemcpyDeviceToHost, s));
     DRV(cuStreamSynchronize(driver_stream));
+    if (pinned[3] != 15) {  // which fault: 5, the wait was not kept; 0 now and 15 later, the copy landed late
+        int seen = pinned[3];
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+        printf("pinned[3]: %d after cuStreamSynchronize, %d 200 ms later; data holds %d\n", seen, pinned[3],
+               first_value(data));
+    }
     REQUIRE(pinned[3] == 15);
 
     // Event timing, by both APIs, on the same events.

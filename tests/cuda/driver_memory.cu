@@ -378,6 +378,10 @@ static void vmm() {
     CUdeviceptr alias;
     DRV(cuMemAddressReserve(&alias, g, 0, 0, 0));
     REQUIRE(alias + g <= range || range + 2 * g <= alias);
+    CUmemGenericAllocationHandle two;  // cuda.h: cuMemMap's offset "currently must be zero"
+    DRV(cuMemCreate(&two, 2 * g, &prop0, 0));
+    DRV_EXPECT(cuMemMap(alias, g, g, two, 0), CUDA_ERROR_NOT_SUPPORTED);  // as CUDA 13.0's driver answers
+    DRV(cuMemRelease(two));
     DRV(cuMemMap(alias, g, 0, h0, 0));
     DRV(cuMemcpyDtoH(got.data(), alias, 16));
     REQUIRE(got[0] == src[0] + 100 && got[1] == src[1] + 101);
