@@ -31,7 +31,7 @@ PARAMETERS = {
 }
 
 #: The methods curandGeneratePoissonMethod takes (CURAND_CHOOSE_BEST,
-#: CURAND_DEVICE_API, CURAND_3RD: what libcurand 10.4 accepts; any other is
+#: CURAND_DEVICE_API, CURAND_3RD: what libcurand 10.4.5 accepts; any other is
 #: CURAND_STATUS_OUT_OF_RANGE).
 POISSON_METHODS = (0, 9, 11)
 

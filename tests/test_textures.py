@@ -54,3 +54,34 @@ def test_on_a_gpu(compile_cuda, server_factory):
     server = server_factory("--backend", "cupy", "--devices", "1")
     result = run_program(compile_cuda("textures.cu"), server, timeout=300)
     assert result.returncode == 0 and "PASSED textures" in result.stdout, result.stdout + result.stderr[-3000:]
+
+
+def test_the_client_refuses_a_surface_over_an_array_without_surface_load_store(monkeypatch):
+    """Both APIs' surface objects are made by one client function, which
+    refuses an array made without cudaArraySurfaceLoadStore before asking
+    the server: a GPU server's driver makes such a surface (the H100's did),
+    so no server may be relied on to refuse it."""
+    import types
+
+    from rcuda.array_rules import SURFACE_LOAD_STORE
+    from rcuda.client import interposer
+    from rcuda.client.memory.arrays import CudaArray
+    from rcuda.client.runtime import textures
+    from rcuda.errors import CudaError, cudaError
+
+    sent = []
+    device = types.SimpleNamespace(label="GPU0", request=lambda op, **fields: (sent.append(op), ({"handle": 7}, []))[1])
+    kept = []
+    monkeypatch.setattr(interposer, "rt", types.SimpleNamespace(device=lambda: device,
+                                                                samplers=types.SimpleNamespace(add=kept.append)))
+
+    def array(flags: int) -> CudaArray:
+        return CudaArray(0x7A00_0000_0000, device, "float32", 1, 4, 4, 0, flags, (32, 0, 0, 0, 2))
+
+    with pytest.raises(CudaError) as refused:
+        textures.create_object({"type": "array", "array": array(0)}, None, None, "cuSurfObjectCreate")
+    assert refused.value.status == cudaError.cudaErrorInvalidValue and "SurfaceLoadStore" in str(refused.value)
+    assert sent == [] and kept == []  # (the programs' refusals on the sim, both APIs', are this one now)
+    assert textures.create_object({"type": "array", "array": array(SURFACE_LOAD_STORE)}, None, None,
+                                  "cudaCreateSurfaceObject") == 7
+    assert sent == ["surface_create"] and len(kept) == 1

@@ -176,7 +176,7 @@ def cuTexObjectGetResourceViewDesc(pResViewDesc, texObject):
 
 @driver()
 def cuSurfObjectCreate(pSurfObject, pResDesc):
-    """Over an array made with CUDA_ARRAY3D_SURFACE_LDST (the server checks)."""
+    """Over an array made with CUDA_ARRAY3D_SURFACE_LDST (runtime_textures.check_surface)."""
     require_initialized()
     out_pointer(pSurfObject, "pSurfObject")
     resource = resource_from(out_pointer(pResDesc, "pResDesc"), "cuSurfObjectCreate")

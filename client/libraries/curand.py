@@ -204,6 +204,12 @@ def _generate(name: str, generator, output, count: int, parameters: list) -> int
     if not obj.host:
         obj.call(name, [interposer.address(output), int(count), *parameters])
         return SUCCESS
+    if name == "curandGeneratePoissonMethod":
+        # cuRAND 10.4.5, the one rcuda's libcurand is, gives a host generator
+        # curandGeneratePoisson's numbers whatever the method; CUDA 13.0's
+        # 10.4.0, which a GPU server may have, answers 999 for
+        # CURAND_CHOOSE_BEST and 202 for CURAND_3RD there.
+        name, parameters = "curandGeneratePoisson", parameters[:1]
     _, payload = obj.call(name, [None, int(count), *parameters], wait=True)
     data = b"".join(bytes(getattr(frame, "buffer", frame)) for frame in payload)
     if len(data) != count * struct.calcsize(fmt):
@@ -260,7 +266,8 @@ def curandGeneratePoisson(generator, outputPtr, n, lambda_):
 @library()
 def curandGeneratePoissonMethod(generator, outputPtr, n, lambda_, method):
     """cuRAND's "internal" form, with the method its kernels use: the
-    methods cuRAND takes give Poisson numbers (on the sim, the same ones)."""
+    methods cuRAND takes give Poisson numbers (on the sim, the same ones;
+    a host generator's are curandGeneratePoisson's, see _generate)."""
     return _generate("curandGeneratePoissonMethod", generator, outputPtr, n, [float(lambda_), int(method)])
 
 

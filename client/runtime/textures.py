@@ -17,7 +17,7 @@ from rcuda._generated.cuda_enums import ENUMS
 from rcuda.errors import CudaError, cudaError
 
 from .. import interposer
-from rcuda.array_rules import layered
+from rcuda.array_rules import SURFACE_LOAD_STORE, layered
 
 from ..memory.arrays import FORMAT_BYTES, SamplerObject
 from .arrays import desc_tuple, fill_desc, format_of
@@ -117,12 +117,26 @@ def create_object(resource: dict, texture: dict | None, view: dict | None, call:
     if view is not None:
         check_view(resource, view, call)
     if texture is None:
+        check_surface(resource, call)
         reply, _ = device.request("surface_create", resource=wire_resource(resource))
     else:
         reply, _ = device.request("texture_create", resource=wire_resource(resource), texture=texture, view=view)
     handle = reply["handle"]
     rt().samplers.add(SamplerObject(device, handle, texture is None, resource, texture, view))
     return handle
+
+
+def check_surface(resource: dict, call: str) -> None:
+    """A surface is over an array made with cudaArraySurfaceLoadStore
+    (CUDA_ARRAY3D_SURFACE_LDST), as CUDA documents.  Checked here, for both
+    APIs, because a GPU's driver does not check it (the H100's made the
+    surface) and the sim should not be the only one refusing."""
+    if resource["type"] != "array":
+        raise CudaError(cudaError.cudaErrorInvalidValue, f"{call}: a surface is over an array, not "
+                                                         f"{resource['type']} memory")
+    if not resource["array"].flags & SURFACE_LOAD_STORE:
+        raise CudaError(cudaError.cudaErrorInvalidValue,
+                        f"{call}: the array was made without cudaArraySurfaceLoadStore (CUDA_ARRAY3D_SURFACE_LDST)")
 
 
 def destroy_object(handle: int, surface: bool, call: str) -> None:

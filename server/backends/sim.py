@@ -707,7 +707,9 @@ class SimDevice(Device):
             function.preferred_carveout = value
         elif attribute in CLUSTER_DIMENSION_ATTRIBUTES:
             if function.resources and function.resources.cluster_dims:
-                raise CudaError(cudaError.cudaErrorNotPermitted,
+                # cuda.h documents CUDA_ERROR_NOT_PERMITTED; the driver (580, CUDA 13.0, on an
+                # H100) answers CUDA_ERROR_INVALID_VALUE, and a GPU server passes that on.
+                raise CudaError(cudaError.cudaErrorInvalidValue,
                                 f"cudaFuncSetAttribute({function.describe()}, {attribute}): the kernel's cluster "
                                 f"shape {function.resources.cluster_dims} is set at compile time (__cluster_dims__)")
             if value < 0:

@@ -135,9 +135,8 @@ class SimArrays:
     def surface_create(self, resource: dict) -> int:
         if resource.get("type") != "array":
             raise invalid(f"cudaCreateSurfaceObject: a surface is over an array, not {resource.get('type')!r}")
-        spec = self._array(_int(resource, "array"), "cudaCreateSurfaceObject").spec  # (a level's flags are its array's)
-        if not spec.flags & SURFACE_LOAD_STORE:
-            raise invalid("cudaCreateSurfaceObject: the array was made without cudaArraySurfaceLoadStore")
+        # An array without cudaArraySurfaceLoadStore is refused by the client
+        # (client/runtime/textures.py check_surface); a GPU's driver takes it.
         handle = next(self._handles)
         self._objects[handle] = _Object(resource, None, None, self._resolver(resource, "cudaCreateSurfaceObject"))
         self._surfaces.add(handle)

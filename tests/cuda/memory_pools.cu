@@ -51,7 +51,25 @@ static void basic() {
     int supported = 0, handles = 7;
     CHECK(cudaDeviceGetAttribute(&supported, cudaDevAttrMemoryPoolsSupported, 0));
     CHECK(cudaDeviceGetAttribute(&handles, cudaDevAttrMemoryPoolSupportedHandleTypes, 0));
-    REQUIRE(supported == 1 && handles == cudaMemHandleTypePosixFileDescriptor);  // shared: tests/cuda/pool_ipc.cu
+    // rcuda shares pools (tests/cuda/pool_ipc.cu) through its server's memory IPC: their handles
+    // are POSIX file descriptors where cudaIpcGetMemHandle works (a sim server), none where it
+    // does not (a GPU server: no memory IPC there yet), whatever the GPU's driver could do.
+    int *probe;
+    CHECK(cudaMalloc(&probe, 256));
+    cudaIpcMemHandle_t ipc;
+    const cudaError_t shares = cudaIpcGetMemHandle(&ipc, probe);
+    cudaGetLastError();
+    CHECK(cudaFree(probe));
+    REQUIRE(shares == cudaSuccess || shares == cudaErrorNotSupported);
+    REQUIRE(supported == 1 && handles == (shares == cudaSuccess ? (int)cudaMemHandleTypePosixFileDescriptor : 0));
+    if (!handles) {  // and then no pool can be made to share
+        cudaMemPoolProps props = {};
+        props.allocType = cudaMemAllocationTypePinned;
+        props.location.type = cudaMemLocationTypeDevice;
+        props.handleTypes = cudaMemHandleTypePosixFileDescriptor;
+        cudaMemPool_t shared;
+        EXPECT_AND_CLEAR(cudaMemPoolCreate(&shared, &props), cudaErrorNotSupported);
+    }
     cudaMemPool_t pool = default_pool(), current;
     CHECK(cudaDeviceGetMemPool(&current, 0));
     REQUIRE(current == pool);
