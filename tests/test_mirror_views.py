@@ -130,3 +130,20 @@ def test_the_gpu_digest_sees_changes_a_sum_of_words_would_not():
     changed[3, 8] += np.uint64(1)  # two words moved in opposite directions: nor here
     assert (reference(changed, weight) != base).all()
     assert (reference(words.copy(), weight) == base).all()
+
+
+def test_a_gpu_server_sends_only_the_changed_chunk(service):
+    """The device service's mirror_dtoh on a CupyDevice (CuPy and the driver
+    stood in for: no CuPy kernels, so it digests on the host): the third
+    download of an unchanged mirror sends nothing, the fourth the one chunk
+    a write changed, with its bytes."""
+    device, size = service.device, 8 << 20
+    ptr = device.malloc(size)
+    device.write_now(ptr, memoryview(np.zeros(size, np.uint8)))
+    mirror_dtoh = service._handlers["mirror_dtoh"]
+    sent = [mirror_dtoh({"src": ptr, "size": size}, []) for _ in range(3)]
+    assert [header for header, _ in sent] == [{}, {}, {"runs": 0}]
+    device.write_now(ptr + 3 * CHUNK + 5, memoryview(b"\x07"))
+    header, (table, chunk) = mirror_dtoh({"src": ptr, "size": size}, [])
+    assert header == {"runs": 1} and np.frombuffer(table, "<u8").tolist() == [3 * CHUNK, CHUNK]
+    assert bytes(chunk)[5] == 7 and bytes(chunk).count(0) == CHUNK - 1
