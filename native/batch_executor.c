@@ -54,7 +54,6 @@ typedef int CUresult;
 typedef void *CUcontext, *CUfunction, *CUstream, *CUevent;
 typedef uint64_t CUdeviceptr;
 
-
 struct driver {
     CUresult (*ctx_get_current)(CUcontext *);
     CUresult (*ctx_set_current)(CUcontext);
@@ -212,8 +211,9 @@ struct rcuda_executor {
     struct launch_device_limits limits;
     /* A launch's parameters, copied here from the batch: a record's start in
      * the batch is aligned to 8 bytes only, its parameters to 4.  The
-     * driver copies each parameter out of here by its size (kernelParams),
-     * so no alignment beyond a parameter's own natural one is needed. */
+     * driver copies each parameter out of here (kernelParams, by the size
+     * its image gives), and cuda.h asks no alignment of those pointers: a
+     * CUtensorMap's copy here may be 16-byte aligned only. */
     _Alignas(16) uint8_t params[32768];
 };
 
