@@ -24,6 +24,15 @@
  * (native/served_requests.c) adds cuMemcpyDtoHAsync_v2, cuEventCreate,
  * cuEventQuery, cuEventSynchronize, cuStreamCreate, cuMemHostAlloc, their
  * destroyers and cuMemGetInfo_v2.
+ * A launch passes its parameters as cuLaunchKernel's kernelParams, one
+ * pointer per parameter into the client's buffer, never as a packed
+ * `extra` buffer: a packed buffer must already be in the device-side
+ * layout of the image the driver loaded, and that layout differs between
+ * images of one kernel (a 128-byte-aligned CUtensorMap parameter sits at
+ * offset 32 in an sm_80 cubin, 112 in an sm_90 one, where the parameter
+ * constant bank starts elsewhere; a JIT-compiled PTX decides its own), so
+ * the client's layout (rcuda/fatbin.py, from the first cubin) holds only
+ * for the values, and the driver places each where its image wants it.
  * One executor per GPU, used by that GPU's thread only (but a waiter
  * thread's cuEventSynchronize on a pending slot): no locks.
  */
@@ -44,10 +53,6 @@ typedef struct { uint32_t x, y, z; } dim3;
 typedef int CUresult;
 typedef void *CUcontext, *CUfunction, *CUstream, *CUevent;
 typedef uint64_t CUdeviceptr;
-
-#define CU_LAUNCH_PARAM_END ((void *)0x00)
-#define CU_LAUNCH_PARAM_BUFFER_POINTER ((void *)0x01)
-#define CU_LAUNCH_PARAM_BUFFER_SIZE ((void *)0x02)
 
 struct driver {
     CUresult (*ctx_get_current)(CUcontext *);
@@ -198,15 +203,27 @@ struct rcuda_executor {
     struct served_requests *served;  /* made by rcuda_executor_serve_start */
     void *library;
     CUcontext context;
-    struct table functions; /* id + 1 -> CUfunction, parameter buffer size */
+    struct table functions; /* id + 1 -> struct kernel, parameter buffer size */
     struct table streams;   /* id + 1 -> CUstream */
     struct table events;    /* id + 1 -> CUevent */
     struct ranges ranges;
     uint32_t max_threads_dim[3], max_grid_size[3];
     struct launch_device_limits limits;
     /* A launch's parameters, copied here from the batch: a record's start in
-     * the batch is aligned to 8 bytes only, its parameters to 4. */
+     * the batch is aligned to 8 bytes only, its parameters to 4.  The
+     * driver copies each parameter out of here (kernelParams, by the size
+     * its image gives), and cuda.h asks no alignment of those pointers: a
+     * CUtensorMap's copy here may be 16-byte aligned only. */
     _Alignas(16) uint8_t params[32768];
+};
+
+/* A kernel of the session: its function and, per parameter, where the
+ * parameter's value lies in `params` (the client's layout): the
+ * kernelParams of its launches. */
+struct kernel {
+    CUfunction handle;
+    uint32_t count;
+    void *params[];
 };
 
 typedef struct rcuda_executor rcuda_executor;
@@ -274,6 +291,8 @@ EXPORT void rcuda_executor_close(rcuda_executor *ex)
 {
     if (!ex)
         return;
+    for (size_t i = 0; i < ex->functions.capacity; i++)
+        free(ex->functions.slots[i].handle);
     free(ex->functions.slots);
     free(ex->streams.slots);
     free(ex->events.slots);
@@ -293,9 +312,28 @@ EXPORT void rcuda_executor_set_limits(rcuda_executor *ex, const uint32_t *max_th
     ex->limits.sharedMemPerBlockOptin = shared_mem_per_block_optin;
 }
 
-EXPORT int rcuda_executor_set_function(rcuda_executor *ex, uint32_t id, void *function, uint32_t buffer_size)
+/* Kernel `id` is `function`, its `count` parameters at `offsets` of a
+ * buffer of `buffer_size` bytes (each inside it: Python checked). */
+EXPORT int rcuda_executor_set_function(rcuda_executor *ex, uint32_t id, void *function, uint32_t buffer_size,
+                                       uint32_t count, const uint32_t *offsets)
 {
-    return table_put(&ex->functions, (uint64_t)id + 1, function, buffer_size);
+    if (buffer_size > sizeof ex->params)
+        return -1;
+    struct kernel *k = malloc(sizeof *k + sizeof(void *) * count);
+    if (!k)
+        return -1;
+    k->handle = function;
+    k->count = count;
+    for (uint32_t i = 0; i < count; i++)
+        k->params[i] = ex->params + offsets[i];
+    struct slot *old = table_find(&ex->functions, (uint64_t)id + 1);
+    void *replaced = old ? old->handle : NULL;
+    if (table_put(&ex->functions, (uint64_t)id + 1, k, buffer_size)) {
+        free(k);
+        return -1;
+    }
+    free(replaced);
+    return 0;
 }
 
 EXPORT int rcuda_executor_set_stream(rcuda_executor *ex, uint64_t id, void *stream)
@@ -431,18 +469,14 @@ static CUresult run_record(rcuda_executor *ex, const struct launch_record *recor
     struct slot *function = table_find(&ex->functions, (uint64_t)record->fn + 1);
     if (!function || function->size != record->param_bytes)
         return FOR_PYTHON;
+    struct kernel *kernel = function->handle;
     dim3 grid = {record->grid[0], record->grid[1], record->grid[2]};
     dim3 block = {record->block[0], record->block[1], record->block[2]};
     if (launch_device_rule_broken(grid, block, record->shared_mem, &ex->limits))
         return FOR_PYTHON;
-    size_t size = record->param_bytes;
-    if (size > sizeof ex->params)
-        return FOR_PYTHON;
-    memcpy(ex->params, fields, size);
-    void *extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, ex->params, CU_LAUNCH_PARAM_BUFFER_SIZE, &size,
-                     CU_LAUNCH_PARAM_END};
-    return ex->cu.launch_kernel(function->handle, grid.x, grid.y, grid.z, block.x, block.y, block.z,
-                                record->shared_mem, stream->handle, NULL, size ? extra : NULL);
+    memcpy(ex->params, fields, record->param_bytes); /* set_function kept it within params */
+    return ex->cu.launch_kernel(kernel->handle, grid.x, grid.y, grid.z, block.x, block.y, block.z,
+                                record->shared_mem, stream->handle, kernel->count ? kernel->params : NULL, NULL);
 }
 
 /* Run `progress->count` records of `data` from `progress->offset` on, until

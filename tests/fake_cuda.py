@@ -65,7 +65,9 @@ class _Work:
 
 class FakeGpu:
     """One GPU's context: `runtime` and `driver` stand in for cupy.cuda's.
-    Kernels are Python functions of their packed parameter buffer."""
+    Kernels are Python functions of their parameter buffer, laid out as
+    their image's layout says (a ParamLayout: where each parameter goes),
+    which the launch's pointers (kernelParams) are copied into."""
 
     memcpyHostToDevice, memcpyDeviceToHost, memcpyDeviceToDevice = 1, 2, 3
     CUDARuntimeError = CUDARuntimeError
@@ -79,7 +81,7 @@ class FakeGpu:
         self._handles = itertools.count(0x100)
         self._streams: dict[int, list] = {0: [0, None]}  # handle -> [flags, last work]
         self._events: dict[int, _Work | None] = {}
-        self._kernels: dict[int, tuple[str, object]] = {}
+        self._kernels: dict[int, tuple[str, object, object]] = {}
         self._loaded: set[int] = set()
         self._images: list[dict] = []
         self._modules: dict[int, dict[str, int]] = {}  # CUmodule -> {name: CUfunction}
@@ -89,16 +91,17 @@ class FakeGpu:
 
     # -- the test's side
 
-    def kernel(self, name: str, body, loaded: bool = True) -> int:
-        """A kernel's handle (what moduleGetFunction gives): `body(params, gpu)` runs it."""
+    def kernel(self, name: str, body, layout, loaded: bool = True) -> int:
+        """A kernel's handle (what moduleGetFunction gives): `body(params, gpu)`
+        runs it, its parameters where `layout` (a ParamLayout) puts them."""
         handle = next(self._handles)
-        self._kernels[handle] = (name, body)
+        self._kernels[handle] = (name, body, layout)
         if loaded:
             self._loaded.add(handle)
         return handle
 
     def image(self, kernels: dict) -> bytes:
-        """A module image (a cubin, to the backend) of kernels {name: body}."""
+        """A module image (a cubin, to the backend) of kernels {name: (body, layout)}."""
         self._images.append(kernels)
         return b"\x7fELF" + (len(self._images) - 1).to_bytes(4, "little")
 
@@ -175,9 +178,14 @@ class FakeGpu:
 
     def launchKernel(self, f, gx, gy, gz, bx, by, bz, shared, stream, kernel_params, extra) -> None:
         self._load_kernel(f)
-        name, body = self._kernels[f]
-        words = (ctypes.c_void_p * 5).from_address(extra)  # BUFFER_POINTER, &buffer, BUFFER_SIZE, &size, END
-        params = ctypes.string_at(words[1], ctypes.c_size_t.from_address(words[3]).value)
+        name, body, layout = self._kernels[f]
+        assert kernel_params and not extra, "the backend passes a pointer per parameter (kernelParams)"
+        # As the driver does: each parameter copied from its pointer to where the kernel's image has it.
+        params = bytearray(layout.buffer_size)
+        pointers = (ctypes.c_void_p * max(len(layout.offsets), 1)).from_address(kernel_params)
+        for pointer, offset, size in zip(pointers, layout.offsets, layout.sizes):
+            params[offset:offset + size] = ctypes.string_at(pointer, size)
+        params = bytes(params)
         self._issue(stream, lambda: body(params, self), name)
 
     # -- streams and events
@@ -281,7 +289,8 @@ class _JitDriver:
         gpu = self._gpu
         kernels = gpu._images[int.from_bytes(image.raw[4:8], "little")]
         module = next(gpu._handles)
-        gpu._modules[module] = {name: gpu.kernel(name, body, loaded=False) for name, body in kernels.items()}
+        gpu._modules[module] = {name: gpu.kernel(name, body, layout, loaded=False)
+                                for name, (body, layout) in kernels.items()}
         out._obj.value = module
         return 0
 

@@ -1,5 +1,5 @@
 """A GPU server's session thread without a GPU: tests/stand_in_driver.c
-built as the driver library (device memory is host memory, calls are
+built as the driver library (the batch executor's and the tensor maps') (device memory is host memory, calls are
 logged) and tests/fake_cuda.py as CuPy, under a DeviceService on the cupy
 backend.  For the tests of C's batch executor and served requests
 (conftest.py's `stand_in`, `driver` and `service` fixtures) and for
@@ -40,8 +40,23 @@ def build(directory: Path, optimise: str = "-O1") -> ctypes.CDLL | None:
     library.stand_in_call_at.restype = ctypes.POINTER(Call)
     library.stand_in_fail.argtypes = [ctypes.c_void_p, ctypes.c_int]
     library.stand_in_set_current.argtypes = [ctypes.c_void_p]
+    library.stand_in_layout.argtypes = [ctypes.c_void_p, ctypes.c_uint32, ctypes.c_void_p, ctypes.c_void_p]
+    library.stand_in_tensor_map.restype = ctypes.POINTER(ctypes.c_uint8 * 128)
     library.path = str(target)
     return library
+
+
+def image_layout(driver, function: int, layout) -> None:
+    """The stand-in's `function` has its parameters where `layout` (a
+    ParamLayout) says, in its image: what kernelParams are copied into."""
+    array = ctypes.c_uint32 * max(len(layout.offsets), 1)
+    offsets, sizes = array(*layout.offsets), array(*layout.sizes)
+    assert driver.stand_in_layout(function, len(layout.offsets), offsets, sizes) == 0
+
+
+def tensor_map(driver) -> bytes:
+    """The last tensor map the stand-in encoded."""
+    return bytes(driver.stand_in_tensor_map().contents)
 
 
 def calls(driver) -> list[Call]:
@@ -71,15 +86,16 @@ def service(driver_path: str):
     afterwards."""
     import zmq
     from fake_cuda import PinnedPool
-    from rcuda.server.backends import cuda_batches, cuda_jit, cupy_backend
+    from rcuda.server.backends import cuda_batches, cuda_jit, cuda_tensor_maps, cupy_backend
     from rcuda.server.device_service import DeviceService
 
-    saved = sys.modules.get("cupy"), cuda_batches.DRIVER_LIBRARY, cuda_jit._driver
+    saved = sys.modules.get("cupy"), cuda_batches.DRIVER_LIBRARY, cuda_jit._driver, cuda_tensor_maps._driver
     pool = PinnedPool()
     sys.modules["cupy"] = pool.module()
     cuda_batches.DRIVER_LIBRARY = driver_path
     gpu = pool.gpu()
     cuda_jit._driver = lambda: gpu.libcuda
+    cuda_tensor_maps._driver = lambda: ctypes.CDLL(driver_path)
     context = zmq.Context()
     gpu_service = DeviceService(context, types.SimpleNamespace(), 0, "127.0.0.1")
     try:
@@ -89,7 +105,7 @@ def service(driver_path: str):
     finally:
         gpu_service.socket.close()
         context.term()
-        cupy, cuda_batches.DRIVER_LIBRARY, cuda_jit._driver = saved
+        cupy, cuda_batches.DRIVER_LIBRARY, cuda_jit._driver, cuda_tensor_maps._driver = saved
         if cupy is None:
             sys.modules.pop("cupy", None)
         else:

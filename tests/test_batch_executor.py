@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 from fake_cuda import PinnedPool
-from stand_in_service import DTOD, EVENT_RECORD, HTOD, LAUNCH, MEMSET, WAIT, calls
+from stand_in_service import DTOD, EVENT_RECORD, HTOD, LAUNCH, MEMSET, WAIT, calls, image_layout
 from rcuda import wire
 from rcuda.errors import CudaError, cudaError
 from rcuda.server.backends import cuda_batches, cupy_backend
@@ -29,10 +29,12 @@ from rcuda.server.backends.cuda_batches import BatchExecutor
 
 PROPERTIES = {"maxThreadsDim": [1024, 1024, 64], "maxGridSize": [2**31 - 1, 65535, 65535],
               "maxThreadsPerBlock": 1024, "sharedMemPerBlockOptin": 232448, "sharedMemPerBlock": 49152}
-def kernel(handle: int, *sizes: int) -> types.SimpleNamespace:
+def kernel(driver, handle: int, *sizes: int) -> types.SimpleNamespace:
+    """A kernel of parameters `sizes` bytes each, packed; its image has them where the client does."""
     offsets = [sum(sizes[:i]) for i in range(len(sizes))]
-    return types.SimpleNamespace(handle=handle, name=f"kernel{handle:#x}",
-                                 layout=ParamLayout(tuple(offsets), tuple(sizes)))
+    layout = ParamLayout(tuple(offsets), tuple(sizes))
+    image_layout(driver, handle, layout)
+    return types.SimpleNamespace(handle=handle, name=f"kernel{handle:#x}", layout=layout)
 
 
 def launch_record(fn: int, params: bytes, grid=(1, 1, 1), block=(32, 1, 1), shmem: int = 0, stream: int = 0) -> bytes:
@@ -88,8 +90,8 @@ def test_a_batch_runs_in_order_with_its_parameters(driver, executor):
     memory = np.zeros(4096, np.uint8)
     base = memory.ctypes.data
     executor.add_range(base, 4096)
-    executor.set_function(1, kernel(0xF1, 8, 4))
-    executor.set_function(2, kernel(0xF2))
+    executor.set_function(1, kernel(driver, 0xF1, 8, 4))
+    executor.set_function(2, kernel(driver, 0xF2))
     params = struct.pack("<Qi", base, -5)
     batch = (launch_record(1, params, (3, 2, 1), (64, 2, 1), 128, 7)
              + memset_record(base, 100, 0x1AB)
@@ -121,7 +123,7 @@ def test_a_batch_runs_in_order_with_its_parameters(driver, executor):
 
 
 def test_the_gpu_context_is_made_current_for_each_batch(driver, executor):
-    executor.set_function(1, kernel(0xF1))
+    executor.set_function(1, kernel(driver, 0xF1))
     driver.stand_in_set_current(0xDEAD)  # another device's, left by the thread's last call
     run_all(executor, launch_record(1, b""), 1)
     assert calls(driver)[0].context == 0xC0
@@ -132,7 +134,7 @@ def test_records_c_must_not_run_come_back_to_python_at_their_offsets(driver, exe
     base = memory.ctypes.data
     executor.add_range(base, 256)
     executor.add_range(base + 4096 * 16, 64)  # another allocation, not adjacent
-    executor.set_function(1, kernel(0xF1, 8))
+    executor.set_function(1, kernel(driver, 0xF1, 8))
     records = [
         launch_record(1, bytes(8)),                                      # C
         htod_record(base + 254, b"abc"),                                 # an upload past the end
@@ -164,7 +166,7 @@ def test_records_c_must_not_run_come_back_to_python_at_their_offsets(driver, exe
 def test_forgotten_streams_and_allocations_are_python_s(driver, executor):
     memory = np.zeros(64, np.uint8)
     executor.add_range(memory.ctypes.data, 64)
-    executor.set_function(1, kernel(0xF1))
+    executor.set_function(1, kernel(driver, 0xF1))
     executor.set_event(4, 0xE4)
     executor.forget_stream(7)
     executor.forget_event(4)
@@ -179,8 +181,8 @@ def test_forgotten_streams_and_allocations_are_python_s(driver, executor):
 
 
 def test_a_driver_error_names_the_work_and_the_rest_goes_on(driver, executor):
-    executor.set_function(1, kernel(0xF1))
-    executor.set_function(2, kernel(0xF2))
+    executor.set_function(1, kernel(driver, 0xF1))
+    executor.set_function(2, kernel(driver, 0xF2))
     driver.stand_in_fail(0xF2, 700)  # CUDA_ERROR_ILLEGAL_ADDRESS
     batch = launch_record(2, b"") + launch_record(1, b"")
     offset, left, failure = executor.run(batch, 0, 2, lambda fn: f"launch of kernel number {fn}")
@@ -195,7 +197,7 @@ def test_malformed_batches_go_to_python_and_never_crash(driver, executor):
     memory = np.zeros(1 << 16, np.uint8)
     base = memory.ctypes.data
     executor.add_range(base, 1 << 16)
-    executor.set_function(1, kernel(0xF1, 8, 8))
+    executor.set_function(1, kernel(driver, 0xF1, 8, 8))
     good = [launch_record(1, bytes(16)), memset_record(base, 64, 3), dtod_record(base + 64, base, 64),
             htod_record(base + 128, b"x" * 40)]
     # Truncated: a header cut short, parameters cut short.
@@ -242,12 +244,13 @@ def test_the_server_runs_batches_in_c_and_explains_what_it_refuses(driver, servi
     handle = service._handlers
     gpu = service.gpu
     ran = []
-    image = gpu.image({"axpy": lambda params, gpu: ran.append(params)})
+    image = gpu.image({"axpy": (lambda params, gpu: ran.append(params), ParamLayout((0, 8), (8, 4)))})
     handle["module"]({"module": "m"}, [types.SimpleNamespace(buffer=memoryview(image))])
     handle["function"]({"fn": 4, "module": "m", "name": "axpy", "offsets": [0, 8], "sizes": [8, 4]}, [])
     handle["stream_create"]({"stream": 9, "flags": 0, "priority": 0}, [])
     stream = service.device._streams[9]
     axpy = service._functions[4][0].handle
+    image_layout(driver, axpy, ParamLayout((0, 8), (8, 4)))
 
     def launches(*records):
         data = b"".join(records)

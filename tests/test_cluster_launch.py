@@ -281,7 +281,8 @@ def test_the_cupy_backend_launches_clusters_with_cu_launch_kernel_ex(monkeypatch
     function = types.SimpleNamespace(handle=0x1234, name="k", layout=types.SimpleNamespace(offsets=(0, 8)))
     buffer = ctypes.create_string_buffer(struct.pack("<i4xi4x", 11, 22), 16)
     for cooperative in (False, True):
-        cupy_backend.CupyDevice._launch_ex(device, function, (8, 6, 1), (128, 1, 1), buffer, 256, 3, cooperative,
+        pointers = cupy_backend.param_pointers(function.layout, buffer)
+        cupy_backend.CupyDevice._launch_ex(device, function, (8, 6, 1), (128, 1, 1), pointers, 256, 3, cooperative,
                                            (2, 3, 1))
         assert seen["config"] == (8, 6, 1, 128, 1, 1, 256, 0x5000, 2 if cooperative else 1)
         assert seen["attrs"][0][:2] == (cupy_backend.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION, (2, 3, 1))

@@ -82,6 +82,27 @@ def test_cublaslt_on_a_gpu(compile_cuda):
     check_section(run_on_gpu(compile_cuda, "cublaslt_matmul.cu", "cublasLt"), *LT_SECTIONS)
 
 
+BLAS_HANDLE_SECTIONS = ["linear", "handle_kept"]
+
+
+@pytest.fixture(scope="module")
+def blas_handle_result(compile_cuda):
+    return run_on_sim(compile_cuda, "cublaslt_blas_handle.cu", "sim_kernels.py", devices=1,
+                      flags=library_flags("cublas", "cublasLt"))
+
+
+@pytest.mark.parametrize("section", BLAS_HANDLE_SECTIONS)
+def test_a_cublas_handle_serves_as_a_cublaslt_handle(blas_handle_result, section):
+    """PyTorch's getCurrentCUDABlasLtHandle() is its cuBLAS handle, cast:
+    the heuristic and a bias-epilogue cublasLtMatmul take it, and leave its
+    stream and pointer mode as the program set them."""
+    check_section(blas_handle_result, section)
+
+
+def test_a_cublas_handle_serves_as_a_cublaslt_handle_on_a_gpu(compile_cuda):
+    check_section(run_on_gpu(compile_cuda, "cublaslt_blas_handle.cu", "cublas", "cublasLt"), *BLAS_HANDLE_SECTIONS)
+
+
 def test_runs_with_only_the_dropins_on_the_library_path(compile_cuda, sim_server):
     """No LD_PRELOAD: the program's libcublas.so.13 and libcudart.so.13 are
     the drop-ins (filters of librcuda.so, with NVIDIA's version nodes), as on

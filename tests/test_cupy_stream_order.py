@@ -25,6 +25,7 @@ from rcuda import protocol
 from rcuda.client.transport.peer import PeerCopies
 from rcuda.errors import CudaError, cudaError
 from rcuda.server.backends import cuda_jit, cupy_backend
+from rcuda.server.backends.base import ParamLayout
 from rcuda.server.peer import Inbox, PeerOps
 
 ONE = (1, 1, 1)
@@ -49,6 +50,11 @@ def finish(completion) -> None:
     completion.release()
 
 
+def words(count: int) -> ParamLayout:
+    """A kernel's layout of `count` 8-byte parameters, client's and image's alike."""
+    return ParamLayout(tuple(range(0, 8 * count, 8)), (8,) * count)
+
+
 def launch(device, function, stream: int, *words: int) -> None:
     device.launch(function, ONE, ONE, struct.pack(f"<{len(words)}Q", *words), 0, stream)
 
@@ -71,8 +77,9 @@ def fill_kernel(params: bytes, gpu) -> None:
 def test_nonblocking_stream_waits_for_no_running_kernel(pool, monkeypatch):
     gpu, device = open_gpu(pool)
     monkeypatch.setattr(cuda_jit, "_driver", lambda: gpu.libcuda)
-    device.load_module("m", gpu.image({"longKernel": lambda params, gpu: None, "copyInts": copy_kernel}))
-    long_kernel = device.get_function("m", "longKernel", None)
+    device.load_module("m", gpu.image({"longKernel": (lambda params, gpu: None, words(2)),
+                                         "copyInts": (copy_kernel, words(3))}))
+    long_kernel = device.get_function("m", "longKernel", words(2))
     flag, host_in, host_out = device.malloc(4), device.malloc(4000), device.malloc(4000)
     device.stream_create(1, NON_BLOCKING, 0)
     finish(device.synchronize())
@@ -81,7 +88,7 @@ def test_nonblocking_stream_waits_for_no_running_kernel(pool, monkeypatch):
     launch(device, long_kernel, 0, flag, 1_500_000_000)
     values = (np.arange(1000, dtype=np.int32) * 3 + 1).tobytes()
     device.write_now(host_in, memoryview(values))  # the host's writes, sent before the next launch
-    copy_ints = device.get_function("m", "copyInts", None)  # its first launch registers it
+    copy_ints = device.get_function("m", "copyInts", words(3))  # its first launch registers it
     launch(device, copy_ints, 1, host_out, host_in, 4000)
     finish(device.stream_synchronize(1))
     assert bytes(device.read_now(host_out, 4000)) == values  # for the host copy, after the synchronisation
@@ -141,7 +148,8 @@ def test_a_peer_copy_reads_its_source_after_the_work_before_it_in_its_stream(poo
     warm(pool)
     src, dst = source.malloc(SIZE), device.malloc(SIZE)
     source.stream_create(1, NON_BLOCKING, 0)
-    launch(source, cupy_backend.CupyFunction(source_gpu.kernel("fill", fill_kernel), "fill", None), 1, src, SIZE, 7)
+    fill = cupy_backend.CupyFunction(source_gpu.kernel("fill", fill_kernel, words(3)), "fill", words(3))
+    launch(source, fill, 1, src, SIZE, 7)
     peer_copy(source, 1, device, 0, src, dst, SIZE)  # cudaMemcpyPeerAsync(dst, 1, src, 0, SIZE, stream 1 of GPU0)
     finish(device.synchronize())
     assert gpu.read(dst, SIZE) == b"\x07" * SIZE
@@ -156,7 +164,7 @@ def test_a_peer_copy_is_written_between_the_work_around_it_in_its_stream(pool):
     dst, before, after = device.malloc(SIZE), device.malloc(SIZE), device.malloc(SIZE)
     gpu.write(dst, b"\x01" * SIZE)
     device.stream_create(1, NON_BLOCKING, 0)
-    copy = cupy_backend.CupyFunction(gpu.kernel("copy", copy_kernel), "copy", None)
+    copy = cupy_backend.CupyFunction(gpu.kernel("copy", copy_kernel, words(3)), "copy", words(3))
     launch(device, copy, 1, before, dst, SIZE)  # earlier work in the stream reads the destination
     peer_copy(source, 0, device, 1, src, dst, SIZE)  # cudaMemcpyPeerAsync(dst, 1, src, 0, SIZE, stream 1 of GPU1)
     launch(device, copy, 1, after, dst, SIZE)  # later work reads the bytes

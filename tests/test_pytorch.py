@@ -24,7 +24,7 @@ MLP = HOST.with_name("torch_mlp.py")  # PyTorch's own kernels: on a GPU server
 EXIT_STATUS = 3  # what torch_host.py exits with
 
 EXPECTED = ["ok devices 2", "ok to and from the device", "ok non_blocking with pinned memory",
-            "ok copies between GPUs", "ok streams and timed events", "ok caching allocator"]
+            "ok copies between GPUs", "ok streams and timed events", "ok caching allocator", "ok linear"]
 
 
 @pytest.fixture(scope="module")

@@ -4,7 +4,10 @@ heuristic and cublasLtMatmul.
 
 Descriptors, layouts and preferences are plain data kept here, their
 attributes as the bytes the program set.  A handle is a cuBLAS handle on
-the device current at cublasLtCreate, and cublasLtMatmul is sent as the
+the device current at cublasLtCreate; a program's cuBLAS handle serves as
+one too, as with NVIDIA's cuBLAS (PyTorch's getCurrentCUDABlasLtHandle()
+is its cuBLAS handle, cast), and keeps its own stream and pointer mode: a
+matmul's are for its own calls only.  cublasLtMatmul is sent as the
 cublasGemmStridedBatchedEx it describes (client/libraries/cublas.py's forwarder:
 the same checks, asynchronous in the given stream), after a copy of C into
 D when they differ.
@@ -35,6 +38,7 @@ one algorithm, which needs no workspace.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import itertools
 import struct
@@ -71,6 +75,26 @@ EPILOGUE, BIAS_POINTER, BIAS_BATCH_STRIDE, AUX_POINTER, AUX_LD, AUX_BATCH_STRIDE
 
 class LtHandle(BlasHandle):
     library = "cublasLt"
+
+
+def _lt_handle(lightHandle, call: str) -> BlasHandle:
+    """The handle a matmul or the heuristic runs on: a cublasLtCreate
+    handle, or a cuBLAS handle cast to cublasLtHandle_t."""
+    return objects.get(interposer.address(lightHandle), BlasHandle, call, "CUBLAS_STATUS_NOT_INITIALIZED")
+
+
+@contextlib.contextmanager
+def _settings(handle: BlasHandle, stream, pointer_mode: int):
+    """`handle` in a matmul's own stream and pointer mode for the calls
+    inside, its own (a cuBLAS handle's cublasSetStream, cublasSetPointerMode)
+    back after them."""
+    saved = handle.stream, handle.stream_handle, handle.pointer_mode
+    handle.use_stream(stream)
+    handle.pointer_mode = pointer_mode
+    try:
+        yield
+    finally:
+        handle.stream, handle.stream_handle, handle.pointer_mode = saved
 
 
 class Described:
@@ -318,26 +342,26 @@ def _strided_gemm():
 def cublasLtMatmul(lightHandle, computeDesc, alpha, A, Adesc, B, Bdesc, beta, C, Cdesc, D, Ddesc, algo,
                    workspace, workspaceSizeInBytes, stream):
     call = "cublasLtMatmul"
-    handle = objects.get(interposer.address(lightHandle), LtHandle, call, "CUBLAS_STATUS_NOT_INITIALIZED")
+    handle = _lt_handle(lightHandle, call)
     desc = _described(computeDesc, "matmul descriptor", call)
     a, b, c, d = (_described(x, "matrix layout", call) for x in (Adesc, Bdesc, Cdesc, Ddesc))
     g = _gemm(desc, a, b, c, d, call)
     dst, src = interposer.address(D), interposer.address(C)
     epilogue = _epilogue_arguments(desc, d, g, dst) if g["epilogue"] != blas_rules.EPILOGUE_DEFAULT else None
-    handle.use_stream(stream)
-    handle.pointer_mode = g["pointer_mode"]
-    if dst != src and g["m"] and g["n"]:
-        # D = alpha op(A) op(B) + beta C, computed in place in D: C first
-        size = ELEMENT_BYTES[d.get(0)]
-        for i in range(g["batch"] if c.get(5, 1) > 1 else 1):
-            cublas._copy_2d(dst + i * d.get(6) * size, d.get(4) * size, src + i * c.get(6) * size,
+    with _settings(handle, stream, g["pointer_mode"]):
+        if dst != src and g["m"] and g["n"]:
+            # D = alpha op(A) op(B) + beta C, computed in place in D: C first
+            size = ELEMENT_BYTES[d.get(0)]
+            for i in range(g["batch"] if c.get(5, 1) > 1 else 1):
+                cublas._copy_2d(dst + i * d.get(6) * size, d.get(4) * size, src + i * c.get(6) * size,
                                 c.get(4) * size, g["m"] * size, g["n"], cublas.D2D, stream)
-    strides = [layout.get(6) if layout.get(5, 1) > 1 else 0 for layout in (a, b, d)]
-    _strided_gemm()(handle.handle, g["transa"], g["transb"], g["m"], g["n"], g["k"], alpha,
-            interposer.address(A), a.get(0), a.get(4), strides[0], interposer.address(B), b.get(0), b.get(4), strides[1],
-            beta, dst, d.get(0), d.get(4), strides[2], g["batch"], g["compute"], -1)
-    if epilogue is not None and g["m"] and g["n"] and g["batch"]:
-        handle.call(blas_rules.MATMUL_EPILOGUE, epilogue)  # after the GEMM, in its stream
+        strides = [layout.get(6) if layout.get(5, 1) > 1 else 0 for layout in (a, b, d)]
+        _strided_gemm()(handle.handle, g["transa"], g["transb"], g["m"], g["n"], g["k"], alpha,
+                        interposer.address(A), a.get(0), a.get(4), strides[0],
+                        interposer.address(B), b.get(0), b.get(4), strides[1],
+                        beta, dst, d.get(0), d.get(4), strides[2], g["batch"], g["compute"], -1)
+        if epilogue is not None and g["m"] and g["n"] and g["batch"]:
+            handle.call(blas_rules.MATMUL_EPILOGUE, epilogue)  # after the GEMM, in its stream
     return SUCCESS
 
 
@@ -346,7 +370,7 @@ def cublasLtMatmulAlgoGetHeuristic(lightHandle, operationDesc, Adesc, Bdesc, Cde
                                    requestedAlgoCount, heuristicResultsArray, returnAlgoCount):
     """One algorithm (rcuda's): the GEMM it forwards, needing no workspace."""
     call = "cublasLtMatmulAlgoGetHeuristic"
-    objects.get(interposer.address(lightHandle), LtHandle, call, "CUBLAS_STATUS_NOT_INITIALIZED")
+    _lt_handle(lightHandle, call)
     desc = _described(operationDesc, "matmul descriptor", call)
     layouts = [_described(x, "matrix layout", call) for x in (Adesc, Bdesc, Cdesc, Ddesc)]
     if requestedAlgoCount < 1 or heuristicResultsArray == interposer.ffi.NULL or returnAlgoCount == interposer.ffi.NULL:

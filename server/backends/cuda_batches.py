@@ -2,7 +2,7 @@
 (native/batch_executor.c, built into rcuda/_lib/librcuda_server.so).
 
 The cupy backend teaches the executor what it may run: the session's
-kernels (id, CUfunction, parameter buffer size), streams (id, CUstream),
+kernels (id, CUfunction, where each parameter lies in the buffer), streams (id, CUstream),
 events (id, CUevent),
 allocations (TaughtAllocationTable) and the device's launch limits.  The
 session's thread then hands it each batch; a record C will not run comes
@@ -37,7 +37,8 @@ rcuda_executor *rcuda_executor_open(const char *driver_library, char *error, siz
 void rcuda_executor_close(rcuda_executor *ex);
 void rcuda_executor_set_limits(rcuda_executor *ex, const uint32_t *max_threads_dim, const uint32_t *max_grid_size,
                                uint64_t max_threads_per_block, uint64_t shared_mem_per_block_optin);
-int rcuda_executor_set_function(rcuda_executor *ex, uint32_t id, void *function, uint32_t buffer_size);
+int rcuda_executor_set_function(rcuda_executor *ex, uint32_t id, void *function, uint32_t buffer_size,
+                                uint32_t count, const uint32_t *offsets);
 int rcuda_executor_set_stream(rcuda_executor *ex, uint64_t id, void *stream);
 void rcuda_executor_forget_stream(rcuda_executor *ex, uint64_t id);
 int rcuda_executor_set_event(rcuda_executor *ex, uint64_t id, void *event);
@@ -101,9 +102,9 @@ class BatchExecutor:
 
     def set_function(self, fn: int, function) -> None:
         """Kernel id `fn` of the session is `function` (a CupyFunction)."""
-        handle = self._ffi.cast("void *", function.handle)
-        self._checked(self._lib.rcuda_executor_set_function(self._executor, fn, handle,
-                                                            function.layout.buffer_size), "kernels")
+        handle, layout = self._ffi.cast("void *", function.handle), function.layout
+        self._checked(self._lib.rcuda_executor_set_function(self._executor, fn, handle, layout.buffer_size,
+                                                            len(layout.offsets), list(layout.offsets)), "kernels")
 
     def set_stream(self, stream: int, handle: int) -> None:
         self._checked(self._lib.rcuda_executor_set_stream(self._executor, stream, self._ffi.cast("void *", handle)),

@@ -3,7 +3,10 @@
 
 Memory is plain cudaMalloc memory (not CuPy's memory pool), modules are the
 programs' own fatbinaries loaded with cuModuleLoadData, and a launch passes
-the client's packed parameter buffer unchanged (cuLaunchKernel's `extra`).
+the client's packed parameter buffer as a pointer per parameter
+(cuLaunchKernel's kernelParams): the driver puts each where the image it
+loaded wants it, which the client's layout need not match
+(native/batch_executor.c says why).
 CuPy is imported when a backend is created, so this module imports on
 machines without it.
 
@@ -41,11 +44,6 @@ from .cuda_batches import TaughtAllocationTable
 from .cuda_status import driver_status, runtime_status
 
 log = logging.getLogger(__name__)
-
-# cuda.h: the `extra` argument of cuLaunchKernel.
-CU_LAUNCH_PARAM_END = 0x00
-CU_LAUNCH_PARAM_BUFFER_POINTER = 0x01
-CU_LAUNCH_PARAM_BUFFER_SIZE = 0x02
 
 CUDA_ERROR_NOT_FOUND = 500
 
@@ -813,28 +811,21 @@ class CupyDevice(Device):
         # ctypes objects that must live until cuLaunchKernel returns (it copies
         # the parameters before returning).
         buffer = ctypes.create_string_buffer(params, len(params))
+        pointers = param_pointers(function.layout, buffer)
         if cluster is not None:
-            self._launch_ex(function, grid, block, buffer, shared_mem, stream, cooperative, cluster)
+            self._launch_ex(function, grid, block, pointers, shared_mem, stream, cooperative, cluster)
             return
         if cooperative:
-            self._launch_cooperative(function, grid, block, buffer, shared_mem, stream)
+            self._launch_cooperative(function, grid, block, pointers, shared_mem, stream)
             return
-        size = ctypes.c_size_t(len(params))
-        extra = (ctypes.c_void_p * 5)(CU_LAUNCH_PARAM_BUFFER_POINTER, ctypes.addressof(buffer),
-                                      CU_LAUNCH_PARAM_BUFFER_SIZE, ctypes.addressof(size), CU_LAUNCH_PARAM_END)
-        extra_pointer = ctypes.addressof(extra) if params else 0  # no parameters: nothing to pass
         with self._cuda(f"launch of kernel {function.name}"):
             self._driver.launchKernel(function.handle, grid[0], grid[1], grid[2], block[0], block[1], block[2],
-                                      shared_mem, self._streams[stream], 0, extra_pointer)
+                                      shared_mem, self._streams[stream], ctypes.addressof(pointers), 0)
 
-    def _launch_cooperative(self, function: CupyFunction, grid, block, buffer, shared_mem: int, stream: int) -> None:
-        """cuLaunchCooperativeKernel takes no packed buffer, a pointer per
-        parameter instead: each points into the buffer at its offset.  The
-        driver refuses a grid that cannot be resident at once (720,
-        cudaErrorCooperativeLaunchTooLarge)."""
-        base = ctypes.addressof(buffer)
-        offsets = function.layout.offsets
-        pointers = (ctypes.c_void_p * max(len(offsets), 1))(*(base + offset for offset in offsets))
+    def _launch_cooperative(self, function: CupyFunction, grid, block, pointers, shared_mem: int, stream: int) -> None:
+        """cuLaunchCooperativeKernel (a pointer per parameter, as every
+        launch here).  The driver refuses a grid that cannot be resident at
+        once (720, cudaErrorCooperativeLaunchTooLarge)."""
         with self._cuda(f"cooperative launch of kernel {function.name}"):
             status = _cu_launch_cooperative_kernel()(function.handle, *grid, *block, shared_mem,
                                                      self._streams[stream], pointers)
@@ -842,16 +833,13 @@ class CupyDevice(Device):
             raise CudaError(driver_status(status), f"cooperative launch of kernel {function.name} on GPU "
                                                    f"{self.index} failed with CUresult {status}")
 
-    def _launch_ex(self, function: CupyFunction, grid, block, buffer, shared_mem: int, stream: int,
+    def _launch_ex(self, function: CupyFunction, grid, block, pointers, shared_mem: int, stream: int,
                    cooperative: bool, cluster) -> None:
         """A thread block cluster launch: cuLaunchKernelEx with
         CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION (and CU_LAUNCH_ATTRIBUTE_COOPERATIVE
-        when cooperative), the parameters as a pointer each into the buffer.
+        when cooperative).
         A kernel with __cluster_dims__ launched without a shape takes the
         plain cuLaunchKernel: the driver gives it its own."""
-        base = ctypes.addressof(buffer)
-        offsets = function.layout.offsets
-        pointers = (ctypes.c_void_p * max(len(offsets), 1))(*(base + offset for offset in offsets))
         attrs = (CUlaunchAttribute * 2)()
         attrs[0].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
         attrs[0].value.clusterDim.x, attrs[0].value.clusterDim.y, attrs[0].value.clusterDim.z = cluster
@@ -1245,6 +1233,14 @@ def _p2p_attribute(attribute: int, source: int, destination: int) -> int:
     except (OSError, AttributeError):
         pass
     return 0
+
+
+def param_pointers(layout: ParamLayout, buffer) -> ctypes.Array:
+    """cuLaunchKernel's kernelParams: a pointer per parameter into `buffer`,
+    packed by the client's layout (native/batch_executor.c says why never
+    the packed buffer itself)."""
+    base = ctypes.addressof(buffer)
+    return (ctypes.c_void_p * max(len(layout.offsets), 1))(*(base + offset for offset in layout.offsets))
 
 
 # cuda.h: CUlaunchAttributeID values, and the structures of cuLaunchKernelEx.

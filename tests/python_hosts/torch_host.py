@@ -1,5 +1,6 @@
 """PyTorch as a CUDA host, for tests/test_pytorch.py: everything that needs
-no kernel of PyTorch's, on two GPUs (of one server or of two).  Prints
+no kernel of PyTorch's (nn.Linear's forward is cuBLASLt's), on two GPUs (of
+one server or of two).  Prints
 `ok ...` lines; a failed check raises."""
 import sys
 
@@ -58,6 +59,16 @@ del on_0, staged, copied
 torch.cuda.empty_cache()
 assert torch.cuda.memory_allocated(0) == 0 and torch.cuda.memory_reserved(0) == 0
 print("ok caching allocator", flush=True)
+
+# nn.Linear's forward: cuBLASLt's matmul with a bias epilogue, on PyTorch's
+# cuBLAS handle cast to a cublasLtHandle_t (getCurrentCUDABlasLtHandle()).
+torch.manual_seed(0)
+linear, inputs = torch.nn.Linear(7, 5), torch.randn(3, 7)
+want = linear(inputs)
+with torch.no_grad():
+    got = linear.to("cuda:1")(inputs.to("cuda:1")).cpu()
+assert torch.allclose(got, want, atol=1e-5), (got, want)
+print("ok linear", flush=True)
 
 try:
     (on_1 + 1).cpu()  # a kernel of PyTorch's: the sim has none
