@@ -51,8 +51,11 @@ def test_gpu_selection_finds_every_files_gpu_tests():
 
 @requires_nvcc
 def test_run_sh_dry_run_records_every_step(tmp_path):
-    out = tmp_path / "out"
+    out, wheels = tmp_path / "out", tmp_path / "wheels"
+    wheels.mkdir()
+    (wheels / "COMMIT").write_text("abc1234-dirty\n")  # as prepare_wheels.sh writes it
     env = dict(os.environ, OUT=str(out), RCUDA_GPU_DRY_RUN="1", RCUDA_GPU_PYTHON=sys.executable,
+               RCUDA_GPU_WHEELS=str(wheels),
                RCUDA_GPU_STEPS="machine install cupy tests-gpu calibrate launch small-calls copies managed graphs",
                RCUDA_GPU_PYTEST_ARGS="tests/no_such_test_file.py")
     run = subprocess.run(["bash", str(RUN_SH)], env=env, capture_output=True, text=True, timeout=300, cwd=tmp_path)
@@ -68,6 +71,7 @@ def test_run_sh_dry_run_records_every_step(tmp_path):
                             "managed", "demo", "graphs",
                             "paper", "calibrate", "micro", "summary"]
     assert status["machine"] == "ok" and (results / "machine" / "uname.txt").is_file()
+    assert (results / "machine" / "commit.txt").read_text().strip() == "abc1234-dirty"
     assert status["install"] == f"skipped: using RCUDA_GPU_PYTHON={sys.executable}"
     assert status["cupy"] == "skipped: dry run: no GPU"
     assert status["calibrate"].startswith("skipped: dry run")
@@ -98,7 +102,8 @@ def test_run_sh_dry_run_records_every_step(tmp_path):
     summary = json.loads((results / "summary.json").read_text())
     assert summary["dry_run"] is True and summary["steps"]["tests-gpu"]["status"].startswith("failed")
     assert "launch_loop.json" in summary["files"] and "graph_step.json" in summary["files"]
-    assert "DRY RUN" in (out / "summary.md").read_text()
+    assert "DRY RUN" in (out / "summary.md").read_text() and "rcuda at abc1234-dirty." in (out / "summary.md").read_text()
+    assert summary["commit"] == "abc1234-dirty"
     assert (out / "summary.md").read_text() == (results / "summary.md").read_text()
 
 

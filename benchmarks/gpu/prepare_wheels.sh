@@ -36,6 +36,8 @@ trap 'rm -rf "$SOURCE"' EXIT
 git -C "$REPO" ls-files -z --cached --others --exclude-standard |
     tar -C "$REPO" --null --ignore-failed-read -T - -cf - 2> /dev/null | tar -C "$SOURCE" -xf -
 "$PY" -m pip wheel -q --no-deps -w "$DEST" "$SOURCE"
+# Which code the wheel is (run.sh records it with the results).
+git -C "$REPO" describe --always --dirty > "$DEST/COMMIT"
 "$PY" -m pip download -q --no-deps --only-binary=:all: -d "$DEST" \
     --python-version "$VERSION" --implementation cp --platform manylinux_2_28_x86_64 \
     --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 --platform manylinux_2_5_x86_64 \

@@ -148,6 +148,10 @@ step_machine() {
     free -g > memory.txt 2>&1 || true
     (nvcc --version || /usr/local/cuda/bin/nvcc --version) > nvcc.txt 2>&1 || true
     "$PY" --version > python.txt 2>&1 || true
+    # The libraries a GPU server's answers depend on, and the code the wheel was made from.
+    "$PY" -m pip list 2> /dev/null | grep -Ei '^(cupy|nvidia-(cublas|cufft|curand|cuda-runtime|cuda-nvrtc)|torch) ' \
+        > packages.txt || true
+    cp "${RCUDA_GPU_WHEELS:-$REPO/wheelhouse}/COMMIT" commit.txt 2> /dev/null || echo "unknown" > commit.txt
     if command -v nvidia-smi > /dev/null; then
         nvidia-smi > nvidia-smi.txt 2>&1 || true
         nvidia-smi -L > nvidia-smi-L.txt 2>&1 || true
@@ -155,7 +159,7 @@ step_machine() {
     else
         echo "nvidia-smi not found" > nvidia-smi.txt
     fi
-    cat uptime.txt python.txt nvidia-smi.txt
+    cat uptime.txt python.txt commit.txt packages.txt nvidia-smi.txt
 }
 
 step_install() {
@@ -306,8 +310,11 @@ for path in sorted(out.rglob("*.json")):
     if "comparisons" in data:
         summary["demo_comparisons"] = data["comparisons"]
         summary["demo_accuracies"] = data.get("accuracies")
+commit = out / "machine" / "commit.txt"
+summary["commit"] = commit.read_text().strip() if commit.is_file() else "unknown"
 (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
 lines = ["# rcuda on a GPU machine" + (" (DRY RUN: no GPU steps)" if summary["dry_run"] else ""), "",
+         f"rcuda at {summary['commit']}.", "",
          "Every log and result: gpu-results.tar.gz (logs/STEP.log, steps.tsv, summary.json, the JSON results).", "",
          "| step | status | seconds |", "|---|---|---|"]
 lines += [f"| {name} | {s['status']} | {s['seconds']} |" for name, s in summary["steps"].items()]
