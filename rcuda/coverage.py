@@ -227,10 +227,14 @@ PYTORCH = [
     "Runs on sim servers (`tests/test_pytorch.py`, torch 2.14): `is_available`, `device_count`, properties,",
     "`set_device`, tensors to and from GPUs (pinned memory and `non_blocking` too), copies between GPUs of one",
     "server and of two, streams, timed events, `synchronize`, the caching allocator and its statistics,",
-    "`empty_cache`, `mem_get_info`, a clean exit.  A kernel of PyTorch's fails on the sim, naming it.",
+    "`empty_cache`, `mem_get_info`, `nn.Linear`'s forward (cuBLASLt, on PyTorch's cuBLAS handle), a clean",
+    "exit.  A kernel of PyTorch's fails on the sim, naming it.",
     "",
-    "Not yet run on a GPU server: PyTorch's own kernels (its fatbinaries reach the server at their first",
-    "launch), `torch.matmul` through the cuBLAS/cuBLASLt drop-ins, a training step.  What stops the rest:",
+    "On a GPU server (an H100, torch 2.11, 2026-11-28): PyTorch's elementwise kernels (from libtorch_cuda's",
+    "fatbinaries, sent to the server at their first launch) and `torch.matmul` ran and matched the CPU;",
+    "`nn.Linear` stopped at cuBLASLt, which refused PyTorch's cuBLAS handle as its own (accepted since, not",
+    "yet confirmed on a GPU), so an MLP's training step (`test_pytorch_mlp_on_a_gpu`) has not run through yet.",
+    "What stops the rest:",
     "",
     "| what | why |",
     "|---|---|",
@@ -239,7 +243,7 @@ PYTORCH = [
     "| cuSPARSE, cuSOLVER (`torch.sparse`, `torch.linalg`) | not forwarded: no drop-ins; NVIDIA's libraries link their own runtime |",
     "| CUDA graphs (`torch.cuda.graphs`, `torch.compile`'s `mode=\"reduce-overhead\"`) | stream capture works; not yet tried with PyTorch, whose kernels need a GPU server |",
     "| `torch.compile` (Triton) | not tried: Triton loads cubins through the driver API, which rcuda serves |",
-    "| IPC (`torch.multiprocessing` sharing CUDA tensors) | `cudaIpc*` are not implemented |",
+    "| IPC (`torch.multiprocessing` sharing CUDA tensors) | `cudaIpc*` share memory between processes on sim servers; GPU servers have no memory IPC yet |",
 ]
 
 
