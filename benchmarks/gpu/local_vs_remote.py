@@ -244,22 +244,14 @@ def copies(out: Path, sim: bool, sizes=(64 << 20, 256 << 20), repeats: int = 5) 
         return {name: {str(size): round(size / float(np.median(seconds)) / 1e9, 3) for size, seconds in by.items()}
                 for name, by in times.items()}
 
-    def program(scratch: Path, env: dict | None) -> dict:
-        csv = scratch / "copy.csv"
-        common.run_program([binary, csv, 300, *(f"{s}:{r}" for s, r in counts.items())], env=env)
-        times: dict = {"htod": {}, "dtoh": {}}
-        for line in csv.read_text().splitlines():
-            direction, size, seconds = line.split(",")
-            times[direction].setdefault(int(size), []).append(float(seconds))
-        return times
-
     with tempfile.TemporaryDirectory(prefix="rcuda-bench-") as scratch:
         scratch = Path(scratch)
         if not sim:
-            report["gb_per_s"]["local"] = rates(program(scratch, None))
+            report["gb_per_s"]["local"] = rates(copy_throughput.copy_times(binary, counts, 300, scratch))
         with servers(sim, 1, common.SIM_KERNELS) as (address, description):
             report["remote"] = description
-            report["gb_per_s"]["rcuda"] = rates(program(scratch, common.rcuda_environment(address)))
+            report["gb_per_s"]["rcuda"] = rates(copy_throughput.copy_times(binary, counts, 300, scratch,
+                                                                             common.rcuda_environment(address)))
         with common.peer("tcp-stream", str(max(sizes))) as tcp_peer:
             raw = rates(copy_throughput.time_raw_tcp(tcp_peer.address, counts))
         report["gb_per_s"]["raw_tcp"] = {"htod": raw["raw_tcp_upload"], "dtoh": raw["raw_tcp_download"]}

@@ -79,17 +79,24 @@ def parameters(quick: bool) -> dict:
 # ---------------------------------------------------------------- measurements
 
 
-def time_rcuda(binary: Path, server: common.Server, repeats: dict, warmup_ms: int,
-               scratch: Path, variant: str = "rcuda", env: dict | None = None) -> dict[str, dict[int, list]]:
+def copy_times(binary: Path, repeats: dict, warmup_ms: int, scratch: Path,
+               env: dict | None = None) -> dict[str, dict[int, list]]:
+    """cuda/copy.cu's own timings of its cudaMemcpy calls, by direction
+    ("htod", "dtoh") and size: on the local GPU, or through rcuda with `env`."""
     out = scratch / "copy.csv"
-    server.wait_idle()
-    common.run_program([binary, out, warmup_ms, *(f"{s}:{r}" for s, r in repeats.items())],
-                       env=common.rcuda_environment(server.address, env))
-    times: dict[str, dict[int, list]] = {f"{variant}_htod": {}, f"{variant}_dtoh": {}}
+    common.run_program([binary, out, warmup_ms, *(f"{s}:{r}" for s, r in repeats.items())], env=env)
+    times: dict[str, dict[int, list]] = {"htod": {}, "dtoh": {}}
     for line in out.read_text().splitlines():
         direction, size, seconds = line.split(",")
-        times[f"{variant}_{direction}"].setdefault(int(size), []).append(float(seconds))
+        times[direction].setdefault(int(size), []).append(float(seconds))
     return times
+
+
+def time_rcuda(binary: Path, server: common.Server, repeats: dict, warmup_ms: int,
+               scratch: Path, variant: str = "rcuda", env: dict | None = None) -> dict[str, dict[int, list]]:
+    server.wait_idle()
+    times = copy_times(binary, repeats, warmup_ms, scratch, common.rcuda_environment(server.address, env))
+    return {f"{variant}_{direction}": by_size for direction, by_size in times.items()}
 
 
 def touched_buffer(size: int) -> memoryview:
